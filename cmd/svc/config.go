@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Defaults of `svc serve` (CONTRACT §1).
+const (
+	defaultConfigPath = "./svc.json"
+	// defaultAddr is loopback: exposing the broker is an explicit choice.
+	defaultAddr = "127.0.0.1:7433"
+)
+
+// Config is the process configuration of `svc serve`: flags over SVC_*
+// environment over defaults. The team config file it names holds the rest.
+type Config struct {
+	ConfigPath     string
+	Addr           string
+	DBPath         string // "" means in-memory
+	ActivityDBPath string // "" means in-memory
+	KEK            string // base64 from SVC_KEK; "" means the KEK file
+	LogLevel       string
+}
+
+// KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
+func (c Config) KEKPath() string { return c.ConfigPath + ".kek" }
+
+// FilesRoot is the first-boot files root: svc-files beside the config.
+func (c Config) FilesRoot() string {
+	return filepath.Join(filepath.Dir(c.ConfigPath), "svc-files")
+}
+
+// parseServeConfig reads flags and environment.
+func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	env := func(key, def string) string {
+		if v, ok := os.LookupEnv(key); ok {
+			return v
+		}
+		return def
+	}
+	var c Config
+	fs.StringVar(&c.ConfigPath, "config-path", env("SVC_CONFIG_PATH", defaultConfigPath), "team config file (env SVC_CONFIG_PATH)")
+	fs.StringVar(&c.Addr, "addr", env("SVC_ADDR", defaultAddr), "listen address for REST, SSE and gRPC (env SVC_ADDR)")
+	fs.StringVar(&c.DBPath, "db-path", env("SVC_DB_PATH", ""), "main store file; empty means in-memory (env SVC_DB_PATH)")
+	activity := fs.String("activity-db-path", env("SVC_ACTIVITY_DB_PATH", ""), "activity store file; default <db-path>-activity.db (env SVC_ACTIVITY_DB_PATH)")
+	fs.StringVar(&c.LogLevel, "log-level", env("SVC_LOG_LEVEL", "info"), "debug, info, warn or error (env SVC_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return c, &exitError{code: 2, err: err}
+	}
+	if fs.NArg() > 0 {
+		return c, &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
+	}
+	c.KEK = os.Getenv("SVC_KEK")
+	if c.ConfigPath == "" {
+		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}
+	}
+	abs, err := filepath.Abs(c.ConfigPath)
+	if err != nil {
+		return c, err
+	}
+	c.ConfigPath = abs
+	if isMemory(c.DBPath) {
+		c.DBPath = ""
+	}
+	c.ActivityDBPath = *activity
+	if c.ActivityDBPath == "" && c.DBPath != "" {
+		c.ActivityDBPath = c.DBPath + "-activity.db"
+	}
+	if isMemory(c.ActivityDBPath) {
+		c.ActivityDBPath = ""
+	}
+	return c, nil
+}
+
+func isMemory(p string) bool { return p == "" || p == ":memory:" }

@@ -1,0 +1,72 @@
+// Command svc is the team broker: `svc serve` runs it; `svc activity prune`
+// applies activity retention.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is the semver reported by /healthz; `make build` sets it.
+var version = "0.1.0-dev"
+
+// exitError carries a process exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	// Every file svc writes is private: 0600 files in 0700 directories.
+	syscall.Umask(0o077)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "svc:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: svc <command> [flags]
+
+commands:
+  serve                                      run the broker
+  activity prune --older-than <dur> [--yes]  delete activity older than dur
+  version                                    print the version
+`
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return &exitError{code: 2, err: errors.New("no command")}
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr)
+	case "activity":
+		if len(args) > 1 && args[1] == "prune" {
+			return prune(ctx, args[2:], stdin, stdout, stderr)
+		}
+	case "version", "--version":
+		fmt.Fprintln(stdout, version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return &exitError{code: 2, err: fmt.Errorf("unknown command %q", args[0])}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"svc/store/sqlite"
+)
+
+// prune deletes activity rows older than --older-than (spec: Retention).
+func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("activity prune", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	olderThan := fs.String("older-than", "", "age cutoff: a number with d, h, m, s or ms")
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	dbPath := fs.String("db-path", os.Getenv("SVC_DB_PATH"), "main store file (env SVC_DB_PATH)")
+	actPath := fs.String("activity-db-path", os.Getenv("SVC_ACTIVITY_DB_PATH"), "activity store file (env SVC_ACTIVITY_DB_PATH)")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	age, err := parseAge(*olderThan)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	path := *actPath
+	if path == "" && !isMemory(*dbPath) {
+		path = *dbPath + "-activity.db"
+	}
+	if isMemory(path) {
+		return &exitError{code: 2, err: errors.New("no activity store file: set --activity-db-path or --db-path")}
+	}
+	cutoff := time.Now().Add(-age)
+	if !*yes {
+		if !isTerminal(stdin) {
+			return &exitError{code: 2, err: errors.New("refusing to prune without --yes when not on a terminal")}
+		}
+		fmt.Fprintf(stdout, "Delete every activity row older than %s (before %s) from %s? [y/N] ", *olderThan, cutoff.UTC().Format(time.RFC3339), path)
+		line, _ := bufio.NewReader(stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			return &exitError{code: 1, err: errors.New("aborted")}
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("activity store: %w", err)
+	}
+	act, err := sqlite.OpenActivity(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer act.Close()
+	n, err := act.PruneActivity(ctx, cutoff)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "deleted %d activity rows\n", n)
+	return nil
+}
+
+var ageRE = regexp.MustCompile(`^(?i)([0-9]+)(ms|d|h|m|s)$`)
+
+// parseAge reads a duration with suffix d, h, m, s or ms, case-insensitive.
+func parseAge(s string) (time.Duration, error) {
+	m := ageRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("--older-than %q: want a number with d, h, m, s or ms", s)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("--older-than %q: %w", s, err)
+	}
+	unit := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[strings.ToLower(m[2])]
+	if n > int64(1<<62)/int64(unit) {
+		return 0, fmt.Errorf("--older-than %q: too large", s)
+	}
+	return time.Duration(n) * unit, nil
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"svc/gateway"
+	"svc/server"
+	"svc/server/auth"
+	"svc/server/kek"
+	"svc/server/teamconfig"
+	"svc/store/sqlite"
+)
+
+// shutdownTimeout bounds the drain on SIGTERM; the process ends within 10 s
+// (CONTRACT §5) with time left to close the stores.
+const shutdownTimeout = 8 * time.Second
+
+// readHeaderTimeout bounds slow headers. No Read/WriteTimeout: they would cut
+// SSE and streams (notes/toolchain.md).
+const readHeaderTimeout = 10 * time.Second
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseServeConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+
+	k, err := loadKEK(cfg, log)
+	if err != nil {
+		return err
+	}
+	file, firstToken, err := loadTeamConfig(cfg, k, log)
+	if err != nil {
+		return err
+	}
+
+	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("open activity store: %w", err)
+	}
+	defer act.Close()
+
+	team, err := server.NewTeam(ctx, cfg.ConfigPath, file, st, time.Now)
+	if err != nil {
+		return err
+	}
+	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version}, server.WithLogger(log))
+
+	// The gateway reaches gRPC through an in-process connection, so every
+	// REST call runs the same interceptors (auth) as a native call.
+	inproc := bufconn.Listen(1 << 20)
+	conn, err := grpc.NewClient("passthrough:///svc-inproc",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	gw, err := gateway.New(ctx, conn, srv, gateway.WithLogger(log))
+	if err != nil {
+		return err
+	}
+
+	lis, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	split := newSplitListener(lis)
+	h1 := &http.Server{Handler: gw, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	h1.Protocols = new(http.Protocols)
+	h1.Protocols.SetHTTP1(true)
+
+	servers := []*http.Server{h1}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { split.serve(); return nil })
+	g.Go(func() error { return ignoreClosed(srv.GRPC().Serve(split.h2)) })
+	g.Go(func() error { return ignoreClosed(srv.GRPC().Serve(inproc)) })
+	g.Go(func() error { return ignoreClosed(h1.Serve(split.h1)) })
+
+	if file.HTTPS != nil {
+		tlsSrv, tlsLis, err := listenTLS(cfg.Addr, file.HTTPS, srv.GRPC(), gw, log)
+		if err != nil {
+			_ = lis.Close()
+			return err
+		}
+		servers = append(servers, tlsSrv)
+		g.Go(func() error { return ignoreClosed(tlsSrv.Serve(tlsLis)) })
+	}
+
+	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
+		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
+	if firstToken != "" {
+		// The only time a token is ever printed (CONTRACT §1).
+		fmt.Fprintf(stdout, "admin token: %s\n", firstToken)
+	}
+
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = lis.Close()
+		for _, s := range servers {
+			if err := s.Shutdown(sctx); err != nil {
+				_ = s.Close()
+			}
+		}
+		stopped := make(chan struct{})
+		go func() { srv.GRPC().GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-sctx.Done():
+			srv.GRPC().Stop()
+		}
+		_ = inproc.Close()
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func ignoreClosed(err error) error {
+	if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// listenTLS serves the https block: the same API over TLS on https.port of
+// the configured host. Over TLS, browsers negotiate HTTP/2 too, so gRPC is
+// routed by content type through grpc.Server.ServeHTTP.
+func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler, log *slog.Logger) (*http.Server, net.Listener, error) {
+	cert, err := tls.LoadX509KeyPair(h.Cert, h.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("https: %w", err)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(h.Port)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("https listen: %w", err)
+	}
+	s := &http.Server{
+		ReadHeaderTimeout: readHeaderTimeout,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				g.ServeHTTP(w, r)
+				return
+			}
+			gw.ServeHTTP(w, r)
+		}),
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	log.Info("svc listening (tls)", "addr", lis.Addr().String())
+	return s, tls.NewListener(lis, s.TLSConfig), nil
+}
+
+// loadKEK takes SVC_KEK when set, else the KEK file beside the config,
+// creating it on first use.
+func loadKEK(cfg Config, log *slog.Logger) (*kek.KEK, error) {
+	if cfg.KEK != "" {
+		k, err := kek.Parse(cfg.KEK)
+		if err != nil {
+			return nil, fmt.Errorf("SVC_KEK: %w", err)
+		}
+		return k, nil
+	}
+	k, created, err := kek.LoadOrCreate(cfg.KEKPath())
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Info("created KEK file", "path", cfg.KEKPath())
+	}
+	return k, nil
+}
+
+// loadTeamConfig loads, validates and migrates the team config; when it does
+// not exist it writes the first-boot config and returns the admin token.
+func loadTeamConfig(cfg Config, k *kek.KEK, log *slog.Logger) (*teamconfig.File, string, error) {
+	f, err := teamconfig.Load(cfg.ConfigPath)
+	if errors.Is(err, os.ErrNotExist) {
+		token, hash, err := auth.NewToken()
+		if err != nil {
+			return nil, "", err
+		}
+		f, err := teamconfig.Default(k, cfg.FilesRoot(), hash)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := teamconfig.Save(cfg.ConfigPath, f); err != nil {
+			return nil, "", fmt.Errorf("write first-boot config: %w", err)
+		}
+		log.Info("first boot: wrote team config", "path", cfg.ConfigPath)
+		return f, token, nil
+	}
+	if err != nil {
+		return nil, "", &exitError{code: 1, err: fmt.Errorf("refusing to start: %w", err)}
+	}
+	changed, err := f.Migrate(k)
+	if err != nil {
+		return nil, "", &exitError{code: 1, err: fmt.Errorf("refusing to start: %s: %w", cfg.ConfigPath, err)}
+	}
+	if changed {
+		if err := teamconfig.Save(cfg.ConfigPath, f); err != nil {
+			return nil, "", fmt.Errorf("rewrite migrated config: %w", err)
+		}
+		log.Info("migrated plaintext secrets and presets in team config", "path", cfg.ConfigPath)
+	}
+	if !hasManager(f) {
+		log.Warn("no member holds members.manage; the team cannot be managed over the API")
+	}
+	return f, "", nil
+}
+
+func hasManager(f *teamconfig.File) bool {
+	for _, m := range f.Store.Members {
+		for _, p := range m.Permissions {
+			if p == auth.MembersManage {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+func orMemory(p string) string {
+	if p == "" {
+		return ":memory:"
+	}
+	return p
+}

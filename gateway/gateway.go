@@ -1,0 +1,236 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"svc/gen/openapi"
+	apiv1 "svc/gen/svc/v1"
+	"svc/server"
+	"svc/server/auth"
+)
+
+// DefaultMaxBody caps JSON request bodies of REST routes. Routes with other
+// caps (file writes, tool args) set their own.
+const DefaultMaxBody = 1 << 20
+
+// Gateway is the HTTP handler of every non-gRPC request.
+type Gateway struct {
+	log     *slog.Logger
+	handler http.Handler
+}
+
+// Option sets an optional setting.
+type Option func(*Gateway)
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
+
+// New builds the REST facade over conn, a client connection to the server's
+// own gRPC server (so interceptors, and with them auth, always run).
+func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ...Option) (*Gateway, error) {
+	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(g)
+	}
+	_ = srv // the hand-written handlers (SSE, fs, OTLP, hooks) use it
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{EmitDefaultValues: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+		}),
+		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, g.log, r, err)
+		}),
+		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+			switch code {
+			case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+				writeError(w, g.log, r, errNotFound)
+			default:
+				writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "%s", http.StatusText(code)))
+			}
+		}),
+		runtime.WithIncomingHeaderMatcher(incomingHeader),
+		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
+		runtime.WithForwardResponseOption(forwardResponse),
+	)
+	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+		apiv1.RegisterBrokerHandler,
+	} {
+		if err := register(ctx, gw, conn); err != nil {
+			return nil, fmt.Errorf("register gateway: %w", err)
+		}
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openapi.JSON)
+	})
+	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
+	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(mux))))
+	return g, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// incomingHeader forwards only what the services read: the cookie (the
+// gateway's special case already forwards Authorization) and the protocol
+// header. Nothing identity-bearing is taken from Grpc-Metadata-* headers.
+func incomingHeader(key string) (string, bool) {
+	switch strings.ToLower(key) {
+	case "cookie":
+		return "grpcgateway-cookie", true
+	case "x-svc-protocol":
+		return "x-svc-protocol", true
+	}
+	return "", false
+}
+
+// outgoingHeader forwards only Set-Cookie from service metadata.
+func outgoingHeader(key string) (string, bool) {
+	if key == "set-cookie" {
+		return "Set-Cookie", true
+	}
+	return "", false
+}
+
+type tlsKey struct{}
+
+func withTLSFlag(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			r = r.WithContext(context.WithValue(r.Context(), tlsKey{}, true))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// forwardResponse applies the status a service asked for (201, 204) and marks
+// cookies Secure over HTTPS.
+func forwardResponse(ctx context.Context, w http.ResponseWriter, _ proto.Message) error {
+	if ctx.Value(tlsKey{}) == true {
+		cookies := w.Header().Values("Set-Cookie")
+		w.Header().Del("Set-Cookie")
+		for _, c := range cookies {
+			w.Header().Add("Set-Cookie", c+"; Secure")
+		}
+	}
+	md, ok := runtime.ServerMetadataFromContext(ctx)
+	if !ok {
+		return nil
+	}
+	vals := md.HeaderMD.Get("x-http-code")
+	if len(vals) == 0 {
+		return nil
+	}
+	code, err := strconv.Atoi(vals[0])
+	if err != nil || code < 200 || code > 299 {
+		return nil
+	}
+	if code == http.StatusNoContent {
+		w.Header().Del("Content-Type")
+	}
+	w.WriteHeader(code)
+	return nil
+}
+
+// bodyless drops the body the gateway writes after a 204.
+func bodyless(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&noBodyAfter204{ResponseWriter: w}, r)
+	})
+}
+
+type noBodyAfter204 struct {
+	http.ResponseWriter
+	noBody bool
+}
+
+func (w *noBodyAfter204) WriteHeader(code int) {
+	w.noBody = code == http.StatusNoContent
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *noBodyAfter204) Write(b []byte) (int, error) {
+	if w.noBody {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *noBodyAfter204) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// withProtocol enforces X-SVC-Protocol: absent means 1, anything else is 400.
+func (g *Gateway) withProtocol(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-SVC-Protocol", server.ProtocolVersion)
+		if v := r.Header.Values("X-SVC-Protocol"); len(v) > 0 && (len(v) > 1 || v[0] != server.ProtocolVersion) {
+			writeError(w, g.log, r, server.Errorf(server.CodeUnsupportedProtocol, "unsupported X-SVC-Protocol %q; this server speaks %s", strings.Join(v, ","), server.ProtocolVersion))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withOrigin refuses cross-origin state changes carried by the session
+// cookie (defence in depth beside SameSite=Strict). Bearer requests carry no
+// ambient credential and pass.
+func (g *Gateway) withOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			_, hasCookie := auth.SessionFromCookies(r.Header.Values("Cookie"))
+			origin := r.Header.Get("Origin")
+			if hasCookie && r.Header.Get("Authorization") == "" && origin != "" {
+				u, err := url.Parse(origin)
+				if err != nil || u.Host != r.Host {
+					writeError(w, g.log, r, server.Errorf(server.CodeForbidden, "cross-origin request refused"))
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withBodyLimit answers 413 for declared oversize bodies and caps the rest.
+func (g *Gateway) withBodyLimit(limit int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			writeError(w, g.log, r, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", limit))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (g *Gateway) withRecovery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				g.log.ErrorContext(r.Context(), "panic in http handler", "panic", v, "stack", string(debug.Stack()))
+				writeError(w, g.log, r, server.Errorf(server.CodeInternal, "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

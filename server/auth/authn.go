@@ -1,0 +1,189 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"svc/store"
+)
+
+// Authentication outcomes. The server maps them to 401 and 403.
+var (
+	// ErrUnauthenticated means no valid credential was presented.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden means the caller lacks the permission.
+	ErrForbidden = errors.New("forbidden")
+)
+
+// SessionTTL is the sliding lifetime of a session (spec: Limits).
+const SessionTTL = 7 * 24 * time.Hour
+
+// Session refresh and token lastUsedAt writes are coalesced to one per this
+// interval per credential, so a busy client does not turn every request into
+// a write.
+const touchInterval = time.Second
+
+// Via says how a principal authenticated.
+type Via int
+
+// Ways to authenticate.
+const (
+	ViaBearer Via = iota + 1
+	ViaSession
+)
+
+// Principal is the authenticated caller.
+type Principal struct {
+	Member      string
+	Permissions []string
+	Via         Via
+	TokenID     string            // with ViaBearer
+	Session     store.SessionHash // with ViaSession
+	SessionID   string            // the cookie value, with ViaSession
+	ExpiresAt   time.Time         // credential expiry; zero when none
+	// Refreshed is true when this request slid the session's expiry.
+	Refreshed bool
+}
+
+// Has reports whether the principal holds the leaf.
+func (p *Principal) Has(leaf string) bool { return slices.Contains(p.Permissions, leaf) }
+
+// LogValue keeps credentials out of logs.
+func (p *Principal) LogValue() slog.Value { return slog.StringValue(p.Member) }
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the principal of an authenticated request.
+func PrincipalFrom(ctx context.Context) (*Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(*Principal)
+	return p, ok
+}
+
+// Credentials are what a request presented.
+type Credentials struct {
+	Bearer  string
+	Session string
+}
+
+// CredentialsFromMetadata reads gRPC metadata: authorization, and the cookie
+// either sent natively or forwarded by the gateway as grpcgateway-cookie.
+func CredentialsFromMetadata(md metadata.MD) Credentials {
+	var c Credentials
+	if v := md.Get("authorization"); len(v) > 0 {
+		c.Bearer, _ = ParseBearer(v[0])
+		if c.Bearer == "" {
+			c.Bearer = v[0] // present but unusable: must fail, not fall back
+		}
+	}
+	cookies := append(md.Get("cookie"), md.Get("grpcgateway-cookie")...)
+	c.Session, _ = SessionFromCookies(cookies)
+	return c
+}
+
+// MemberLookup resolves a member's current permissions; the team registry
+// implements it, so permission changes apply to the next request.
+type MemberLookup interface {
+	MemberPermissions(name string) ([]string, bool)
+}
+
+// Authenticator resolves credentials to a principal.
+type Authenticator struct {
+	tokens   store.TokenStore
+	sessions store.SessionStore
+	members  MemberLookup
+	now      func() time.Time
+	log      *slog.Logger
+}
+
+// NewAuthenticator returns an Authenticator.
+func NewAuthenticator(tokens store.TokenStore, sessions store.SessionStore, members MemberLookup, now func() time.Time, log *slog.Logger) *Authenticator {
+	return &Authenticator{tokens: tokens, sessions: sessions, members: members, now: now, log: log}
+}
+
+// Authenticate resolves c. A presented bearer is authoritative: when it is
+// invalid the request fails rather than falling back to a cookie.
+func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (*Principal, error) {
+	switch {
+	case c.Bearer != "":
+		return a.bearer(ctx, c.Bearer)
+	case c.Session != "":
+		return a.session(ctx, c.Session)
+	default:
+		return nil, fmt.Errorf("%w: no credentials", ErrUnauthenticated)
+	}
+}
+
+func (a *Authenticator) bearer(ctx context.Context, token string) (*Principal, error) {
+	if !strings.HasPrefix(token, TokenPrefix) {
+		return nil, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	}
+	h, err := ParseToken(token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: malformed token", ErrUnauthenticated)
+	}
+	t, err := a.tokens.GetTokenByHash(ctx, h)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	if !t.Active(now) {
+		return nil, fmt.Errorf("%w: token revoked or expired", ErrUnauthenticated)
+	}
+	perms, ok := a.members.MemberPermissions(t.Member)
+	if !ok {
+		return nil, fmt.Errorf("%w: member gone", ErrUnauthenticated)
+	}
+	if now.Sub(t.LastUsedAt) >= touchInterval {
+		if err := a.tokens.TouchToken(ctx, t.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			a.log.WarnContext(ctx, "token touch failed", "err", err)
+		}
+	}
+	return &Principal{Member: t.Member, Permissions: perms, Via: ViaBearer, TokenID: t.ID, ExpiresAt: t.ExpiresAt}, nil
+}
+
+func (a *Authenticator) session(ctx context.Context, id string) (*Principal, error) {
+	h, err := ParseSessionID(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: malformed session", ErrUnauthenticated)
+	}
+	s, err := a.sessions.GetSession(ctx, h)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: unknown session", ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	if !now.Before(s.ExpiresAt) {
+		return nil, fmt.Errorf("%w: session expired", ErrUnauthenticated)
+	}
+	perms, ok := a.members.MemberPermissions(s.Member)
+	if !ok {
+		return nil, fmt.Errorf("%w: member gone", ErrUnauthenticated)
+	}
+	p := &Principal{Member: s.Member, Permissions: perms, Via: ViaSession, Session: h, SessionID: id, ExpiresAt: s.ExpiresAt}
+	if now.Sub(s.LastSeenAt) >= touchInterval {
+		expires := now.Add(SessionTTL)
+		if err := a.sessions.TouchSession(ctx, h, now, expires); err == nil {
+			p.ExpiresAt, p.Refreshed = expires, true
+		} else if !errors.Is(err, store.ErrNotFound) {
+			a.log.WarnContext(ctx, "session touch failed", "err", err)
+		}
+	}
+	return p, nil
+}

@@ -1,0 +1,508 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pquerna/otp"
+	"github.com/pquerna/otp/totp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/kek"
+	"svc/server/teamconfig"
+	"svc/store"
+)
+
+const logoutMethod = apiv1.Broker_Logout_FullMethodName
+
+// TOTP parameters (spec: Authentication rule 1): 6 digits, 30 s steps, one
+// step of skew either way.
+const (
+	totpDigits = otp.DigitsSix
+	totpPeriod = 30
+	totpSkew   = 1
+)
+
+// Limits of member fields.
+const (
+	maxRoleField     = 256
+	maxInstructions  = 64 << 10
+	maxPermissionArg = 64
+)
+
+// Broker implements apiv1.BrokerServer.
+type Broker struct {
+	apiv1.UnimplementedBrokerServer
+
+	store   store.Store
+	team    *Team
+	kek     *kek.KEK // nil when no KEK is active
+	limiter *auth.FailureLimiter
+	version string
+	now     func() time.Time
+	log     *slog.Logger
+
+	// lastStep remembers the last TOTP time step accepted per member, so a
+	// code cannot be replayed within its validity window.
+	stepMu   sync.Mutex
+	lastStep map[string]int64
+}
+
+var _ apiv1.BrokerServer = (*Broker)(nil)
+
+// Health implements apiv1.BrokerServer.
+func (b *Broker) Health(context.Context, *apiv1.HealthRequest) (*apiv1.HealthResponse, error) {
+	return &apiv1.HealthResponse{Status: "ok", Version: b.version}, nil
+}
+
+// GetBriefing implements apiv1.BrokerServer.
+func (b *Broker) GetBriefing(ctx context.Context, _ *apiv1.GetBriefingRequest) (*apiv1.GetBriefingResponse, error) {
+	p := mustPrincipal(ctx)
+	me, ok := b.team.Member(p.Member)
+	if !ok {
+		return nil, auth.ErrUnauthenticated
+	}
+	team, presets := b.team.Info()
+	pt := &apiv1.Team{Name: team.Name, Directive: team.Directive, Context: team.Context, PermissionPresets: map[string]*structpb.ListValue{}}
+	for name, leaves := range presets {
+		lv := &structpb.ListValue{}
+		for _, l := range leaves {
+			lv.Values = append(lv.Values, structpb.NewStringValue(l))
+		}
+		pt.PermissionPresets[name] = lv
+	}
+	resp := &apiv1.GetBriefingResponse{
+		Member:         memberToProto(me, true),
+		Team:           pt,
+		OpenObjectives: []*apiv1.Objective{},
+	}
+	for _, m := range b.team.Members() {
+		resp.Teammates = append(resp.Teammates, teammateToProto(m))
+	}
+	return resp, nil
+}
+
+// GetRoster implements apiv1.BrokerServer.
+func (b *Broker) GetRoster(context.Context, *apiv1.GetRosterRequest) (*apiv1.GetRosterResponse, error) {
+	resp := &apiv1.GetRosterResponse{Connected: []*apiv1.Presence{}}
+	for _, m := range b.team.Members() {
+		resp.Teammates = append(resp.Teammates, teammateToProto(m))
+	}
+	return resp, nil
+}
+
+// ListMembers implements apiv1.BrokerServer.
+func (b *Broker) ListMembers(ctx context.Context, _ *apiv1.ListMembersRequest) (*apiv1.ListMembersResponse, error) {
+	manage := mustPrincipal(ctx).Has(auth.MembersManage)
+	resp := &apiv1.ListMembersResponse{Members: []*apiv1.Member{}}
+	for _, m := range b.team.Members() {
+		resp.Members = append(resp.Members, memberToProto(m, manage))
+	}
+	return resp, nil
+}
+
+// CreateMember implements apiv1.BrokerServer.
+func (b *Broker) CreateMember(ctx context.Context, req *apiv1.CreateMemberRequest) (*apiv1.CreateMemberResponse, error) {
+	p := mustPrincipal(ctx)
+	if !teamconfig.ValidName(req.GetName()) {
+		return nil, invalid("name", "must be 1 to 64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")
+	}
+	if err := validateRole(req.GetRole()); err != nil {
+		return nil, err
+	}
+	if len(req.GetInstructions()) > maxInstructions {
+		return nil, invalid("instructions", "at most %d bytes", maxInstructions)
+	}
+	_, presets := b.team.Info()
+	perms, err := resolvePermissions(req.GetPermissions(), presets)
+	if err != nil {
+		return nil, err
+	}
+	plaintext, hash, err := auth.NewToken()
+	if err != nil {
+		return nil, err
+	}
+	entry := teamconfig.Member{
+		Name: req.GetName(), Role: roleFromProto(req.GetRole()), Instructions: req.GetInstructions(),
+		Permissions: perms, RawPermissions: nonNil(slices.Clone(req.GetPermissions())),
+		TokenHash: teamconfig.FormatTokenHash(hash),
+	}
+	err = b.team.change(func(f *teamconfig.File) error {
+		if slices.ContainsFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == entry.Name }) {
+			return Errorf(CodeConflict, "member %q already exists", entry.Name)
+		}
+		f.Store.Members = append(f.Store.Members, entry)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	err = b.store.WithTx(ctx, func(tx store.Tx) error {
+		if err := tx.PutMember(ctx, toStoreMember(entry, now)); err != nil {
+			return err
+		}
+		return tx.CreateToken(ctx, store.Token{
+			ID: newID(), Member: entry.Name, Hash: hash, Label: "initial", Origin: "bootstrap",
+			CreatedAt: now, CreatedBy: p.Member,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.log.InfoContext(ctx, "member created", "member", entry.Name, "by", p.Member)
+	return &apiv1.CreateMemberResponse{Member: teammateToProto(entry), Token: plaintext}, nil
+}
+
+// UpdateMember implements apiv1.BrokerServer.
+func (b *Broker) UpdateMember(ctx context.Context, req *apiv1.UpdateMemberRequest) (*apiv1.UpdateMemberResponse, error) {
+	if err := validateRole(req.GetRole()); err != nil {
+		return nil, err
+	}
+	if len(req.GetInstructions()) > maxInstructions {
+		return nil, invalid("instructions", "at most %d bytes", maxInstructions)
+	}
+	var perms, raw []string
+	if req.Permissions != nil {
+		for i, v := range req.GetPermissions().GetValues() {
+			s, ok := v.GetKind().(*structpb.Value_StringValue)
+			if !ok {
+				return nil, invalid(fmt.Sprintf("permissions[%d]", i), "must be a string")
+			}
+			raw = append(raw, s.StringValue)
+		}
+		_, presets := b.team.Info()
+		var err error
+		if perms, err = resolvePermissions(raw, presets); err != nil {
+			return nil, err
+		}
+	}
+	var updated teamconfig.Member
+	err := b.team.change(func(f *teamconfig.File) error {
+		i := slices.IndexFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == req.GetName() })
+		if i < 0 {
+			return Errorf(CodeNotFound, "member %q not found", req.GetName())
+		}
+		m := &f.Store.Members[i]
+		if req.Role != nil {
+			m.Role = roleFromProto(req.Role)
+		}
+		if req.Instructions != nil {
+			m.Instructions = req.GetInstructions()
+		}
+		if req.Permissions != nil {
+			m.Permissions, m.RawPermissions = perms, nonNil(raw)
+		}
+		updated = cloneMember(*m)
+		return checkAdminRemains(f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.store.PutMember(ctx, toStoreMember(updated, b.now())); err != nil {
+		return nil, err
+	}
+	return &apiv1.UpdateMemberResponse{Member: teammateToProto(updated)}, nil
+}
+
+// DeleteMember implements apiv1.BrokerServer.
+func (b *Broker) DeleteMember(ctx context.Context, req *apiv1.DeleteMemberRequest) (*apiv1.DeleteMemberResponse, error) {
+	err := b.team.change(func(f *teamconfig.File) error {
+		i := slices.IndexFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == req.GetName() })
+		if i < 0 {
+			return Errorf(CodeNotFound, "member %q not found", req.GetName())
+		}
+		f.Store.Members = slices.Delete(f.Store.Members, i, i+1)
+		return checkAdminRemains(f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Deleting the mirror row cascades to the member's tokens and sessions,
+	// so its credentials stop working with this response.
+	if err := b.store.DeleteMember(ctx, req.GetName()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.DeleteMemberResponse{}, nil
+}
+
+// RotateToken implements apiv1.BrokerServer.
+func (b *Broker) RotateToken(ctx context.Context, req *apiv1.RotateTokenRequest) (*apiv1.RotateTokenResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := b.manageOrSelf(p, req.GetName()); err != nil {
+		return nil, err
+	}
+	plaintext, hash, err := auth.NewToken()
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	tok := store.Token{ID: newID(), Member: req.GetName(), Hash: hash, Label: "rotated", Origin: "rotate", CreatedAt: now, CreatedBy: p.Member}
+	err = b.store.WithTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.RevokeMemberTokens(ctx, req.GetName(), now); err != nil {
+			return err
+		}
+		return tx.CreateToken(ctx, tok)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The config keeps the newest token's hash, so an in-memory store still
+	// knows the member's credential after a restart.
+	if err := b.team.changeMember(req.GetName(), func(m *teamconfig.Member) error {
+		m.TokenHash = teamconfig.FormatTokenHash(hash)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return &apiv1.RotateTokenResponse{Token: plaintext, TokenInfo: tokenToProto(tok)}, nil
+}
+
+// ListTokens implements apiv1.BrokerServer.
+func (b *Broker) ListTokens(ctx context.Context, req *apiv1.ListTokensRequest) (*apiv1.ListTokensResponse, error) {
+	if err := b.manageOrSelf(mustPrincipal(ctx), req.GetName()); err != nil {
+		return nil, err
+	}
+	tokens, err := b.store.ListTokens(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	resp := &apiv1.ListTokensResponse{Tokens: []*apiv1.TokenInfo{}}
+	for _, t := range tokens {
+		if t.Active(now) {
+			resp.Tokens = append(resp.Tokens, tokenToProto(t))
+		}
+	}
+	return resp, nil
+}
+
+// RevokeToken implements apiv1.BrokerServer.
+func (b *Broker) RevokeToken(ctx context.Context, req *apiv1.RevokeTokenRequest) (*apiv1.RevokeTokenResponse, error) {
+	if err := b.manageOrSelf(mustPrincipal(ctx), req.GetName()); err != nil {
+		return nil, err
+	}
+	tok, err := b.store.RevokeToken(ctx, req.GetName(), req.GetId(), b.now())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "no active token %q for member %q", req.GetId(), req.GetName())
+	}
+	if err != nil {
+		return nil, err
+	}
+	revoked := teamconfig.FormatTokenHash(tok.Hash)
+	if err := b.team.changeMember(req.GetName(), func(m *teamconfig.Member) error {
+		if m.TokenHash == revoked {
+			m.TokenHash = ""
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.RevokeTokenResponse{}, nil
+}
+
+// EnrollTotp implements apiv1.BrokerServer.
+func (b *Broker) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRequest) (*apiv1.EnrollTotpResponse, error) {
+	if err := b.manageOrSelf(mustPrincipal(ctx), req.GetName()); err != nil {
+		return nil, err
+	}
+	if b.kek == nil {
+		return nil, Errorf(CodeUnavailable, "no active KEK: TOTP secrets cannot be stored")
+	}
+	team, _ := b.team.Info()
+	key, err := totp.Generate(totp.GenerateOpts{
+		Issuer: "svc " + team.Name, AccountName: req.GetName(), Period: totpPeriod, Digits: totpDigits, Algorithm: otp.AlgorithmSHA1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := teamconfig.SealTOTP(b.kek, req.GetName(), key.Secret())
+	if err != nil {
+		return nil, err
+	}
+	if err := b.team.changeMember(req.GetName(), func(m *teamconfig.Member) error {
+		m.TOTPSecret = sealed
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	b.stepMu.Lock()
+	delete(b.lastStep, req.GetName())
+	b.stepMu.Unlock()
+	return &apiv1.EnrollTotpResponse{TotpSecret: key.Secret(), TotpUri: key.URL()}, nil
+}
+
+var totpCodeRE = regexp.MustCompile(`^[0-9]{6}$`)
+
+// CreateSession implements apiv1.BrokerServer.
+func (b *Broker) CreateSession(ctx context.Context, req *apiv1.CreateSessionRequest) (*apiv1.CreateSessionResponse, error) {
+	if !totpCodeRE.MatchString(req.GetCode()) {
+		return nil, invalid("code", "must be 6 digits")
+	}
+	named := req.GetMember()
+	if req.Member != nil {
+		// Only known names get a per-member counter, so memory stays bounded.
+		if _, ok := b.team.Member(named); !ok {
+			named = ""
+		}
+	}
+	if wait := b.limiter.Check(named); wait > 0 {
+		return nil, &Error{Code: CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: wait}
+	}
+	var candidates []teamconfig.Member
+	if req.Member != nil {
+		if m, ok := b.team.Member(req.GetMember()); ok {
+			candidates = append(candidates, m)
+		}
+	} else {
+		candidates = b.team.Members()
+	}
+	matched := ""
+	for _, m := range candidates {
+		if b.verifyTOTP(m, req.GetCode()) {
+			matched = m.Name
+			break
+		}
+	}
+	if matched == "" {
+		b.limiter.Fail(named)
+		return nil, fmt.Errorf("%w: invalid code", auth.ErrUnauthenticated)
+	}
+	id, hash, err := auth.NewSessionID()
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	s := store.Session{Hash: hash, Member: matched, CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(auth.SessionTTL)}
+	if err := b.store.CreateSession(ctx, s); err != nil {
+		return nil, err
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.SessionCookie(id, int(auth.SessionTTL/time.Second))))
+	m, _ := b.team.Member(matched)
+	return &apiv1.CreateSessionResponse{Session: sessionToProto(m, s.ExpiresAt)}, nil
+}
+
+// verifyTOTP checks code against the member's secret for the current step
+// and one step either side, in constant time, refusing a step at or before
+// the last one accepted.
+func (b *Broker) verifyTOTP(m teamconfig.Member, code string) bool {
+	if b.kek == nil || !m.HasTOTP() {
+		return false
+	}
+	secret, err := teamconfig.OpenTOTP(b.kek, m)
+	if err != nil {
+		b.log.Warn("totp secret unreadable; re-enroll the member", "member", m.Name, "err", err)
+		return false
+	}
+	now := b.now()
+	step := now.Unix() / totpPeriod
+	opts := totp.ValidateOpts{Period: totpPeriod, Digits: totpDigits, Algorithm: otp.AlgorithmSHA1}
+	matchedStep := int64(-1)
+	for d := int64(-totpSkew); d <= totpSkew; d++ {
+		want, err := totp.GenerateCodeCustom(secret, time.Unix((step+d)*totpPeriod, 0), opts)
+		if err != nil {
+			return false
+		}
+		if subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1 {
+			matchedStep = step + d
+		}
+	}
+	if matchedStep < 0 {
+		return false
+	}
+	b.stepMu.Lock()
+	defer b.stepMu.Unlock()
+	if last, ok := b.lastStep[m.Name]; ok && matchedStep <= last {
+		return false
+	}
+	b.lastStep[m.Name] = matchedStep
+	return true
+}
+
+// GetSession implements apiv1.BrokerServer.
+func (b *Broker) GetSession(ctx context.Context, _ *apiv1.GetSessionRequest) (*apiv1.GetSessionResponse, error) {
+	p := mustPrincipal(ctx)
+	m, ok := b.team.Member(p.Member)
+	if !ok {
+		return nil, auth.ErrUnauthenticated
+	}
+	return &apiv1.GetSessionResponse{Session: sessionToProto(m, p.ExpiresAt)}, nil
+}
+
+// Logout implements apiv1.BrokerServer.
+func (b *Broker) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*apiv1.LogoutResponse, error) {
+	p := mustPrincipal(ctx)
+	if p.Via == auth.ViaSession {
+		if err := b.store.DeleteSession(ctx, p.Session); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.LogoutResponse{}, nil
+}
+
+func sessionToProto(m teamconfig.Member, expires time.Time) *apiv1.Session {
+	return &apiv1.Session{Member: m.Name, Role: roleToProto(m.Role), Permissions: nonNil(m.Permissions), ExpiresAt: optMS(expires)}
+}
+
+// manageOrSelf admits members.manage holders and the member itself, and
+// answers 404 for an unknown member.
+func (b *Broker) manageOrSelf(p *auth.Principal, name string) error {
+	if p.Member != name && !p.Has(auth.MembersManage) {
+		return fmt.Errorf("%w: requires members.manage or being %s", auth.ErrForbidden, name)
+	}
+	if _, ok := b.team.Member(name); !ok {
+		return Errorf(CodeNotFound, "member %q not found", name)
+	}
+	return nil
+}
+
+func validateRole(r *apiv1.Role) error {
+	if r == nil {
+		return nil
+	}
+	if len(r.GetTitle()) > maxRoleField {
+		return invalid("role.title", "at most %d bytes", maxRoleField)
+	}
+	if len(r.GetDescription()) > maxInstructions {
+		return invalid("role.description", "at most %d bytes", maxInstructions)
+	}
+	return nil
+}
+
+func resolvePermissions(entries []string, presets map[string][]string) ([]string, error) {
+	if len(entries) > maxPermissionArg {
+		return nil, invalid("permissions", "at most %d entries", maxPermissionArg)
+	}
+	perms, err := auth.Resolve(entries, presets)
+	var unknown *auth.UnknownPermissionError
+	if errors.As(err, &unknown) {
+		return nil, invalid("permissions", "unknown permission or preset %q", unknown.Name)
+	}
+	return perms, err
+}
+
+// mustPrincipal returns the caller; the interceptor guarantees one on every
+// non-public method.
+func mustPrincipal(ctx context.Context) *auth.Principal {
+	p, ok := auth.PrincipalFrom(ctx)
+	if !ok {
+		panic("server: non-public method reached without a principal")
+	}
+	return p
+}

@@ -1,0 +1,245 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/runtime/protoiface"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"svc/server/auth"
+	"svc/store"
+)
+
+// Code is a stable error code of the wire (CONTRACT §2).
+type Code string
+
+// Error codes.
+const (
+	CodeBadRequest          Code = "bad_request"
+	CodeUnsupportedProtocol Code = "unsupported_protocol"
+	CodeUnauthenticated     Code = "unauthenticated"
+	CodeForbidden           Code = "forbidden"
+	CodeNotFound            Code = "not_found"
+	CodeConflict            Code = "conflict"
+	CodeGone                Code = "gone"
+	CodePayloadTooLarge     Code = "payload_too_large"
+	CodeRateLimited         Code = "rate_limited"
+	CodeInternal            Code = "internal"
+	CodeBadGateway          Code = "bad_gateway"
+	CodeUnavailable         Code = "unavailable"
+)
+
+// errorDomain marks ErrorInfo details written by svc.
+const errorDomain = "svc"
+
+// codeTable is the only mapping from wire codes to gRPC codes and HTTP
+// statuses; gRPC, the gateway and hand-written handlers all go through it.
+var codeTable = map[Code]struct {
+	grpc codes.Code
+	http int
+}{
+	CodeBadRequest:          {codes.InvalidArgument, http.StatusBadRequest},
+	CodeUnsupportedProtocol: {codes.InvalidArgument, http.StatusBadRequest},
+	CodeUnauthenticated:     {codes.Unauthenticated, http.StatusUnauthorized},
+	CodeForbidden:           {codes.PermissionDenied, http.StatusForbidden},
+	CodeNotFound:            {codes.NotFound, http.StatusNotFound},
+	CodeConflict:            {codes.AlreadyExists, http.StatusConflict},
+	CodeGone:                {codes.FailedPrecondition, http.StatusGone},
+	CodePayloadTooLarge:     {codes.ResourceExhausted, http.StatusRequestEntityTooLarge},
+	CodeRateLimited:         {codes.ResourceExhausted, http.StatusTooManyRequests},
+	CodeInternal:            {codes.Internal, http.StatusInternalServerError},
+	CodeBadGateway:          {codes.Unavailable, http.StatusBadGateway},
+	CodeUnavailable:         {codes.Unavailable, http.StatusServiceUnavailable},
+}
+
+// grpcFallback names the wire code of a status that carries no svc
+// ErrorInfo: errors raised by grpc itself or by the gateway's decoding.
+var grpcFallback = map[codes.Code]Code{
+	codes.InvalidArgument:    CodeBadRequest,
+	codes.OutOfRange:         CodeBadRequest,
+	codes.Unauthenticated:    CodeUnauthenticated,
+	codes.PermissionDenied:   CodeForbidden,
+	codes.NotFound:           CodeNotFound,
+	codes.Unimplemented:      CodeNotFound,
+	codes.AlreadyExists:      CodeConflict,
+	codes.Aborted:            CodeConflict,
+	codes.FailedPrecondition: CodeConflict,
+	codes.ResourceExhausted:  CodePayloadTooLarge,
+	codes.Unavailable:        CodeUnavailable,
+	codes.DeadlineExceeded:   CodeUnavailable,
+	codes.Canceled:           CodeUnavailable,
+}
+
+// FieldViolation is one schema issue of a bad request.
+type FieldViolation struct {
+	Field       string `json:"field"`
+	Description string `json:"description"`
+}
+
+// Error is a domain error with its wire code.
+type Error struct {
+	Code       Code
+	Message    string
+	RetryAfter time.Duration
+	Details    []FieldViolation
+	Err        error // cause; logged, never sent
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// invalid returns a bad_request naming the offending field.
+func invalid(field, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	return &Error{Code: CodeBadRequest, Message: field + ": " + msg, Details: []FieldViolation{{Field: field, Description: msg}}}
+}
+
+// classify turns any error into an *Error.
+func classify(err error) *Error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return &Error{Code: CodeUnauthenticated, Message: "missing or invalid credentials", Err: err}
+	case errors.Is(err, auth.ErrForbidden):
+		return &Error{Code: CodeForbidden, Message: forbiddenMessage(err), Err: err}
+	case errors.Is(err, store.ErrNotFound):
+		return &Error{Code: CodeNotFound, Message: "not found", Err: err}
+	case errors.Is(err, store.ErrConflict):
+		return &Error{Code: CodeConflict, Message: "already exists", Err: err}
+	case errors.Is(err, store.ErrPrecondition):
+		return &Error{Code: CodeConflict, Message: "the change conflicts with stored data", Err: err}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: CodeUnavailable, Message: "request cancelled or timed out", Err: err}
+	default:
+		return &Error{Code: CodeInternal, Message: "internal error", Err: err}
+	}
+}
+
+func forbiddenMessage(err error) string {
+	var msg string
+	if s := err.Error(); len(s) > len("forbidden: ") {
+		msg = s[len("forbidden: "):]
+	}
+	if msg == "" {
+		return "permission denied"
+	}
+	return msg
+}
+
+// ToStatus maps an error to the gRPC status sent to clients. A status error
+// passes through unchanged. Internal causes never reach the client.
+func ToStatus(err error) *status.Status {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok {
+		return st
+	}
+	e := classify(err)
+	row, ok := codeTable[e.Code]
+	if !ok {
+		row = codeTable[CodeInternal]
+	}
+	st := status.New(row.grpc, e.Message)
+	details := []protoiface.MessageV1{&errdetails.ErrorInfo{Reason: string(e.Code), Domain: errorDomain}}
+	if e.RetryAfter > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)})
+	}
+	if len(e.Details) > 0 {
+		br := &errdetails.BadRequest{}
+		for _, d := range e.Details {
+			br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: d.Field, Description: d.Description})
+		}
+		details = append(details, br)
+	}
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		st = withDetails
+	}
+	return st
+}
+
+// IsInternal reports whether err maps to an internal error; such causes are
+// logged at error level.
+func IsInternal(err error) bool {
+	if _, ok := status.FromError(err); ok {
+		return status.Code(err) == codes.Internal || status.Code(err) == codes.Unknown
+	}
+	return classify(err).Code == CodeInternal
+}
+
+// Rendered is the REST rendering of an error.
+type Rendered struct {
+	HTTPStatus int
+	Body       RenderedBody
+	RetryAfter time.Duration
+}
+
+// RenderedBody is the JSON error body {error, message, details?}.
+type RenderedBody struct {
+	Error   Code             `json:"error"`
+	Message string           `json:"message"`
+	Details []FieldViolation `json:"details,omitempty"`
+}
+
+// Render maps any error to its REST rendering through ToStatus and the same
+// code table.
+func Render(err error) Rendered {
+	st := ToStatus(err)
+	code, ok := grpcFallback[st.Code()]
+	if !ok {
+		code = CodeInternal
+	}
+	r := Rendered{Body: RenderedBody{Message: st.Message()}}
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() == errorDomain {
+				if _, known := codeTable[Code(d.GetReason())]; known {
+					code = Code(d.GetReason())
+				}
+			}
+		case *errdetails.RetryInfo:
+			r.RetryAfter = d.GetRetryDelay().AsDuration()
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				r.Body.Details = append(r.Body.Details, FieldViolation{Field: v.GetField(), Description: v.GetDescription()})
+			}
+		}
+	}
+	if code == CodeInternal {
+		r.Body.Message = "internal error"
+	}
+	if r.Body.Message == "" {
+		r.Body.Message = string(code)
+	}
+	r.Body.Error = code
+	r.HTTPStatus = codeTable[code].http
+	return r
+}
+
+// RetryAfterSeconds renders a Retry-After header value, rounding up.
+func RetryAfterSeconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	return strconv.FormatInt(max(s, 1), 10)
+}

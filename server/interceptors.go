@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"svc/server/auth"
+)
+
+// ProtocolVersion is the only X-SVC-Protocol value served.
+const ProtocolVersion = "1"
+
+// protocolMD is the metadata key of the protocol header.
+const protocolMD = "x-svc-protocol"
+
+// httpCodeMD carries the HTTP status a REST call should answer (201, 204)
+// from a service to the gateway; the gateway never forwards it to clients.
+const httpCodeMD = "x-http-code"
+
+// setHTTPStatus asks the gateway to answer a REST call with code.
+func setHTTPStatus(ctx context.Context, code int) {
+	_ = grpc.SetHeader(ctx, metadata.Pairs(httpCodeMD, fmt.Sprint(code)))
+}
+
+// chain holds what the interceptors need.
+type chain struct {
+	authn *auth.Authenticator
+	log   *slog.Logger
+}
+
+// The interceptor chain, in order: recovery, protocol, authn, authz, then the
+// handler; errors are mapped to statuses on the way out, once.
+func (c *chain) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			err = c.panicked(ctx, info.FullMethod, r)
+		}
+		err = c.finish(ctx, info.FullMethod, start, err)
+	}()
+	ctx, err = c.admit(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := auth.PrincipalFrom(ctx); ok && p.Refreshed && info.FullMethod != logoutMethod {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.SessionCookie(p.SessionID, int(auth.SessionTTL/time.Second))))
+	}
+	return handler(ctx, req)
+}
+
+func (c *chain) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	start := time.Now()
+	ctx := ss.Context()
+	defer func() {
+		if r := recover(); r != nil {
+			err = c.panicked(ctx, info.FullMethod, r)
+		}
+		err = c.finish(ctx, info.FullMethod, start, err)
+	}()
+	ctx, err = c.admit(ctx, info.FullMethod)
+	if err != nil {
+		return err
+	}
+	return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+}
+
+// admit checks the protocol header, authenticates and authorizes.
+func (c *chain) admit(ctx context.Context, method string) (context.Context, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(protocolMD); len(v) > 0 && v[0] != ProtocolVersion {
+		return ctx, Errorf(CodeUnsupportedProtocol, "unsupported X-SVC-Protocol %q; this server speaks %s", v[0], ProtocolVersion)
+	}
+	rule, known := auth.RuleFor(method)
+	if !known {
+		return ctx, auth.Authorize(method, nil)
+	}
+	if rule.Public {
+		return ctx, nil
+	}
+	p, err := c.authn.Authenticate(ctx, auth.CredentialsFromMetadata(md))
+	if err != nil {
+		return ctx, err
+	}
+	if err := auth.Authorize(method, p); err != nil {
+		return ctx, err
+	}
+	return auth.WithPrincipal(ctx, p), nil
+}
+
+func (c *chain) panicked(ctx context.Context, method string, r any) error {
+	c.log.ErrorContext(ctx, "panic in handler", "method", method, "panic", r, "stack", string(debug.Stack()))
+	return Errorf(CodeInternal, "internal error")
+}
+
+// finish maps the error to a status and logs the call.
+func (c *chain) finish(ctx context.Context, method string, start time.Time, err error) error {
+	if err == nil {
+		c.log.DebugContext(ctx, "rpc", "method", method, "duration", time.Since(start))
+		return nil
+	}
+	st := ToStatus(err)
+	if IsInternal(err) {
+		c.log.ErrorContext(ctx, "rpc failed", "method", method, "err", err)
+	} else {
+		c.log.DebugContext(ctx, "rpc refused", "method", method, "code", st.Code().String(), "err", err)
+	}
+	return st.Err()
+}
+
+type wrappedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *wrappedStream) Context() context.Context { return w.ctx }

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/reflection"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/kek"
+	"svc/store"
+)
+
+// Deps are the required dependencies of a Server.
+type Deps struct {
+	Store    store.Store
+	Activity store.ActivityStore
+	Team     *Team
+	// KEK seals write-only secrets; nil means none is active and such writes
+	// answer 503.
+	KEK     *kek.KEK
+	Version string
+}
+
+// Option sets an optional setting.
+type Option func(*Server)
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithNow sets the clock.
+func WithNow(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// Server owns the gRPC server and the services registered on it.
+type Server struct {
+	grpc   *grpc.Server
+	authn  *auth.Authenticator
+	broker *Broker
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// New builds the gRPC server with the interceptor chain, every service and
+// reflection.
+func New(d Deps, opts ...Option) *Server {
+	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, s.now, s.log)
+	c := &chain{authn: s.authn, log: s.log}
+	s.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(c.unary),
+		grpc.ChainStreamInterceptor(c.stream),
+	)
+	s.broker = &Broker{
+		store: d.Store, team: d.Team, kek: d.KEK, version: d.Version,
+		limiter: auth.NewFailureLimiter(s.now), now: s.now, log: s.log,
+		lastStep: map[string]int64{},
+	}
+	apiv1.RegisterBrokerServer(s.grpc, s.broker)
+	apiv1.RegisterObjectivesServer(s.grpc, &Objectives{})
+	apiv1.RegisterFsServer(s.grpc, &Fs{})
+	apiv1.RegisterNotificationsServer(s.grpc, &Notifications{})
+	apiv1.RegisterEnrollmentServer(s.grpc, &Enrollment{})
+	reflection.Register(s.grpc)
+	return s
+}
+
+// GRPC returns the gRPC server.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// Authenticator returns the authenticator the interceptors use, for the
+// hand-written HTTP handlers.
+func (s *Server) Authenticator() *auth.Authenticator { return s.authn }
+
+// Objectives implements apiv1.ObjectivesServer; its methods arrive with the
+// objectives issue.
+type Objectives struct {
+	apiv1.UnimplementedObjectivesServer
+}
+
+// Fs implements apiv1.FsServer; its methods arrive with the filesystem issue.
+type Fs struct{ apiv1.UnimplementedFsServer }
+
+// Notifications implements apiv1.NotificationsServer; its methods arrive
+// with the hooks issue.
+type Notifications struct {
+	apiv1.UnimplementedNotificationsServer
+}
+
+// Enrollment implements apiv1.EnrollmentServer; its methods arrive with the
+// enrollment issue.
+type Enrollment struct {
+	apiv1.UnimplementedEnrollmentServer
+}
+
+var (
+	_ apiv1.ObjectivesServer    = (*Objectives)(nil)
+	_ apiv1.FsServer            = (*Fs)(nil)
+	_ apiv1.NotificationsServer = (*Notifications)(nil)
+	_ apiv1.EnrollmentServer    = (*Enrollment)(nil)
+)

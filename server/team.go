@@ -1,0 +1,192 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"svc/server/auth"
+	"svc/server/teamconfig"
+	"svc/store"
+)
+
+// Team is the member registry. The team config file is its authority: every
+// change is written to the file (atomically, fsynced) before it is applied in
+// memory and mirrored into the store, where other tables reference members.
+type Team struct {
+	mu    sync.RWMutex
+	path  string
+	file  *teamconfig.File
+	store store.Store
+	now   func() time.Time
+}
+
+// NewTeam loads the registry from a validated, migrated config and makes the
+// store's member mirror match it. A member's config tokenHash is seeded as a
+// bootstrap token unless the store already knows that hash (a revoked hash is
+// never revived).
+func NewTeam(ctx context.Context, path string, f *teamconfig.File, st store.Store, now func() time.Time) (*Team, error) {
+	t := &Team{path: path, file: f, store: st, now: now}
+	err := st.WithTx(ctx, func(tx store.Tx) error {
+		ts := now()
+		members := make([]store.Member, 0, len(f.Store.Members))
+		for _, m := range f.Store.Members {
+			members = append(members, toStoreMember(m, ts))
+		}
+		if err := tx.ReplaceMembers(ctx, members); err != nil {
+			return err
+		}
+		for _, m := range f.Store.Members {
+			if m.TokenHash == "" {
+				continue
+			}
+			h, err := teamconfig.ParseTokenHash(m.TokenHash)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.GetTokenByHash(ctx, h); err == nil {
+				continue
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if err := tx.CreateToken(ctx, store.Token{
+				ID: newID(), Member: m.Name, Hash: h, Label: "config", Origin: "bootstrap",
+				CreatedAt: ts, CreatedBy: m.Name,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sync members into store: %w", err)
+	}
+	return t, nil
+}
+
+func toStoreMember(m teamconfig.Member, now time.Time) store.Member {
+	sm := store.Member{Name: m.Name, Instructions: m.Instructions, Permissions: slices.Clone(m.Permissions), CreatedAt: now, UpdatedAt: now}
+	if m.Role != nil {
+		sm.Role = &store.Role{Title: m.Role.Title, Description: m.Role.Description}
+	}
+	return sm
+}
+
+// MemberPermissions implements auth.MemberLookup.
+func (t *Team) MemberPermissions(name string) ([]string, bool) {
+	m, ok := t.Member(name)
+	return m.Permissions, ok
+}
+
+// Member returns a copy of a member entry.
+func (t *Team) Member(name string) (teamconfig.Member, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	i := t.indexLocked(name)
+	if i < 0 {
+		return teamconfig.Member{}, false
+	}
+	return cloneMember(t.file.Store.Members[i]), true
+}
+
+// Members returns copies of every member, ordered by name.
+func (t *Team) Members() []teamconfig.Member {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]teamconfig.Member, 0, len(t.file.Store.Members))
+	for _, m := range t.file.Store.Members {
+		out = append(out, cloneMember(m))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Info returns the team block and the resolved presets.
+func (t *Team) Info() (teamconfig.Team, map[string][]string) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	presets := map[string][]string{}
+	for k, v := range t.file.Presets() {
+		presets[k] = slices.Clone(v)
+	}
+	return t.file.Team, presets
+}
+
+func (t *Team) indexLocked(name string) int {
+	return slices.IndexFunc(t.file.Store.Members, func(m teamconfig.Member) bool { return m.Name == name })
+}
+
+func cloneMember(m teamconfig.Member) teamconfig.Member {
+	c := m
+	c.Permissions = slices.Clone(m.Permissions)
+	c.RawPermissions = slices.Clone(m.RawPermissions)
+	c.TOTPSecret = slices.Clone(m.TOTPSecret)
+	if m.Role != nil {
+		r := *m.Role
+		c.Role = &r
+	}
+	return c
+}
+
+// change applies fn to a copy of the config, validates it, writes it and only
+// then makes it current. Changes are serialized.
+func (t *Team) change(fn func(f *teamconfig.File) error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	data, err := t.file.Marshal()
+	if err != nil {
+		return err
+	}
+	next, err := teamconfig.Parse(data)
+	if err != nil {
+		return err
+	}
+	if err := fn(next); err != nil {
+		return err
+	}
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	if err := teamconfig.Save(t.path, next); err != nil {
+		return fmt.Errorf("write team config: %w", err)
+	}
+	t.file = next
+	return nil
+}
+
+// changeMember applies fn to the named member's entry.
+func (t *Team) changeMember(name string, fn func(m *teamconfig.Member) error) error {
+	return t.change(func(f *teamconfig.File) error {
+		i := slices.IndexFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == name })
+		if i < 0 {
+			return Errorf(CodeNotFound, "member %q not found", name)
+		}
+		return fn(&f.Store.Members[i])
+	})
+}
+
+// errLastAdmin is the last-admin invariant (spec: Authentication rule 3).
+var errLastAdmin = Errorf(CodeBadRequest, "at least one member must keep members.manage")
+
+func checkAdminRemains(f *teamconfig.File) error {
+	for _, m := range f.Store.Members {
+		if slices.Contains(m.Permissions, auth.MembersManage) {
+			return nil
+		}
+	}
+	return errLastAdmin
+}
+
+// newID returns a random RFC 4122 version 4 UUID.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

@@ -1,0 +1,493 @@
+// Package teamconfig reads, validates, migrates and atomically writes the
+// team config file, the authority for members and team settings.
+package teamconfig
+
+import (
+	"bytes"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"svc/server/auth"
+	"svc/server/kek"
+)
+
+// DefaultMaxFileSize is files.maxFileSize when unset: 64 MiB (CONTRACT §4).
+const DefaultMaxFileSize = 64 << 20
+
+// File is the team config file.
+type File struct {
+	Team    Team     `json:"team"`
+	Store   Store    `json:"store"`
+	HTTPS   *HTTPS   `json:"https,omitempty"`
+	WebPush *WebPush `json:"webPush,omitempty"`
+	JWT     *JWT     `json:"jwt,omitempty"`
+	Files   *Files   `json:"files,omitempty"`
+
+	// extra keeps top-level keys this version does not know, so rewriting
+	// the file never drops an operator's settings.
+	extra map[string]json.RawMessage
+}
+
+// Team is the team block.
+type Team struct {
+	Name              string              `json:"name"`
+	Directive         string              `json:"directive"`
+	Context           string              `json:"context"`
+	PermissionPresets map[string][]string `json:"permissionPresets"`
+}
+
+// Store holds the member entries.
+type Store struct {
+	Members []Member `json:"members"`
+}
+
+// Role is a member's title and description.
+type Role struct {
+	Title       string `json:"title"`
+	Description string `json:"description"`
+}
+
+// Member is one member entry.
+type Member struct {
+	Name           string          `json:"name"`
+	Role           *Role           `json:"role"`
+	Instructions   string          `json:"instructions,omitempty"`
+	Permissions    []string        `json:"permissions"`
+	RawPermissions []string        `json:"rawPermissions,omitempty"`
+	TokenHash      string          `json:"tokenHash,omitempty"`
+	Token          string          `json:"token,omitempty"`      // plaintext; migrated to TokenHash at boot
+	TOTPSecret     json.RawMessage `json:"totpSecret,omitempty"` // base32 string (migrated) or kek.Sealed
+}
+
+// HTTPS enables a TLS listener.
+type HTTPS struct {
+	Port int    `json:"port"`
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
+}
+
+// WebPush holds the VAPID keypair; the private key is sealed under the KEK.
+type WebPush struct {
+	VAPIDPublicKey  string          `json:"vapidPublicKey"`
+	VAPIDPrivateKey json.RawMessage `json:"vapidPrivateKey"`
+}
+
+// JWT configures federation tokens.
+type JWT struct {
+	Issuer   string `json:"issuer"`
+	Audience string `json:"audience"`
+	JWKSURL  string `json:"jwksUrl"`
+}
+
+// Files configures the virtual filesystem.
+type Files struct {
+	Root        string `json:"root"`
+	MaxFileSize int64  `json:"maxFileSize,omitempty"`
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidName reports whether s is a valid member name (CONTRACT §2).
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// EntryError names the config entry that is wrong.
+type EntryError struct {
+	Entry string
+	Err   error
+}
+
+func (e *EntryError) Error() string { return e.Entry + ": " + e.Err.Error() }
+func (e *EntryError) Unwrap() error { return e.Err }
+
+func entryErr(entry string, format string, args ...any) error {
+	return &EntryError{Entry: entry, Err: fmt.Errorf(format, args...)}
+}
+
+// Parse decodes and validates a config file's bytes. It does not migrate.
+func Parse(data []byte) (*File, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("config is not a JSON object: %w", err)
+	}
+	f := &File{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(f); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	for k, v := range raw {
+		switch k {
+		case "team", "store", "https", "webPush", "jwt", "files":
+		default:
+			if f.extra == nil {
+				f.extra = map[string]json.RawMessage{}
+			}
+			f.extra[k] = v
+		}
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Presets returns the team's presets, or the defaults when none are set.
+func (f *File) Presets() map[string][]string {
+	if f.Team.PermissionPresets == nil {
+		return auth.DefaultPresets()
+	}
+	return f.Team.PermissionPresets
+}
+
+// Validate checks every entry and names the first offending one.
+func (f *File) Validate() error {
+	for name, leaves := range f.Team.PermissionPresets {
+		entry := fmt.Sprintf("team.permissionPresets[%q]", name)
+		if auth.IsLeaf(name) {
+			return entryErr(entry, "a preset may not be named like a permission leaf")
+		}
+		if leaves == nil {
+			return entryErr(entry, "must be a list of permission leaves")
+		}
+		for _, l := range leaves {
+			if !auth.IsLeaf(l) {
+				return entryErr(entry, "unknown permission leaf %q", l)
+			}
+		}
+	}
+	presets := f.Presets()
+	seen := map[string]bool{}
+	for i, m := range f.Store.Members {
+		entry := fmt.Sprintf("store.members[%d] (%q)", i, m.Name)
+		if !ValidName(m.Name) {
+			return entryErr(entry, "malformed member name")
+		}
+		if seen[m.Name] {
+			return entryErr(entry, "duplicate member name")
+		}
+		seen[m.Name] = true
+		for _, list := range [][]string{m.Permissions, m.RawPermissions} {
+			if _, err := auth.Resolve(list, presets); err != nil {
+				return entryErr(entry, "%w", err)
+			}
+		}
+		if m.TokenHash != "" {
+			if _, err := ParseTokenHash(m.TokenHash); err != nil {
+				return entryErr(entry+".tokenHash", "%w", err)
+			}
+		}
+		if m.Token != "" {
+			if _, err := auth.ParseToken(m.Token); err != nil {
+				return entryErr(entry+".token", "%w", err)
+			}
+		}
+		if len(m.TOTPSecret) > 0 && string(m.TOTPSecret) != "null" {
+			if _, _, err := m.totp(); err != nil {
+				return entryErr(entry+".totpSecret", "%w", err)
+			}
+		}
+	}
+	if f.Files != nil && f.Files.MaxFileSize < 0 {
+		return entryErr("files.maxFileSize", "must not be negative")
+	}
+	if f.WebPush != nil && len(f.WebPush.VAPIDPrivateKey) > 0 {
+		if _, _, err := decodeSecretField(f.WebPush.VAPIDPrivateKey); err != nil {
+			return entryErr("webPush.vapidPrivateKey", "%w", err)
+		}
+	}
+	return nil
+}
+
+// totp returns the member's TOTP secret field: plaintext base32 (needs
+// migration) or sealed.
+func (m Member) totp() (plain string, sealed *kek.Sealed, err error) {
+	plain, sealed, err = decodeSecretField(m.TOTPSecret)
+	if err != nil {
+		return "", nil, err
+	}
+	if plain != "" {
+		if _, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(strings.ToUpper(strings.TrimRight(plain, "="))); err != nil {
+			return "", nil, errors.New("plaintext TOTP secret is not base32")
+		}
+	}
+	return plain, sealed, nil
+}
+
+// HasTOTP reports whether the member has a TOTP secret bound.
+func (m Member) HasTOTP() bool {
+	return len(m.TOTPSecret) > 0 && string(m.TOTPSecret) != "null"
+}
+
+// SealedTOTP returns the member's sealed TOTP secret, if migrated.
+func (m Member) SealedTOTP() (*kek.Sealed, bool) {
+	_, s, err := m.totp()
+	return s, err == nil && s != nil
+}
+
+// decodeSecretField reads a field that is either a plaintext string or a
+// sealed {v, ct, iv} object.
+func decodeSecretField(raw json.RawMessage) (string, *kek.Sealed, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", nil, err
+		}
+		if s == "" {
+			return "", nil, errors.New("empty secret")
+		}
+		return s, nil, nil
+	}
+	var s kek.Sealed
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return "", nil, errors.New("must be a string or an encrypted {v, ct, iv} object")
+	}
+	if s.V != kek.Version || s.CT == "" || s.IV == "" {
+		return "", nil, fmt.Errorf("encrypted value needs v=%d, ct and iv", kek.Version)
+	}
+	return "", &s, nil
+}
+
+// TOTPPurpose is the additional data a member's TOTP secret is sealed with.
+func TOTPPurpose(member string) string { return "svc/totp/" + member }
+
+// VAPIDPurpose is the additional data of the VAPID private key.
+const VAPIDPurpose = "svc/webpush/vapid"
+
+// ErrNoKEK means a plaintext secret must be migrated but no KEK is active.
+var ErrNoKEK = errors.New("no active KEK")
+
+// Migrate resolves presets to leaves and moves plaintext secrets to their
+// hashed or sealed form. It reports whether the file changed and must be
+// written back.
+func (f *File) Migrate(k *kek.KEK) (changed bool, err error) {
+	presets := f.Presets()
+	for i := range f.Store.Members {
+		m := &f.Store.Members[i]
+		entry := fmt.Sprintf("store.members[%d] (%q)", i, m.Name)
+		if m.Permissions == nil && m.RawPermissions != nil {
+			if m.Permissions, err = auth.Resolve(m.RawPermissions, presets); err != nil {
+				return false, entryErr(entry, "%w", err)
+			}
+			changed = true
+		} else if auth.HasPreset(m.Permissions) {
+			if m.RawPermissions == nil {
+				m.RawPermissions = slices.Clone(m.Permissions)
+			}
+			if m.Permissions, err = auth.Resolve(m.Permissions, presets); err != nil {
+				return false, entryErr(entry, "%w", err)
+			}
+			changed = true
+		} else if m.Permissions == nil {
+			m.Permissions = []string{}
+		}
+		if m.Token != "" {
+			m.TokenHash = FormatTokenHash(auth.HashToken(m.Token))
+			m.Token = ""
+			changed = true
+		}
+		plain, _, err := m.totp()
+		if err != nil {
+			return false, entryErr(entry+".totpSecret", "%w", err)
+		}
+		if plain != "" {
+			if k == nil {
+				return false, entryErr(entry+".totpSecret", "%w", ErrNoKEK)
+			}
+			sealed, err := SealTOTP(k, m.Name, plain)
+			if err != nil {
+				return false, err
+			}
+			m.TOTPSecret = sealed
+			changed = true
+		}
+	}
+	if f.WebPush != nil {
+		plain, _, err := decodeSecretField(f.WebPush.VAPIDPrivateKey)
+		if err != nil {
+			return false, entryErr("webPush.vapidPrivateKey", "%w", err)
+		}
+		if plain != "" {
+			if k == nil {
+				return false, entryErr("webPush.vapidPrivateKey", "%w", ErrNoKEK)
+			}
+			s, err := k.Seal([]byte(plain), VAPIDPurpose)
+			if err != nil {
+				return false, err
+			}
+			if f.WebPush.VAPIDPrivateKey, err = json.Marshal(s); err != nil {
+				return false, err
+			}
+			changed = true
+		}
+	}
+	return changed, nil
+}
+
+// SealTOTP seals a base32 TOTP secret for member and returns the JSON field.
+func SealTOTP(k *kek.KEK, member, secret string) (json.RawMessage, error) {
+	s, err := k.Seal([]byte(secret), TOTPPurpose(member))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(s)
+}
+
+// OpenTOTP returns the member's base32 TOTP secret.
+func OpenTOTP(k *kek.KEK, m Member) (string, error) {
+	s, ok := m.SealedTOTP()
+	if !ok {
+		return "", errors.New("no sealed TOTP secret")
+	}
+	pt, err := k.Open(*s, TOTPPurpose(m.Name))
+	if err != nil {
+		return "", err
+	}
+	return string(pt), nil
+}
+
+// FormatTokenHash renders a token hash as sha256:<hex>.
+func FormatTokenHash(h [32]byte) string { return "sha256:" + hex.EncodeToString(h[:]) }
+
+// ParseTokenHash parses sha256:<64 hex>.
+func ParseTokenHash(s string) ([32]byte, error) {
+	var h [32]byte
+	hexPart, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(hexPart) != 64 {
+		return h, errors.New("token hash must be sha256:<64 hex digits>")
+	}
+	b, err := hex.DecodeString(hexPart)
+	if err != nil {
+		return h, errors.New("token hash must be sha256:<64 hex digits>")
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// Default returns the first-boot config: team "team", the default presets, a
+// files block rooted in filesRoot, a fresh VAPID keypair sealed under k, and
+// one admin member holding tokenHash.
+func Default(k *kek.KEK, filesRoot string, tokenHash [32]byte) (*File, error) {
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := k.Seal([]byte(base64.RawURLEncoding.EncodeToString(priv.Bytes())), VAPIDPurpose)
+	if err != nil {
+		return nil, err
+	}
+	sealedJSON, err := json.Marshal(sealed)
+	if err != nil {
+		return nil, err
+	}
+	presets := auth.DefaultPresets()
+	return &File{
+		Team: Team{Name: "team", PermissionPresets: presets},
+		Store: Store{Members: []Member{{
+			Name:           "admin",
+			Role:           &Role{Title: "Administrator", Description: "Runs the team broker."},
+			Permissions:    slices.Clone(presets["admin"]),
+			RawPermissions: []string{"admin"},
+			TokenHash:      FormatTokenHash(tokenHash),
+		}}},
+		WebPush: &WebPush{
+			VAPIDPublicKey:  base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes()),
+			VAPIDPrivateKey: sealedJSON,
+		},
+		Files: &Files{Root: filesRoot, MaxFileSize: DefaultMaxFileSize},
+	}, nil
+}
+
+// Marshal renders the file as indented JSON, keeping unknown top-level keys.
+func (f *File) Marshal() ([]byte, error) {
+	known, err := json.Marshal(struct {
+		Team    Team     `json:"team"`
+		Store   Store    `json:"store"`
+		HTTPS   *HTTPS   `json:"https,omitempty"`
+		WebPush *WebPush `json:"webPush,omitempty"`
+		JWT     *JWT     `json:"jwt,omitempty"`
+		Files   *Files   `json:"files,omitempty"`
+	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files})
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(known, &out); err != nil {
+		return nil, err
+	}
+	for k, v := range f.extra {
+		out[k] = v
+	}
+	return json.MarshalIndent(out, "", "  ")
+}
+
+// Save writes the file atomically: a 0600 temp file in the same 0700
+// directory, fsync, rename, fsync of the directory. A crash leaves either the
+// old or the new file, never a torn one.
+func Save(path string, f *File) error {
+	data, err := f.Marshal()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
