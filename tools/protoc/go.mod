@@ -1,6 +1,6 @@
 module svc/tools/protoc
 
-go 1.26
+go 1.26.0
 
 tool (
 	github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway
