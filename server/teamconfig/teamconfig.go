@@ -114,11 +114,17 @@ func entryErr(entry string, format string, args ...any) error {
 	return &EntryError{Entry: entry, Err: fmt.Errorf(format, args...)}
 }
 
+// knownKeys are the top-level keys of File.
+var knownKeys = []string{"team", "store", "https", "webPush", "jwt", "files"}
+
 // Parse decodes and validates a config file's bytes. It does not migrate.
 func Parse(data []byte) (*File, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("config is not a JSON object: %w", err)
+	}
+	if raw == nil { // the JSON literal null
+		return nil, errors.New("config is not a JSON object")
 	}
 	f := &File{}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -126,14 +132,17 @@ func Parse(data []byte) (*File, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	for k, v := range raw {
-		switch k {
-		case "team", "store", "https", "webPush", "jwt", "files":
-		default:
-			if f.extra == nil {
-				f.extra = map[string]json.RawMessage{}
-			}
-			f.extra[k] = v
+		// encoding/json fills the known blocks from keys that match them
+		// case-insensitively ("Store", "ſtore"); keeping such a key as an
+		// extra too would let its stale copy override the block on the next
+		// read of what Marshal wrote.
+		if slices.ContainsFunc(knownKeys, func(known string) bool { return strings.EqualFold(k, known) }) {
+			continue
 		}
+		if f.extra == nil {
+			f.extra = map[string]json.RawMessage{}
+		}
+		f.extra[k] = v
 	}
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -208,6 +217,14 @@ func (f *File) Validate() error {
 			if _, _, err := m.totp(); err != nil {
 				return entryErr(entry+".totpSecret", "%w", err)
 			}
+		}
+	}
+	if h := f.HTTPS; h != nil {
+		if h.Port < 1 || h.Port > 65535 {
+			return entryErr("https.port", "must be 1 to 65535")
+		}
+		if h.Cert == "" || h.Key == "" {
+			return entryErr("https", "cert and key are required")
 		}
 	}
 	if f.Files != nil && f.Files.MaxFileSize < 0 {

@@ -1,0 +1,295 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+const (
+	// busyTimeoutMS is how long a connection waits for a lock held by another
+	// connection (another process, or a checkpoint) before failing with
+	// SQLITE_BUSY. Inside this process writes already queue on the single
+	// writer connection, so the wait only covers outside lockers.
+	busyTimeoutMS = 5000
+	// readerConns bounds the read pool. WAL lets readers run alongside the
+	// writer; a few connections cover concurrent requests on small machines.
+	readerConns = 4
+	// memoryPath is the SQLite name of an in-memory database.
+	memoryPath = ":memory:"
+)
+
+// Option configures Open and OpenActivity.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+	log *slog.Logger
+}
+
+// WithNow sets the clock used for timestamps the caller leaves zero. The
+// default is time.Now.
+func WithNow(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	}
+}
+
+// WithLogger sets the logger. The default discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+func newOptions(opts []Option) options {
+	o := options{now: time.Now, log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// conns holds the handles of one database file: a single-connection writer
+// and a read pool. In memory mode both are the same single connection,
+// because an in-memory database lives and dies with its connection.
+type conns struct {
+	writer *sql.DB
+	reader *sql.DB
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// pragma is a setting every connection must have, as PRAGMA name reports it.
+type pragma struct {
+	name string
+	want string
+}
+
+// openConns opens the database at path, applies the migrations in fsys and
+// verifies the connection settings.
+func openConns(ctx context.Context, path string, fsys fs.FS, o options) (*conns, error) {
+	if path == "" || path == memoryPath {
+		return openMemory(ctx, fsys, o)
+	}
+	return openFile(ctx, path, fsys, o)
+}
+
+func openMemory(ctx context.Context, fsys fs.FS, o options) (*conns, error) {
+	params := url.Values{
+		"_busy_timeout": {strconv.Itoa(busyTimeoutMS)},
+		"_foreign_keys": {"1"},
+		"_txlock":       {"immediate"},
+	}
+	db := newDB(memoryPath+"?"+params.Encode(), []pragma{
+		{"foreign_keys", "1"},
+		{"busy_timeout", strconv.Itoa(busyTimeoutMS)},
+	})
+	// One connection that never expires: closing it would drop the data.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	c := &conns{writer: db, reader: db}
+	if err := c.init(ctx, fsys, o); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return c, nil
+}
+
+func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("resolve path: %w", err)
+	}
+	if err := createFile(abs); err != nil {
+		return nil, err
+	}
+	params := url.Values{
+		"_busy_timeout": {strconv.Itoa(busyTimeoutMS)},
+		"_foreign_keys": {"1"},
+		"_journal_mode": {"WAL"},
+		// FULL fsyncs the WAL on every commit, so an acknowledged write
+		// survives kill -9 and power loss alike. The driver would pick
+		// NORMAL for WAL, which can lose the last commits on power loss.
+		"_synchronous": {"FULL"},
+	}
+	want := []pragma{
+		{"journal_mode", "wal"},
+		{"foreign_keys", "1"},
+		{"busy_timeout", strconv.Itoa(busyTimeoutMS)},
+		{"synchronous", "2"},
+	}
+
+	wparams := cloneValues(params)
+	// BEGIN IMMEDIATE takes the write lock up front, so a transaction never
+	// fails half-way on upgrading a read lock to a write lock.
+	wparams.Set("_txlock", "immediate")
+	c := &conns{writer: newDB(fileDSN(abs, wparams), want)}
+	c.writer.SetMaxOpenConns(1)
+	c.writer.SetMaxIdleConns(1)
+	c.writer.SetConnMaxLifetime(0)
+	c.writer.SetConnMaxIdleTime(0)
+
+	rparams := cloneValues(params)
+	rparams.Set("_query_only", "1")
+	rwant := append(slices.Clip(want), pragma{"query_only", "1"})
+	c.reader = newDB(fileDSN(abs, rparams), rwant)
+	c.reader.SetMaxOpenConns(readerConns)
+	c.reader.SetMaxIdleConns(readerConns)
+
+	if err := c.init(ctx, fsys, o); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	if err := c.reader.PingContext(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("connect reader: %w", err), c.Close())
+	}
+	return c, nil
+}
+
+// init connects the writer, which runs the pragma checks, then migrates.
+func (c *conns) init(ctx context.Context, fsys fs.FS, o options) error {
+	if err := c.writer.PingContext(ctx); err != nil {
+		return fmt.Errorf("connect writer: %w", err)
+	}
+	return migrate(ctx, c.writer, fsys, o)
+}
+
+// Close closes every handle. Calling it again returns the first result.
+func (c *conns) Close() error {
+	c.closeOnce.Do(func() {
+		// Readers first: the last connection to close checkpoints the WAL
+		// into the main file and removes it, and that should be the writer.
+		if c.reader != c.writer {
+			c.closeErr = c.reader.Close()
+		}
+		c.closeErr = errors.Join(c.closeErr, c.writer.Close())
+	})
+	return c.closeErr
+}
+
+// withTx runs fn in one write transaction: it commits when fn returns nil
+// and rolls back otherwise. The rollback matters beyond correctness: the
+// writer has one connection, so a transaction left open would block every
+// later write.
+func (c *conns) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := c.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return translate("begin", err)
+	}
+	// After a commit this is a no-op returning sql.ErrTxDone. On an error, a
+	// panic or runtime.Goexit it ends the transaction, and a panic then
+	// carries on up the stack.
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return translate("commit", err)
+	}
+	return nil
+}
+
+// createFile creates the parent directory (0700) and the empty database file
+// (0600) when they do not exist. SQLite gives the -wal and -shm files the
+// mode of the database file.
+func createFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create database file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create database file: %w", err)
+	}
+	return nil
+}
+
+// fileDSN builds a URI filename, so that any byte of the path survives.
+func fileDSN(abs string, params url.Values) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: params.Encode()}
+	return u.String()
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v)+1)
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+// newDB returns a handle whose every new connection is checked against want,
+// so a DSN setting the driver ignored fails the connection instead of
+// silently weakening durability or integrity.
+func newDB(dsn string, want []pragma) *sql.DB {
+	drv := &sqlite3.SQLiteDriver{
+		ConnectHook: func(c *sqlite3.SQLiteConn) error { return checkPragmas(c, want) },
+	}
+	return sql.OpenDB(connector{dsn: dsn, drv: drv})
+}
+
+type connector struct {
+	dsn string
+	drv *sqlite3.SQLiteDriver
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
+
+func (c connector) Driver() driver.Driver { return c.drv }
+
+func checkPragmas(c *sqlite3.SQLiteConn, want []pragma) error {
+	for _, p := range want {
+		got, err := readPragma(c, p.name)
+		if err != nil {
+			return err
+		}
+		if got != p.want {
+			return fmt.Errorf("pragma %s is %q, want %q", p.name, got, p.want)
+		}
+	}
+	return nil
+}
+
+func readPragma(c *sqlite3.SQLiteConn, name string) (string, error) {
+	rows, err := c.QueryContext(context.Background(), "PRAGMA "+name, nil)
+	if err != nil {
+		return "", fmt.Errorf("pragma %s: %w", name, err)
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if err := rows.Next(dest); err != nil {
+		if errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("pragma %s: no value", name)
+		}
+		return "", fmt.Errorf("pragma %s: %w", name, err)
+	}
+	if b, ok := dest[0].([]byte); ok {
+		return string(b), nil
+	}
+	return fmt.Sprint(dest[0]), nil
+}
