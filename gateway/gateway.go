@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -52,6 +53,11 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
 		}),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+			// grpc-gateway reports a body cut off by the cap as a decoding
+			// error (400); the client must see 413.
+			if b, ok := r.Body.(*limitedBody); ok && b.hit {
+				err = server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", b.limit)
+			}
 			writeError(w, g.log, r, err)
 		}),
 		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
@@ -215,9 +221,26 @@ func (g *Gateway) withBodyLimit(limit int64, next http.Handler) http.Handler {
 			writeError(w, g.log, r, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", limit))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		r.Body = &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// limitedBody is a capped request body that remembers hitting its cap, for
+// bodies without a declared length.
+type limitedBody struct {
+	io.ReadCloser
+	limit int64
+	hit   bool
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		b.hit = true
+	}
+	return n, err
 }
 
 func (g *Gateway) withRecovery(next http.Handler) http.Handler {

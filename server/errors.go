@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -137,14 +138,29 @@ func classify(err error) *Error {
 }
 
 func forbiddenMessage(err error) string {
-	var msg string
-	if s := err.Error(); len(s) > len("forbidden: ") {
-		msg = s[len("forbidden: "):]
+	// Only auth's own "forbidden: <reason>" is shown; text a caller wrapped
+	// around it is not for the client.
+	if msg, ok := strings.CutPrefix(err.Error(), auth.ErrForbidden.Error()+": "); ok && msg != "" {
+		return msg
 	}
-	if msg == "" {
-		return "permission denied"
+	return "permission denied"
+}
+
+// grpcStatus returns the status err is or wraps, unchanged. A domain *Error
+// in the chain wins: its cause, even a status from an upstream call, is
+// never sent.
+func grpcStatus(err error) (*status.Status, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return nil, false
 	}
-	return msg
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		if st := se.GRPCStatus(); st != nil {
+			return st, true
+		}
+	}
+	return nil, false
 }
 
 // ToStatus maps an error to the gRPC status sent to clients. A status error
@@ -153,7 +169,7 @@ func ToStatus(err error) *status.Status {
 	if err == nil {
 		return nil
 	}
-	if st, ok := status.FromError(err); ok {
+	if st, ok := grpcStatus(err); ok {
 		return st
 	}
 	e := classify(err)
@@ -182,8 +198,8 @@ func ToStatus(err error) *status.Status {
 // IsInternal reports whether err maps to an internal error; such causes are
 // logged at error level.
 func IsInternal(err error) bool {
-	if _, ok := status.FromError(err); ok {
-		return status.Code(err) == codes.Internal || status.Code(err) == codes.Unknown
+	if st, ok := grpcStatus(err); ok {
+		return st.Code() == codes.Internal || st.Code() == codes.Unknown
 	}
 	return classify(err).Code == CodeInternal
 }
