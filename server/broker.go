@@ -58,6 +58,9 @@ type Broker struct {
 	// code cannot be replayed within its validity window.
 	stepMu   sync.Mutex
 	lastStep map[string]int64
+
+	// loginMu serializes TOTP logins; see login.
+	loginMu sync.Mutex
 }
 
 var _ apiv1.BrokerServer = (*Broker)(nil)
@@ -139,18 +142,19 @@ func (b *Broker) CreateMember(ctx context.Context, req *apiv1.CreateMemberReques
 		Permissions: perms, RawPermissions: nonNil(slices.Clone(req.GetPermissions())),
 		TokenHash: teamconfig.FormatTokenHash(hash),
 	}
-	err = b.team.change(func(f *teamconfig.File) error {
-		if slices.ContainsFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == entry.Name }) {
+	now := b.now()
+	err = b.team.change(ctx, func(f *teamconfig.File) error {
+		if f.MemberIndex(entry.Name) >= 0 {
 			return Errorf(CodeConflict, "member %q already exists", entry.Name)
 		}
 		f.Store.Members = append(f.Store.Members, entry)
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	now := b.now()
-	err = b.store.WithTx(ctx, func(tx store.Tx) error {
+	}, func(ctx context.Context, tx store.Tx) error {
+		// Rows left by an earlier member of this name (say, a crash between
+		// a config write and its mirror) must never authenticate the new one.
+		if err := tx.DeleteMember(ctx, entry.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		if err := tx.PutMember(ctx, toStoreMember(entry, now)); err != nil {
 			return err
 		}
@@ -190,8 +194,8 @@ func (b *Broker) UpdateMember(ctx context.Context, req *apiv1.UpdateMemberReques
 		}
 	}
 	var updated teamconfig.Member
-	err := b.team.change(func(f *teamconfig.File) error {
-		i := slices.IndexFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == req.GetName() })
+	err := b.team.change(ctx, func(f *teamconfig.File) error {
+		i := f.MemberIndex(req.GetName())
 		if i < 0 {
 			return Errorf(CodeNotFound, "member %q not found", req.GetName())
 		}
@@ -207,11 +211,10 @@ func (b *Broker) UpdateMember(ctx context.Context, req *apiv1.UpdateMemberReques
 		}
 		updated = cloneMember(*m)
 		return checkAdminRemains(f)
+	}, func(ctx context.Context, tx store.Tx) error {
+		return tx.PutMember(ctx, toStoreMember(updated, b.now()))
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := b.store.PutMember(ctx, toStoreMember(updated, b.now())); err != nil {
 		return nil, err
 	}
 	return &apiv1.UpdateMemberResponse{Member: teammateToProto(updated)}, nil
@@ -219,20 +222,22 @@ func (b *Broker) UpdateMember(ctx context.Context, req *apiv1.UpdateMemberReques
 
 // DeleteMember implements apiv1.BrokerServer.
 func (b *Broker) DeleteMember(ctx context.Context, req *apiv1.DeleteMemberRequest) (*apiv1.DeleteMemberResponse, error) {
-	err := b.team.change(func(f *teamconfig.File) error {
-		i := slices.IndexFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == req.GetName() })
+	err := b.team.change(ctx, func(f *teamconfig.File) error {
+		i := f.MemberIndex(req.GetName())
 		if i < 0 {
 			return Errorf(CodeNotFound, "member %q not found", req.GetName())
 		}
 		f.Store.Members = slices.Delete(f.Store.Members, i, i+1)
 		return checkAdminRemains(f)
+	}, func(ctx context.Context, tx store.Tx) error {
+		// Deleting the mirror row cascades to the member's tokens and
+		// sessions, so its credentials stop working with this response.
+		if err := tx.DeleteMember(ctx, req.GetName()); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, err
-	}
-	// Deleting the mirror row cascades to the member's tokens and sessions,
-	// so its credentials stop working with this response.
-	if err := b.store.DeleteMember(ctx, req.GetName()); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	setHTTPStatus(ctx, http.StatusNoContent)
@@ -251,21 +256,18 @@ func (b *Broker) RotateToken(ctx context.Context, req *apiv1.RotateTokenRequest)
 	}
 	now := b.now()
 	tok := store.Token{ID: newID(), Member: req.GetName(), Hash: hash, Label: "rotated", Origin: "rotate", CreatedAt: now, CreatedBy: p.Member}
-	err = b.store.WithTx(ctx, func(tx store.Tx) error {
+	// The config keeps the newest token's hash, so an in-memory store still
+	// knows the member's credential after a restart.
+	err = b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
+		m.TokenHash = teamconfig.FormatTokenHash(hash)
+		return nil
+	}, func(ctx context.Context, tx store.Tx) error {
 		if _, err := tx.RevokeMemberTokens(ctx, req.GetName(), now); err != nil {
 			return err
 		}
 		return tx.CreateToken(ctx, tok)
 	})
 	if err != nil {
-		return nil, err
-	}
-	// The config keeps the newest token's hash, so an in-memory store still
-	// knows the member's credential after a restart.
-	if err := b.team.changeMember(req.GetName(), func(m *teamconfig.Member) error {
-		m.TokenHash = teamconfig.FormatTokenHash(hash)
-		return nil
-	}); err != nil {
 		return nil, err
 	}
 	return &apiv1.RotateTokenResponse{Token: plaintext, TokenInfo: tokenToProto(tok)}, nil
@@ -295,20 +297,29 @@ func (b *Broker) RevokeToken(ctx context.Context, req *apiv1.RevokeTokenRequest)
 	if err := b.manageOrSelf(mustPrincipal(ctx), req.GetName()); err != nil {
 		return nil, err
 	}
-	tok, err := b.store.RevokeToken(ctx, req.GetName(), req.GetId(), b.now())
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no active token %q for member %q", req.GetId(), req.GetName())
-	}
+	notFound := Errorf(CodeNotFound, "no active token %q for member %q", req.GetId(), req.GetName())
+	tokens, err := b.store.ListTokens(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
-	revoked := teamconfig.FormatTokenHash(tok.Hash)
-	if err := b.team.changeMember(req.GetName(), func(m *teamconfig.Member) error {
+	i := slices.IndexFunc(tokens, func(t store.Token) bool { return t.ID == req.GetId() && t.RevokedAt.IsZero() })
+	if i < 0 {
+		return nil, notFound
+	}
+	revoked := teamconfig.FormatTokenHash(tokens[i].Hash)
+	err = b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
 		if m.TokenHash == revoked {
 			m.TokenHash = ""
 		}
 		return nil
-	}); err != nil {
+	}, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.RevokeToken(ctx, req.GetName(), req.GetId(), b.now())
+		if errors.Is(err, store.ErrNotFound) {
+			return notFound
+		}
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	setHTTPStatus(ctx, http.StatusNoContent)
@@ -334,10 +345,10 @@ func (b *Broker) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if err := b.team.changeMember(req.GetName(), func(m *teamconfig.Member) error {
+	if err := b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
 		m.TOTPSecret = sealed
 		return nil
-	}); err != nil {
+	}, nil); err != nil {
 		return nil, err
 	}
 	b.stepMu.Lock()
@@ -353,34 +364,9 @@ func (b *Broker) CreateSession(ctx context.Context, req *apiv1.CreateSessionRequ
 	if !totpCodeRE.MatchString(req.GetCode()) {
 		return nil, invalid("code", "must be 6 digits")
 	}
-	named := req.GetMember()
-	if req.Member != nil {
-		// Only known names get a per-member counter, so memory stays bounded.
-		if _, ok := b.team.Member(named); !ok {
-			named = ""
-		}
-	}
-	if wait := b.limiter.Check(named); wait > 0 {
-		return nil, &Error{Code: CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: wait}
-	}
-	var candidates []teamconfig.Member
-	if req.Member != nil {
-		if m, ok := b.team.Member(req.GetMember()); ok {
-			candidates = append(candidates, m)
-		}
-	} else {
-		candidates = b.team.Members()
-	}
-	matched := ""
-	for _, m := range candidates {
-		if b.verifyTOTP(m, req.GetCode()) {
-			matched = m.Name
-			break
-		}
-	}
-	if matched == "" {
-		b.limiter.Fail(named)
-		return nil, fmt.Errorf("%w: invalid code", auth.ErrUnauthenticated)
+	matched, err := b.login(req)
+	if err != nil {
+		return nil, err
 	}
 	id, hash, err := auth.NewSessionID()
 	if err != nil {
@@ -394,6 +380,46 @@ func (b *Broker) CreateSession(ctx context.Context, req *apiv1.CreateSessionRequ
 	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.SessionCookie(id, int(auth.SessionTTL/time.Second))))
 	m, _ := b.team.Member(matched)
 	return &apiv1.CreateSessionResponse{Session: sessionToProto(m, s.ExpiresAt)}, nil
+}
+
+// login matches a TOTP code to a member under the failure limits. Check,
+// verification and the failure count happen under one lock, so a burst of
+// parallel attempts cannot slip past a limit between check and count.
+func (b *Broker) login(req *apiv1.CreateSessionRequest) (string, error) {
+	b.loginMu.Lock()
+	defer b.loginMu.Unlock()
+	named := ""
+	var candidates []teamconfig.Member
+	if req.Member != nil {
+		// Only known names get a per-member counter, so memory stays bounded.
+		if m, ok := b.team.Member(req.GetMember()); ok {
+			named = m.Name
+			candidates = append(candidates, m)
+		}
+	} else {
+		candidates = b.team.Members()
+	}
+	if wait := b.limiter.Check(named); wait > 0 {
+		return "", rateLimited(wait)
+	}
+	for _, m := range candidates {
+		if !b.verifyTOTP(m, req.GetCode()) {
+			continue
+		}
+		// The codeless form is covered by the matched member's limit too
+		// (CONTRACT §5): a locked-out member cannot log in by leaving out
+		// the name.
+		if wait := b.limiter.Check(m.Name); wait > 0 {
+			return "", rateLimited(wait)
+		}
+		return m.Name, nil
+	}
+	b.limiter.Fail(named)
+	return "", fmt.Errorf("%w: invalid code", auth.ErrUnauthenticated)
+}
+
+func rateLimited(wait time.Duration) error {
+	return &Error{Code: CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: wait}
 }
 
 // verifyTOTP checks code against the member's secret for the current step

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"svc/server/auth"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -117,9 +116,7 @@ func (t *Team) Info() (teamconfig.Team, map[string][]string) {
 	return t.file.Team, presets
 }
 
-func (t *Team) indexLocked(name string) int {
-	return slices.IndexFunc(t.file.Store.Members, func(m teamconfig.Member) bool { return m.Name == name })
-}
+func (t *Team) indexLocked(name string) int { return t.file.MemberIndex(name) }
 
 func cloneMember(m teamconfig.Member) teamconfig.Member {
 	c := m
@@ -133,9 +130,16 @@ func cloneMember(m teamconfig.Member) teamconfig.Member {
 	return c
 }
 
-// change applies fn to a copy of the config, validates it, writes it and only
-// then makes it current. Changes are serialized.
-func (t *Team) change(fn func(f *teamconfig.File) error) error {
+// mirrorFunc applies a config change to the store inside the transaction
+// that also covers the config write.
+type mirrorFunc func(ctx context.Context, tx store.Tx) error
+
+// change applies fn to a copy of the config, validates it, and then, inside
+// one store transaction, runs mirror and writes the file: a failed write rolls
+// the store back, and the transaction commits only once the file is durable.
+// The client's cancellation does not interrupt it half-way. Changes are
+// serialized.
+func (t *Team) change(ctx context.Context, fn func(f *teamconfig.File) error, mirror mirrorFunc) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	data, err := t.file.Marshal()
@@ -152,34 +156,44 @@ func (t *Team) change(fn func(f *teamconfig.File) error) error {
 	if err := next.Validate(); err != nil {
 		return err
 	}
-	if err := teamconfig.Save(t.path, next); err != nil {
-		return fmt.Errorf("write team config: %w", err)
+	ctx = context.WithoutCancel(ctx)
+	err = t.store.WithTx(ctx, func(tx store.Tx) error {
+		if mirror != nil {
+			if err := mirror(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if err := teamconfig.Save(t.path, next); err != nil {
+			return fmt.Errorf("write team config: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	t.file = next
 	return nil
 }
 
 // changeMember applies fn to the named member's entry.
-func (t *Team) changeMember(name string, fn func(m *teamconfig.Member) error) error {
-	return t.change(func(f *teamconfig.File) error {
-		i := slices.IndexFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == name })
+func (t *Team) changeMember(ctx context.Context, name string, fn func(m *teamconfig.Member) error, mirror mirrorFunc) error {
+	return t.change(ctx, func(f *teamconfig.File) error {
+		i := f.MemberIndex(name)
 		if i < 0 {
 			return Errorf(CodeNotFound, "member %q not found", name)
 		}
 		return fn(&f.Store.Members[i])
-	})
+	}, mirror)
 }
 
 // errLastAdmin is the last-admin invariant (spec: Authentication rule 3).
 var errLastAdmin = Errorf(CodeBadRequest, "at least one member must keep members.manage")
 
 func checkAdminRemains(f *teamconfig.File) error {
-	for _, m := range f.Store.Members {
-		if slices.Contains(m.Permissions, auth.MembersManage) {
-			return nil
-		}
+	if !f.HasManager() {
+		return errLastAdmin
 	}
-	return errLastAdmin
+	return nil
 }
 
 // newID returns a random RFC 4122 version 4 UUID.

@@ -90,5 +90,13 @@ func isTerminal(r io.Reader) bool {
 		return false
 	}
 	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+	if err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	// /dev/null is a character device but no terminal: a cron job or
+	// `< /dev/null` run must be refused like a pipe (CONTRACT §1: exit 2).
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(info, null) {
+		return false
+	}
+	return true
 }

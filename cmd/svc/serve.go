@@ -24,6 +24,7 @@ import (
 	"svc/server/auth"
 	"svc/server/kek"
 	"svc/server/teamconfig"
+	"svc/store"
 	"svc/store/sqlite"
 )
 
@@ -49,6 +50,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	file, firstToken, err := loadTeamConfig(cfg, k, log)
 	if err != nil {
 		return err
+	}
+	if firstToken != "" {
+		// Printed as soon as the config holding its hash is durable, so a
+		// later failure (say, the address is taken) cannot lose it. The only
+		// time a token is ever printed (CONTRACT §1).
+		fmt.Fprintf(stdout, "admin token: %s\n", firstToken)
 	}
 
 	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.WithLogger(log))
@@ -94,28 +101,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	h1.Protocols.SetHTTP1(true)
 
 	servers := []*http.Server{h1}
+	var tlsSrv *http.Server
+	var tlsLis net.Listener
+	if file.HTTPS != nil {
+		if tlsSrv, tlsLis, err = listenTLS(cfg.Addr, file.HTTPS, srv.GRPC(), gw, log); err != nil {
+			_ = lis.Close()
+			return err
+		}
+		servers = append(servers, tlsSrv)
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { split.serve(); return nil })
 	g.Go(func() error { return ignoreClosed(srv.GRPC().Serve(split.h2)) })
 	g.Go(func() error { return ignoreClosed(srv.GRPC().Serve(inproc)) })
 	g.Go(func() error { return ignoreClosed(h1.Serve(split.h1)) })
-
-	if file.HTTPS != nil {
-		tlsSrv, tlsLis, err := listenTLS(cfg.Addr, file.HTTPS, srv.GRPC(), gw, log)
-		if err != nil {
-			_ = lis.Close()
-			return err
-		}
-		servers = append(servers, tlsSrv)
+	if tlsSrv != nil {
 		g.Go(func() error { return ignoreClosed(tlsSrv.Serve(tlsLis)) })
 	}
+	g.Go(func() error { sweepSessions(gctx, st, log); return nil })
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
-	if firstToken != "" {
-		// The only time a token is ever printed (CONTRACT §1).
-		fmt.Fprintf(stdout, "admin token: %s\n", firstToken)
-	}
 
 	g.Go(func() error {
 		<-gctx.Done()
@@ -236,21 +243,40 @@ func loadTeamConfig(cfg Config, k *kek.KEK, log *slog.Logger) (*teamconfig.File,
 		}
 		log.Info("migrated plaintext secrets and presets in team config", "path", cfg.ConfigPath)
 	}
-	if !hasManager(f) {
+	if !f.HasManager() {
 		log.Warn("no member holds members.manage; the team cannot be managed over the API")
+	}
+	// A KEK that cannot open what the config holds (lost or replaced KEK
+	// file) is said at boot, naming the entry, not at the first login.
+	for _, m := range f.Store.Members {
+		if m.HasTOTP() {
+			if _, err := teamconfig.OpenTOTP(k, m); err != nil {
+				log.Warn("TOTP secret cannot be decrypted with this KEK; re-enroll the member", "member", m.Name, "err", err)
+			}
+		}
 	}
 	return f, "", nil
 }
 
-func hasManager(f *teamconfig.File) bool {
-	for _, m := range f.Store.Members {
-		for _, p := range m.Permissions {
-			if p == auth.MembersManage {
-				return true
+// sessionSweepInterval is how often expired sessions are deleted.
+const sessionSweepInterval = time.Hour
+
+// sweepSessions deletes expired sessions until ctx ends.
+func sweepSessions(ctx context.Context, st store.SessionStore, log *slog.Logger) {
+	t := time.NewTicker(sessionSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n, err := st.DeleteExpiredSessions(ctx, now); err != nil && ctx.Err() == nil {
+				log.Warn("session sweep failed", "err", err)
+			} else if n > 0 {
+				log.Debug("expired sessions deleted", "count", n)
 			}
 		}
 	}
-	return false
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

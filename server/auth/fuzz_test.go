@@ -31,17 +31,14 @@ func FuzzParseToken(f *testing.F) {
 			return
 		}
 		require.True(t, strings.HasPrefix(s, auth.TokenPrefix))
-		require.Len(t, s, len(auth.TokenPrefix)+43)
+		body := strings.TrimPrefix(s, auth.TokenPrefix)
+		require.NotEmpty(t, body)
+		require.LessOrEqual(t, len(body), 256)
 		require.Equal(t, auth.HashToken(s), h)
 		require.Equal(t, store.TokenHash(sha256.Sum256([]byte(s))), h)
-
-		// Round trip: the body is the canonical encoding of its bytes, so
-		// exactly one plaintext maps to each 32-byte secret.
-		body := strings.TrimPrefix(s, auth.TokenPrefix)
-		raw, err := base64.RawURLEncoding.DecodeString(body)
-		require.NoError(t, err)
-		require.Len(t, raw, 32)
-		require.Equal(t, s, auth.TokenPrefix+base64.RawURLEncoding.EncodeToString(raw))
+		for _, c := range body {
+			require.True(t, c == '-' || c == '_' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z'), "body char %q", c)
+		}
 
 		// Idempotent.
 		h2, err := auth.ParseToken(s)

@@ -171,6 +171,21 @@ func (f *File) Presets() map[string][]string {
 	return f.Team.PermissionPresets
 }
 
+// MemberIndex returns the index of the named member entry, or -1.
+func (f *File) MemberIndex(name string) int {
+	return slices.IndexFunc(f.Store.Members, func(m Member) bool { return m.Name == name })
+}
+
+// HasManager reports whether any member holds members.manage.
+func (f *File) HasManager() bool {
+	for _, m := range f.Store.Members {
+		if slices.Contains(m.Permissions, auth.MembersManage) {
+			return true
+		}
+	}
+	return false
+}
+
 // Validate checks every entry and names the first offending one.
 func (f *File) Validate() error {
 	for name, leaves := range f.Team.PermissionPresets {

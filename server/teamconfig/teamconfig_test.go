@@ -92,7 +92,7 @@ func TestParseRejects(t *testing.T) {
 		{name: "bad tokenHash short", data: withMembers(`{"name":"bob","permissions":[],"tokenHash":"sha256:abcd"}`), wantEntry: `store.members[0] ("bob").tokenHash`},
 		{name: "bad tokenHash algorithm", data: withMembers(`{"name":"bob","permissions":[],"tokenHash":"md5:` + strings.Repeat("00", 32) + `"}`), wantEntry: `store.members[0] ("bob").tokenHash`},
 		{name: "bad tokenHash bare hex", data: withMembers(`{"name":"bob","permissions":[],"tokenHash":"` + strings.Repeat("00", 32) + `"}`), wantEntry: `store.members[0] ("bob").tokenHash`},
-		{name: "bad plaintext token short", data: withMembers(`{"name":"bob","permissions":[],"token":"svc_short"}`), wantEntry: `store.members[0] ("bob").token`},
+		{name: "bad plaintext token characters", data: withMembers(`{"name":"bob","permissions":[],"token":"svc_not ok!"}`), wantEntry: `store.members[0] ("bob").token`},
 		{name: "bad plaintext token prefix", data: withMembers(`{"name":"bob","permissions":[],"token":"tk_` + strings.Repeat("A", 43) + `"}`), wantEntry: `store.members[0] ("bob").token`},
 		{name: "totpSecret not base32", data: withMembers(`{"name":"bob","permissions":[],"totpSecret":"not base32!"}`), wantEntry: `store.members[0] ("bob").totpSecret`, wantText: "base32"},
 		{name: "totpSecret base32 with digit 1", data: withMembers(`{"name":"bob","permissions":[],"totpSecret":"JBSWY3DPEHPK3PX1"}`), wantEntry: `store.members[0] ("bob").totpSecret`},

@@ -1,0 +1,153 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pquerna/otp"
+	"github.com/pquerna/otp/totp"
+	"github.com/stretchr/testify/require"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/kek"
+	"svc/server/teamconfig"
+	"svc/store"
+	"svc/store/sqlite"
+)
+
+const testTOTPSecret = "JBSWY3DPEHPK3PXP"
+
+// mustBroker returns a Broker over an in-memory store with members admin
+// (TOTP enrolled, members.manage) and bob (plain), and its config path.
+func mustBroker(t *testing.T) (*Broker, string) {
+	t.Helper()
+	ctx := context.Background()
+	key := make([]byte, kek.KeySize)
+	_, err := rand.Read(key)
+	require.NoError(t, err)
+	k, err := kek.New(key)
+	require.NoError(t, err)
+	sealed, err := teamconfig.SealTOTP(k, "admin", testTOTPSecret)
+	require.NoError(t, err)
+	f := &teamconfig.File{Store: teamconfig.Store{Members: []teamconfig.Member{
+		{Name: "admin", Permissions: []string{auth.MembersManage}, TOTPSecret: sealed},
+		{Name: "bob", Permissions: []string{}},
+	}}}
+	require.NoError(t, f.Validate())
+	path := filepath.Join(t.TempDir(), "svc.json")
+	require.NoError(t, teamconfig.Save(path, f))
+	st, err := sqlite.Open(ctx, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	team, err := NewTeam(ctx, path, f, st, time.Now)
+	require.NoError(t, err)
+	s := New(Deps{Store: st, Team: team, KEK: k, Version: "test"})
+	return s.broker, path
+}
+
+func code(t *testing.T, at time.Time) string {
+	t.Helper()
+	c, err := totp.GenerateCodeCustom(testTOTPSecret, at, totp.ValidateOpts{Period: 30, Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1})
+	require.NoError(t, err)
+	return c
+}
+
+func wrongCode(t *testing.T) string {
+	t.Helper()
+	now := time.Now()
+	for _, c := range []string{"000000", "111111", "222222"} {
+		ok := false
+		for d := -1; d <= 1; d++ {
+			ok = ok || c == code(t, now.Add(time.Duration(d)*30*time.Second))
+		}
+		if !ok {
+			return c
+		}
+	}
+	t.Fatal("no wrong code found")
+	return ""
+}
+
+func rendered(err error) Code { return Render(err).Body.Error }
+
+// A burst of parallel wrong codes must not get more than the global limit of
+// failures through: check and count are one step.
+func TestLoginLimitHoldsUnderConcurrency(t *testing.T) {
+	b, _ := mustBroker(t)
+	bad := wrongCode(t)
+	var mu sync.Mutex
+	counts := map[Code]int{}
+	var wg sync.WaitGroup
+	for range 60 {
+		wg.Go(func() {
+			_, err := b.CreateSession(context.Background(), &apiv1.CreateSessionRequest{Code: bad})
+			mu.Lock()
+			counts[rendered(err)]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.Equal(t, map[Code]int{CodeUnauthenticated: auth.TOTPGlobalFailures, CodeRateLimited: 60 - auth.TOTPGlobalFailures}, counts)
+}
+
+// CONTRACT §5: a member locked out by named failures cannot log in through
+// the codeless form, even with a correct code.
+func TestCodelessLoginHonoursMemberLockout(t *testing.T) {
+	b, _ := mustBroker(t)
+	ctx := context.Background()
+	bad := wrongCode(t)
+	member := "admin"
+	for range auth.TOTPMemberFailures {
+		_, err := b.CreateSession(ctx, &apiv1.CreateSessionRequest{Code: bad, Member: &member})
+		require.Equal(t, CodeUnauthenticated, rendered(err))
+	}
+	_, err := b.CreateSession(ctx, &apiv1.CreateSessionRequest{Code: code(t, time.Now())})
+	require.Equal(t, CodeRateLimited, rendered(err))
+	require.Positive(t, Render(err).RetryAfter)
+}
+
+// A failed config write must leave the store as it was: rotating keeps the
+// old tokens valid when the new hash cannot be made durable.
+func TestRotateRollsBackWhenConfigWriteFails(t *testing.T) {
+	b, path := mustBroker(t)
+	tok, hash, err := auth.NewToken()
+	require.NoError(t, err)
+	_ = tok
+	ctx := context.Background()
+	require.NoError(t, b.store.CreateToken(ctx, store.Token{ID: "t1", Member: "bob", Hash: hash, Origin: "bootstrap", CreatedAt: time.Now()}))
+
+	b.team.path = filepath.Join(path, "not-a-dir", "svc.json") // Save fails: parent is a file
+	pctx := auth.WithPrincipal(ctx, &auth.Principal{Member: "bob", Via: auth.ViaBearer})
+	_, err = b.RotateToken(pctx, &apiv1.RotateTokenRequest{Name: "bob"})
+	require.Error(t, err)
+
+	got, err := b.store.GetTokenByHash(ctx, hash)
+	require.NoError(t, err)
+	require.True(t, got.Active(time.Now()), "the old token must survive a failed rotate")
+	tokens, err := b.store.ListTokens(ctx, "bob")
+	require.NoError(t, err)
+	require.Len(t, tokens, 1, "no new token may be stored")
+}
+
+// Re-creating a deleted name never revives the old member's tokens.
+func TestCreateMemberClearsLeftoverRows(t *testing.T) {
+	b, _ := mustBroker(t)
+	ctx := context.Background()
+	_, hash, err := auth.NewToken()
+	require.NoError(t, err)
+	// A store row the config does not know (e.g. a crash between writes).
+	require.NoError(t, b.store.PutMember(ctx, store.Member{Name: "carol"}))
+	require.NoError(t, b.store.CreateToken(ctx, store.Token{ID: "old", Member: "carol", Hash: hash, Origin: "bootstrap", CreatedAt: time.Now()}))
+
+	pctx := auth.WithPrincipal(ctx, &auth.Principal{Member: "admin", Permissions: []string{auth.MembersManage}, Via: auth.ViaBearer})
+	_, err = b.CreateMember(pctx, &apiv1.CreateMemberRequest{Name: "carol"})
+	require.NoError(t, err)
+	_, err = b.store.GetTokenByHash(ctx, hash)
+	require.True(t, errors.Is(err, store.ErrNotFound), "leftover token must be gone, got %v", err)
+}
