@@ -145,6 +145,7 @@ func runSvc(t testing.TB, args, env []string, stdin io.Reader) (code int, stdout
 		dumpAndKill(cmd, done)
 		t.Fatalf("svc %v did not exit within %s; stderr:\n%s", args, runTimeout, errOut)
 	}
+	require.NotContains(t, errOut.String(), "WARNING: DATA RACE", "data race in svc %v", args)
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
 
