@@ -35,42 +35,36 @@ func TestHealthz(t *testing.T) {
 
 func TestProtocolHeader(t *testing.T) {
 	t.Parallel()
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			t.Parallel()
-			p := mustStartSvc(t, procOpts{})
-			admin := bearer(p.adminToken(t))
-			d := tr.connect(t, p)
-			tests := []struct {
-				name     string
-				protocol string // "" sends none
-				wantCode string
-			}{
-				{name: "absent means 1"},
-				{name: "1", protocol: "1"},
-				{name: "2", protocol: "2", wantCode: "unsupported_protocol"},
-				{name: "0", protocol: "0", wantCode: "unsupported_protocol"},
-				{name: "1.0", protocol: "1.0", wantCode: "unsupported_protocol"},
-				{name: "v1", protocol: "v1", wantCode: "unsupported_protocol"},
-			}
-			for _, tc := range tests {
-				t.Run(tc.name, func(t *testing.T) {
-					for _, call := range []struct {
-						op string
-						c  cred
-					}{
-						{"Health", anonymous},
-						{"GetBriefing", admin},
-					} {
-						r := d.call(t, call.c.withProtocol(tc.protocol), call.op, nil)
-						require.Equal(t, tc.wantCode, r.code, "%s", call.op)
-					}
-				})
-			}
-			// The protocol is checked before credentials.
-			mustFail(t, d, anonymous.withProtocol("2"), "GetBriefing", nil, "unsupported_protocol")
-		})
-	}
+	onEachTransport(t, func(t *testing.T, p *proc, admin cred, d driver) {
+		tests := []struct {
+			name     string
+			protocol string // "" sends none
+			wantCode string
+		}{
+			{name: "absent means 1"},
+			{name: "1", protocol: "1"},
+			{name: "2", protocol: "2", wantCode: "unsupported_protocol"},
+			{name: "0", protocol: "0", wantCode: "unsupported_protocol"},
+			{name: "1.0", protocol: "1.0", wantCode: "unsupported_protocol"},
+			{name: "v1", protocol: "v1", wantCode: "unsupported_protocol"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				for _, call := range []struct {
+					op string
+					c  cred
+				}{
+					{"Health", anonymous},
+					{"GetBriefing", admin},
+				} {
+					r := d.call(t, call.c.withProtocol(tc.protocol), call.op, nil)
+					require.Equal(t, tc.wantCode, r.code, "%s", call.op)
+				}
+			})
+		}
+		// The protocol is checked before credentials.
+		mustFail(t, d, anonymous.withProtocol("2"), "GetBriefing", nil, "unsupported_protocol")
+	})
 }
 
 // TestProtocolHeaderOutsideTheAPI covers REST routes that never reach a

@@ -14,173 +14,155 @@ import (
 
 func TestCreateMember(t *testing.T) {
 	t.Parallel()
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			t.Parallel()
-			p := mustStartSvc(t, procOpts{})
-			admin := bearer(p.adminToken(t))
-			d := tr.connect(t, p)
+	onEachTransport(t, func(t *testing.T, p *proc, admin cred, d driver) {
 
-			role := obj{"title": "Builder", "description": "Builds things"}
-			b := mustCall(t, d, admin, "CreateMember", obj{"name": "bob", "role": role, "instructions": "the plan", "permissions": []string{"operator"}})
-			require.Equal(t, []string{"member", "token"}, keys(b))
-			m := b["member"].(obj)
-			require.Equal(t, []string{"name", "permissions", "role"}, keys(m), "a Teammate: no instructions, no secrets")
-			require.Equal(t, "bob", m["name"])
-			require.Equal(t, role, m["role"])
-			require.Equal(t, operatorLeaves, sortedStrs(t, m["permissions"]))
-			bob := b["token"].(string)
-			require.Regexp(t, tokenRE, bob)
-			me := mustCall(t, d, bearer(bob), "GetBriefing", nil)["member"].(obj)
-			require.Equal(t, "bob", me["name"])
-			require.Equal(t, "the plan", me["instructions"], "the briefing carries the caller's own instructions")
+		role := obj{"title": "Builder", "description": "Builds things"}
+		b := mustCall(t, d, admin, "CreateMember", obj{"name": "bob", "role": role, "instructions": "the plan", "permissions": []string{"operator"}})
+		require.Equal(t, []string{"member", "token"}, keys(b))
+		m := b["member"].(obj)
+		require.Equal(t, []string{"name", "permissions", "role"}, keys(m), "a Teammate: no instructions, no secrets")
+		require.Equal(t, "bob", m["name"])
+		require.Equal(t, role, m["role"])
+		require.Equal(t, operatorLeaves, sortedStrs(t, m["permissions"]))
+		bob := b["token"].(string)
+		require.Regexp(t, tokenRE, bob)
+		me := mustCall(t, d, bearer(bob), "GetBriefing", nil)["member"].(obj)
+		require.Equal(t, "bob", me["name"])
+		require.Equal(t, "the plan", me["instructions"], "the briefing carries the caller's own instructions")
 
-			names := []string{"admin", "bob"}
-			tests := []struct {
-				name      string
-				member    string
-				perms     []string
-				wantCode  string
-				wantPerms []string
-			}{
-				{name: "preset and leaf", member: "eve", perms: []string{"member", "activity.read"}, wantPerms: []string{"activity.read"}},
-				{name: "overlapping preset and leaf", member: "ops", perms: []string{"operator", "objectives.create"}, wantPerms: operatorLeaves},
-				{name: "admin preset", member: "boss", perms: []string{"admin"}, wantPerms: allLeaves},
-				{name: "no permissions", member: "nobody", perms: []string{}, wantPerms: []string{}},
-				{name: "64 characters", member: strings.Repeat("x", 64), perms: []string{}, wantPerms: []string{}},
-				{name: "every allowed character", member: "A.b_c-9", perms: []string{}, wantPerms: []string{}},
-				{name: "digit first", member: "9lives", perms: []string{}, wantPerms: []string{}},
-				{name: "duplicate", member: "bob", perms: []string{}, wantCode: "conflict"},
-				{name: "duplicate of admin", member: "admin", perms: []string{}, wantCode: "conflict"},
-				{name: "unknown permission", member: "x1", perms: []string{"root"}, wantCode: "bad_request"},
-				{name: "unknown beside known", member: "x2", perms: []string{"member", "objectives.fly"}, wantCode: "bad_request"},
-				{name: "leading dash", member: "-bad", perms: []string{}, wantCode: "bad_request"},
-				{name: "leading dot", member: ".bad", perms: []string{}, wantCode: "bad_request"},
-				{name: "leading underscore", member: "_bad", perms: []string{}, wantCode: "bad_request"},
-				{name: "colon", member: "a:b", perms: []string{}, wantCode: "bad_request"},
-				{name: "space", member: "a b", perms: []string{}, wantCode: "bad_request"},
-				{name: "slash", member: "a/b", perms: []string{}, wantCode: "bad_request"},
-				{name: "non-ASCII", member: "zoë", perms: []string{}, wantCode: "bad_request"},
-				{name: "empty", member: "", perms: []string{}, wantCode: "bad_request"},
-				{name: "65 characters", member: strings.Repeat("x", 65), perms: []string{}, wantCode: "bad_request"},
-			}
-			for _, tc := range tests {
-				t.Run(tc.name, func(t *testing.T) {
-					r := d.call(t, admin, "CreateMember", obj{"name": tc.member, "permissions": tc.perms})
-					require.Equal(t, tc.wantCode, r.code)
-					if tc.wantCode != "" {
-						return
-					}
-					names = append(names, tc.member)
-					require.Equal(t, tc.wantPerms, sortedStrs(t, r.body["member"].(obj)["permissions"]))
-					requireWorks(t, d, bearer(r.body["token"].(string)), tc.member)
-				})
-			}
-			slices.Sort(names)
-			require.Equal(t, names, memberNames(t, d, admin), "refused creates left nothing behind")
-		})
-	}
+		names := []string{"admin", "bob"}
+		tests := []struct {
+			name      string
+			member    string
+			perms     []string
+			wantCode  string
+			wantPerms []string
+		}{
+			{name: "preset and leaf", member: "eve", perms: []string{"member", "activity.read"}, wantPerms: []string{"activity.read"}},
+			{name: "overlapping preset and leaf", member: "ops", perms: []string{"operator", "objectives.create"}, wantPerms: operatorLeaves},
+			{name: "admin preset", member: "boss", perms: []string{"admin"}, wantPerms: allLeaves},
+			{name: "no permissions", member: "nobody", perms: []string{}, wantPerms: []string{}},
+			{name: "64 characters", member: strings.Repeat("x", 64), perms: []string{}, wantPerms: []string{}},
+			{name: "every allowed character", member: "A.b_c-9", perms: []string{}, wantPerms: []string{}},
+			{name: "digit first", member: "9lives", perms: []string{}, wantPerms: []string{}},
+			{name: "duplicate", member: "bob", perms: []string{}, wantCode: "conflict"},
+			{name: "duplicate of admin", member: "admin", perms: []string{}, wantCode: "conflict"},
+			{name: "unknown permission", member: "x1", perms: []string{"root"}, wantCode: "bad_request"},
+			{name: "unknown beside known", member: "x2", perms: []string{"member", "objectives.fly"}, wantCode: "bad_request"},
+			{name: "leading dash", member: "-bad", perms: []string{}, wantCode: "bad_request"},
+			{name: "leading dot", member: ".bad", perms: []string{}, wantCode: "bad_request"},
+			{name: "leading underscore", member: "_bad", perms: []string{}, wantCode: "bad_request"},
+			{name: "colon", member: "a:b", perms: []string{}, wantCode: "bad_request"},
+			{name: "space", member: "a b", perms: []string{}, wantCode: "bad_request"},
+			{name: "slash", member: "a/b", perms: []string{}, wantCode: "bad_request"},
+			{name: "non-ASCII", member: "zoë", perms: []string{}, wantCode: "bad_request"},
+			{name: "empty", member: "", perms: []string{}, wantCode: "bad_request"},
+			{name: "65 characters", member: strings.Repeat("x", 65), perms: []string{}, wantCode: "bad_request"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				r := d.call(t, admin, "CreateMember", obj{"name": tc.member, "permissions": tc.perms})
+				require.Equal(t, tc.wantCode, r.code)
+				if tc.wantCode != "" {
+					return
+				}
+				names = append(names, tc.member)
+				require.Equal(t, tc.wantPerms, sortedStrs(t, r.body["member"].(obj)["permissions"]))
+				requireWorks(t, d, bearer(r.body["token"].(string)), tc.member)
+			})
+		}
+		slices.Sort(names)
+		require.Equal(t, names, memberNames(t, d, admin), "refused creates left nothing behind")
+	})
 }
 
 func TestMemberInstructionsArePrivate(t *testing.T) {
 	t.Parallel()
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			t.Parallel()
-			p := mustStartSvc(t, procOpts{})
-			admin := bearer(p.adminToken(t))
-			d := tr.connect(t, p)
-			mustCall(t, d, admin, "CreateMember", obj{"name": "bob", "instructions": "bob's secret plan", "permissions": []string{"member"}})
-			opsTok := createMember(t, d, admin, "ops", "operator")
-			// A manager sees every member's instructions.
-			for _, m := range listOf(t, mustCall(t, d, admin, "ListMembers", nil), "members") {
-				require.Contains(t, m, "instructions", "%v", m)
-			}
-			require.Equal(t, "bob's secret plan", memberByName(t, d, admin, "bob")["instructions"])
+	onEachTransport(t, func(t *testing.T, p *proc, admin cred, d driver) {
+		mustCall(t, d, admin, "CreateMember", obj{"name": "bob", "instructions": "bob's secret plan", "permissions": []string{"member"}})
+		opsTok := createMember(t, d, admin, "ops", "operator")
+		// A manager sees every member's instructions.
+		for _, m := range listOf(t, mustCall(t, d, admin, "ListMembers", nil), "members") {
+			require.Contains(t, m, "instructions", "%v", m)
+		}
+		require.Equal(t, "bob's secret plan", memberByName(t, d, admin, "bob")["instructions"])
 
-			// Others never see the key, in any member-listing answer.
-			ops := bearer(opsTok)
-			for _, op := range []string{"ListMembers", "GetRoster", "GetBriefing"} {
-				body := mustCall(t, d, ops, op, nil)
-				for _, key := range []string{"members", "teammates"} {
-					if _, ok := body[key]; !ok {
-						continue
-					}
-					for _, m := range listOf(t, body, key) {
-						require.NotContains(t, m, "instructions", "%s %s: %v", op, key, m)
-					}
+		// Others never see the key, in any member-listing answer.
+		ops := bearer(opsTok)
+		for _, op := range []string{"ListMembers", "GetRoster", "GetBriefing"} {
+			body := mustCall(t, d, ops, op, nil)
+			for _, key := range []string{"members", "teammates"} {
+				if _, ok := body[key]; !ok {
+					continue
 				}
-				raw, err := json.Marshal(body)
-				require.NoError(t, err)
-				require.NotContains(t, string(raw), "secret plan", op)
+				for _, m := range listOf(t, body, key) {
+					require.NotContains(t, m, "instructions", "%s %s: %v", op, key, m)
+				}
 			}
-			require.Len(t, listOf(t, mustCall(t, d, ops, "ListMembers", nil), "members"), 3)
-		})
-	}
+			raw, err := json.Marshal(body)
+			require.NoError(t, err)
+			require.NotContains(t, string(raw), "secret plan", op)
+		}
+		require.Len(t, listOf(t, mustCall(t, d, ops, "ListMembers", nil), "members"), 3)
+	})
 }
 
 func TestUpdateMember(t *testing.T) {
 	t.Parallel()
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			t.Parallel()
-			p := mustStartSvc(t, procOpts{})
-			admin := bearer(p.adminToken(t))
-			d := tr.connect(t, p)
-			role := obj{"title": "Builder", "description": "Builds"}
-			b := mustCall(t, d, admin, "CreateMember", obj{"name": "bob", "role": role, "instructions": "v1", "permissions": []string{"operator"}})
-			bob := bearer(b["token"].(string))
+	onEachTransport(t, func(t *testing.T, p *proc, admin cred, d driver) {
+		role := obj{"title": "Builder", "description": "Builds"}
+		b := mustCall(t, d, admin, "CreateMember", obj{"name": "bob", "role": role, "instructions": "v1", "permissions": []string{"operator"}})
+		bob := bearer(b["token"].(string))
 
-			// Each step applies to the state the previous one left.
-			tests := []struct {
-				name      string
-				patch     obj
-				wantCode  string
-				wantRole  obj
-				wantInstr string
-				wantPerms []string
-			}{
-				{name: "role only", patch: obj{"role": obj{"title": "Lead", "description": "Leads"}},
-					wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v1", wantPerms: operatorLeaves},
-				{name: "instructions only", patch: obj{"instructions": "v2"},
-					wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v2", wantPerms: operatorLeaves},
-				{name: "permissions only", patch: obj{"permissions": []string{"member", "activity.read"}},
-					wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v2", wantPerms: []string{"activity.read"}},
-				{name: "empty patch", patch: obj{},
-					wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v2", wantPerms: []string{"activity.read"}},
-				{name: "unknown permission", patch: obj{"permissions": []string{"root"}, "role": obj{"title": "Nope"}}, wantCode: "bad_request",
-					wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v2", wantPerms: []string{"activity.read"}},
-				{name: "all of them", patch: obj{"role": role, "instructions": "", "permissions": []string{"admin"}},
-					wantRole: role, wantInstr: "", wantPerms: allLeaves},
-				{name: "empty permissions", patch: obj{"permissions": []string{}},
-					wantRole: role, wantInstr: "", wantPerms: []string{}},
-			}
-			for _, tc := range tests {
-				t.Run(tc.name, func(t *testing.T) {
-					r := d.call(t, admin, "UpdateMember", merge(obj{"name": "bob"}, tc.patch))
-					require.Equal(t, tc.wantCode, r.code)
-					if tc.wantCode == "" {
-						require.Equal(t, []string{"name", "permissions", "role"}, keys(r.body), "a Teammate")
-						require.Equal(t, "bob", r.body["name"])
-						require.Equal(t, tc.wantRole, r.body["role"])
-						require.Equal(t, tc.wantPerms, sortedStrs(t, r.body["permissions"]))
-					}
-					m := memberByName(t, d, admin, "bob")
-					require.Equal(t, tc.wantRole, m["role"])
-					require.Equal(t, tc.wantInstr, m["instructions"])
-					require.Equal(t, tc.wantPerms, sortedStrs(t, m["permissions"]))
-				})
-			}
+		// Each step applies to the state the previous one left.
+		tests := []struct {
+			name      string
+			patch     obj
+			wantCode  string
+			wantRole  obj
+			wantInstr string
+			wantPerms []string
+		}{
+			{name: "role only", patch: obj{"role": obj{"title": "Lead", "description": "Leads"}},
+				wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v1", wantPerms: operatorLeaves},
+			{name: "instructions only", patch: obj{"instructions": "v2"},
+				wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v2", wantPerms: operatorLeaves},
+			{name: "permissions only", patch: obj{"permissions": []string{"member", "activity.read"}},
+				wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v2", wantPerms: []string{"activity.read"}},
+			{name: "empty patch", patch: obj{},
+				wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v2", wantPerms: []string{"activity.read"}},
+			{name: "unknown permission", patch: obj{"permissions": []string{"root"}, "role": obj{"title": "Nope"}}, wantCode: "bad_request",
+				wantRole: obj{"title": "Lead", "description": "Leads"}, wantInstr: "v2", wantPerms: []string{"activity.read"}},
+			{name: "all of them", patch: obj{"role": role, "instructions": "", "permissions": []string{"admin"}},
+				wantRole: role, wantInstr: "", wantPerms: allLeaves},
+			{name: "empty permissions", patch: obj{"permissions": []string{}},
+				wantRole: role, wantInstr: "", wantPerms: []string{}},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				r := d.call(t, admin, "UpdateMember", merge(obj{"name": "bob"}, tc.patch))
+				require.Equal(t, tc.wantCode, r.code)
+				if tc.wantCode == "" {
+					require.Equal(t, []string{"name", "permissions", "role"}, keys(r.body), "a Teammate")
+					require.Equal(t, "bob", r.body["name"])
+					require.Equal(t, tc.wantRole, r.body["role"])
+					require.Equal(t, tc.wantPerms, sortedStrs(t, r.body["permissions"]))
+				}
+				m := memberByName(t, d, admin, "bob")
+				require.Equal(t, tc.wantRole, m["role"])
+				require.Equal(t, tc.wantInstr, m["instructions"])
+				require.Equal(t, tc.wantPerms, sortedStrs(t, m["permissions"]))
+			})
+		}
 
-			// Permission changes apply to the very next request.
-			mustCall(t, d, admin, "UpdateMember", obj{"name": "bob", "permissions": []string{"admin"}})
-			createMember(t, d, bob, "carol")
-			mustCall(t, d, admin, "UpdateMember", obj{"name": "bob", "permissions": []string{"member"}})
-			mustFail(t, d, bob, "CreateMember", obj{"name": "dave"}, "forbidden")
+		// Permission changes apply to the very next request.
+		mustCall(t, d, admin, "UpdateMember", obj{"name": "bob", "permissions": []string{"admin"}})
+		createMember(t, d, bob, "carol")
+		mustCall(t, d, admin, "UpdateMember", obj{"name": "bob", "permissions": []string{"member"}})
+		mustFail(t, d, bob, "CreateMember", obj{"name": "dave"}, "forbidden")
 
-			mustFail(t, d, admin, "UpdateMember", obj{"name": "ghost", "role": role}, "not_found")
-		})
-	}
+		mustFail(t, d, admin, "UpdateMember", obj{"name": "ghost", "role": role}, "not_found")
+	})
 }
 
 func merge(a, b obj) obj {
@@ -196,61 +178,49 @@ func merge(a, b obj) obj {
 
 func TestDeleteMember(t *testing.T) {
 	t.Parallel()
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			t.Parallel()
-			p := mustStartSvc(t, procOpts{})
-			admin := bearer(p.adminToken(t))
-			d := tr.connect(t, p)
-			bob := bearer(createMember(t, d, admin, "bob", "admin"))
-			requireWorks(t, d, bob, "bob")
+	onEachTransport(t, func(t *testing.T, p *proc, admin cred, d driver) {
+		bob := bearer(createMember(t, d, admin, "bob", "admin"))
+		requireWorks(t, d, bob, "bob")
 
-			mustCall(t, d, admin, "DeleteMember", obj{"name": "bob"}) // REST: 204, empty body
-			requireRejected(t, d, bob)
-			mustFail(t, d, bob, "ListMembers", nil, "unauthenticated")
-			require.Equal(t, []string{"admin"}, memberNames(t, d, admin))
-			mustFail(t, d, admin, "DeleteMember", obj{"name": "bob"}, "not_found")
-			mustFail(t, d, admin, "DeleteMember", obj{"name": "ghost"}, "not_found")
-			mustFail(t, d, admin, "ListTokens", obj{"name": "bob"}, "not_found")
+		mustCall(t, d, admin, "DeleteMember", obj{"name": "bob"}) // REST: 204, empty body
+		requireRejected(t, d, bob)
+		mustFail(t, d, bob, "ListMembers", nil, "unauthenticated")
+		require.Equal(t, []string{"admin"}, memberNames(t, d, admin))
+		mustFail(t, d, admin, "DeleteMember", obj{"name": "bob"}, "not_found")
+		mustFail(t, d, admin, "DeleteMember", obj{"name": "ghost"}, "not_found")
+		mustFail(t, d, admin, "ListTokens", obj{"name": "bob"}, "not_found")
 
-			// A new member of the same name does not revive the old token.
-			bob2 := bearer(createMember(t, d, admin, "bob"))
-			requireWorks(t, d, bob2, "bob")
-			requireRejected(t, d, bob)
-			require.Len(t, listOf(t, mustCall(t, d, admin, "ListTokens", obj{"name": "bob"}), "tokens"), 1)
-		})
-	}
+		// A new member of the same name does not revive the old token.
+		bob2 := bearer(createMember(t, d, admin, "bob"))
+		requireWorks(t, d, bob2, "bob")
+		requireRejected(t, d, bob)
+		require.Len(t, listOf(t, mustCall(t, d, admin, "ListTokens", obj{"name": "bob"}), "tokens"), 1)
+	})
 }
 
 func TestLastAdminRule(t *testing.T) {
 	t.Parallel()
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			t.Parallel()
-			p := mustStartSvc(t, procOpts{})
-			admin := bearer(p.adminToken(t))
-			d := tr.connect(t, p)
+	onEachTransport(t, func(t *testing.T, p *proc, admin cred, d driver) {
 
-			for _, perms := range [][]string{{"member"}, {}, {"operator", "team.manage", "tools.manage"}} {
-				mustFail(t, d, admin, "UpdateMember", obj{"name": "admin", "permissions": perms}, "bad_request")
-			}
-			mustFail(t, d, admin, "DeleteMember", obj{"name": "admin"}, "bad_request")
-			require.Equal(t, allLeaves, sortedStrs(t, memberByName(t, d, admin, "admin")["permissions"]))
-			// Changes that keep members.manage pass.
-			mustCall(t, d, admin, "UpdateMember", obj{"name": "admin", "role": obj{"title": "Root"}})
-			mustCall(t, d, admin, "UpdateMember", obj{"name": "admin", "permissions": []string{"admin"}})
+		for _, perms := range [][]string{{"member"}, {}, {"operator", "team.manage", "tools.manage"}} {
+			mustFail(t, d, admin, "UpdateMember", obj{"name": "admin", "permissions": perms}, "bad_request")
+		}
+		mustFail(t, d, admin, "DeleteMember", obj{"name": "admin"}, "bad_request")
+		require.Equal(t, allLeaves, sortedStrs(t, memberByName(t, d, admin, "admin")["permissions"]))
+		// Changes that keep members.manage pass.
+		mustCall(t, d, admin, "UpdateMember", obj{"name": "admin", "role": obj{"title": "Root"}})
+		mustCall(t, d, admin, "UpdateMember", obj{"name": "admin", "permissions": []string{"admin"}})
 
-			// With a second manager, the first may step down or go.
-			boss := bearer(createMember(t, d, admin, "boss", "members.manage"))
-			mustCall(t, d, admin, "UpdateMember", obj{"name": "admin", "permissions": []string{"member"}})
-			mustFail(t, d, admin, "CreateMember", obj{"name": "x"}, "forbidden")
-			mustFail(t, d, boss, "UpdateMember", obj{"name": "boss", "permissions": []string{"operator"}}, "bad_request")
-			mustFail(t, d, boss, "DeleteMember", obj{"name": "boss"}, "bad_request")
-			mustCall(t, d, boss, "DeleteMember", obj{"name": "admin"})
-			require.Equal(t, []string{"boss"}, memberNames(t, d, boss))
-			requireRejected(t, d, admin)
-		})
-	}
+		// With a second manager, the first may step down or go.
+		boss := bearer(createMember(t, d, admin, "boss", "members.manage"))
+		mustCall(t, d, admin, "UpdateMember", obj{"name": "admin", "permissions": []string{"member"}})
+		mustFail(t, d, admin, "CreateMember", obj{"name": "x"}, "forbidden")
+		mustFail(t, d, boss, "UpdateMember", obj{"name": "boss", "permissions": []string{"operator"}}, "bad_request")
+		mustFail(t, d, boss, "DeleteMember", obj{"name": "boss"}, "bad_request")
+		mustCall(t, d, boss, "DeleteMember", obj{"name": "admin"})
+		require.Equal(t, []string{"boss"}, memberNames(t, d, boss))
+		requireRejected(t, d, admin)
+	})
 }
 
 func TestMemberChangesPersistAcrossRestart(t *testing.T) {

@@ -578,6 +578,19 @@ var transports = []struct {
 	{"grpc", func(t testing.TB, p *proc) driver { return grpcDriver{p.broker(t)} }},
 }
 
+// onEachTransport runs scenario once per transport, in parallel, each against
+// a fresh broker, with the admin's credential and a driver for the transport.
+func onEachTransport(t *testing.T, scenario func(t *testing.T, p *proc, admin cred, d driver)) {
+	t.Helper()
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			p := mustStartSvc(t, procOpts{})
+			scenario(t, p, bearer(p.adminToken(t)), tr.connect(t, p))
+		})
+	}
+}
+
 // rpcSpec is one Broker RPC: its REST binding (proto/svc/v1/broker.proto)
 // and its gRPC method.
 type rpcSpec struct {
