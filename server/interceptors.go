@@ -87,7 +87,7 @@ func (c *chain) admit(ctx context.Context, method string) (context.Context, erro
 	if err != nil {
 		return ctx, err
 	}
-	if err := auth.Authorize(method, p); err != nil {
+	if err := rule.Admit(p); err != nil {
 		return ctx, err
 	}
 	return auth.WithPrincipal(ctx, p), nil

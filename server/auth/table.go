@@ -66,6 +66,11 @@ func Authorize(fullMethod string, p *Principal) error {
 	if !ok {
 		return fmt.Errorf("%w: method %s has no permission rule", ErrForbidden, fullMethod)
 	}
+	return r.Admit(p)
+}
+
+// Admit checks p against the rule. p may be nil for public rules only.
+func (r Rule) Admit(p *Principal) error {
 	if r.Public {
 		return nil
 	}
