@@ -47,6 +47,21 @@ var methodRules = map[string]Rule{
 	apiv1.Broker_GetSession_FullMethodName:    AnyMember,
 	apiv1.Broker_Logout_FullMethodName:        AnyMember,
 
+	apiv1.Broker_Push_FullMethodName:                   AnyMember,
+	apiv1.Broker_Subscribe_FullMethodName:              AnyMember, // self, checked in the service
+	apiv1.Broker_History_FullMethodName:                AnyMember, // visibility checked in the service
+	apiv1.Broker_ListChannels_FullMethodName:           AnyMember,
+	apiv1.Broker_CreateChannel_FullMethodName:          AnyMember,
+	apiv1.Broker_GetChannel_FullMethodName:             AnyMember,
+	apiv1.Broker_RenameChannel_FullMethodName:          AnyMember, // channel admin or members.manage
+	apiv1.Broker_ArchiveChannel_FullMethodName:         AnyMember, // channel admin or members.manage
+	apiv1.Broker_AddChannelMember_FullMethodName:       AnyMember, // channel admin, self or members.manage
+	apiv1.Broker_RemoveChannelMember_FullMethodName:    AnyMember, // channel admin, self or members.manage
+	apiv1.Broker_SetActivity_FullMethodName:            AnyMember, // bearer only, checked in the service
+	apiv1.Broker_GetVapidPublicKey_FullMethodName:      Public,
+	apiv1.Broker_CreatePushSubscription_FullMethodName: AnyMember,
+	apiv1.Broker_DeletePushSubscription_FullMethodName: AnyMember, // own subscriptions only
+
 	// Reflection only describes the API, which /openapi.json publishes too.
 	grpc_reflection_v1.ServerReflection_ServerReflectionInfo_FullMethodName:      Public,
 	grpc_reflection_v1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: Public,

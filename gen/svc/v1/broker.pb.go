@@ -1453,6 +1453,1591 @@ func (*LogoutResponse) Descriptor() ([]byte, []int) {
 	return file_svc_v1_broker_proto_rawDescGZIP(), []int{29}
 }
 
+type PushRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// to names the recipient of a DM; absent or null routes by data.thread.
+	To    *string `protobuf:"bytes,1,opt,name=to,proto3,oneof" json:"to,omitempty"`
+	Title string  `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Body  string  `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// level is debug, info (default), notice, warning, error or critical.
+	Level string           `protobuf:"bytes,4,opt,name=level,proto3" json:"level,omitempty"`
+	Data  *structpb.Struct `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	// attachments are virtual filesystem paths.
+	Attachments   []string `protobuf:"bytes,6,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushRequest) Reset() {
+	*x = PushRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushRequest) ProtoMessage() {}
+
+func (x *PushRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
+func (*PushRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PushRequest) GetTo() string {
+	if x != nil && x.To != nil {
+		return *x.To
+	}
+	return ""
+}
+
+func (x *PushRequest) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *PushRequest) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *PushRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *PushRequest) GetData() *structpb.Struct {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *PushRequest) GetAttachments() []string {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+// Delivery says how many members a message was addressed to and how many of
+// them had a live subscriber.
+type Delivery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Live          int32                  `protobuf:"varint,1,opt,name=live,proto3" json:"live,omitempty"`
+	Targets       int32                  `protobuf:"varint,2,opt,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Delivery) Reset() {
+	*x = Delivery{}
+	mi := &file_svc_v1_broker_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delivery) ProtoMessage() {}
+
+func (x *Delivery) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
+func (*Delivery) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Delivery) GetLive() int32 {
+	if x != nil {
+		return x.Live
+	}
+	return 0
+}
+
+func (x *Delivery) GetTargets() int32 {
+	if x != nil {
+		return x.Targets
+	}
+	return 0
+}
+
+// PushResponse is the spec's PushResult.
+type PushResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Delivery      *Delivery              `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	Message       *Message               `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushResponse) Reset() {
+	*x = PushResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushResponse) ProtoMessage() {}
+
+func (x *PushResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
+func (*PushResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PushResponse) GetDelivery() *Delivery {
+	if x != nil {
+		return x.Delivery
+	}
+	return nil
+}
+
+func (x *PushResponse) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+type SubscribeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name, when set, must be the caller's own name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// last_id resumes after this message id: every later message the caller
+	// may see is replayed in order before live delivery starts.
+	LastId        string `protobuf:"bytes,2,opt,name=last_id,json=lastId,proto3" json:"last_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRequest) Reset() {
+	*x = SubscribeRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRequest) ProtoMessage() {}
+
+func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SubscribeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SubscribeRequest) GetLastId() string {
+	if x != nil {
+		return x.LastId
+	}
+	return ""
+}
+
+// Ready opens every stream.
+type Ready struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ready) Reset() {
+	*x = Ready{}
+	mi := &file_svc_v1_broker_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ready) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ready) ProtoMessage() {}
+
+func (x *Ready) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ready.ProtoReflect.Descriptor instead.
+func (*Ready) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Ready) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+type SubscribeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*SubscribeResponse_Ready
+	//	*SubscribeResponse_Message
+	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResponse) Reset() {
+	*x = SubscribeResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResponse) ProtoMessage() {}
+
+func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetReady() *Ready {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_Ready); ok {
+			return x.Ready
+		}
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetMessage() *Message {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_Message); ok {
+			return x.Message
+		}
+	}
+	return nil
+}
+
+type isSubscribeResponse_Event interface {
+	isSubscribeResponse_Event()
+}
+
+type SubscribeResponse_Ready struct {
+	Ready *Ready `protobuf:"bytes,1,opt,name=ready,proto3,oneof"`
+}
+
+type SubscribeResponse_Message struct {
+	Message *Message `protobuf:"bytes,2,opt,name=message,proto3,oneof"`
+}
+
+func (*SubscribeResponse_Ready) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_Message) isSubscribeResponse_Event() {}
+
+type HistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// with is the other member of a DM thread.
+	With string `protobuf:"bytes,1,opt,name=with,proto3" json:"with,omitempty"`
+	// channel is a channel id (or slug).
+	Channel string `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	// thread is any other thread id (obj:<id>, hook:<slug>, ...).
+	Thread string `protobuf:"bytes,3,opt,name=thread,proto3" json:"thread,omitempty"`
+	// limit defaults to 50 and is capped at 500.
+	Limit *int32 `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	// before is an epoch-ms cursor: only messages created before it.
+	Before        *float64 `protobuf:"fixed64,5,opt,name=before,proto3,oneof" json:"before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *HistoryRequest) GetWith() string {
+	if x != nil {
+		return x.With
+	}
+	return ""
+}
+
+func (x *HistoryRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *HistoryRequest) GetThread() string {
+	if x != nil {
+		return x.Thread
+	}
+	return ""
+}
+
+func (x *HistoryRequest) GetLimit() int32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *HistoryRequest) GetBefore() float64 {
+	if x != nil && x.Before != nil {
+		return *x.Before
+	}
+	return 0
+}
+
+type HistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *HistoryResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+type ListChannelsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListChannelsRequest) Reset() {
+	*x = ListChannelsRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListChannelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListChannelsRequest) ProtoMessage() {}
+
+func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
+func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{38}
+}
+
+type ListChannelsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channels      []*ChannelSummary      `protobuf:"bytes,1,rep,name=channels,proto3" json:"channels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListChannelsResponse) Reset() {
+	*x = ListChannelsResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListChannelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListChannelsResponse) ProtoMessage() {}
+
+func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
+func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListChannelsResponse) GetChannels() []*ChannelSummary {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+type CreateChannelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateChannelRequest) Reset() {
+	*x = CreateChannelRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateChannelRequest) ProtoMessage() {}
+
+func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateChannelRequest.ProtoReflect.Descriptor instead.
+func (*CreateChannelRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CreateChannelRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+type CreateChannelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       *Channel               `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateChannelResponse) Reset() {
+	*x = CreateChannelResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateChannelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateChannelResponse) ProtoMessage() {}
+
+func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateChannelResponse.ProtoReflect.Descriptor instead.
+func (*CreateChannelResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CreateChannelResponse) GetChannel() *Channel {
+	if x != nil {
+		return x.Channel
+	}
+	return nil
+}
+
+type GetChannelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetChannelRequest) Reset() {
+	*x = GetChannelRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetChannelRequest) ProtoMessage() {}
+
+func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
+func (*GetChannelRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *GetChannelRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+type GetChannelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       *Channel               `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Members       []*ChannelMember       `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetChannelResponse) Reset() {
+	*x = GetChannelResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetChannelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetChannelResponse) ProtoMessage() {}
+
+func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
+func (*GetChannelResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GetChannelResponse) GetChannel() *Channel {
+	if x != nil {
+		return x.Channel
+	}
+	return nil
+}
+
+func (x *GetChannelResponse) GetMembers() []*ChannelMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type RenameChannelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Slug          string                 `protobuf:"bytes,2,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenameChannelRequest) Reset() {
+	*x = RenameChannelRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenameChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenameChannelRequest) ProtoMessage() {}
+
+func (x *RenameChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenameChannelRequest.ProtoReflect.Descriptor instead.
+func (*RenameChannelRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RenameChannelRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *RenameChannelRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+type RenameChannelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       *Channel               `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenameChannelResponse) Reset() {
+	*x = RenameChannelResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenameChannelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenameChannelResponse) ProtoMessage() {}
+
+func (x *RenameChannelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenameChannelResponse.ProtoReflect.Descriptor instead.
+func (*RenameChannelResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RenameChannelResponse) GetChannel() *Channel {
+	if x != nil {
+		return x.Channel
+	}
+	return nil
+}
+
+type ArchiveChannelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveChannelRequest) Reset() {
+	*x = ArchiveChannelRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveChannelRequest) ProtoMessage() {}
+
+func (x *ArchiveChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveChannelRequest.ProtoReflect.Descriptor instead.
+func (*ArchiveChannelRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ArchiveChannelRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+type ArchiveChannelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArchiveChannelResponse) Reset() {
+	*x = ArchiveChannelResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArchiveChannelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArchiveChannelResponse) ProtoMessage() {}
+
+func (x *ArchiveChannelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArchiveChannelResponse.ProtoReflect.Descriptor instead.
+func (*ArchiveChannelResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{47}
+}
+
+type AddChannelMemberRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Channel string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Member  string                 `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	// role is admin or member (default).
+	Role          *string `protobuf:"bytes,3,opt,name=role,proto3,oneof" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddChannelMemberRequest) Reset() {
+	*x = AddChannelMemberRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddChannelMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddChannelMemberRequest) ProtoMessage() {}
+
+func (x *AddChannelMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddChannelMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddChannelMemberRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *AddChannelMemberRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *AddChannelMemberRequest) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *AddChannelMemberRequest) GetRole() string {
+	if x != nil && x.Role != nil {
+		return *x.Role
+	}
+	return ""
+}
+
+type AddChannelMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddChannelMemberResponse) Reset() {
+	*x = AddChannelMemberResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddChannelMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddChannelMemberResponse) ProtoMessage() {}
+
+func (x *AddChannelMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddChannelMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddChannelMemberResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{49}
+}
+
+type RemoveChannelMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Channel       string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveChannelMemberRequest) Reset() {
+	*x = RemoveChannelMemberRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveChannelMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveChannelMemberRequest) ProtoMessage() {}
+
+func (x *RemoveChannelMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveChannelMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveChannelMemberRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *RemoveChannelMemberRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *RemoveChannelMemberRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RemoveChannelMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveChannelMemberResponse) Reset() {
+	*x = RemoveChannelMemberResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveChannelMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveChannelMemberResponse) ProtoMessage() {}
+
+func (x *RemoveChannelMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveChannelMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveChannelMemberResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{51}
+}
+
+type SetActivityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state is idle, working or blocked.
+	State *string `protobuf:"bytes,1,opt,name=state,proto3,oneof" json:"state,omitempty"`
+	// busy stands for the state when state is absent (true: working).
+	Busy          *bool `protobuf:"varint,2,opt,name=busy,proto3,oneof" json:"busy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetActivityRequest) Reset() {
+	*x = SetActivityRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetActivityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetActivityRequest) ProtoMessage() {}
+
+func (x *SetActivityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetActivityRequest.ProtoReflect.Descriptor instead.
+func (*SetActivityRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *SetActivityRequest) GetState() string {
+	if x != nil && x.State != nil {
+		return *x.State
+	}
+	return ""
+}
+
+func (x *SetActivityRequest) GetBusy() bool {
+	if x != nil && x.Busy != nil {
+		return *x.Busy
+	}
+	return false
+}
+
+type SetActivityResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetActivityResponse) Reset() {
+	*x = SetActivityResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetActivityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetActivityResponse) ProtoMessage() {}
+
+func (x *SetActivityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetActivityResponse.ProtoReflect.Descriptor instead.
+func (*SetActivityResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{53}
+}
+
+type GetVapidPublicKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetVapidPublicKeyRequest) Reset() {
+	*x = GetVapidPublicKeyRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetVapidPublicKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetVapidPublicKeyRequest) ProtoMessage() {}
+
+func (x *GetVapidPublicKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetVapidPublicKeyRequest.ProtoReflect.Descriptor instead.
+func (*GetVapidPublicKeyRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{54}
+}
+
+type GetVapidPublicKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PublicKey     string                 `protobuf:"bytes,1,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetVapidPublicKeyResponse) Reset() {
+	*x = GetVapidPublicKeyResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetVapidPublicKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetVapidPublicKeyResponse) ProtoMessage() {}
+
+func (x *GetVapidPublicKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetVapidPublicKeyResponse.ProtoReflect.Descriptor instead.
+func (*GetVapidPublicKeyResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetVapidPublicKeyResponse) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
+	}
+	return ""
+}
+
+// PushSubscriptionKeys are the browser's encryption keys (RFC 8291).
+type PushSubscriptionKeys struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	P256Dh        string                 `protobuf:"bytes,1,opt,name=p256dh,proto3" json:"p256dh,omitempty"`
+	Auth          string                 `protobuf:"bytes,2,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushSubscriptionKeys) Reset() {
+	*x = PushSubscriptionKeys{}
+	mi := &file_svc_v1_broker_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushSubscriptionKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushSubscriptionKeys) ProtoMessage() {}
+
+func (x *PushSubscriptionKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushSubscriptionKeys.ProtoReflect.Descriptor instead.
+func (*PushSubscriptionKeys) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *PushSubscriptionKeys) GetP256Dh() string {
+	if x != nil {
+		return x.P256Dh
+	}
+	return ""
+}
+
+func (x *PushSubscriptionKeys) GetAuth() string {
+	if x != nil {
+		return x.Auth
+	}
+	return ""
+}
+
+type CreatePushSubscriptionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Keys          *PushSubscriptionKeys  `protobuf:"bytes,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePushSubscriptionRequest) Reset() {
+	*x = CreatePushSubscriptionRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePushSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePushSubscriptionRequest) ProtoMessage() {}
+
+func (x *CreatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePushSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*CreatePushSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *CreatePushSubscriptionRequest) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *CreatePushSubscriptionRequest) GetKeys() *PushSubscriptionKeys {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type PushSubscription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Endpoint      string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	CreatedAt     float64                `protobuf:"fixed64,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PushSubscription) Reset() {
+	*x = PushSubscription{}
+	mi := &file_svc_v1_broker_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PushSubscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PushSubscription) ProtoMessage() {}
+
+func (x *PushSubscription) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PushSubscription.ProtoReflect.Descriptor instead.
+func (*PushSubscription) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *PushSubscription) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PushSubscription) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *PushSubscription) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+type CreatePushSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subscription  *PushSubscription      `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePushSubscriptionResponse) Reset() {
+	*x = CreatePushSubscriptionResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePushSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePushSubscriptionResponse) ProtoMessage() {}
+
+func (x *CreatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePushSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*CreatePushSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *CreatePushSubscriptionResponse) GetSubscription() *PushSubscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+type DeletePushSubscriptionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePushSubscriptionRequest) Reset() {
+	*x = DeletePushSubscriptionRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePushSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePushSubscriptionRequest) ProtoMessage() {}
+
+func (x *DeletePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePushSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*DeletePushSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *DeletePushSubscriptionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeletePushSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePushSubscriptionResponse) Reset() {
+	*x = DeletePushSubscriptionResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePushSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePushSubscriptionResponse) ProtoMessage() {}
+
+func (x *DeletePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePushSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*DeletePushSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{61}
+}
+
 var File_svc_v1_broker_proto protoreflect.FileDescriptor
 
 const file_svc_v1_broker_proto_rawDesc = "" +
@@ -1540,8 +3125,96 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\x12GetSessionResponse\x12)\n" +
 	"\asession\x18\x01 \x01(\v2\x0f.svc.v1.SessionR\asession\"\x0f\n" +
 	"\rLogoutRequest\"\x10\n" +
-	"\x0eLogoutResponse2\xe4\n" +
+	"\x0eLogoutResponse\"\xb8\x01\n" +
+	"\vPushRequest\x12\x13\n" +
+	"\x02to\x18\x01 \x01(\tH\x00R\x02to\x88\x01\x01\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\x12\x14\n" +
+	"\x05level\x18\x04 \x01(\tR\x05level\x12+\n" +
+	"\x04data\x18\x05 \x01(\v2\x17.google.protobuf.StructR\x04data\x12 \n" +
+	"\vattachments\x18\x06 \x03(\tR\vattachmentsB\x05\n" +
+	"\x03_to\"8\n" +
+	"\bDelivery\x12\x12\n" +
+	"\x04live\x18\x01 \x01(\x05R\x04live\x12\x18\n" +
+	"\atargets\x18\x02 \x01(\x05R\atargets\"g\n" +
+	"\fPushResponse\x12,\n" +
+	"\bdelivery\x18\x01 \x01(\v2\x10.svc.v1.DeliveryR\bdelivery\x12)\n" +
+	"\amessage\x18\x02 \x01(\v2\x0f.svc.v1.MessageR\amessage\"?\n" +
+	"\x10SubscribeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
+	"\alast_id\x18\x02 \x01(\tR\x06lastId\"\x1f\n" +
+	"\x05Ready\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\"p\n" +
+	"\x11SubscribeResponse\x12%\n" +
+	"\x05ready\x18\x01 \x01(\v2\r.svc.v1.ReadyH\x00R\x05ready\x12+\n" +
+	"\amessage\x18\x02 \x01(\v2\x0f.svc.v1.MessageH\x00R\amessageB\a\n" +
+	"\x05event\"\xa3\x01\n" +
+	"\x0eHistoryRequest\x12\x12\n" +
+	"\x04with\x18\x01 \x01(\tR\x04with\x12\x18\n" +
+	"\achannel\x18\x02 \x01(\tR\achannel\x12\x16\n" +
+	"\x06thread\x18\x03 \x01(\tR\x06thread\x12\x19\n" +
+	"\x05limit\x18\x04 \x01(\x05H\x00R\x05limit\x88\x01\x01\x12\x1b\n" +
+	"\x06before\x18\x05 \x01(\x01H\x01R\x06before\x88\x01\x01B\b\n" +
+	"\x06_limitB\t\n" +
+	"\a_before\">\n" +
+	"\x0fHistoryResponse\x12+\n" +
+	"\bmessages\x18\x01 \x03(\v2\x0f.svc.v1.MessageR\bmessages\"\x15\n" +
+	"\x13ListChannelsRequest\"J\n" +
+	"\x14ListChannelsResponse\x122\n" +
+	"\bchannels\x18\x01 \x03(\v2\x16.svc.v1.ChannelSummaryR\bchannels\"*\n" +
+	"\x14CreateChannelRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\"B\n" +
+	"\x15CreateChannelResponse\x12)\n" +
+	"\achannel\x18\x01 \x01(\v2\x0f.svc.v1.ChannelR\achannel\"-\n" +
+	"\x11GetChannelRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\"p\n" +
+	"\x12GetChannelResponse\x12)\n" +
+	"\achannel\x18\x01 \x01(\v2\x0f.svc.v1.ChannelR\achannel\x12/\n" +
+	"\amembers\x18\x02 \x03(\v2\x15.svc.v1.ChannelMemberR\amembers\"D\n" +
+	"\x14RenameChannelRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12\x12\n" +
+	"\x04slug\x18\x02 \x01(\tR\x04slug\"B\n" +
+	"\x15RenameChannelResponse\x12)\n" +
+	"\achannel\x18\x01 \x01(\v2\x0f.svc.v1.ChannelR\achannel\"1\n" +
+	"\x15ArchiveChannelRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\"\x18\n" +
+	"\x16ArchiveChannelResponse\"m\n" +
+	"\x17AddChannelMemberRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12\x16\n" +
+	"\x06member\x18\x02 \x01(\tR\x06member\x12\x17\n" +
+	"\x04role\x18\x03 \x01(\tH\x00R\x04role\x88\x01\x01B\a\n" +
+	"\x05_role\"\x1a\n" +
+	"\x18AddChannelMemberResponse\"J\n" +
+	"\x1aRemoveChannelMemberRequest\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x1d\n" +
+	"\x1bRemoveChannelMemberResponse\"[\n" +
+	"\x12SetActivityRequest\x12\x19\n" +
+	"\x05state\x18\x01 \x01(\tH\x00R\x05state\x88\x01\x01\x12\x17\n" +
+	"\x04busy\x18\x02 \x01(\bH\x01R\x04busy\x88\x01\x01B\b\n" +
+	"\x06_stateB\a\n" +
+	"\x05_busy\"\x15\n" +
+	"\x13SetActivityResponse\"\x1a\n" +
+	"\x18GetVapidPublicKeyRequest\":\n" +
+	"\x19GetVapidPublicKeyResponse\x12\x1d\n" +
 	"\n" +
+	"public_key\x18\x01 \x01(\tR\tpublicKey\"B\n" +
+	"\x14PushSubscriptionKeys\x12\x16\n" +
+	"\x06p256dh\x18\x01 \x01(\tR\x06p256dh\x12\x12\n" +
+	"\x04auth\x18\x02 \x01(\tR\x04auth\"m\n" +
+	"\x1dCreatePushSubscriptionRequest\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x120\n" +
+	"\x04keys\x18\x02 \x01(\v2\x1c.svc.v1.PushSubscriptionKeysR\x04keys\"]\n" +
+	"\x10PushSubscription\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\x01R\tcreatedAt\"^\n" +
+	"\x1eCreatePushSubscriptionResponse\x12<\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x18.svc.v1.PushSubscriptionR\fsubscription\"/\n" +
+	"\x1dDeletePushSubscriptionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\" \n" +
+	"\x1eDeletePushSubscriptionResponse2\xde\x16\n" +
 	"\x06Broker\x12I\n" +
 	"\x06Health\x12\x15.svc.v1.HealthRequest\x1a\x16.svc.v1.HealthResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/healthz\x12Y\n" +
@@ -1561,7 +3234,24 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\rCreateSession\x12\x1c.svc.v1.CreateSessionRequest\x1a\x1d.svc.v1.CreateSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*b\asession\"\r/session/totp\x12^\n" +
 	"\n" +
 	"GetSession\x12\x19.svc.v1.GetSessionRequest\x1a\x1a.svc.v1.GetSessionResponse\"\x19\x82\xd3\xe4\x93\x02\x13b\asession\x12\b/session\x12S\n" +
-	"\x06Logout\x12\x15.svc.v1.LogoutRequest\x1a\x16.svc.v1.LogoutResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/session/logoutB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
+	"\x06Logout\x12\x15.svc.v1.LogoutRequest\x1a\x16.svc.v1.LogoutResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/session/logout\x12C\n" +
+	"\x04Push\x12\x13.svc.v1.PushRequest\x1a\x14.svc.v1.PushResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
+	":\x01*\"\x05/push\x12B\n" +
+	"\tSubscribe\x12\x18.svc.v1.SubscribeRequest\x1a\x19.svc.v1.SubscribeResponse0\x01\x12L\n" +
+	"\aHistory\x12\x16.svc.v1.HistoryRequest\x1a\x17.svc.v1.HistoryResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
+	"\x12\b/history\x12\\\n" +
+	"\fListChannels\x12\x1b.svc.v1.ListChannelsRequest\x1a\x1c.svc.v1.ListChannelsResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/channels\x12k\n" +
+	"\rCreateChannel\x12\x1c.svc.v1.CreateChannelRequest\x1a\x1d.svc.v1.CreateChannelResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*b\achannel\"\t/channels\x12`\n" +
+	"\n" +
+	"GetChannel\x12\x19.svc.v1.GetChannelRequest\x1a\x1a.svc.v1.GetChannelResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/channels/{channel}\x12u\n" +
+	"\rRenameChannel\x12\x1c.svc.v1.RenameChannelRequest\x1a\x1d.svc.v1.RenameChannelResponse\"'\x82\xd3\xe4\x93\x02!:\x01*b\achannel2\x13/channels/{channel}\x12l\n" +
+	"\x0eArchiveChannel\x12\x1d.svc.v1.ArchiveChannelRequest\x1a\x1e.svc.v1.ArchiveChannelResponse\"\x1b\x82\xd3\xe4\x93\x02\x15*\x13/channels/{channel}\x12}\n" +
+	"\x10AddChannelMember\x12\x1f.svc.v1.AddChannelMemberRequest\x1a .svc.v1.AddChannelMemberResponse\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/channels/{channel}/members\x12\x8a\x01\n" +
+	"\x13RemoveChannelMember\x12\".svc.v1.RemoveChannelMemberRequest\x1a#.svc.v1.RemoveChannelMemberResponse\"*\x82\xd3\xe4\x93\x02$*\"/channels/{channel}/members/{name}\x12e\n" +
+	"\vSetActivity\x12\x1a.svc.v1.SetActivityRequest\x1a\x1b.svc.v1.SetActivityResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/presence/activity\x12x\n" +
+	"\x11GetVapidPublicKey\x12 .svc.v1.GetVapidPublicKeyRequest\x1a!.svc.v1.GetVapidPublicKeyResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/push/vapid-public-key\x12\x95\x01\n" +
+	"\x16CreatePushSubscription\x12%.svc.v1.CreatePushSubscriptionRequest\x1a&.svc.v1.CreatePushSubscriptionResponse\",\x82\xd3\xe4\x93\x02&:\x01*b\fsubscription\"\x13/push/subscriptions\x12\x89\x01\n" +
+	"\x16DeletePushSubscription\x12%.svc.v1.DeletePushSubscriptionRequest\x1a&.svc.v1.DeletePushSubscriptionResponse\" \x82\xd3\xe4\x93\x02\x1a*\x18/push/subscriptions/{id}B\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
 
 var (
 	file_svc_v1_broker_proto_rawDescOnce sync.Once
@@ -1575,100 +3265,178 @@ func file_svc_v1_broker_proto_rawDescGZIP() []byte {
 	return file_svc_v1_broker_proto_rawDescData
 }
 
-var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_svc_v1_broker_proto_goTypes = []any{
-	(*HealthRequest)(nil),         // 0: svc.v1.HealthRequest
-	(*HealthResponse)(nil),        // 1: svc.v1.HealthResponse
-	(*GetBriefingRequest)(nil),    // 2: svc.v1.GetBriefingRequest
-	(*Team)(nil),                  // 3: svc.v1.Team
-	(*GetBriefingResponse)(nil),   // 4: svc.v1.GetBriefingResponse
-	(*GetRosterRequest)(nil),      // 5: svc.v1.GetRosterRequest
-	(*GetRosterResponse)(nil),     // 6: svc.v1.GetRosterResponse
-	(*ListMembersRequest)(nil),    // 7: svc.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),   // 8: svc.v1.ListMembersResponse
-	(*CreateMemberRequest)(nil),   // 9: svc.v1.CreateMemberRequest
-	(*CreateMemberResponse)(nil),  // 10: svc.v1.CreateMemberResponse
-	(*UpdateMemberRequest)(nil),   // 11: svc.v1.UpdateMemberRequest
-	(*UpdateMemberResponse)(nil),  // 12: svc.v1.UpdateMemberResponse
-	(*DeleteMemberRequest)(nil),   // 13: svc.v1.DeleteMemberRequest
-	(*DeleteMemberResponse)(nil),  // 14: svc.v1.DeleteMemberResponse
-	(*RotateTokenRequest)(nil),    // 15: svc.v1.RotateTokenRequest
-	(*RotateTokenResponse)(nil),   // 16: svc.v1.RotateTokenResponse
-	(*ListTokensRequest)(nil),     // 17: svc.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),    // 18: svc.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),    // 19: svc.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),   // 20: svc.v1.RevokeTokenResponse
-	(*EnrollTotpRequest)(nil),     // 21: svc.v1.EnrollTotpRequest
-	(*EnrollTotpResponse)(nil),    // 22: svc.v1.EnrollTotpResponse
-	(*Session)(nil),               // 23: svc.v1.Session
-	(*CreateSessionRequest)(nil),  // 24: svc.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil), // 25: svc.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),     // 26: svc.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),    // 27: svc.v1.GetSessionResponse
-	(*LogoutRequest)(nil),         // 28: svc.v1.LogoutRequest
-	(*LogoutResponse)(nil),        // 29: svc.v1.LogoutResponse
-	nil,                           // 30: svc.v1.Team.PermissionPresetsEntry
-	(*Member)(nil),                // 31: svc.v1.Member
-	(*Teammate)(nil),              // 32: svc.v1.Teammate
-	(*Objective)(nil),             // 33: svc.v1.Objective
-	(*Presence)(nil),              // 34: svc.v1.Presence
-	(*Role)(nil),                  // 35: svc.v1.Role
-	(*structpb.ListValue)(nil),    // 36: google.protobuf.ListValue
-	(*TokenInfo)(nil),             // 37: svc.v1.TokenInfo
+	(*HealthRequest)(nil),                  // 0: svc.v1.HealthRequest
+	(*HealthResponse)(nil),                 // 1: svc.v1.HealthResponse
+	(*GetBriefingRequest)(nil),             // 2: svc.v1.GetBriefingRequest
+	(*Team)(nil),                           // 3: svc.v1.Team
+	(*GetBriefingResponse)(nil),            // 4: svc.v1.GetBriefingResponse
+	(*GetRosterRequest)(nil),               // 5: svc.v1.GetRosterRequest
+	(*GetRosterResponse)(nil),              // 6: svc.v1.GetRosterResponse
+	(*ListMembersRequest)(nil),             // 7: svc.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),            // 8: svc.v1.ListMembersResponse
+	(*CreateMemberRequest)(nil),            // 9: svc.v1.CreateMemberRequest
+	(*CreateMemberResponse)(nil),           // 10: svc.v1.CreateMemberResponse
+	(*UpdateMemberRequest)(nil),            // 11: svc.v1.UpdateMemberRequest
+	(*UpdateMemberResponse)(nil),           // 12: svc.v1.UpdateMemberResponse
+	(*DeleteMemberRequest)(nil),            // 13: svc.v1.DeleteMemberRequest
+	(*DeleteMemberResponse)(nil),           // 14: svc.v1.DeleteMemberResponse
+	(*RotateTokenRequest)(nil),             // 15: svc.v1.RotateTokenRequest
+	(*RotateTokenResponse)(nil),            // 16: svc.v1.RotateTokenResponse
+	(*ListTokensRequest)(nil),              // 17: svc.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),             // 18: svc.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),             // 19: svc.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),            // 20: svc.v1.RevokeTokenResponse
+	(*EnrollTotpRequest)(nil),              // 21: svc.v1.EnrollTotpRequest
+	(*EnrollTotpResponse)(nil),             // 22: svc.v1.EnrollTotpResponse
+	(*Session)(nil),                        // 23: svc.v1.Session
+	(*CreateSessionRequest)(nil),           // 24: svc.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),          // 25: svc.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),              // 26: svc.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 27: svc.v1.GetSessionResponse
+	(*LogoutRequest)(nil),                  // 28: svc.v1.LogoutRequest
+	(*LogoutResponse)(nil),                 // 29: svc.v1.LogoutResponse
+	(*PushRequest)(nil),                    // 30: svc.v1.PushRequest
+	(*Delivery)(nil),                       // 31: svc.v1.Delivery
+	(*PushResponse)(nil),                   // 32: svc.v1.PushResponse
+	(*SubscribeRequest)(nil),               // 33: svc.v1.SubscribeRequest
+	(*Ready)(nil),                          // 34: svc.v1.Ready
+	(*SubscribeResponse)(nil),              // 35: svc.v1.SubscribeResponse
+	(*HistoryRequest)(nil),                 // 36: svc.v1.HistoryRequest
+	(*HistoryResponse)(nil),                // 37: svc.v1.HistoryResponse
+	(*ListChannelsRequest)(nil),            // 38: svc.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),           // 39: svc.v1.ListChannelsResponse
+	(*CreateChannelRequest)(nil),           // 40: svc.v1.CreateChannelRequest
+	(*CreateChannelResponse)(nil),          // 41: svc.v1.CreateChannelResponse
+	(*GetChannelRequest)(nil),              // 42: svc.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),             // 43: svc.v1.GetChannelResponse
+	(*RenameChannelRequest)(nil),           // 44: svc.v1.RenameChannelRequest
+	(*RenameChannelResponse)(nil),          // 45: svc.v1.RenameChannelResponse
+	(*ArchiveChannelRequest)(nil),          // 46: svc.v1.ArchiveChannelRequest
+	(*ArchiveChannelResponse)(nil),         // 47: svc.v1.ArchiveChannelResponse
+	(*AddChannelMemberRequest)(nil),        // 48: svc.v1.AddChannelMemberRequest
+	(*AddChannelMemberResponse)(nil),       // 49: svc.v1.AddChannelMemberResponse
+	(*RemoveChannelMemberRequest)(nil),     // 50: svc.v1.RemoveChannelMemberRequest
+	(*RemoveChannelMemberResponse)(nil),    // 51: svc.v1.RemoveChannelMemberResponse
+	(*SetActivityRequest)(nil),             // 52: svc.v1.SetActivityRequest
+	(*SetActivityResponse)(nil),            // 53: svc.v1.SetActivityResponse
+	(*GetVapidPublicKeyRequest)(nil),       // 54: svc.v1.GetVapidPublicKeyRequest
+	(*GetVapidPublicKeyResponse)(nil),      // 55: svc.v1.GetVapidPublicKeyResponse
+	(*PushSubscriptionKeys)(nil),           // 56: svc.v1.PushSubscriptionKeys
+	(*CreatePushSubscriptionRequest)(nil),  // 57: svc.v1.CreatePushSubscriptionRequest
+	(*PushSubscription)(nil),               // 58: svc.v1.PushSubscription
+	(*CreatePushSubscriptionResponse)(nil), // 59: svc.v1.CreatePushSubscriptionResponse
+	(*DeletePushSubscriptionRequest)(nil),  // 60: svc.v1.DeletePushSubscriptionRequest
+	(*DeletePushSubscriptionResponse)(nil), // 61: svc.v1.DeletePushSubscriptionResponse
+	nil,                                    // 62: svc.v1.Team.PermissionPresetsEntry
+	(*Member)(nil),                         // 63: svc.v1.Member
+	(*Teammate)(nil),                       // 64: svc.v1.Teammate
+	(*Objective)(nil),                      // 65: svc.v1.Objective
+	(*Presence)(nil),                       // 66: svc.v1.Presence
+	(*Role)(nil),                           // 67: svc.v1.Role
+	(*structpb.ListValue)(nil),             // 68: google.protobuf.ListValue
+	(*TokenInfo)(nil),                      // 69: svc.v1.TokenInfo
+	(*structpb.Struct)(nil),                // 70: google.protobuf.Struct
+	(*Message)(nil),                        // 71: svc.v1.Message
+	(*ChannelSummary)(nil),                 // 72: svc.v1.ChannelSummary
+	(*Channel)(nil),                        // 73: svc.v1.Channel
+	(*ChannelMember)(nil),                  // 74: svc.v1.ChannelMember
 }
 var file_svc_v1_broker_proto_depIdxs = []int32{
-	30, // 0: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
-	31, // 1: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
+	62, // 0: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
+	63, // 1: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
 	3,  // 2: svc.v1.GetBriefingResponse.team:type_name -> svc.v1.Team
-	32, // 3: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
-	33, // 4: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
-	32, // 5: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
-	34, // 6: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
-	31, // 7: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
-	35, // 8: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
-	32, // 9: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
-	35, // 10: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
-	36, // 11: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
-	32, // 12: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
-	37, // 13: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
-	37, // 14: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
-	35, // 15: svc.v1.Session.role:type_name -> svc.v1.Role
+	64, // 3: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
+	65, // 4: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
+	64, // 5: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
+	66, // 6: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
+	63, // 7: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
+	67, // 8: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
+	64, // 9: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
+	67, // 10: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
+	68, // 11: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
+	64, // 12: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
+	69, // 13: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
+	69, // 14: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
+	67, // 15: svc.v1.Session.role:type_name -> svc.v1.Role
 	23, // 16: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
 	23, // 17: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
-	36, // 18: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
-	0,  // 19: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
-	2,  // 20: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
-	5,  // 21: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
-	7,  // 22: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
-	9,  // 23: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
-	11, // 24: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
-	13, // 25: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
-	15, // 26: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
-	17, // 27: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
-	19, // 28: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
-	21, // 29: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
-	24, // 30: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
-	26, // 31: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
-	28, // 32: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
-	1,  // 33: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
-	4,  // 34: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
-	6,  // 35: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
-	8,  // 36: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
-	10, // 37: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
-	12, // 38: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
-	14, // 39: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
-	16, // 40: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
-	18, // 41: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
-	20, // 42: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
-	22, // 43: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
-	25, // 44: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
-	27, // 45: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
-	29, // 46: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
-	33, // [33:47] is the sub-list for method output_type
-	19, // [19:33] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	70, // 18: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
+	31, // 19: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
+	71, // 20: svc.v1.PushResponse.message:type_name -> svc.v1.Message
+	34, // 21: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
+	71, // 22: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
+	71, // 23: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
+	72, // 24: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
+	73, // 25: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
+	73, // 26: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
+	74, // 27: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
+	73, // 28: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
+	56, // 29: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
+	58, // 30: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
+	68, // 31: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
+	0,  // 32: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
+	2,  // 33: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
+	5,  // 34: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
+	7,  // 35: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
+	9,  // 36: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
+	11, // 37: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
+	13, // 38: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
+	15, // 39: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
+	17, // 40: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
+	19, // 41: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
+	21, // 42: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
+	24, // 43: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
+	26, // 44: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
+	28, // 45: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
+	30, // 46: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
+	33, // 47: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
+	36, // 48: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
+	38, // 49: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
+	40, // 50: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
+	42, // 51: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
+	44, // 52: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
+	46, // 53: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
+	48, // 54: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
+	50, // 55: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
+	52, // 56: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
+	54, // 57: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
+	57, // 58: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
+	60, // 59: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
+	1,  // 60: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
+	4,  // 61: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
+	6,  // 62: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
+	8,  // 63: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
+	10, // 64: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
+	12, // 65: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
+	14, // 66: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
+	16, // 67: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
+	18, // 68: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
+	20, // 69: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
+	22, // 70: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
+	25, // 71: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
+	27, // 72: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
+	29, // 73: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
+	32, // 74: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
+	35, // 75: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
+	37, // 76: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
+	39, // 77: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
+	41, // 78: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
+	43, // 79: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
+	45, // 80: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
+	47, // 81: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
+	49, // 82: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
+	51, // 83: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
+	53, // 84: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
+	55, // 85: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
+	59, // 86: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
+	61, // 87: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
+	60, // [60:88] is the sub-list for method output_type
+	32, // [32:60] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_broker_proto_init() }
@@ -1681,13 +3449,21 @@ func file_svc_v1_broker_proto_init() {
 	file_svc_v1_broker_proto_msgTypes[11].OneofWrappers = []any{}
 	file_svc_v1_broker_proto_msgTypes[23].OneofWrappers = []any{}
 	file_svc_v1_broker_proto_msgTypes[24].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[30].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[35].OneofWrappers = []any{
+		(*SubscribeResponse_Ready)(nil),
+		(*SubscribeResponse_Message)(nil),
+	}
+	file_svc_v1_broker_proto_msgTypes[36].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[48].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[52].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_broker_proto_rawDesc), len(file_svc_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

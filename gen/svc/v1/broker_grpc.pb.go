@@ -19,20 +19,34 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Broker_Health_FullMethodName        = "/svc.v1.Broker/Health"
-	Broker_GetBriefing_FullMethodName   = "/svc.v1.Broker/GetBriefing"
-	Broker_GetRoster_FullMethodName     = "/svc.v1.Broker/GetRoster"
-	Broker_ListMembers_FullMethodName   = "/svc.v1.Broker/ListMembers"
-	Broker_CreateMember_FullMethodName  = "/svc.v1.Broker/CreateMember"
-	Broker_UpdateMember_FullMethodName  = "/svc.v1.Broker/UpdateMember"
-	Broker_DeleteMember_FullMethodName  = "/svc.v1.Broker/DeleteMember"
-	Broker_RotateToken_FullMethodName   = "/svc.v1.Broker/RotateToken"
-	Broker_ListTokens_FullMethodName    = "/svc.v1.Broker/ListTokens"
-	Broker_RevokeToken_FullMethodName   = "/svc.v1.Broker/RevokeToken"
-	Broker_EnrollTotp_FullMethodName    = "/svc.v1.Broker/EnrollTotp"
-	Broker_CreateSession_FullMethodName = "/svc.v1.Broker/CreateSession"
-	Broker_GetSession_FullMethodName    = "/svc.v1.Broker/GetSession"
-	Broker_Logout_FullMethodName        = "/svc.v1.Broker/Logout"
+	Broker_Health_FullMethodName                 = "/svc.v1.Broker/Health"
+	Broker_GetBriefing_FullMethodName            = "/svc.v1.Broker/GetBriefing"
+	Broker_GetRoster_FullMethodName              = "/svc.v1.Broker/GetRoster"
+	Broker_ListMembers_FullMethodName            = "/svc.v1.Broker/ListMembers"
+	Broker_CreateMember_FullMethodName           = "/svc.v1.Broker/CreateMember"
+	Broker_UpdateMember_FullMethodName           = "/svc.v1.Broker/UpdateMember"
+	Broker_DeleteMember_FullMethodName           = "/svc.v1.Broker/DeleteMember"
+	Broker_RotateToken_FullMethodName            = "/svc.v1.Broker/RotateToken"
+	Broker_ListTokens_FullMethodName             = "/svc.v1.Broker/ListTokens"
+	Broker_RevokeToken_FullMethodName            = "/svc.v1.Broker/RevokeToken"
+	Broker_EnrollTotp_FullMethodName             = "/svc.v1.Broker/EnrollTotp"
+	Broker_CreateSession_FullMethodName          = "/svc.v1.Broker/CreateSession"
+	Broker_GetSession_FullMethodName             = "/svc.v1.Broker/GetSession"
+	Broker_Logout_FullMethodName                 = "/svc.v1.Broker/Logout"
+	Broker_Push_FullMethodName                   = "/svc.v1.Broker/Push"
+	Broker_Subscribe_FullMethodName              = "/svc.v1.Broker/Subscribe"
+	Broker_History_FullMethodName                = "/svc.v1.Broker/History"
+	Broker_ListChannels_FullMethodName           = "/svc.v1.Broker/ListChannels"
+	Broker_CreateChannel_FullMethodName          = "/svc.v1.Broker/CreateChannel"
+	Broker_GetChannel_FullMethodName             = "/svc.v1.Broker/GetChannel"
+	Broker_RenameChannel_FullMethodName          = "/svc.v1.Broker/RenameChannel"
+	Broker_ArchiveChannel_FullMethodName         = "/svc.v1.Broker/ArchiveChannel"
+	Broker_AddChannelMember_FullMethodName       = "/svc.v1.Broker/AddChannelMember"
+	Broker_RemoveChannelMember_FullMethodName    = "/svc.v1.Broker/RemoveChannelMember"
+	Broker_SetActivity_FullMethodName            = "/svc.v1.Broker/SetActivity"
+	Broker_GetVapidPublicKey_FullMethodName      = "/svc.v1.Broker/GetVapidPublicKey"
+	Broker_CreatePushSubscription_FullMethodName = "/svc.v1.Broker/CreatePushSubscription"
+	Broker_DeletePushSubscription_FullMethodName = "/svc.v1.Broker/DeletePushSubscription"
 )
 
 // BrokerClient is the client API for Broker service.
@@ -71,6 +85,39 @@ type BrokerClient interface {
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
 	// Logout ends the caller's session and clears the cookie.
 	Logout(ctx context.Context, in *LogoutRequest, opts ...grpc.CallOption) (*LogoutResponse, error)
+	// Push sends a message: a DM (to), a channel post (data.thread =
+	// chan:<id>) or a broadcast to general. It answers once the message is
+	// durably committed.
+	Push(ctx context.Context, in *PushRequest, opts ...grpc.CallOption) (*PushResponse, error)
+	// Subscribe streams the caller's messages: a ready event, then, after a
+	// last_id, every missed message in order, then live messages. REST clients
+	// use the SSE route GET /subscribe.
+	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
+	// History pages through one thread the caller may see, newest first.
+	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
+	// ListChannels lists every channel with the caller's membership.
+	ListChannels(ctx context.Context, in *ListChannelsRequest, opts ...grpc.CallOption) (*ListChannelsResponse, error)
+	// CreateChannel creates a channel; the creator becomes its admin.
+	CreateChannel(ctx context.Context, in *CreateChannelRequest, opts ...grpc.CallOption) (*CreateChannelResponse, error)
+	// GetChannel returns a channel, by slug or id, with its members.
+	GetChannel(ctx context.Context, in *GetChannelRequest, opts ...grpc.CallOption) (*GetChannelResponse, error)
+	// RenameChannel changes a channel's slug; its id stays.
+	RenameChannel(ctx context.Context, in *RenameChannelRequest, opts ...grpc.CallOption) (*RenameChannelResponse, error)
+	// ArchiveChannel soft-archives a channel: later posts are refused, history
+	// stays readable.
+	ArchiveChannel(ctx context.Context, in *ArchiveChannelRequest, opts ...grpc.CallOption) (*ArchiveChannelResponse, error)
+	// AddChannelMember adds a member to a channel or changes its role.
+	AddChannelMember(ctx context.Context, in *AddChannelMemberRequest, opts ...grpc.CallOption) (*AddChannelMemberResponse, error)
+	// RemoveChannelMember removes a member from a channel.
+	RemoveChannelMember(ctx context.Context, in *RemoveChannelMemberRequest, opts ...grpc.CallOption) (*RemoveChannelMemberResponse, error)
+	// SetActivity records the caller's live activity state.
+	SetActivity(ctx context.Context, in *SetActivityRequest, opts ...grpc.CallOption) (*SetActivityResponse, error)
+	// GetVapidPublicKey returns the Web Push application server key.
+	GetVapidPublicKey(ctx context.Context, in *GetVapidPublicKeyRequest, opts ...grpc.CallOption) (*GetVapidPublicKeyResponse, error)
+	// CreatePushSubscription registers a browser push subscription.
+	CreatePushSubscription(ctx context.Context, in *CreatePushSubscriptionRequest, opts ...grpc.CallOption) (*CreatePushSubscriptionResponse, error)
+	// DeletePushSubscription removes one of the caller's push subscriptions.
+	DeletePushSubscription(ctx context.Context, in *DeletePushSubscriptionRequest, opts ...grpc.CallOption) (*DeletePushSubscriptionResponse, error)
 }
 
 type brokerClient struct {
@@ -221,6 +268,155 @@ func (c *brokerClient) Logout(ctx context.Context, in *LogoutRequest, opts ...gr
 	return out, nil
 }
 
+func (c *brokerClient) Push(ctx context.Context, in *PushRequest, opts ...grpc.CallOption) (*PushResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PushResponse)
+	err := c.cc.Invoke(ctx, Broker_Push_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Broker_ServiceDesc.Streams[0], Broker_Subscribe_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubscribeRequest, SubscribeResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Broker_SubscribeClient = grpc.ServerStreamingClient[SubscribeResponse]
+
+func (c *brokerClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryResponse)
+	err := c.cc.Invoke(ctx, Broker_History_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) ListChannels(ctx context.Context, in *ListChannelsRequest, opts ...grpc.CallOption) (*ListChannelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListChannelsResponse)
+	err := c.cc.Invoke(ctx, Broker_ListChannels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) CreateChannel(ctx context.Context, in *CreateChannelRequest, opts ...grpc.CallOption) (*CreateChannelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateChannelResponse)
+	err := c.cc.Invoke(ctx, Broker_CreateChannel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) GetChannel(ctx context.Context, in *GetChannelRequest, opts ...grpc.CallOption) (*GetChannelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetChannelResponse)
+	err := c.cc.Invoke(ctx, Broker_GetChannel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) RenameChannel(ctx context.Context, in *RenameChannelRequest, opts ...grpc.CallOption) (*RenameChannelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenameChannelResponse)
+	err := c.cc.Invoke(ctx, Broker_RenameChannel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) ArchiveChannel(ctx context.Context, in *ArchiveChannelRequest, opts ...grpc.CallOption) (*ArchiveChannelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ArchiveChannelResponse)
+	err := c.cc.Invoke(ctx, Broker_ArchiveChannel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) AddChannelMember(ctx context.Context, in *AddChannelMemberRequest, opts ...grpc.CallOption) (*AddChannelMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddChannelMemberResponse)
+	err := c.cc.Invoke(ctx, Broker_AddChannelMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) RemoveChannelMember(ctx context.Context, in *RemoveChannelMemberRequest, opts ...grpc.CallOption) (*RemoveChannelMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveChannelMemberResponse)
+	err := c.cc.Invoke(ctx, Broker_RemoveChannelMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) SetActivity(ctx context.Context, in *SetActivityRequest, opts ...grpc.CallOption) (*SetActivityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetActivityResponse)
+	err := c.cc.Invoke(ctx, Broker_SetActivity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) GetVapidPublicKey(ctx context.Context, in *GetVapidPublicKeyRequest, opts ...grpc.CallOption) (*GetVapidPublicKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetVapidPublicKeyResponse)
+	err := c.cc.Invoke(ctx, Broker_GetVapidPublicKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) CreatePushSubscription(ctx context.Context, in *CreatePushSubscriptionRequest, opts ...grpc.CallOption) (*CreatePushSubscriptionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePushSubscriptionResponse)
+	err := c.cc.Invoke(ctx, Broker_CreatePushSubscription_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) DeletePushSubscription(ctx context.Context, in *DeletePushSubscriptionRequest, opts ...grpc.CallOption) (*DeletePushSubscriptionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePushSubscriptionResponse)
+	err := c.cc.Invoke(ctx, Broker_DeletePushSubscription_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerServer is the server API for Broker service.
 // All implementations must embed UnimplementedBrokerServer
 // for forward compatibility.
@@ -257,6 +453,39 @@ type BrokerServer interface {
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
 	// Logout ends the caller's session and clears the cookie.
 	Logout(context.Context, *LogoutRequest) (*LogoutResponse, error)
+	// Push sends a message: a DM (to), a channel post (data.thread =
+	// chan:<id>) or a broadcast to general. It answers once the message is
+	// durably committed.
+	Push(context.Context, *PushRequest) (*PushResponse, error)
+	// Subscribe streams the caller's messages: a ready event, then, after a
+	// last_id, every missed message in order, then live messages. REST clients
+	// use the SSE route GET /subscribe.
+	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
+	// History pages through one thread the caller may see, newest first.
+	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
+	// ListChannels lists every channel with the caller's membership.
+	ListChannels(context.Context, *ListChannelsRequest) (*ListChannelsResponse, error)
+	// CreateChannel creates a channel; the creator becomes its admin.
+	CreateChannel(context.Context, *CreateChannelRequest) (*CreateChannelResponse, error)
+	// GetChannel returns a channel, by slug or id, with its members.
+	GetChannel(context.Context, *GetChannelRequest) (*GetChannelResponse, error)
+	// RenameChannel changes a channel's slug; its id stays.
+	RenameChannel(context.Context, *RenameChannelRequest) (*RenameChannelResponse, error)
+	// ArchiveChannel soft-archives a channel: later posts are refused, history
+	// stays readable.
+	ArchiveChannel(context.Context, *ArchiveChannelRequest) (*ArchiveChannelResponse, error)
+	// AddChannelMember adds a member to a channel or changes its role.
+	AddChannelMember(context.Context, *AddChannelMemberRequest) (*AddChannelMemberResponse, error)
+	// RemoveChannelMember removes a member from a channel.
+	RemoveChannelMember(context.Context, *RemoveChannelMemberRequest) (*RemoveChannelMemberResponse, error)
+	// SetActivity records the caller's live activity state.
+	SetActivity(context.Context, *SetActivityRequest) (*SetActivityResponse, error)
+	// GetVapidPublicKey returns the Web Push application server key.
+	GetVapidPublicKey(context.Context, *GetVapidPublicKeyRequest) (*GetVapidPublicKeyResponse, error)
+	// CreatePushSubscription registers a browser push subscription.
+	CreatePushSubscription(context.Context, *CreatePushSubscriptionRequest) (*CreatePushSubscriptionResponse, error)
+	// DeletePushSubscription removes one of the caller's push subscriptions.
+	DeletePushSubscription(context.Context, *DeletePushSubscriptionRequest) (*DeletePushSubscriptionResponse, error)
 	mustEmbedUnimplementedBrokerServer()
 }
 
@@ -308,6 +537,48 @@ func (UnimplementedBrokerServer) GetSession(context.Context, *GetSessionRequest)
 }
 func (UnimplementedBrokerServer) Logout(context.Context, *LogoutRequest) (*LogoutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Logout not implemented")
+}
+func (UnimplementedBrokerServer) Push(context.Context, *PushRequest) (*PushResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Push not implemented")
+}
+func (UnimplementedBrokerServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
+	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedBrokerServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method History not implemented")
+}
+func (UnimplementedBrokerServer) ListChannels(context.Context, *ListChannelsRequest) (*ListChannelsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListChannels not implemented")
+}
+func (UnimplementedBrokerServer) CreateChannel(context.Context, *CreateChannelRequest) (*CreateChannelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateChannel not implemented")
+}
+func (UnimplementedBrokerServer) GetChannel(context.Context, *GetChannelRequest) (*GetChannelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetChannel not implemented")
+}
+func (UnimplementedBrokerServer) RenameChannel(context.Context, *RenameChannelRequest) (*RenameChannelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenameChannel not implemented")
+}
+func (UnimplementedBrokerServer) ArchiveChannel(context.Context, *ArchiveChannelRequest) (*ArchiveChannelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ArchiveChannel not implemented")
+}
+func (UnimplementedBrokerServer) AddChannelMember(context.Context, *AddChannelMemberRequest) (*AddChannelMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddChannelMember not implemented")
+}
+func (UnimplementedBrokerServer) RemoveChannelMember(context.Context, *RemoveChannelMemberRequest) (*RemoveChannelMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveChannelMember not implemented")
+}
+func (UnimplementedBrokerServer) SetActivity(context.Context, *SetActivityRequest) (*SetActivityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetActivity not implemented")
+}
+func (UnimplementedBrokerServer) GetVapidPublicKey(context.Context, *GetVapidPublicKeyRequest) (*GetVapidPublicKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetVapidPublicKey not implemented")
+}
+func (UnimplementedBrokerServer) CreatePushSubscription(context.Context, *CreatePushSubscriptionRequest) (*CreatePushSubscriptionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePushSubscription not implemented")
+}
+func (UnimplementedBrokerServer) DeletePushSubscription(context.Context, *DeletePushSubscriptionRequest) (*DeletePushSubscriptionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePushSubscription not implemented")
 }
 func (UnimplementedBrokerServer) mustEmbedUnimplementedBrokerServer() {}
 func (UnimplementedBrokerServer) testEmbeddedByValue()                {}
@@ -582,6 +853,251 @@ func _Broker_Logout_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Broker_Push_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PushRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).Push(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_Push_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).Push(ctx, req.(*PushRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BrokerServer).Subscribe(m, &grpc.GenericServerStream[SubscribeRequest, SubscribeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Broker_SubscribeServer = grpc.ServerStreamingServer[SubscribeResponse]
+
+func _Broker_History_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).History(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_History_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).History(ctx, req.(*HistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_ListChannels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListChannelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).ListChannels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_ListChannels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).ListChannels(ctx, req.(*ListChannelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_CreateChannel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateChannelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).CreateChannel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_CreateChannel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).CreateChannel(ctx, req.(*CreateChannelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_GetChannel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetChannelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).GetChannel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_GetChannel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).GetChannel(ctx, req.(*GetChannelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_RenameChannel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenameChannelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).RenameChannel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_RenameChannel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).RenameChannel(ctx, req.(*RenameChannelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_ArchiveChannel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ArchiveChannelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).ArchiveChannel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_ArchiveChannel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).ArchiveChannel(ctx, req.(*ArchiveChannelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_AddChannelMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddChannelMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).AddChannelMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_AddChannelMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).AddChannelMember(ctx, req.(*AddChannelMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_RemoveChannelMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveChannelMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).RemoveChannelMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_RemoveChannelMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).RemoveChannelMember(ctx, req.(*RemoveChannelMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_SetActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).SetActivity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_SetActivity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).SetActivity(ctx, req.(*SetActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_GetVapidPublicKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetVapidPublicKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).GetVapidPublicKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_GetVapidPublicKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).GetVapidPublicKey(ctx, req.(*GetVapidPublicKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_CreatePushSubscription_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePushSubscriptionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).CreatePushSubscription(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_CreatePushSubscription_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).CreatePushSubscription(ctx, req.(*CreatePushSubscriptionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_DeletePushSubscription_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePushSubscriptionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).DeletePushSubscription(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_DeletePushSubscription_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).DeletePushSubscription(ctx, req.(*DeletePushSubscriptionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Broker_ServiceDesc is the grpc.ServiceDesc for Broker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -645,7 +1161,65 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Logout",
 			Handler:    _Broker_Logout_Handler,
 		},
+		{
+			MethodName: "Push",
+			Handler:    _Broker_Push_Handler,
+		},
+		{
+			MethodName: "History",
+			Handler:    _Broker_History_Handler,
+		},
+		{
+			MethodName: "ListChannels",
+			Handler:    _Broker_ListChannels_Handler,
+		},
+		{
+			MethodName: "CreateChannel",
+			Handler:    _Broker_CreateChannel_Handler,
+		},
+		{
+			MethodName: "GetChannel",
+			Handler:    _Broker_GetChannel_Handler,
+		},
+		{
+			MethodName: "RenameChannel",
+			Handler:    _Broker_RenameChannel_Handler,
+		},
+		{
+			MethodName: "ArchiveChannel",
+			Handler:    _Broker_ArchiveChannel_Handler,
+		},
+		{
+			MethodName: "AddChannelMember",
+			Handler:    _Broker_AddChannelMember_Handler,
+		},
+		{
+			MethodName: "RemoveChannelMember",
+			Handler:    _Broker_RemoveChannelMember_Handler,
+		},
+		{
+			MethodName: "SetActivity",
+			Handler:    _Broker_SetActivity_Handler,
+		},
+		{
+			MethodName: "GetVapidPublicKey",
+			Handler:    _Broker_GetVapidPublicKey_Handler,
+		},
+		{
+			MethodName: "CreatePushSubscription",
+			Handler:    _Broker_CreatePushSubscription_Handler,
+		},
+		{
+			MethodName: "DeletePushSubscription",
+			Handler:    _Broker_DeletePushSubscription_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Subscribe",
+			Handler:       _Broker_Subscribe_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "svc/v1/broker.proto",
 }

@@ -9,6 +9,7 @@ package apiv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -612,11 +613,356 @@ func (x *Objective) GetAttachments() []*Attachment {
 	return nil
 }
 
+// Message is one chat message: a DM, a channel post, a broadcast or a thread
+// event.
+type Message struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id sorts in commit order; it is the SSE id and the resume position.
+	Id   string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	From string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	// to is the DM recipient; absent otherwise.
+	To            *string          `protobuf:"bytes,3,opt,name=to,proto3,oneof" json:"to,omitempty"`
+	Title         string           `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	Body          string           `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
+	Level         string           `protobuf:"bytes,6,opt,name=level,proto3" json:"level,omitempty"`
+	Data          *structpb.Struct `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`
+	Meta          *structpb.Struct `protobuf:"bytes,8,opt,name=meta,proto3" json:"meta,omitempty"`
+	Attachments   []string         `protobuf:"bytes,9,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	CreatedAt     float64          `protobuf:"fixed64,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Message) Reset() {
+	*x = Message{}
+	mi := &file_svc_v1_types_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Message) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Message) ProtoMessage() {}
+
+func (x *Message) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_types_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Message.ProtoReflect.Descriptor instead.
+func (*Message) Descriptor() ([]byte, []int) {
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Message) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Message) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Message) GetTo() string {
+	if x != nil && x.To != nil {
+		return *x.To
+	}
+	return ""
+}
+
+func (x *Message) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Message) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *Message) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *Message) GetData() *structpb.Struct {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Message) GetMeta() *structpb.Struct {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *Message) GetAttachments() []string {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+func (x *Message) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+// Channel is a named conversation; messages reference its stable id.
+type Channel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Slug          string                 `protobuf:"bytes,2,opt,name=slug,proto3" json:"slug,omitempty"`
+	CreatedAt     float64                `protobuf:"fixed64,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedBy     string                 `protobuf:"bytes,4,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	ArchivedAt    *float64               `protobuf:"fixed64,5,opt,name=archived_at,json=archivedAt,proto3,oneof" json:"archived_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Channel) Reset() {
+	*x = Channel{}
+	mi := &file_svc_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Channel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Channel) ProtoMessage() {}
+
+func (x *Channel) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Channel.ProtoReflect.Descriptor instead.
+func (*Channel) Descriptor() ([]byte, []int) {
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Channel) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Channel) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *Channel) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *Channel) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *Channel) GetArchivedAt() float64 {
+	if x != nil && x.ArchivedAt != nil {
+		return *x.ArchivedAt
+	}
+	return 0
+}
+
+// ChannelSummary is a channel as one viewer sees it.
+type ChannelSummary struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Slug       string                 `protobuf:"bytes,2,opt,name=slug,proto3" json:"slug,omitempty"`
+	CreatedAt  float64                `protobuf:"fixed64,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedBy  string                 `protobuf:"bytes,4,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	ArchivedAt *float64               `protobuf:"fixed64,5,opt,name=archived_at,json=archivedAt,proto3,oneof" json:"archived_at,omitempty"`
+	Joined     bool                   `protobuf:"varint,6,opt,name=joined,proto3" json:"joined,omitempty"`
+	// my_role is admin or member; absent when not joined.
+	MyRole        *string `protobuf:"bytes,7,opt,name=my_role,json=myRole,proto3,oneof" json:"my_role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelSummary) Reset() {
+	*x = ChannelSummary{}
+	mi := &file_svc_v1_types_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelSummary) ProtoMessage() {}
+
+func (x *ChannelSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_types_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelSummary.ProtoReflect.Descriptor instead.
+func (*ChannelSummary) Descriptor() ([]byte, []int) {
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ChannelSummary) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ChannelSummary) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *ChannelSummary) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *ChannelSummary) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *ChannelSummary) GetArchivedAt() float64 {
+	if x != nil && x.ArchivedAt != nil {
+		return *x.ArchivedAt
+	}
+	return 0
+}
+
+func (x *ChannelSummary) GetJoined() bool {
+	if x != nil {
+		return x.Joined
+	}
+	return false
+}
+
+func (x *ChannelSummary) GetMyRole() string {
+	if x != nil && x.MyRole != nil {
+		return *x.MyRole
+	}
+	return ""
+}
+
+// ChannelMember is one member of a channel.
+type ChannelMember struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Member string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	// role is admin or member.
+	Role          string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelMember) Reset() {
+	*x = ChannelMember{}
+	mi := &file_svc_v1_types_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelMember) ProtoMessage() {}
+
+func (x *ChannelMember) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_types_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelMember.ProtoReflect.Descriptor instead.
+func (*ChannelMember) Descriptor() ([]byte, []int) {
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ChannelMember) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *ChannelMember) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 var File_svc_v1_types_proto protoreflect.FileDescriptor
 
 const file_svc_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x12svc/v1/types.proto\x12\x06svc.v1\">\n" +
+	"\x12svc/v1/types.proto\x12\x06svc.v1\x1a\x1cgoogle/protobuf/struct.proto\">\n" +
 	"\x04Role\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\"\x9a\x01\n" +
@@ -683,7 +1029,48 @@ const file_svc_v1_types_proto_rawDesc = "" +
 	"\vattachments\x18\x0e \x03(\v2\x12.svc.v1.AttachmentR\vattachmentsB\x0f\n" +
 	"\r_completed_atB\t\n" +
 	"\a_resultB\x0f\n" +
-	"\r_block_reasonB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
+	"\r_block_reason\"\xa4\x02\n" +
+	"\aMessage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x13\n" +
+	"\x02to\x18\x03 \x01(\tH\x00R\x02to\x88\x01\x01\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12\x12\n" +
+	"\x04body\x18\x05 \x01(\tR\x04body\x12\x14\n" +
+	"\x05level\x18\x06 \x01(\tR\x05level\x12+\n" +
+	"\x04data\x18\a \x01(\v2\x17.google.protobuf.StructR\x04data\x12+\n" +
+	"\x04meta\x18\b \x01(\v2\x17.google.protobuf.StructR\x04meta\x12 \n" +
+	"\vattachments\x18\t \x03(\tR\vattachments\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\n" +
+	" \x01(\x01R\tcreatedAtB\x05\n" +
+	"\x03_to\"\xa1\x01\n" +
+	"\aChannel\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04slug\x18\x02 \x01(\tR\x04slug\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\x01R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x04 \x01(\tR\tcreatedBy\x12$\n" +
+	"\varchived_at\x18\x05 \x01(\x01H\x00R\n" +
+	"archivedAt\x88\x01\x01B\x0e\n" +
+	"\f_archived_at\"\xea\x01\n" +
+	"\x0eChannelSummary\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04slug\x18\x02 \x01(\tR\x04slug\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\x01R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x04 \x01(\tR\tcreatedBy\x12$\n" +
+	"\varchived_at\x18\x05 \x01(\x01H\x00R\n" +
+	"archivedAt\x88\x01\x01\x12\x16\n" +
+	"\x06joined\x18\x06 \x01(\bR\x06joined\x12\x1c\n" +
+	"\amy_role\x18\a \x01(\tH\x01R\x06myRole\x88\x01\x01B\x0e\n" +
+	"\f_archived_atB\n" +
+	"\n" +
+	"\b_my_role\";\n" +
+	"\rChannelMember\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04roleB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
 
 var (
 	file_svc_v1_types_proto_rawDescOnce sync.Once
@@ -697,26 +1084,33 @@ func file_svc_v1_types_proto_rawDescGZIP() []byte {
 	return file_svc_v1_types_proto_rawDescData
 }
 
-var file_svc_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_svc_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_svc_v1_types_proto_goTypes = []any{
-	(*Role)(nil),       // 0: svc.v1.Role
-	(*Member)(nil),     // 1: svc.v1.Member
-	(*Teammate)(nil),   // 2: svc.v1.Teammate
-	(*TokenInfo)(nil),  // 3: svc.v1.TokenInfo
-	(*Presence)(nil),   // 4: svc.v1.Presence
-	(*Attachment)(nil), // 5: svc.v1.Attachment
-	(*Objective)(nil),  // 6: svc.v1.Objective
+	(*Role)(nil),            // 0: svc.v1.Role
+	(*Member)(nil),          // 1: svc.v1.Member
+	(*Teammate)(nil),        // 2: svc.v1.Teammate
+	(*TokenInfo)(nil),       // 3: svc.v1.TokenInfo
+	(*Presence)(nil),        // 4: svc.v1.Presence
+	(*Attachment)(nil),      // 5: svc.v1.Attachment
+	(*Objective)(nil),       // 6: svc.v1.Objective
+	(*Message)(nil),         // 7: svc.v1.Message
+	(*Channel)(nil),         // 8: svc.v1.Channel
+	(*ChannelSummary)(nil),  // 9: svc.v1.ChannelSummary
+	(*ChannelMember)(nil),   // 10: svc.v1.ChannelMember
+	(*structpb.Struct)(nil), // 11: google.protobuf.Struct
 }
 var file_svc_v1_types_proto_depIdxs = []int32{
-	0, // 0: svc.v1.Member.role:type_name -> svc.v1.Role
-	0, // 1: svc.v1.Teammate.role:type_name -> svc.v1.Role
-	0, // 2: svc.v1.Presence.role:type_name -> svc.v1.Role
-	5, // 3: svc.v1.Objective.attachments:type_name -> svc.v1.Attachment
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0,  // 0: svc.v1.Member.role:type_name -> svc.v1.Role
+	0,  // 1: svc.v1.Teammate.role:type_name -> svc.v1.Role
+	0,  // 2: svc.v1.Presence.role:type_name -> svc.v1.Role
+	5,  // 3: svc.v1.Objective.attachments:type_name -> svc.v1.Attachment
+	11, // 4: svc.v1.Message.data:type_name -> google.protobuf.Struct
+	11, // 5: svc.v1.Message.meta:type_name -> google.protobuf.Struct
+	6,  // [6:6] is the sub-list for method output_type
+	6,  // [6:6] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_types_proto_init() }
@@ -728,13 +1122,16 @@ func file_svc_v1_types_proto_init() {
 	file_svc_v1_types_proto_msgTypes[3].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[4].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[6].OneofWrappers = []any{}
+	file_svc_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
+	file_svc_v1_types_proto_msgTypes[8].OneofWrappers = []any{}
+	file_svc_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_types_proto_rawDesc), len(file_svc_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
