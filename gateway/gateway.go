@@ -30,6 +30,7 @@ const DefaultMaxBody = 1 << 20
 // Gateway is the HTTP handler of every non-gRPC request.
 type Gateway struct {
 	log     *slog.Logger
+	srv     *server.Server
 	handler http.Handler
 }
 
@@ -42,11 +43,10 @@ func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
 // New builds the REST facade over conn, a client connection to the server's
 // own gRPC server (so interceptors, and with them auth, always run).
 func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ...Option) (*Gateway, error) {
-	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil)), srv: srv}
 	for _, o := range opts {
 		o(g)
 	}
-	_ = srv // the hand-written handlers (SSE, fs, OTLP, hooks) use it
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{EmitDefaultValues: true},
@@ -85,6 +85,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.JSON)
 	})
+	mux.Handle("GET /subscribe", g.handle(g.handleSubscribe))
 	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
 	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(mux))))
 	return g, nil

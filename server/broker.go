@@ -20,6 +20,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/hub"
 	"svc/server/kek"
 	"svc/server/teamconfig"
 	"svc/store"
@@ -61,6 +62,11 @@ type Broker struct {
 
 	// loginMu serializes TOTP logins; see login.
 	loginMu sync.Mutex
+
+	hub      *hub.Hub
+	msgs     *messenger
+	presence *presence
+	push     *pushNotifier
 }
 
 var _ apiv1.BrokerServer = (*Broker)(nil)
@@ -99,10 +105,16 @@ func (b *Broker) GetBriefing(ctx context.Context, _ *apiv1.GetBriefingRequest) (
 
 // GetRoster implements apiv1.BrokerServer.
 func (b *Broker) GetRoster(context.Context, *apiv1.GetRosterRequest) (*apiv1.GetRosterResponse, error) {
-	resp := &apiv1.GetRosterResponse{Connected: []*apiv1.Presence{}}
+	resp := &apiv1.GetRosterResponse{}
+	roles := map[string]*apiv1.Role{}
 	for _, m := range b.team.Members() {
 		resp.Teammates = append(resp.Teammates, teammateToProto(m))
+		roles[m.Name] = roleToProto(m.Role)
 	}
+	resp.Connected = b.presence.list(b.hub.Connected, func(name string) (*apiv1.Role, bool) {
+		r, ok := roles[name]
+		return r, ok
+	})
 	return resp, nil
 }
 

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -10,6 +12,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/hub"
 	"svc/server/kek"
 	"svc/store"
 )
@@ -34,6 +37,12 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // WithNow sets the clock.
 func WithNow(now func() time.Time) Option { return func(s *Server) { s.now = now } }
 
+// WithWebPush sets how browser push is sent: the VAPID subject and whether
+// plain-http push endpoints are accepted (for a local relay or tests).
+func WithWebPush(subject string, allowHTTP bool) Option {
+	return func(s *Server) { s.pushSubject, s.pushAllowHTTP = subject, allowHTTP }
+}
+
 // Server owns the gRPC server and the services registered on it.
 type Server struct {
 	grpc   *grpc.Server
@@ -41,6 +50,9 @@ type Server struct {
 	broker *Broker
 	log    *slog.Logger
 	now    func() time.Time
+
+	pushSubject   string
+	pushAllowHTTP bool
 }
 
 // New builds the gRPC server with the interceptor chain, every service and
@@ -60,7 +72,12 @@ func New(d Deps, opts ...Option) *Server {
 		store: d.Store, team: d.Team, kek: d.KEK, version: d.Version,
 		limiter: auth.NewFailureLimiter(s.now), now: s.now, log: s.log,
 		lastStep: map[string]int64{},
+		presence: newPresence(s.now),
 	}
+	s.broker.hub = hub.New(hub.WithOnChange(s.broker.presence.touch))
+	s.broker.msgs = newMessenger(d.Store, s.broker.hub, s.now, s.log)
+	s.broker.push = newPushNotifier(d.Store, d.Team, d.KEK, s.pushSubject, s.pushAllowHTTP, s.log)
+	s.broker.msgs.afterPublish = s.broker.push.notify
 	apiv1.RegisterBrokerServer(s.grpc, s.broker)
 	apiv1.RegisterObjectivesServer(s.grpc, &Objectives{})
 	apiv1.RegisterFsServer(s.grpc, &Fs{})
@@ -69,6 +86,25 @@ func New(d Deps, opts ...Option) *Server {
 	reflection.Register(s.grpc)
 	return s
 }
+
+// Run runs the message committer and the browser push workers until ctx
+// ends. Pushes wait for it: start it before serving, and stop it only once
+// the listeners have drained.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.broker.msgs.run(ctx) }()
+	go func() { defer wg.Done(); s.broker.push.run(ctx) }()
+	wg.Wait()
+	return nil
+}
+
+// CloseStreams ends every live stream (SSE and gRPC) and refuses new ones,
+// so a shutdown never waits on a subscriber.
+func (s *Server) CloseStreams() { s.broker.hub.Close() }
+
+// Broker returns the Broker service, for the hand-written HTTP handlers.
+func (s *Server) Broker() *Broker { return s.broker }
 
 // GRPC returns the gRPC server.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }

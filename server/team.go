@@ -105,6 +105,24 @@ func (t *Team) Members() []teamconfig.Member {
 	return out
 }
 
+// Len returns the number of members.
+func (t *Team) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.file.Store.Members)
+}
+
+// WebPush returns the webPush block, or nil when web push is disabled.
+func (t *Team) WebPush() *teamconfig.WebPush {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.file.WebPush == nil {
+		return nil
+	}
+	w := *t.file.WebPush
+	return &w
+}
+
 // Info returns the team block and the resolved presets.
 func (t *Team) Info() (teamconfig.Team, map[string][]string) {
 	t.mu.RLock()

@@ -111,11 +111,119 @@ type SessionStore interface {
 	DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error)
 }
 
+// Message is one committed chat message. Thread is the routing key the
+// broker files it under: "chan:general" for broadcasts, "dm:<a>:<b>" (names
+// sorted) for DMs, "chan:<id>", "obj:<id>" and so on for threads.
+type Message struct {
+	Seq         int64 // assigned by the store, in commit order
+	From        string
+	To          string // the DM recipient; empty otherwise
+	Thread      string
+	Title       string
+	Body        string
+	Level       string
+	Data        []byte // JSON object; nil when none
+	Meta        []byte // JSON object; nil when none
+	Attachments []string
+	CreatedAt   time.Time
+	// All addresses every member but the sender (general broadcasts);
+	// otherwise Recipients lists the targets.
+	All        bool
+	Recipients []string
+}
+
+// MessageFilter selects one thread's messages, newest first.
+type MessageFilter struct {
+	Thread string
+	// Viewer, when set, keeps only messages the viewer sent or was addressed
+	// by.
+	Viewer string
+	Before time.Time // exclusive; zero means unbounded
+	Limit  int       // at most this many; <= 0 means 50
+}
+
+// MessageStore keeps chat messages.
+type MessageStore interface {
+	// AppendMessages stores messages in order and returns them with Seq set.
+	AppendMessages(ctx context.Context, msgs []Message) ([]Message, error)
+	// ListMessages returns a thread's messages newest first.
+	ListMessages(ctx context.Context, f MessageFilter) ([]Message, error)
+	// MessagesFor returns, oldest first, up to limit messages after seq that
+	// were addressed to member.
+	MessagesFor(ctx context.Context, member string, after int64, limit int) ([]Message, error)
+}
+
+// Channel is a named conversation. Its ID is stable; its Slug may change.
+type Channel struct {
+	ID         string
+	Slug       string
+	CreatedAt  time.Time
+	CreatedBy  string
+	ArchivedAt time.Time // zero while live
+}
+
+// ChannelMember is one member's membership of a channel.
+type ChannelMember struct {
+	Channel string // channel id
+	Member  string
+	Role    string // admin or member
+}
+
+// ChannelStore keeps channels and their members.
+type ChannelStore interface {
+	// CreateChannel stores a channel and its creator as admin: ErrConflict
+	// when the id or slug is taken.
+	CreateChannel(ctx context.Context, c Channel) error
+	// GetChannel finds a channel by id, or else by slug; ErrNotFound.
+	GetChannel(ctx context.Context, idOrSlug string) (Channel, error)
+	// ListChannels returns every channel ordered by slug.
+	ListChannels(ctx context.Context) ([]Channel, error)
+	// RenameChannel changes the slug: ErrConflict when taken, ErrNotFound.
+	RenameChannel(ctx context.Context, id, slug string) (Channel, error)
+	// ArchiveChannel sets ArchivedAt; ErrNotFound.
+	ArchiveChannel(ctx context.Context, id string, at time.Time) (Channel, error)
+	// PutChannelMember adds a member or sets its role; ErrPrecondition when
+	// the channel or member does not exist.
+	PutChannelMember(ctx context.Context, m ChannelMember) error
+	// DeleteChannelMember removes a membership; ErrNotFound when absent.
+	DeleteChannelMember(ctx context.Context, channel, member string) error
+	// ListChannelMembers returns a channel's members ordered by name.
+	ListChannelMembers(ctx context.Context, channel string) ([]ChannelMember, error)
+	// MemberChannels returns the memberships of a member.
+	MemberChannels(ctx context.Context, member string) ([]ChannelMember, error)
+}
+
+// PushSubscription is a browser's Web Push subscription.
+type PushSubscription struct {
+	ID        string
+	Member    string
+	Endpoint  string
+	P256dh    string
+	Auth      string
+	CreatedAt time.Time
+}
+
+// PushSubscriptionStore keeps browser push subscriptions.
+type PushSubscriptionStore interface {
+	// PutPushSubscription stores s, or, when its endpoint is known, moves that
+	// subscription to s.Member with s's keys and returns it with its old id.
+	PutPushSubscription(ctx context.Context, s PushSubscription) (PushSubscription, error)
+	// ListPushSubscriptions returns the member's subscriptions; every
+	// member's when member is empty.
+	ListPushSubscriptions(ctx context.Context, member string) ([]PushSubscription, error)
+	// DeletePushSubscription removes the member's subscription (any member's
+	// when member is empty); ErrNotFound when absent.
+	DeletePushSubscription(ctx context.Context, member, id string) error
+}
+
 // Tx is the set of operations available inside one transaction.
 type Tx interface {
 	MemberStore
 	TokenStore
 	SessionStore
+	MessageStore
+	ChannelStore
+	PushSubscriptionStore
 }
 
 // Store is the main store.

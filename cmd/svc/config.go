@@ -26,6 +26,12 @@ type Config struct {
 	ActivityDBPath string // "" means in-memory
 	KEK            string // base64 from SVC_KEK; "" means the KEK file
 	LogLevel       string
+	// WebPushSubject is the VAPID contact (SVC_WEBPUSH_SUBJECT); empty means
+	// mailto:svc@localhost.
+	WebPushSubject string
+	// WebPushAllowHTTP accepts http push endpoints (SVC_WEBPUSH_ALLOW_HTTP=1),
+	// for a local push relay or tests.
+	WebPushAllowHTTP bool
 }
 
 // KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
@@ -59,6 +65,8 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 		return c, &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
 	}
 	c.KEK = os.Getenv("SVC_KEK")
+	c.WebPushSubject = os.Getenv("SVC_WEBPUSH_SUBJECT")
+	c.WebPushAllowHTTP = os.Getenv("SVC_WEBPUSH_ALLOW_HTTP") == "1"
 	if c.ConfigPath == "" {
 		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}
 	}

@@ -73,7 +73,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version}, server.WithLogger(log))
+	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version},
+		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP))
+	// The committer runs until the listeners have drained, so in-flight
+	// pushes still commit during shutdown.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	ranDone := make(chan struct{})
+	go func() { _ = srv.Run(runCtx); close(ranDone) }()
+	defer func() { stopRun(); <-ranDone }()
 
 	// The gateway reaches gRPC through an in-process connection, so every
 	// REST call runs the same interceptors (auth) as a native call.
@@ -130,6 +138,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		_ = lis.Close()
+		// Streams first: they never end on their own, and the drain below
+		// waits for every open request.
+		srv.CloseStreams()
 		for _, s := range servers {
 			if err := s.Shutdown(sctx); err != nil {
 				_ = s.Close()

@@ -406,6 +406,26 @@ func OpenTOTP(k *kek.KEK, m Member) (string, error) {
 	return string(pt), nil
 }
 
+// OpenVAPID returns the VAPID private key of w (base64url of the scalar),
+// opening it with k.
+func OpenVAPID(k *kek.KEK, w *WebPush) (string, error) {
+	plain, sealed, err := decodeSecretField(w.VAPIDPrivateKey)
+	if err != nil {
+		return "", fmt.Errorf("webPush.vapidPrivateKey: %w", err)
+	}
+	if sealed == nil {
+		return plain, nil
+	}
+	if k == nil {
+		return "", ErrNoKEK
+	}
+	b, err := k.Open(*sealed, VAPIDPurpose)
+	if err != nil {
+		return "", fmt.Errorf("webPush.vapidPrivateKey: %w", err)
+	}
+	return string(b), nil
+}
+
 // FormatTokenHash renders a token hash as sha256:<hex>.
 func FormatTokenHash(h [32]byte) string { return "sha256:" + hex.EncodeToString(h[:]) }
 

@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"svc/server"
+	"svc/server/auth"
+)
+
+// SSE timing (CONTRACT §4: a ping every 15 s).
+const (
+	pingInterval = 15 * time.Second
+	// writeTimeout bounds one write to a subscriber: a peer that stops
+	// reading is dropped rather than holding its handler forever.
+	writeTimeout = 10 * time.Second
+	// maxCoalesce bounds how many ready messages go out in one flush.
+	maxCoalesce = 64
+)
+
+// authenticate runs the interceptors' authenticator on an HTTP request.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*auth.Principal, error) {
+	md := metadata.MD{}
+	if v := r.Header.Values("Authorization"); len(v) > 0 {
+		md.Set("authorization", v...)
+	}
+	if v := r.Header.Values("Cookie"); len(v) > 0 {
+		md.Set("cookie", v...)
+	}
+	p, err := g.srv.Authenticator().Authenticate(r.Context(), auth.CredentialsFromMetadata(md))
+	if err != nil {
+		return nil, err
+	}
+	if p.Refreshed {
+		c := auth.SessionCookie(p.SessionID, int(auth.SessionTTL/time.Second))
+		if r.TLS != nil {
+			c += "; Secure"
+		}
+		w.Header().Add("Set-Cookie", c)
+	}
+	return p, nil
+}
+
+// handleSubscribe serves GET /subscribe?name=<self>: the caller's messages
+// as server-sent events. With Last-Event-ID (header or lastEventId query)
+// it first replays every later message the caller may see, in order.
+func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request) error {
+	p, err := g.authenticate(w, r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	name := q.Get("name")
+	switch {
+	case name == "":
+		return server.Errorf(server.CodeBadRequest, "name: is required")
+	case name != p.Member:
+		return server.Errorf(server.CodeForbidden, "you may only subscribe as yourself")
+	}
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = q.Get("lastEventId")
+	}
+	after, err := server.ParseMessageID(last)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	f, err := g.srv.Broker().Attach(ctx, p.Member, after, last != "")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	bw := bufio.NewWriterSize(w, 4096)
+	flush := func() error {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	ready, _ := json.Marshal(map[string]string{"member": p.Member})
+	bw.WriteString("event: ready\ndata: ")
+	bw.Write(ready)
+	bw.WriteString("\n\n")
+	if err := flush(); err != nil {
+		return nil
+	}
+	tick := time.NewTicker(pingInterval)
+	defer tick.Stop()
+	for {
+		ev, err := f.Next(ctx, tick.C)
+		if err != nil {
+			// The response has started: the stream just ends, and the
+			// client resumes with its last id.
+			g.log.DebugContext(ctx, "sse stream ended", "member", p.Member, "err", err)
+			return nil
+		}
+		if ev == nil {
+			bw.WriteString(": ping\n\n")
+		}
+		for n := 0; ev != nil && n < maxCoalesce; n++ {
+			bw.WriteString("id: ")
+			bw.WriteString(ev.Message.GetId())
+			bw.WriteString("\nevent: message\ndata: ")
+			bw.Write(ev.JSON())
+			bw.WriteString("\n\n")
+			ev = f.Buffered()
+		}
+		if err := flush(); err != nil {
+			if !errors.Is(err, http.ErrHandlerTimeout) {
+				g.log.DebugContext(ctx, "sse write failed", "member", p.Member, "err", err)
+			}
+			return nil
+		}
+	}
+}

@@ -1,0 +1,2 @@
+// Package hub fans committed messages out to live subscribers.
+package hub

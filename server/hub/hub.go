@@ -1,0 +1,219 @@
+package hub
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	apiv1 "svc/gen/svc/v1"
+)
+
+// DefaultBuffer is how many messages a subscription may fall behind before
+// the hub cuts it off. The subscriber resumes from the store by its last id,
+// so the bound costs a reconnect, never a message; it keeps a stalled client
+// from holding memory or slowing publishers.
+const DefaultBuffer = 256
+
+// ErrClosed is returned by Subscribe after Close.
+var ErrClosed = errors.New("hub closed")
+
+// Event is one committed message as every subscriber sees it. It is shared
+// read-only between subscribers; its JSON is rendered once, on first use.
+type Event struct {
+	Seq     int64
+	Message *apiv1.Message
+
+	once sync.Once
+	json []byte
+}
+
+// NewEvent returns the event of a committed message.
+func NewEvent(seq int64, m *apiv1.Message) *Event { return &Event{Seq: seq, Message: m} }
+
+// jsonOptions render messages as the REST gateway does.
+var jsonOptions = protojson.MarshalOptions{EmitDefaultValues: true}
+
+// JSON returns the message as one line of JSON, rendered once.
+func (e *Event) JSON() []byte {
+	e.once.Do(func() {
+		b, err := jsonOptions.Marshal(e.Message)
+		if err != nil {
+			b = []byte(`{}`) // a Message always marshals; keep the stream alive regardless
+		}
+		e.json = b
+	})
+	return e.json
+}
+
+// Hub maps members to their live subscriptions.
+type Hub struct {
+	pubMu sync.Mutex // serializes Publish, so a cut-off subscriber never gets a later event
+	mu    sync.RWMutex
+	subs  map[string]map[*Subscription]struct{}
+	// closed is set under mu by Close.
+	closed bool
+	buffer int
+	// onChange, when set, is called outside the lock after a member's
+	// subscription count changes.
+	onChange func(member string)
+}
+
+// Option configures a Hub.
+type Option func(*Hub)
+
+// WithBuffer sets the per-subscription buffer.
+func WithBuffer(n int) Option { return func(h *Hub) { h.buffer = max(n, 1) } }
+
+// WithOnChange sets a callback run after a member's subscription count
+// changes.
+func WithOnChange(f func(member string)) Option { return func(h *Hub) { h.onChange = f } }
+
+// New returns an empty hub.
+func New(opts ...Option) *Hub {
+	h := &Hub{subs: map[string]map[*Subscription]struct{}{}, buffer: DefaultBuffer}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// Subscription is one live stream of one member.
+type Subscription struct {
+	hub    *Hub
+	member string
+	c      chan *Event
+	// behind is set when the buffer overflowed: nothing more is sent and the
+	// subscription is closed.
+	behind atomic.Bool
+	once   sync.Once
+}
+
+// Subscribe registers a live subscription of member.
+func (h *Hub) Subscribe(member string) (*Subscription, error) {
+	s := &Subscription{hub: h, member: member, c: make(chan *Event, h.buffer)}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	set := h.subs[member]
+	if set == nil {
+		set = map[*Subscription]struct{}{}
+		h.subs[member] = set
+	}
+	set[s] = struct{}{}
+	h.mu.Unlock()
+	h.changed(member)
+	return s, nil
+}
+
+// C delivers the subscription's events in commit order. It is closed when
+// the subscription ends: by Close, by the hub closing, or by falling behind.
+func (s *Subscription) C() <-chan *Event { return s.c }
+
+// Member names the subscriber.
+func (s *Subscription) Member() string { return s.member }
+
+// FellBehind reports whether the hub cut the subscription off because its
+// buffer overflowed.
+func (s *Subscription) FellBehind() bool { return s.behind.Load() }
+
+// Close ends the subscription. It is safe to call more than once.
+func (s *Subscription) Close() { s.hub.remove(s) }
+
+func (h *Hub) remove(s *Subscription) {
+	removed := false
+	h.mu.Lock()
+	if set, ok := h.subs[s.member]; ok {
+		if _, ok := set[s]; ok {
+			delete(set, s)
+			removed = true
+			if len(set) == 0 {
+				delete(h.subs, s.member)
+			}
+		}
+	}
+	// Closed under the write lock: Publish sends only under the read lock,
+	// so no send can race the close.
+	s.once.Do(func() { close(s.c) })
+	h.mu.Unlock()
+	if removed {
+		h.changed(s.member)
+	}
+}
+
+func (h *Hub) changed(member string) {
+	if h.onChange != nil {
+		h.onChange(member)
+	}
+}
+
+// Publish delivers ev to every subscription of the addressed members: every
+// member but sender when all is set, otherwise recipients. It never blocks:
+// a subscription whose buffer is full is cut off. It returns how many of the
+// addressed members have at least one live subscription.
+func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (live int) {
+	h.pubMu.Lock()
+	defer h.pubMu.Unlock()
+	var behind []*Subscription
+	send := func(set map[*Subscription]struct{}) {
+		for s := range set {
+			if s.behind.Load() {
+				continue
+			}
+			select {
+			case s.c <- ev:
+			default:
+				s.behind.Store(true)
+				behind = append(behind, s)
+			}
+		}
+	}
+	h.mu.RLock()
+	if all {
+		for member, set := range h.subs {
+			if member != sender && len(set) > 0 {
+				live++
+				send(set)
+			}
+		}
+	} else {
+		for _, member := range recipients {
+			if set := h.subs[member]; len(set) > 0 {
+				live++
+				send(set)
+			}
+		}
+	}
+	h.mu.RUnlock()
+	for _, s := range behind {
+		h.remove(s)
+	}
+	return live
+}
+
+// Connected returns how many live subscriptions member has.
+func (h *Hub) Connected(member string) int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.subs[member])
+}
+
+// Close ends every subscription and refuses new ones; streams end at once so
+// shutdown never waits on a subscriber.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	var all []*Subscription
+	for _, set := range h.subs {
+		for s := range set {
+			all = append(all, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range all {
+		s.Close()
+	}
+}

@@ -1,0 +1,607 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/hub"
+	"svc/server/teamconfig"
+	"svc/store"
+)
+
+// Bounds of a push (docs/DECISIONS.md, Messaging).
+const (
+	maxTitle          = 1 << 10
+	maxBody           = 64 << 10
+	maxData           = 64 << 10
+	maxAttachments    = 64
+	maxAttachmentPath = 1024
+	maxThreadID       = 256
+)
+
+// History page bounds (spec: Limits).
+const (
+	defaultHistoryLimit = 50
+	maxHistoryLimit     = 500
+)
+
+// Commit batching: the committer takes every push waiting when it starts a
+// transaction, up to maxBatch; commitQueue bounds what may wait.
+const (
+	maxBatch    = 512
+	commitQueue = 4096
+	// replayPage is how many stored messages a resuming stream reads at once.
+	replayPage = 500
+)
+
+// generalThread is the thread of broadcasts: the general channel.
+const (
+	generalID     = "general"
+	generalThread = "chan:" + generalID
+)
+
+// levels are the LogLevels of a message (spec: Message).
+var levels = map[string]bool{"debug": true, "info": true, "notice": true, "warning": true, "error": true, "critical": true}
+
+// serverThreads are thread prefixes only the broker writes.
+var serverThreads = []string{"obj:", "hook:", "tool:", "secret:"}
+
+// errShuttingDown answers pushes that arrive after the committer stopped.
+var errShuttingDown = Errorf(CodeUnavailable, "the broker is shutting down")
+
+// errFellBehind ends a stream the hub cut off.
+var errFellBehind = Errorf(CodeUnavailable, "subscriber fell behind; resume with the last id")
+
+// outgoing is a message on its way to the store and the hub.
+type outgoing struct {
+	msg   store.Message
+	proto *apiv1.Message // rendered from msg; Id and CreatedAt set at commit
+	done  chan committed
+}
+
+type committed struct {
+	msg  *apiv1.Message
+	live int
+	err  error
+}
+
+// messenger commits messages in groups and publishes them in commit order.
+type messenger struct {
+	store store.MessageStore
+	hub   *hub.Hub
+	now   func() time.Time
+	log   *slog.Logger
+	queue chan *outgoing
+	stop  chan struct{} // closed when run returns
+	// afterPublish, when set, runs on the committer after each message is
+	// published (web push).
+	afterPublish func(m store.Message, live func(member string) bool)
+	last         time.Time
+}
+
+func newMessenger(st store.MessageStore, h *hub.Hub, now func() time.Time, log *slog.Logger) *messenger {
+	return &messenger{store: st, hub: h, now: now, log: log, queue: make(chan *outgoing, commitQueue), stop: make(chan struct{})}
+}
+
+// send commits msg and publishes it; it returns once the message is
+// durable. A caller that gives up (ctx) may still see the message commit.
+func (m *messenger) send(ctx context.Context, msg store.Message, pm *apiv1.Message) (*apiv1.Message, int, error) {
+	o := &outgoing{msg: msg, proto: pm, done: make(chan committed, 1)}
+	select {
+	case m.queue <- o:
+	case <-m.stop:
+		return nil, 0, errShuttingDown
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	select {
+	case r := <-o.done:
+		return r.msg, r.live, r.err
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+}
+
+// run commits until ctx ends, then answers what is queued with an error.
+func (m *messenger) run(ctx context.Context) {
+	defer func() {
+		close(m.stop)
+		for {
+			select {
+			case o := <-m.queue:
+				o.done <- committed{err: errShuttingDown}
+			default:
+				return
+			}
+		}
+	}()
+	batch := make([]*outgoing, 0, maxBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case o := <-m.queue:
+			batch = append(batch[:0], o)
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case o := <-m.queue:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		m.commit(context.WithoutCancel(ctx), batch)
+	}
+}
+
+// commit writes one batch in one transaction, then publishes each message
+// and answers its sender. Publishing happens on this one goroutine, in
+// commit order, so every stream sees messages in id order.
+func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
+	msgs := make([]store.Message, len(batch))
+	for i, o := range batch {
+		// Creation times never go backwards along the commit order, so the
+		// history's time cursor agrees with its id order.
+		now := m.now()
+		if now.Before(m.last) {
+			now = m.last
+		}
+		m.last = now
+		o.msg.CreatedAt = now
+		msgs[i] = o.msg
+	}
+	stored, err := m.store.AppendMessages(ctx, msgs)
+	if err != nil {
+		m.log.ErrorContext(ctx, "message commit failed", "messages", len(batch), "err", err)
+		for _, o := range batch {
+			o.done <- committed{err: err}
+		}
+		return
+	}
+	live := func(member string) bool { return m.hub.Connected(member) > 0 }
+	for i, o := range batch {
+		s := stored[i]
+		o.proto.Id = formatMessageID(s.Seq)
+		o.proto.CreatedAt = ms(s.CreatedAt)
+		n := m.hub.Publish(hub.NewEvent(s.Seq, o.proto), s.All, s.From, s.Recipients)
+		if m.afterPublish != nil {
+			m.afterPublish(s, live)
+		}
+		o.done <- committed{msg: o.proto, live: n}
+	}
+}
+
+// formatMessageID renders a sequence as the wire id: 16 zero-padded digits,
+// so ids sort in commit order as strings and as numbers.
+func formatMessageID(seq int64) string { return fmt.Sprintf("%016d", seq) }
+
+// ParseMessageID reads a wire id (Last-Event-ID, lastId): a decimal of up to
+// 19 digits. The empty string is position 0; "0" resumes from the start.
+func ParseMessageID(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, invalid("lastEventId", "must be a message id")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, invalid("lastEventId", "must be a message id")
+	}
+	return n, nil
+}
+
+// dmThread is the thread of the DMs between a and b.
+func dmThread(a, b string) string {
+	if b < a {
+		a, b = b, a
+	}
+	return "dm:" + a + ":" + b
+}
+
+// Push implements apiv1.BrokerServer.
+func (b *Broker) Push(ctx context.Context, req *apiv1.PushRequest) (*apiv1.PushResponse, error) {
+	p := mustPrincipal(ctx)
+	msg, pm, targets, err := b.route(ctx, p, req)
+	if err != nil {
+		return nil, err
+	}
+	b.presence.touchIfSeen(p.Member)
+	out, live, err := b.msgs.send(ctx, msg, pm)
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.PushResponse{Delivery: &apiv1.Delivery{Live: int32(live), Targets: int32(targets)}, Message: out}, nil
+}
+
+// route validates a push and decides where it goes. It returns the record
+// to store, its wire form, and the number of targets.
+func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRequest) (store.Message, *apiv1.Message, int, error) {
+	var msg store.Message
+	if err := validText("body", req.GetBody(), maxBody, true); err != nil {
+		return msg, nil, 0, err
+	}
+	if err := validText("title", req.GetTitle(), maxTitle, false); err != nil {
+		return msg, nil, 0, err
+	}
+	level := req.GetLevel()
+	if level == "" {
+		level = "info"
+	}
+	if !levels[level] {
+		return msg, nil, 0, invalid("level", "must be one of debug, info, notice, warning, error, critical")
+	}
+	if len(req.GetAttachments()) > maxAttachments {
+		return msg, nil, 0, invalid("attachments", "at most %d", maxAttachments)
+	}
+	for i, a := range req.GetAttachments() {
+		if err := checkAttachment(p, a); err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Code == CodeBadRequest {
+				return msg, nil, 0, invalid(fmt.Sprintf("attachments[%d]", i), "%s", e.Message)
+			}
+			return msg, nil, 0, err
+		}
+	}
+	var data []byte
+	if req.GetData() != nil {
+		var err error
+		if data, err = protojson.Marshal(req.GetData()); err != nil {
+			return msg, nil, 0, invalid("data", "must be a JSON object")
+		}
+		if len(data) > maxData {
+			return msg, nil, 0, invalid("data", "at most %d bytes of JSON", maxData)
+		}
+	}
+	thread := ""
+	if v, ok := req.GetData().GetFields()["thread"]; ok {
+		thread = v.GetStringValue()
+	}
+	msg = store.Message{
+		From: p.Member, Title: req.GetTitle(), Body: req.GetBody(), Level: level,
+		Data: data, Attachments: req.GetAttachments(),
+	}
+	targets := 0
+	switch to := req.GetTo(); {
+	case to != "":
+		if !teamconfig.ValidName(to) {
+			return msg, nil, 0, invalid("to", "must be a member name")
+		}
+		if _, ok := b.team.Member(to); !ok {
+			return msg, nil, 0, invalid("to", "no member %q", to)
+		}
+		if hasAnyPrefix(thread, append([]string{"chan:"}, serverThreads...)) {
+			return msg, nil, 0, invalid("data.thread", "a DM cannot name thread %q", thread)
+		}
+		msg.To, msg.Thread, msg.Recipients, targets = to, dmThread(p.Member, to), []string{to}, 1
+	case strings.HasPrefix(thread, "chan:") && thread != generalThread:
+		ch, members, err := b.postableChannel(ctx, p, strings.TrimPrefix(thread, "chan:"))
+		if err != nil {
+			return msg, nil, 0, err
+		}
+		msg.Thread = "chan:" + ch.ID
+		for _, m := range members {
+			if m.Member != p.Member {
+				msg.Recipients = append(msg.Recipients, m.Member)
+			}
+		}
+		targets = len(msg.Recipients)
+	case hasAnyPrefix(thread, serverThreads):
+		return msg, nil, 0, invalid("data.thread", "thread %q is written by the broker only", thread)
+	default:
+		msg.Thread, msg.All = generalThread, true
+		targets = b.team.Len() - 1
+	}
+	pm := &apiv1.Message{
+		From: msg.From, Title: msg.Title, Body: msg.Body, Level: msg.Level,
+		Data: req.GetData(), Attachments: nonNil(msg.Attachments),
+	}
+	if msg.To != "" {
+		pm.To = &msg.To
+	}
+	return msg, pm, max(targets, 0), nil
+}
+
+// postableChannel returns a live channel the caller is a member of, with its
+// members.
+func (b *Broker) postableChannel(ctx context.Context, p *auth.Principal, id string) (store.Channel, []store.ChannelMember, error) {
+	ch, err := b.store.GetChannel(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return ch, nil, Errorf(CodeNotFound, "no channel %q", id)
+	}
+	if err != nil {
+		return ch, nil, err
+	}
+	if !ch.ArchivedAt.IsZero() {
+		return ch, nil, Errorf(CodeGone, "channel #%s is archived", ch.Slug)
+	}
+	members, err := b.store.ListChannelMembers(ctx, ch.ID)
+	if err != nil {
+		return ch, nil, err
+	}
+	if !isChannelMember(members, p.Member) {
+		return ch, nil, fmt.Errorf("%w: you are not a member of #%s", auth.ErrForbidden, ch.Slug)
+	}
+	return ch, members, nil
+}
+
+func validText(field, s string, limit int, required bool) error {
+	switch {
+	case required && strings.TrimSpace(s) == "":
+		return invalid(field, "is required")
+	case len(s) > limit:
+		return invalid(field, "at most %d bytes", limit)
+	case !utf8.ValidString(s):
+		return invalid(field, "must be UTF-8")
+	}
+	return nil
+}
+
+// checkAttachment admits a clean absolute virtual path under the caller's
+// home, or under any home with members.manage.
+func checkAttachment(p *auth.Principal, path string) error {
+	if len(path) > maxAttachmentPath || !strings.HasPrefix(path, "/") || strings.ContainsRune(path, 0) {
+		return Errorf(CodeBadRequest, "must be an absolute virtual path")
+	}
+	segs := strings.Split(path[1:], "/")
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." {
+			return Errorf(CodeBadRequest, "must be a clean absolute path: %q", path)
+		}
+	}
+	if len(segs) < 2 {
+		return Errorf(CodeBadRequest, "must name a file inside a home: %q", path)
+	}
+	if segs[0] != p.Member && !p.Has(auth.MembersManage) {
+		return fmt.Errorf("%w: attachment %s is not readable by you", auth.ErrForbidden, path)
+	}
+	return nil
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// messageToProto renders a stored message.
+func messageToProto(m store.Message) *apiv1.Message {
+	pm := &apiv1.Message{
+		Id: formatMessageID(m.Seq), From: m.From, Title: m.Title, Body: m.Body, Level: m.Level,
+		Attachments: nonNil(m.Attachments), CreatedAt: ms(m.CreatedAt),
+	}
+	if m.To != "" {
+		to := m.To
+		pm.To = &to
+	}
+	pm.Data = jsonStruct(m.Data)
+	pm.Meta = jsonStruct(m.Meta)
+	return pm
+}
+
+func jsonStruct(b []byte) *structpb.Struct {
+	if b == nil {
+		return nil
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal(b, s); err != nil {
+		return nil
+	}
+	return s
+}
+
+// History implements apiv1.BrokerServer.
+func (b *Broker) History(ctx context.Context, req *apiv1.HistoryRequest) (*apiv1.HistoryResponse, error) {
+	p := mustPrincipal(ctx)
+	n := 0
+	for _, s := range []string{req.GetWith(), req.GetChannel(), req.GetThread()} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, invalid("with", "give at most one of with, channel and thread")
+	}
+	f := store.MessageFilter{Limit: defaultHistoryLimit}
+	if req.Limit != nil {
+		if req.GetLimit() < 1 {
+			return nil, invalid("limit", "must be at least 1")
+		}
+		f.Limit = int(min(req.GetLimit(), maxHistoryLimit))
+	}
+	if req.Before != nil {
+		if req.GetBefore() <= 0 || req.GetBefore() > 1e15 {
+			return nil, invalid("before", "must be epoch milliseconds")
+		}
+		f.Before = time.UnixMilli(int64(req.GetBefore()))
+	}
+	switch {
+	case req.GetWith() != "":
+		if !teamconfig.ValidName(req.GetWith()) {
+			return nil, invalid("with", "must be a member name")
+		}
+		f.Thread = dmThread(p.Member, req.GetWith())
+	case req.GetChannel() != "" || strings.HasPrefix(req.GetThread(), "chan:"):
+		id := req.GetChannel()
+		if id == "" {
+			id = strings.TrimPrefix(req.GetThread(), "chan:")
+		}
+		ch, err := b.readableChannel(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		f.Thread = "chan:" + ch.ID
+	case req.GetThread() != "":
+		if len(req.GetThread()) > maxThreadID || !utf8.ValidString(req.GetThread()) {
+			return nil, invalid("thread", "at most %d bytes", maxThreadID)
+		}
+		f.Thread, f.Viewer = req.GetThread(), p.Member
+	default:
+		f.Thread = generalThread
+	}
+	msgs, err := b.store.ListMessages(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	resp := &apiv1.HistoryResponse{Messages: make([]*apiv1.Message, 0, len(msgs))}
+	for _, m := range msgs {
+		resp.Messages = append(resp.Messages, messageToProto(m))
+	}
+	return resp, nil
+}
+
+// readableChannel returns a channel whose history the caller may read.
+func (b *Broker) readableChannel(ctx context.Context, p *auth.Principal, idOrSlug string) (store.Channel, error) {
+	ch, err := b.channel(ctx, idOrSlug)
+	if err != nil {
+		return ch, err
+	}
+	if ch.ID == generalID || p.Has(auth.MembersManage) {
+		return ch, nil
+	}
+	members, err := b.store.ListChannelMembers(ctx, ch.ID)
+	if err != nil {
+		return ch, err
+	}
+	if !isChannelMember(members, p.Member) {
+		return ch, fmt.Errorf("%w: you are not a member of #%s", auth.ErrForbidden, ch.Slug)
+	}
+	return ch, nil
+}
+
+// Subscribe implements apiv1.BrokerServer.
+func (b *Broker) Subscribe(req *apiv1.SubscribeRequest, stream apiv1.Broker_SubscribeServer) error {
+	ctx := stream.Context()
+	p := mustPrincipal(ctx)
+	if req.GetName() != "" && req.GetName() != p.Member {
+		return fmt.Errorf("%w: you may only subscribe as yourself", auth.ErrForbidden)
+	}
+	after, err := ParseMessageID(req.GetLastId())
+	if err != nil {
+		return err
+	}
+	f, err := b.Attach(ctx, p.Member, after, req.GetLastId() != "")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Ready{Ready: &apiv1.Ready{Member: p.Member}}}); err != nil {
+		return err
+	}
+	for {
+		ev, err := f.Next(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Message{Message: ev.Message}}); err != nil {
+			return err
+		}
+	}
+}
+
+// Feed is one member's stream: the messages after a position, replayed
+// from the store in order, then live ones, each exactly once.
+type Feed struct {
+	b       *Broker
+	member  string
+	sub     *hub.Subscription
+	last    int64
+	backlog []store.Message
+	live    bool // the store has nothing more after last; read the hub
+}
+
+// Attach opens a feed of member's messages: with resume, every message
+// after position after, then live ones; without, live ones only. The live
+// subscription is taken before the store is read, so no message falls
+// between replay and live delivery.
+func (b *Broker) Attach(ctx context.Context, member string, after int64, resume bool) (*Feed, error) {
+	sub, err := b.hub.Subscribe(member)
+	if errors.Is(err, hub.ErrClosed) {
+		return nil, errShuttingDown
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Feed{b: b, member: member, sub: sub, last: after, live: !resume}, nil
+}
+
+// Close ends the feed's live subscription.
+func (f *Feed) Close() { f.sub.Close() }
+
+// Next returns the next message. It returns (nil, nil) when tick fires
+// first (a nil tick never fires), errFellBehind when the hub cut the feed
+// off, errShuttingDown when the hub closed.
+func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, error) {
+	for {
+		if len(f.backlog) > 0 {
+			m := f.backlog[0]
+			f.backlog = f.backlog[1:]
+			f.last = m.Seq
+			return hub.NewEvent(m.Seq, messageToProto(m)), nil
+		}
+		if !f.live {
+			page, err := f.b.store.MessagesFor(ctx, f.member, f.last, replayPage)
+			if err != nil {
+				return nil, err
+			}
+			f.backlog, f.live = page, len(page) < replayPage
+			continue
+		}
+		select {
+		case ev, ok := <-f.sub.C():
+			if !ok {
+				if f.sub.FellBehind() {
+					return nil, errFellBehind
+				}
+				return nil, errShuttingDown
+			}
+			if ev.Seq <= f.last {
+				continue // already replayed from the store
+			}
+			f.last = ev.Seq
+			return ev, nil
+		case <-tick:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Buffered returns the next message when one is ready without waiting.
+func (f *Feed) Buffered() *hub.Event {
+	if len(f.backlog) > 0 || !f.live {
+		return nil
+	}
+	for {
+		select {
+		case ev, ok := <-f.sub.C():
+			if !ok {
+				return nil
+			}
+			if ev.Seq <= f.last {
+				continue
+			}
+			f.last = ev.Seq
+			return ev
+		default:
+			return nil
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+)
+
+// activityTTL is how long a non-idle state holds without a refresh (spec:
+// Limits, activity TTL).
+const activityTTL = 30 * time.Second
+
+// Activity states.
+const (
+	stateIdle    = "idle"
+	stateWorking = "working"
+	stateBlocked = "blocked"
+)
+
+// presence is the per-process registry of members seen: their first and
+// last sighting and their live activity. Connection counts come from the
+// hub.
+type presence struct {
+	mu   sync.Mutex
+	now  func() time.Time
+	seen map[string]*sighting
+}
+
+type sighting struct {
+	createdAt time.Time
+	lastSeen  time.Time
+	state     string
+	stateAt   time.Time
+}
+
+func newPresence(now func() time.Time) *presence {
+	return &presence{now: now, seen: map[string]*sighting{}}
+}
+
+// touchLocked records a sighting of member.
+func (pr *presence) touchLocked(member string) *sighting {
+	now := pr.now()
+	s := pr.seen[member]
+	if s == nil {
+		s = &sighting{createdAt: now, state: stateIdle}
+		pr.seen[member] = s
+	}
+	s.lastSeen = now
+	return s
+}
+
+// touch records that member attached, detached or emitted.
+func (pr *presence) touch(member string) {
+	pr.mu.Lock()
+	pr.touchLocked(member)
+	pr.mu.Unlock()
+}
+
+// touchIfSeen updates the last sighting of a member already seen; emitting
+// alone does not put a member on the roster's presence list.
+func (pr *presence) touchIfSeen(member string) {
+	pr.mu.Lock()
+	if _, ok := pr.seen[member]; ok {
+		pr.touchLocked(member)
+	}
+	pr.mu.Unlock()
+}
+
+func (pr *presence) setActivity(member, state string) {
+	pr.mu.Lock()
+	s := pr.touchLocked(member)
+	s.state, s.stateAt = state, s.lastSeen
+	pr.mu.Unlock()
+}
+
+// list renders every sighting of a current member, by name. A non-idle
+// state not refreshed within activityTTL reads as idle.
+func (pr *presence) list(connected func(string) int, role func(string) (*apiv1.Role, bool)) []*apiv1.Presence {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	now := pr.now()
+	out := make([]*apiv1.Presence, 0, len(pr.seen))
+	for name, s := range pr.seen {
+		r, ok := role(name)
+		if !ok {
+			continue // deleted since
+		}
+		p := &apiv1.Presence{Name: name, Connected: int32(connected(name)), CreatedAt: ms(s.createdAt), LastSeen: ms(s.lastSeen), Role: r}
+		if s.state != stateIdle && now.Sub(s.stateAt) < activityTTL {
+			state, busy := s.state, s.state == stateWorking
+			p.Activity, p.Busy = &state, &busy
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// SetActivity implements apiv1.BrokerServer.
+func (b *Broker) SetActivity(ctx context.Context, req *apiv1.SetActivityRequest) (*apiv1.SetActivityResponse, error) {
+	p := mustPrincipal(ctx)
+	if p.Via != auth.ViaBearer {
+		return nil, fmt.Errorf("%w: activity is reported with a bearer token", auth.ErrForbidden)
+	}
+	var state string
+	switch {
+	case req.State != nil:
+		state = req.GetState()
+		if state != stateIdle && state != stateWorking && state != stateBlocked {
+			return nil, invalid("state", "must be idle, working or blocked")
+		}
+	case req.Busy != nil:
+		state = stateIdle
+		if req.GetBusy() {
+			state = stateWorking
+		}
+	default:
+		return nil, invalid("state", "is required")
+	}
+	b.presence.setActivity(p.Member, state)
+	setHTTPStatus(ctx, 204)
+	return &apiv1.SetActivityResponse{}, nil
+}

@@ -1,0 +1,255 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/kek"
+	"svc/server/teamconfig"
+	"svc/server/webpush"
+	"svc/store"
+)
+
+// pushQueue bounds the browser pushes waiting for a worker; past it a push
+// is dropped with a warning (the message itself is committed and in
+// history either way).
+const pushQueue = 1024
+
+// pushNotifier sends DMs and objective-thread messages to the browsers of
+// members who have no live stream.
+type pushNotifier struct {
+	store     store.PushSubscriptionStore
+	team      *Team
+	kek       *kek.KEK
+	subject   string
+	allowHTTP bool
+	log       *slog.Logger
+	jobs      chan pushJob
+
+	once   sync.Once
+	sender *webpush.Sender // nil when web push is disabled
+
+	mu sync.Mutex
+	// subscribed counts subscriptions per member, so the committer only
+	// queues pushes that can go somewhere.
+	subscribed map[string]int
+}
+
+type pushJob struct {
+	member  string
+	payload []byte
+}
+
+func newPushNotifier(st store.PushSubscriptionStore, team *Team, k *kek.KEK, subject string, allowHTTP bool, log *slog.Logger) *pushNotifier {
+	if subject == "" {
+		subject = "mailto:svc@localhost"
+	}
+	return &pushNotifier{
+		store: st, team: team, kek: k, subject: subject, allowHTTP: allowHTTP, log: log,
+		jobs: make(chan pushJob, pushQueue), subscribed: map[string]int{},
+	}
+}
+
+// senderOrNil builds the sender from the config's webPush block once.
+func (n *pushNotifier) senderOrNil() *webpush.Sender {
+	n.once.Do(func() {
+		w := n.team.WebPush()
+		if w == nil {
+			return
+		}
+		priv, err := teamconfig.OpenVAPID(n.kek, w)
+		if err != nil {
+			n.log.Warn("web push disabled: VAPID private key unreadable", "err", err)
+			return
+		}
+		if n.sender, err = webpush.New(w.VAPIDPublicKey, priv, n.subject); err != nil {
+			n.log.Warn("web push disabled: bad VAPID keypair", "err", err)
+		}
+	})
+	return n.sender
+}
+
+// run loads who has subscriptions, then sends queued pushes until ctx ends.
+func (n *pushNotifier) run(ctx context.Context) {
+	if n.senderOrNil() == nil {
+		return
+	}
+	subs, err := n.store.ListPushSubscriptions(ctx, "")
+	if err != nil {
+		n.log.Error("web push disabled: cannot list subscriptions", "err", err)
+		return
+	}
+	n.mu.Lock()
+	for _, s := range subs {
+		n.subscribed[s.Member]++
+	}
+	n.mu.Unlock()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-n.jobs:
+			n.deliver(ctx, j)
+		}
+	}
+}
+
+func (n *pushNotifier) deliver(ctx context.Context, j pushJob) {
+	subs, err := n.store.ListPushSubscriptions(ctx, j.member)
+	if err != nil {
+		n.log.Warn("web push: list subscriptions", "member", j.member, "err", err)
+		return
+	}
+	for _, s := range subs {
+		res, err := n.sender.Send(ctx, webpush.Subscription{Endpoint: s.Endpoint, P256dh: s.P256dh, Auth: s.Auth}, j.payload)
+		switch {
+		case res.Gone:
+			if err := n.store.DeletePushSubscription(ctx, "", s.ID); err == nil {
+				n.forget(s.Member)
+				n.log.Info("web push subscription expired and removed", "member", s.Member, "status", res.Status)
+			}
+		case err != nil:
+			n.log.Warn("web push failed", "member", s.Member, "err", err)
+		}
+	}
+}
+
+func (n *pushNotifier) forget(member string) {
+	n.mu.Lock()
+	if n.subscribed[member]--; n.subscribed[member] <= 0 {
+		delete(n.subscribed, member)
+	}
+	n.mu.Unlock()
+}
+
+// notify runs on the committer after a message is published: DMs and
+// objective-thread messages go to targets with no live stream.
+func (n *pushNotifier) notify(m store.Message, live func(string) bool) {
+	if (m.To == "" && !strings.HasPrefix(m.Thread, "obj:")) || n.senderOrNil() == nil {
+		return
+	}
+	var payload []byte
+	for _, r := range m.Recipients {
+		n.mu.Lock()
+		has := n.subscribed[r] > 0
+		n.mu.Unlock()
+		if !has || live(r) {
+			continue
+		}
+		if payload == nil {
+			payload = pushPayload(m)
+		}
+		select {
+		case n.jobs <- pushJob{member: r, payload: payload}:
+		default:
+			n.log.Warn("web push queue full; push dropped", "member", r, "message", formatMessageID(m.Seq))
+		}
+	}
+}
+
+// pushPayload is what a browser's service worker gets: the message id,
+// sender, title, body and thread, with the body cut to fit one record.
+func pushPayload(m store.Message) []byte {
+	p := struct {
+		ID     string `json:"id"`
+		From   string `json:"from"`
+		Title  string `json:"title"`
+		Body   string `json:"body"`
+		Thread string `json:"thread"`
+	}{formatMessageID(m.Seq), m.From, m.Title, m.Body, m.Thread}
+	for {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil
+		}
+		if len(b) <= webpush.MaxPayload || (p.Body == "" && p.Title == "") {
+			return b
+		}
+		// Cut the body first, then the title, on rune boundaries.
+		over := len(b) - webpush.MaxPayload
+		if p.Body != "" {
+			p.Body = truncateUTF8(p.Body, len(p.Body)-over-8)
+		} else {
+			p.Title = truncateUTF8(p.Title, len(p.Title)-over-8)
+		}
+	}
+}
+
+func truncateUTF8(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func (n *pushNotifier) added(member string) {
+	n.mu.Lock()
+	n.subscribed[member]++
+	n.mu.Unlock()
+}
+
+// GetVapidPublicKey implements apiv1.BrokerServer.
+func (b *Broker) GetVapidPublicKey(context.Context, *apiv1.GetVapidPublicKeyRequest) (*apiv1.GetVapidPublicKeyResponse, error) {
+	w := b.team.WebPush()
+	if w == nil || w.VAPIDPublicKey == "" {
+		return nil, Errorf(CodeNotFound, "web push is not configured")
+	}
+	return &apiv1.GetVapidPublicKeyResponse{PublicKey: w.VAPIDPublicKey}, nil
+}
+
+// CreatePushSubscription implements apiv1.BrokerServer.
+func (b *Broker) CreatePushSubscription(ctx context.Context, req *apiv1.CreatePushSubscriptionRequest) (*apiv1.CreatePushSubscriptionResponse, error) {
+	p := mustPrincipal(ctx)
+	if b.team.WebPush() == nil {
+		return nil, Errorf(CodeNotFound, "web push is not configured")
+	}
+	if err := webpush.ValidateEndpoint(req.GetEndpoint(), b.push.allowHTTP); err != nil {
+		return nil, invalid("endpoint", "%v", err)
+	}
+	if err := webpush.ValidateKeys(req.GetKeys().GetP256Dh(), req.GetKeys().GetAuth()); err != nil {
+		return nil, invalid("keys", "%v", err)
+	}
+	prev, err := b.store.ListPushSubscriptions(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	s, err := b.store.PutPushSubscription(ctx, store.PushSubscription{
+		ID: newID(), Member: p.Member, Endpoint: req.GetEndpoint(),
+		P256dh: req.GetKeys().GetP256Dh(), Auth: req.GetKeys().GetAuth(), CreatedAt: b.now(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range prev {
+		if o.Endpoint == s.Endpoint {
+			b.push.forget(o.Member) // moved, not added
+		}
+	}
+	b.push.added(p.Member)
+	return &apiv1.CreatePushSubscriptionResponse{Subscription: &apiv1.PushSubscription{Id: s.ID, Endpoint: s.Endpoint, CreatedAt: ms(s.CreatedAt)}}, nil
+}
+
+// DeletePushSubscription implements apiv1.BrokerServer.
+func (b *Broker) DeletePushSubscription(ctx context.Context, req *apiv1.DeletePushSubscriptionRequest) (*apiv1.DeletePushSubscriptionResponse, error) {
+	p := mustPrincipal(ctx)
+	err := b.store.DeletePushSubscription(ctx, p.Member, req.GetId())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "no push subscription %q", req.GetId())
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.push.forget(p.Member)
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.DeletePushSubscriptionResponse{}, nil
+}

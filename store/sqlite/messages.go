@@ -1,0 +1,140 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"svc/store"
+)
+
+const (
+	// defaultHistoryLimit is MessageFilter.Limit when unset.
+	defaultHistoryLimit = 50
+	messageColumns      = `seq, sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members`
+)
+
+// AppendMessages stores messages and their recipients in one transaction.
+func (db *DB) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
+	var out []store.Message
+	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = db.in(tx).AppendMessages(ctx, msgs)
+		return err
+	})
+	return out, err
+}
+
+// AppendMessages stores messages in order and returns copies with Seq set.
+// It runs several statements on q.w, which must be a transaction.
+func (q queries) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
+	out := make([]store.Message, len(msgs))
+	for i, m := range msgs {
+		atts, err := json.Marshal(nonNilStrings(m.Attachments))
+		if err != nil {
+			return nil, fmt.Errorf("append messages: %w", err)
+		}
+		row := q.w.QueryRowContext(ctx, `INSERT INTO messages (sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+			m.From, nullString(m.To), m.Thread, m.Title, m.Body, m.Level, nullJSON(m.Data), nullJSON(m.Meta),
+			string(atts), q.orNow(m.CreatedAt).UnixMilli(), m.All)
+		if err := row.Scan(&m.Seq); err != nil {
+			return nil, translate("append messages", err)
+		}
+		for _, r := range m.Recipients {
+			if _, err := q.w.ExecContext(ctx, `INSERT OR IGNORE INTO message_recipients (member, seq) VALUES (?, ?)`, r, m.Seq); err != nil {
+				return nil, translate("append messages", err)
+			}
+		}
+		m.CreatedAt = fromMS(q.orNow(m.CreatedAt).UnixMilli())
+		out[i] = m
+	}
+	return out, nil
+}
+
+// ListMessages returns a thread's messages newest first, in commit order.
+func (q queries) ListMessages(ctx context.Context, f store.MessageFilter) ([]store.Message, error) {
+	var (
+		sb   strings.Builder
+		args = []any{f.Thread}
+	)
+	sb.WriteString(`SELECT ` + messageColumns + ` FROM messages WHERE thread = ?`)
+	if !f.Before.IsZero() {
+		sb.WriteString(` AND created_at < ?`)
+		args = append(args, f.Before.UnixMilli())
+	}
+	if f.Viewer != "" {
+		sb.WriteString(` AND (sender = ? OR all_members = 1 OR EXISTS (SELECT 1 FROM message_recipients r WHERE r.member = ? AND r.seq = messages.seq))`)
+		args = append(args, f.Viewer, f.Viewer)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultHistoryLimit
+	}
+	sb.WriteString(` ORDER BY seq DESC LIMIT ?`)
+	args = append(args, limit)
+	return q.queryMessages(ctx, "list messages", sb.String(), args...)
+}
+
+// MessagesFor returns, oldest first, up to limit messages after seq that
+// were addressed to member: broadcasts it did not send, and every message
+// naming it as a recipient.
+func (q queries) MessagesFor(ctx context.Context, member string, after int64, limit int) ([]store.Message, error) {
+	if limit <= 0 {
+		limit = defaultHistoryLimit
+	}
+	return q.queryMessages(ctx, "messages for", `SELECT `+messageColumns+` FROM messages WHERE seq IN (
+	SELECT seq FROM messages WHERE seq > ?1 AND all_members = 1 AND sender <> ?2
+	UNION ALL
+	SELECT seq FROM message_recipients WHERE member = ?2 AND seq > ?1
+) ORDER BY seq LIMIT ?3`, after, member, limit)
+}
+
+func (q queries) queryMessages(ctx context.Context, op, query string, args ...any) ([]store.Message, error) {
+	rows, err := q.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, translate(op, err)
+	}
+	defer rows.Close()
+	out := []store.Message{}
+	for rows.Next() {
+		var (
+			m              store.Message
+			to, data, meta sql.NullString
+			atts           string
+			created        int64
+		)
+		if err := rows.Scan(&m.Seq, &m.From, &to, &m.Thread, &m.Title, &m.Body, &m.Level, &data, &meta, &atts, &created, &m.All); err != nil {
+			return nil, translate(op, err)
+		}
+		m.To = to.String
+		if data.Valid {
+			m.Data = []byte(data.String)
+		}
+		if meta.Valid {
+			m.Meta = []byte(meta.String)
+		}
+		if err := json.Unmarshal([]byte(atts), &m.Attachments); err != nil {
+			return nil, fmt.Errorf("%s: message %d attachments: %w", op, m.Seq, err)
+		}
+		m.CreatedAt = fromMS(created)
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, err)
+	}
+	return out, nil
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+func nullJSON(b []byte) sql.NullString { return sql.NullString{String: string(b), Valid: b != nil} }
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,60 @@
+package sqlite
+
+import (
+	"context"
+
+	"svc/store"
+)
+
+const pushSubColumns = `id, member, endpoint, p256dh, auth, created_at`
+
+// PutPushSubscription stores s, or moves the subscription of the same
+// endpoint to s.Member with s's keys, keeping its id and creation time.
+func (q queries) PutPushSubscription(ctx context.Context, s store.PushSubscription) (store.PushSubscription, error) {
+	row := q.w.QueryRowContext(ctx, `INSERT INTO push_subscriptions (`+pushSubColumns+`) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (endpoint) DO UPDATE SET member = excluded.member, p256dh = excluded.p256dh, auth = excluded.auth
+RETURNING `+pushSubColumns, s.ID, s.Member, s.Endpoint, s.P256dh, s.Auth, q.orNow(s.CreatedAt).UnixMilli())
+	out, err := scanPushSub(row)
+	return out, translate("put push subscription", err)
+}
+
+// ListPushSubscriptions returns the member's subscriptions, or everyone's
+// when member is empty, oldest first.
+func (q queries) ListPushSubscriptions(ctx context.Context, member string) ([]store.PushSubscription, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT `+pushSubColumns+` FROM push_subscriptions WHERE ?1 = '' OR member = ?1 ORDER BY created_at, id`, member)
+	if err != nil {
+		return nil, translate("list push subscriptions", err)
+	}
+	defer rows.Close()
+	out := []store.PushSubscription{}
+	for rows.Next() {
+		s, err := scanPushSub(rows)
+		if err != nil {
+			return nil, translate("list push subscriptions", err)
+		}
+		out = append(out, s)
+	}
+	return out, translate("list push subscriptions", rows.Err())
+}
+
+// DeletePushSubscription removes a subscription of member (of anyone when
+// member is empty).
+func (q queries) DeletePushSubscription(ctx context.Context, member, id string) error {
+	res, err := q.w.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE id = ?1 AND (?2 = '' OR member = ?2)`, id, member)
+	if err != nil {
+		return translate("delete push subscription", err)
+	}
+	return notFound("delete push subscription", res)
+}
+
+func scanPushSub(s scanner) (store.PushSubscription, error) {
+	var (
+		p       store.PushSubscription
+		created int64
+	)
+	if err := s.Scan(&p.ID, &p.Member, &p.Endpoint, &p.P256dh, &p.Auth, &created); err != nil {
+		return store.PushSubscription{}, err
+	}
+	p.CreatedAt = fromMS(created)
+	return p, nil
+}
