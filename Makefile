@@ -49,8 +49,15 @@ fuzz: ## Run every fuzz target briefly.
 	  done; \
 	done
 
-bench: ## Benchmarks.
+bench: ## Go benchmarks, then the load generator against a fresh bin/svc (cmd/svcload).
+	$(MAKE) build
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./cmd/svcload --svc bin/svc
+
+.PHONY: bench-quick
+bench-quick: ## A short load-generator smoke run against a fresh bin/svc.
+	$(MAKE) build
+	$(GO) run ./cmd/svcload --svc bin/svc --quick
 
 clean: ## Remove build output and local run state.
 	rm -rf bin $(RUNDIR)

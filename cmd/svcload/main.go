@@ -1,0 +1,138 @@
+// Command svcload drives an svc broker over loopback and prints delivery
+// latency, push throughput, broadcast reach, ordering/loss and memory per
+// subscriber beside their targets. It spawns the broker itself, so it knows
+// the pid whose memory it reads.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// plan holds the durations and counts of one run.
+type plan struct {
+	name       string
+	fanoutDur  time.Duration // each delivery-latency run
+	rate       int           // broadcasts per second in the latency runs
+	tputDur    time.Duration // each throughput run
+	reachCount int           // broadcasts in the reach run
+	reachGap   time.Duration // spacing of those broadcasts
+	settle     time.Duration // pause before reading VmRSS, so the heap settles
+	budget     time.Duration // hard bound on the whole run
+}
+
+var (
+	fullPlan  = plan{"full", 5 * time.Second, 100, 5 * time.Second, 50, 50 * time.Millisecond, 3 * time.Second, 10 * time.Minute}
+	quickPlan = plan{"quick", time.Second, 100, time.Second, 20, 50 * time.Millisecond, time.Second, 3 * time.Minute}
+)
+
+func main() {
+	svcPath := flag.String("svc", "bin/svc", "path to the svc binary to spawn")
+	quick := flag.Bool("quick", false, "short durations for a smoke run")
+	outPath := flag.String("out", "", "also write the summary table to this file")
+	flag.Parse()
+
+	p := fullPlan
+	if *quick {
+		p = quickPlan
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, p, *svcPath, *outPath)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "svcload:", err)
+		os.Exit(1)
+	}
+}
+
+// run spawns the broker, runs every scenario, stops the broker and prints the
+// summary. It fails only on a broken run: an error, or the broker dying.
+func run(ctx context.Context, p plan, svcPath, outPath string) error {
+	nofile, err := raiseNoFile()
+	if err != nil {
+		return fmt.Errorf("raise RLIMIT_NOFILE: %w", err)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, p.budget, errors.New("run budget exceeded"))
+	defer cancel()
+	b, err := startBroker(ctx, svcPath)
+	if err != nil {
+		return err
+	}
+	ctx, abort := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-b.done:
+			abort(errBrokerDied)
+		case <-ctx.Done():
+		}
+	}()
+
+	lg := newLoadgen(p, b)
+	runErr := lg.all(ctx)
+	if c := context.Cause(ctx); runErr != nil && c != nil && !errors.Is(c, context.Canceled) {
+		runErr = fmt.Errorf("%w (%w)", runErr, c)
+	}
+	lg.close()
+	stopErr := b.stop()
+
+	header := fmt.Sprintf("svcload %s run: broker pid %d at %s, %d CPUs, RLIMIT_NOFILE %d",
+		p.name, b.pid, b.addr, runtime.NumCPU(), nofile)
+	var sb strings.Builder
+	writeTable(&sb, header, lg.rows)
+	fmt.Print(sb.String())
+	if outPath != "" {
+		if err := os.WriteFile(outPath, []byte(sb.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := errors.Join(runErr, stopErr, lg.brokenErr()); err != nil {
+		if tail := b.stderrTail(); tail != "" {
+			fmt.Fprintf(os.Stderr, "last broker log lines:\n%s\n", tail)
+		}
+		return err
+	}
+	return nil
+}
+
+// raiseNoFile lifts the soft open-file limit to the hard one. The spawned
+// broker inherits it: it holds a socket per subscriber, as do we.
+func raiseNoFile() (uint64, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, err
+	}
+	rl.Cur = rl.Max
+	return rl.Cur, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+}
+
+// row is one line of the summary.
+type row struct {
+	name, result, target string
+	met                  *bool // nil: no target
+}
+
+func verdict(ok bool) *bool { return &ok }
+
+func writeTable(w io.Writer, header string, rows []row) {
+	fmt.Fprintf(w, "\n%s\n\n", header)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEASUREMENT\tRESULT\tTARGET\tMET")
+	for _, r := range rows {
+		met := ""
+		if r.met != nil {
+			met = map[bool]string{true: "yes", false: "NO"}[*r.met]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.name, r.result, r.target, met)
+	}
+	tw.Flush()
+}
