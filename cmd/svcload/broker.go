@@ -58,6 +58,8 @@ func startBroker(ctx context.Context, svcPath string) (*broker, error) {
 	b.cmd = exec.Command(svcPath, "serve", "--addr", "127.0.0.1:0",
 		"--config-path", filepath.Join(dir, "svc.json"), "--db-path", filepath.Join(dir, "svc.db"))
 	b.cmd.Env = brokerEnv()
+	// Its own process group: a terminal ^C reaches only us, and we stop it.
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	tokenCh, addrCh := make(chan string, 1), make(chan string, 1)
 	first := true
 	b.cmd.Stdout = &lineWriter{onLine: func(line string) {

@@ -79,7 +79,7 @@ func run(ctx context.Context, p plan, svcPath, outPath string) error {
 
 	lg := newLoadgen(p, b)
 	runErr := lg.all(ctx)
-	if c := context.Cause(ctx); runErr != nil && c != nil && !errors.Is(c, context.Canceled) {
+	if c := context.Cause(ctx); runErr != nil && c != nil && !errors.Is(runErr, c) && !errors.Is(c, context.Canceled) {
 		runErr = fmt.Errorf("%w (%w)", runErr, c)
 	}
 	lg.close()
@@ -96,9 +96,10 @@ func run(ctx context.Context, p plan, svcPath, outPath string) error {
 		}
 	}
 	if err := errors.Join(runErr, stopErr, lg.brokenErr()); err != nil {
-		if tail := b.stderrTail(); tail != "" {
-			fmt.Fprintf(os.Stderr, "last broker log lines:\n%s\n", tail)
+		if _, err := os.Stat(b.dir); err == nil {
+			fmt.Fprintf(os.Stderr, "broker state kept in %s\n", b.dir)
 		}
+		fmt.Fprintf(os.Stderr, "last broker log lines:\n%s\n", b.stderrTail())
 		return err
 	}
 	return nil
@@ -118,7 +119,8 @@ func raiseNoFile() (uint64, error) {
 // row is one line of the summary.
 type row struct {
 	name, result, target string
-	met                  *bool // nil: no target
+	met                  *bool  // nil: no target
+	cpu                  string // cores busy: broker / svcload / rest of the machine
 }
 
 func verdict(ok bool) *bool { return &ok }
@@ -126,13 +128,13 @@ func verdict(ok bool) *bool { return &ok }
 func writeTable(w io.Writer, header string, rows []row) {
 	fmt.Fprintf(w, "\n%s\n\n", header)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEASUREMENT\tRESULT\tTARGET\tMET")
+	fmt.Fprintln(tw, "MEASUREMENT\tRESULT\tTARGET\tMET\tCORES BROKER/SVCLOAD/OTHER")
 	for _, r := range rows {
 		met := ""
 		if r.met != nil {
 			met = map[bool]string{true: "yes", false: "NO"}[*r.met]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.name, r.result, r.target, met)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.name, r.result, r.target, met, r.cpu)
 	}
 	tw.Flush()
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,6 +266,7 @@ func (lg *loadgen) fanout(ctx context.Context, n, count int, gap time.Duration, 
 		failures atomic.Int64
 		firstErr atomic.Pointer[error]
 	)
+	cpu := lg.startCPU()
 	start := time.Now()
 	for i := range count {
 		if err := sleep(ctx, time.Until(start.Add(time.Duration(i)*gap))); err != nil {
@@ -282,6 +284,7 @@ func (lg *loadgen) fanout(ctx context.Context, n, count int, gap time.Duration, 
 	wg.Wait()
 	ok := count - int(failures.Load())
 	lg.drain(ctx, subs, int64(n*ok))
+	cpuUse := cpu()
 	detach(cancel, subs)
 	if err := context.Cause(ctx); err != nil {
 		return err
@@ -323,7 +326,7 @@ func (lg *loadgen) fanout(ctx context.Context, n, count int, gap time.Duration, 
 	case n == manySubs:
 		target = targetP99
 	}
-	r := row{name: name, result: pctls(figures)} // sorts figures
+	r := row{name: name, result: pctls(figures), cpu: cpuUse} // sorts figures
 	if target > 0 {
 		r.target, r.met = "p99 ≤ "+ms(target), verdict(len(figures) > 0 && percentile(figures, 99) <= target)
 	}
@@ -406,6 +409,7 @@ func (lg *loadgen) throughput(ctx context.Context, transport string, pubs int) e
 	lats := make([][]time.Duration, pubs)
 	errs := make([]error, pubs)
 	var wg sync.WaitGroup
+	cpu := lg.startCPU()
 	start := time.Now()
 	deadline := start.Add(lg.tputDur)
 	for i, push := range pushers {
@@ -424,13 +428,13 @@ func (lg *loadgen) throughput(ctx context.Context, transport string, pubs int) e
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpuUse := time.Since(start), cpu()
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
 	all := slices.Concat(lats...)
 	rate := float64(len(all)) / elapsed.Seconds()
-	r := row{name: name, result: fmt.Sprintf("%.0f pushes/s, ack %s", rate, pctls(all))}
+	r := row{name: name, result: fmt.Sprintf("%.0f pushes/s, ack %s", rate, pctls(all)), cpu: cpuUse}
 	if pubs == 16 {
 		target := map[string]float64{"REST": targetRESTps, "gRPC": targetGRPCps}[transport]
 		r.target, r.met = fmt.Sprintf("≥ %.0f/s", target), verdict(rate >= target)
@@ -440,6 +444,58 @@ func (lg *loadgen) throughput(ctx context.Context, transport string, pubs int) e
 		lg.broken = append(lg.broken, fmt.Errorf("%s: %w", name, err))
 	}
 	return nil
+}
+
+// startCPU starts measuring CPU use; the returned func formats the cores
+// busy on average since the start in the broker, in svcload and in the rest
+// of the machine, so a reader can tell whether the broker was the limit.
+func (lg *loadgen) startCPU() func() string {
+	b0, s0, m0, t0 := cpuTime(lg.b.pid), cpuTime(os.Getpid()), machineCPU(), time.Now()
+	return func() string {
+		wall := time.Since(t0).Seconds()
+		b, s := (cpuTime(lg.b.pid) - b0).Seconds(), (cpuTime(os.Getpid()) - s0).Seconds()
+		other := max((machineCPU()-m0).Seconds()-b-s, 0)
+		return fmt.Sprintf("%.2f / %.2f / %.2f", b/wall, s/wall, other/wall)
+	}
+}
+
+// USER_HZ, the unit of /proc CPU times: 100 on Linux.
+const tick = time.Second / 100
+
+// cpuTime is a process's user+system time from /proc/<pid>/stat (all its
+// threads), or 0 when unreadable.
+func cpuTime(pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// utime and stime are fields 14 and 15; the text after the ")" that ends
+	// comm starts at field 3.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * tick
+}
+
+// machineCPU is the busy time of all CPUs from /proc/stat: everything but
+// idle and iowait (guest time is already inside user).
+func machineCPU() time.Duration {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
+	var busy int64
+	for i, v := range strings.Fields(string(line))[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i != 3 && i != 4 && i < 8 { // user nice system [idle iowait] irq softirq steal
+			busy += n
+		}
+	}
+	return time.Duration(busy) * tick
 }
 
 // percentile returns the nearest-rank p-th percentile (0 < p ≤ 100) of
