@@ -111,12 +111,15 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request) error 
 		if ev == nil {
 			bw.WriteString(": ping\n\n")
 		}
-		for n := 0; ev != nil && n < maxCoalesce; n++ {
+		for n := 0; ev != nil; n++ {
 			bw.WriteString("id: ")
 			bw.WriteString(ev.Message.GetId())
 			bw.WriteString("\nevent: message\ndata: ")
 			bw.Write(ev.JSON())
 			bw.WriteString("\n\n")
+			if n+1 == maxCoalesce {
+				break // flush now; the rest follow
+			}
 			ev = f.Buffered()
 		}
 		if err := flush(); err != nil {
