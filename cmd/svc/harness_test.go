@@ -495,6 +495,7 @@ var wireGRPC = map[string]codes.Code{
 	"forbidden":            codes.PermissionDenied,
 	"not_found":            codes.NotFound,
 	"conflict":             codes.AlreadyExists,
+	"gone":                 codes.FailedPrecondition,
 	"rate_limited":         codes.ResourceExhausted,
 	"payload_too_large":    codes.ResourceExhausted,
 	"unavailable":          codes.Unavailable,
@@ -629,6 +630,39 @@ var rpcs = map[string]rpcSpec{
 	"CreateSession": {http.MethodPost, "/session/totp", http.StatusOK, "session", unary(apiv1.BrokerClient.CreateSession)},
 	"GetSession":    {http.MethodGet, "/session", http.StatusOK, "session", unary(apiv1.BrokerClient.GetSession)},
 	"Logout":        {http.MethodPost, "/session/logout", http.StatusNoContent, "", unary(apiv1.BrokerClient.Logout)},
+
+	"Push":                   {http.MethodPost, "/push", http.StatusOK, "", unary(apiv1.BrokerClient.Push)},
+	"History":                {http.MethodGet, "/history", http.StatusOK, "", unary(apiv1.BrokerClient.History)},
+	"ListChannels":           {http.MethodGet, "/channels", http.StatusOK, "", unary(apiv1.BrokerClient.ListChannels)},
+	"CreateChannel":          {http.MethodPost, "/channels", http.StatusOK, "channel", unary(apiv1.BrokerClient.CreateChannel)},
+	"GetChannel":             {http.MethodGet, "/channels/{channel}", http.StatusOK, "", unary(apiv1.BrokerClient.GetChannel)},
+	"RenameChannel":          {http.MethodPatch, "/channels/{channel}", http.StatusOK, "channel", unary(apiv1.BrokerClient.RenameChannel)},
+	"ArchiveChannel":         {http.MethodDelete, "/channels/{channel}", http.StatusNoContent, "", unary(apiv1.BrokerClient.ArchiveChannel)},
+	"AddChannelMember":       {http.MethodPost, "/channels/{channel}/members", http.StatusNoContent, "", unary(apiv1.BrokerClient.AddChannelMember)},
+	"RemoveChannelMember":    {http.MethodDelete, "/channels/{channel}/members/{name}", http.StatusNoContent, "", unary(apiv1.BrokerClient.RemoveChannelMember)},
+	"SetActivity":            {http.MethodPost, "/presence/activity", http.StatusNoContent, "", unary(apiv1.BrokerClient.SetActivity)},
+	"GetVapidPublicKey":      {http.MethodGet, "/push/vapid-public-key", http.StatusOK, "", unary(apiv1.BrokerClient.GetVapidPublicKey)},
+	"CreatePushSubscription": {http.MethodPost, "/push/subscriptions", http.StatusOK, "subscription", unary(apiv1.BrokerClient.CreatePushSubscription)},
+	"DeletePushSubscription": {http.MethodDelete, "/push/subscriptions/{id}", http.StatusNoContent, "", unary(apiv1.BrokerClient.DeletePushSubscription)},
+}
+
+// queryOps are the GET ops whose remaining request fields travel as the
+// query string over REST (grpc-gateway maps unbound fields to the query).
+var queryOps = map[string]bool{"History": true}
+
+// queryValue renders one JSON request value as grpc-gateway parses it.
+func queryValue(t testing.TB, v any) string {
+	t.Helper()
+	switch x := v.(type) {
+	case string:
+		return x
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	t.Fatalf("no query rendering for %#v", v)
+	return ""
 }
 
 var pathParamRE = regexp.MustCompile(`\{([a-z]+)\}`)
@@ -653,9 +687,18 @@ func (d restDriver) call(t testing.TB, c cred, op string, req obj) result {
 		return url.PathEscape(v)
 	})
 	var body any
-	if spec.method == http.MethodPost || spec.method == http.MethodPatch {
+	switch {
+	case spec.method == http.MethodPost || spec.method == http.MethodPatch:
 		body = fields
-	} else {
+	case queryOps[op]:
+		q := url.Values{}
+		for k, v := range fields {
+			q.Set(k, queryValue(t, v))
+		}
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+	default:
 		require.Empty(t, fields, "%s takes no body", op)
 	}
 	var opts []reqOpt
