@@ -245,10 +245,12 @@ func TestChannelLifecycle(t *testing.T) {
 			mustFail(t, d, as("alice"), "Push", obj{"body": "too late", "data": obj{"thread": "chan:" + id}}, "gone")
 			mustFail(t, d, as("alice"), "AddChannelMember", obj{"channel": id, "member": "carol"}, "gone")
 			mustFail(t, d, as("alice"), "RenameChannel", obj{"channel": id, "slug": "ops4"}, "gone")
+			mustFail(t, d, as("alice"), "RemoveChannelMember", obj{"channel": id, "name": "bob"}, "gone")
 			h := listOf(t, mustCall(t, d, as("bob"), "History", obj{"channel": id}), "messages")
 			require.Equal(t, before, h[0], "history stays readable")
 			mustFail(t, d, as("carol"), "History", obj{"channel": id}, "forbidden")
 			mustFail(t, d, as("dave"), "CreateChannel", obj{"slug": "ops3"}, "conflict")
+			require.Equal(t, got, mustCall(t, d, as("dave"), "GetChannel", obj{"channel": "ops3"})["channel"], "an archived channel stays addressable by slug")
 		})
 	})
 }

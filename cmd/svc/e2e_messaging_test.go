@@ -222,6 +222,24 @@ func TestPushRouting(t *testing.T) {
 			}
 		})
 
+		t.Run("bounds", func(t *testing.T) {
+			at := make([]string, 64)
+			for i := range at {
+				at[i] = fmt.Sprintf("/alice/f%d", i)
+			}
+			long := "/alice/" + strings.Repeat("a", 1017) // 1024 bytes
+			for _, req := range []obj{
+				{"body": strings.Repeat("b", 64*1024)},
+				{"body": "x", "title": strings.Repeat("t", 1024)},
+				{"body": "x", "attachments": at},
+				{"body": "x", "attachments": []string{long}},
+			} {
+				req["to"] = "dave"
+				_, msg := mustPush(t, d, as("alice"), req)
+				require.Equal(t, req["body"], msg["body"])
+			}
+		})
+
 		t.Run("attachments in own home", func(t *testing.T) {
 			_, msg := mustPush(t, d, as("alice"), obj{"to": "dave", "body": "see file", "attachments": []string{"/alice/notes.txt"}})
 			require.Equal(t, []any{"/alice/notes.txt"}, msg["attachments"])
@@ -256,6 +274,12 @@ func TestPushRouting(t *testing.T) {
 				{name: "65 attachments", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": many}, code: "bad_request"},
 				{name: "relative attachment", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"alice/x.txt"}}, code: "bad_request"},
 				{name: "unclean attachment", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/../bob/x.txt"}}, code: "bad_request"},
+				{name: "attachment with a double slash", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice//x.txt"}}, code: "bad_request"},
+				{name: "attachment with a dot segment", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/./x.txt"}}, code: "bad_request"},
+				{name: "attachment with NUL", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/x\x00.txt"}}, code: "bad_request"},
+				{name: "attachment over 1024 bytes", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/" + strings.Repeat("a", 1018)}}, code: "bad_request"},
+				{name: "data over 64 KiB", from: "alice", req: obj{"to": "bob", "body": "x", "data": obj{"blob": strings.Repeat("d", 64*1024)}}, code: "bad_request"},
+				{name: "general thread on a dm", from: "alice", req: obj{"to": "bob", "body": "x", "data": obj{"thread": "chan:general"}}, code: "bad_request"},
 				{name: "attachment in another home", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/bob/x.txt"}}, code: "forbidden"},
 				{name: "channel post by a non-member", from: "carol", req: obj{"body": "x", "data": obj{"thread": opsThread}}, code: "forbidden"},
 				{name: "channel post by a non-member manager", from: "admin", req: obj{"body": "x", "data": obj{"thread": opsThread}}, code: "forbidden"},
@@ -282,6 +306,10 @@ func TestPushRouting(t *testing.T) {
 				require.Equal(t, "alice", msg["from"])
 				expectReceived(t, msg, "bob")
 			})
+			t.Run("body over 1 MiB", func(t *testing.T) {
+				r := p.do(t, http.MethodPost, "/push", obj{"to": "dave", "body": strings.Repeat("b", 1<<20)}, withBearer(toks["alice"]))
+				requireRESTError(t, r, "payload_too_large")
+			})
 			t.Run("no request body", func(t *testing.T) {
 				requireRESTError(t, p.do(t, http.MethodPost, "/push", nil, withBearer(toks["alice"])), "bad_request")
 				requireRESTError(t, p.do(t, http.MethodPost, "/push", []byte("{"), withBearer(toks["alice"])), "bad_request")
@@ -301,6 +329,7 @@ func TestSubscribe(t *testing.T) {
 	t.Run("sse framing", func(t *testing.T) {
 		s := p.openSSE(t, "/subscribe?name=bob", sseOpts{}, withBearer(bob))
 		require.Equal(t, "no-cache", s.resp.Header.Get("Cache-Control"))
+		require.Equal(t, "1", s.resp.Header.Get("X-SVC-Protocol"), "every response carries the protocol header")
 		s.requireReady(t, "bob")
 		var pushed []obj
 		for i, req := range []obj{
@@ -335,6 +364,7 @@ func TestSubscribe(t *testing.T) {
 			{name: "no credential", path: "/subscribe?name=bob", code: "unauthenticated"},
 			{name: "unknown token", path: "/subscribe?name=bob", opts: []reqOpt{withBearer(randomToken(t))}, code: "unauthenticated"},
 			{name: "unknown session", path: "/subscribe?name=bob", opts: []reqOpt{withSession(randomSecret(t))}, code: "unauthenticated"},
+			{name: "other protocol", path: "/subscribe?name=bob", opts: []reqOpt{withBearer(bob), withHeader("X-SVC-Protocol", "2")}, code: "unsupported_protocol"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
@@ -486,6 +516,44 @@ func TestSubscribeResume(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("replay delivers what was addressed then", func(t *testing.T) {
+		t.Parallel()
+		admin := bearer(adminTok)
+		alice := bearer(createMember(t, d, admin, "rp-alice"))
+		bobTok := createMember(t, d, admin, "rp-bob")
+		carolTok := createMember(t, d, admin, "rp-carol")
+		ch := mustCall(t, d, alice, "CreateChannel", obj{"slug": "rp"})
+		thread := obj{"thread": "chan:" + ch["id"].(string)}
+		mustCall(t, d, bearer(bobTok), "AddChannelMember", obj{"channel": ch["id"], "member": "rp-bob"})
+		bob := p.subscribeSSE(t, bobTok, "rp-bob", "")
+		carol := p.subscribeSSE(t, carolTok, "rp-carol", "")
+
+		_, m1 := mustPush(t, d, alice, obj{"body": "p1", "data": thread})
+		require.Equal(t, m1, bob.nextMessage(t))
+		bob.close()
+		_, m2 := mustPush(t, d, alice, obj{"body": "p2 while bob is away", "data": thread})
+		mustCall(t, d, bearer(bobTok), "RemoveChannelMember", obj{"channel": ch["id"], "name": "rp-bob"})
+		mustPush(t, d, alice, obj{"body": "p3 after bob left", "data": thread})
+		// A live stream follows membership at once.
+		mustCall(t, d, bearer(carolTok), "AddChannelMember", obj{"channel": ch["id"], "member": "rp-carol"})
+		_, m4 := mustPush(t, d, alice, obj{"body": "p4 after carol joined", "data": thread})
+		require.Equal(t, m4, carol.nextMessage(t), "carol gets posts from her join on, none before")
+		// (No broadcasts here: they would reach the parallel subtests.)
+		_, m5 := mustPush(t, d, alice, obj{"to": "rp-bob", "body": "dm to bob"})
+		_, m6 := mustPush(t, d, alice, obj{"to": "rp-carol", "body": "dm to carol"})
+		require.Equal(t, m6, carol.nextMessage(t))
+
+		bob2 := p.subscribeSSE(t, bobTok, "rp-bob", "", withHeader("Last-Event-ID", m1["id"].(string)))
+		require.Equal(t, m2, bob2.nextMessage(t), "addressed to bob when committed")
+		require.Equal(t, m5, bob2.nextMessage(t), "p3 and p4 were not addressed to bob")
+		carol0 := p.subscribeSSE(t, carolTok, "rp-carol", "&lastEventId=0")
+		require.Equal(t, m4, carol0.nextMessage(t), "p1 and p2 were not addressed to carol")
+		require.Equal(t, m6, carol0.nextMessage(t))
+		alice0 := p.subscribeGRPC(t, tokenOf(alice), "rp-alice", "0")
+		_, m7 := mustPush(t, d, bearer(bobTok), obj{"to": "rp-alice", "body": "dm"})
+		require.Equal(t, m7, alice0.nextMessage(t), "a sender's own posts are never replayed to it")
+	})
 
 	t.Run("edge last ids", func(t *testing.T) {
 		t.Parallel()
@@ -770,6 +838,11 @@ func TestHistory(t *testing.T) {
 		})
 
 		if transportOf(d) == "rest" {
+			t.Run("malformed query", func(t *testing.T) {
+				for _, q := range []string{"limit=abc", "limit=1.5", "before=abc"} {
+					requireRESTError(t, p.do(t, http.MethodGet, "/history?"+q, nil, withBearer(toks["alice"])), "bad_request")
+				}
+			})
 			// Bodies may be 64 KiB and a page 500 messages: a page of
 			// several MB is an ordinary answer (over gRPC the client sets
 			// its own receive limit).

@@ -38,7 +38,7 @@ func TestPresenceConnections(t *testing.T) {
 	admin := bearer(p.adminToken(t))
 	d := restDriver{p}
 	bob := createMember(t, d, admin, "bob")
-	createMember(t, d, admin, "carol")
+	carol := createMember(t, d, admin, "carol")
 
 	roster := mustCall(t, d, admin, "GetRoster", nil)
 	var names []string
@@ -82,6 +82,14 @@ func TestPresenceConnections(t *testing.T) {
 	g.close()
 	pr = connected(t, 0)
 	require.Equal(t, created, pr["createdAt"], "createdAt is the first sighting")
+
+	// A push moves lastSeen of a member already seen; it does not make an
+	// unseen member seen (only a stream or an activity post does).
+	seen := pr["lastSeen"].(float64)
+	time.Sleep(5 * time.Millisecond) // lastSeen has millisecond resolution
+	mustPush(t, d, bearer(bob), obj{"to": "carol", "body": "hi"})
+	require.Greater(t, presenceOf(t, p, admin, "bob")["lastSeen"], seen, "a push refreshes lastSeen")
+	mustPush(t, d, bearer(carol), obj{"to": "bob", "body": "hi"})
 	require.Nil(t, presenceOf(t, p, admin, "carol"))
 }
 
