@@ -15,7 +15,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	apiv1 "svc/gen/svc/v1"
 )
@@ -859,4 +863,72 @@ func TestHistory(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestSlowGRPCSubscriber stalls a gRPC Subscribe stream (a fixed 64 KiB
+// HTTP/2 window, so the broker's sends back up at once) while one member's
+// DMs pile up: the broker ends the stream with UNAVAILABLE and a resume by
+// last_id gets the rest, in order, once.
+func TestSlowGRPCSubscriber(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	adminTok := p.adminToken(t)
+	d := restDriver{p}
+	slowTok := createMember(t, d, bearer(adminTok), "slow")
+
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64*1024), grpc.WithInitialConnWindowSize(64*1024))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	slow, ready, err := grpcSubscribeOn(t, apiv1.NewBrokerClient(conn), bearer(slowTok), &apiv1.SubscribeRequest{Name: "slow"})
+	require.NoError(t, err)
+	require.Equal(t, "slow", ready.GetReady().GetMember())
+
+	pad := strings.Repeat("y", 1024)
+	var acked []string
+	for round := 0; presenceOf(t, p, bearer(adminTok), "slow")["connected"] != 0.0; round++ {
+		require.Less(t, len(acked), 3000, "the broker never cut the stalled gRPC stream")
+		for n := range 50 {
+			_, m := mustPush(t, d, bearer(adminTok), obj{"to": "slow", "body": fmt.Sprintf("r%03d-%02d %s", round, n, pad)})
+			acked = append(acked, m["id"].(string))
+		}
+	}
+	t.Logf("stalled gRPC stream cut after %d DMs", len(acked))
+
+	var got []string
+	var end error
+	deadline := time.After(callTimeout)
+	for end == nil {
+		select {
+		case r, ok := <-slow.events:
+			if !ok {
+				slow.mu.Lock()
+				end = slow.err
+				slow.mu.Unlock()
+				break
+			}
+			got = append(got, r.GetMessage().GetId())
+		case <-deadline:
+			t.Fatalf("the cut gRPC stream did not end (%d messages read)", len(got))
+		}
+	}
+	requireGRPCStatus(t, end, codes.Unavailable)
+	require.Less(t, len(got), len(acked))
+	require.Equal(t, acked[:len(got)], got, "the cut stream delivered a gapless prefix")
+
+	last := "0"
+	if len(got) > 0 {
+		last = got[len(got)-1]
+	}
+	resumed := p.subscribeGRPC(t, slowTok, "slow", last)
+	for i := len(got); i < len(acked); i++ {
+		require.Equal(t, acked[i], resumed.nextMessage(t)["id"], "resume replays the rest in order, once")
+	}
+}
+
+// requireGRPCStatus asserts err is a gRPC status with code.
+func requireGRPCStatus(t testing.TB, err error, code codes.Code) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, code, status.Code(err), "status: %v", err)
 }
