@@ -99,6 +99,11 @@ func newMessenger(st store.MessageStore, h *hub.Hub, now func() time.Time, log *
 func (m *messenger) send(ctx context.Context, msg store.Message, pm *apiv1.Message) (*apiv1.Message, int, error) {
 	o := &outgoing{msg: msg, proto: pm, done: make(chan committed, 1)}
 	select {
+	case <-m.stop:
+		return nil, 0, errShuttingDown
+	default:
+	}
+	select {
 	case m.queue <- o:
 	case <-m.stop:
 		return nil, 0, errShuttingDown
@@ -108,6 +113,15 @@ func (m *messenger) send(ctx context.Context, msg store.Message, pm *apiv1.Messa
 	select {
 	case r := <-o.done:
 		return r.msg, r.live, r.err
+	case <-m.stop:
+		// The committer answers everything it took before it stops, so an
+		// answer, if any, is already here.
+		select {
+		case r := <-o.done:
+			return r.msg, r.live, r.err
+		default:
+			return nil, 0, errShuttingDown
+		}
 	case <-ctx.Done():
 		return nil, 0, ctx.Err()
 	}

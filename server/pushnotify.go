@@ -172,9 +172,9 @@ func pushPayload(m store.Message) []byte {
 		if len(b) <= webpush.MaxPayload || (p.Body == "" && p.Title == "") {
 			return b
 		}
-		// Cut the body first, then the title, on rune boundaries.
+		// Cut the longer of body and title, on rune boundaries.
 		over := len(b) - webpush.MaxPayload
-		if p.Body != "" {
+		if len(p.Body) >= len(p.Title) {
 			p.Body = truncateUTF8(p.Body, len(p.Body)-over-8)
 		} else {
 			p.Title = truncateUTF8(p.Title, len(p.Title)-over-8)

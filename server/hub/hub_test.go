@@ -1,0 +1,170 @@
+package hub
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	apiv1 "svc/gen/svc/v1"
+)
+
+func ev(seq int64) *Event {
+	return NewEvent(seq, &apiv1.Message{Id: strconv.FormatInt(seq, 10), Body: "b"})
+}
+
+func drain(s *Subscription) []int64 {
+	var out []int64
+	for {
+		select {
+		case e, ok := <-s.C():
+			if !ok {
+				return out
+			}
+			out = append(out, e.Seq)
+		default:
+			return out
+		}
+	}
+}
+
+func TestPublishRouting(t *testing.T) {
+	tests := []struct {
+		name       string
+		all        bool
+		sender     string
+		recipients []string
+		wantLive   int
+		want       map[string]bool // member -> receives
+	}{
+		{name: "dm reaches only the recipient", sender: "alice", recipients: []string{"bob"}, wantLive: 1,
+			want: map[string]bool{"alice": false, "bob": true, "carol": false}},
+		{name: "broadcast skips the sender", all: true, sender: "alice", wantLive: 2,
+			want: map[string]bool{"alice": false, "bob": true, "carol": true}},
+		{name: "recipient without a stream is not live", sender: "alice", recipients: []string{"dave", "bob"}, wantLive: 1,
+			want: map[string]bool{"alice": false, "bob": true, "carol": false}},
+		{name: "dm to self", sender: "alice", recipients: []string{"alice"}, wantLive: 1,
+			want: map[string]bool{"alice": true, "bob": false, "carol": false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := New()
+			subs := map[string]*Subscription{}
+			for _, m := range []string{"alice", "bob", "carol"} {
+				s, err := h.Subscribe(m)
+				require.NoError(t, err)
+				subs[m] = s
+			}
+			require.Equal(t, tc.wantLive, h.Publish(ev(1), tc.all, tc.sender, tc.recipients))
+			for m, want := range tc.want {
+				got := drain(subs[m])
+				if want {
+					require.Equal(t, []int64{1}, got, m)
+				} else {
+					require.Empty(t, got, m)
+				}
+			}
+		})
+	}
+}
+
+func TestSlowSubscriberIsCutOffWithoutGaps(t *testing.T) {
+	h := New(WithBuffer(4))
+	slow, err := h.Subscribe("bob")
+	require.NoError(t, err)
+	fast, err := h.Subscribe("bob")
+	require.NoError(t, err)
+	var fastGot []int64
+	for seq := int64(1); seq <= 10; seq++ {
+		h.Publish(ev(seq), false, "alice", []string{"bob"})
+		fastGot = append(fastGot, drain(fast)...)
+		if seq == 6 {
+			// The slow reader takes two after the cut: nothing new may
+			// have been queued behind the gap.
+			<-slow.C()
+			<-slow.C()
+		}
+	}
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, fastGot, "a healthy subscriber misses nothing")
+	require.True(t, slow.FellBehind())
+	require.Equal(t, []int64{3, 4}, drain(slow), "the slow one ends contiguously, then its channel is closed")
+	_, open := <-slow.C()
+	require.False(t, open)
+	require.Equal(t, 1, h.Connected("bob"))
+	require.False(t, fast.FellBehind())
+}
+
+func TestCloseEndsEverySubscriptionAndRefusesNew(t *testing.T) {
+	var mu sync.Mutex
+	changes := map[string]int{}
+	h := New(WithOnChange(func(m string) { mu.Lock(); changes[m]++; mu.Unlock() }))
+	a, err := h.Subscribe("alice")
+	require.NoError(t, err)
+	b, err := h.Subscribe("bob")
+	require.NoError(t, err)
+	h.Close()
+	for _, s := range []*Subscription{a, b} {
+		_, open := <-s.C()
+		require.False(t, open)
+		require.False(t, s.FellBehind())
+	}
+	_, err = h.Subscribe("alice")
+	require.ErrorIs(t, err, ErrClosed)
+	a.Close() // again: no panic
+	require.Equal(t, map[string]int{"alice": 2, "bob": 2}, changes)
+	require.Zero(t, h.Connected("alice"))
+}
+
+func TestConcurrentPublishSubscribeClose(t *testing.T) {
+	h := New(WithBuffer(8))
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				s, err := h.Subscribe("m" + strconv.Itoa(i%3))
+				require.NoError(t, err)
+				drain(s)
+				s.Close()
+			}
+		}()
+	}
+	for seq := int64(1); seq <= 2000; seq++ {
+		h.Publish(ev(seq), seq%2 == 0, "x", []string{"m0", "m1"})
+	}
+	wg.Wait()
+}
+
+func TestEventJSONIsRenderedOnce(t *testing.T) {
+	e := ev(7)
+	first := e.JSON()
+	require.JSONEq(t, `{"id":"7","from":"","title":"","body":"b","level":"","attachments":[],"createdAt":0}`, string(first))
+	require.Same(t, &first[0], &e.JSON()[0])
+}
+
+func BenchmarkPublish(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run("subscribers="+strconv.Itoa(n), func(b *testing.B) {
+			h := New(WithBuffer(1 << 16))
+			var subs []*Subscription
+			for i := range n {
+				s, _ := h.Subscribe("m" + strconv.Itoa(i))
+				subs = append(subs, s)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				h.Publish(ev(int64(i)), true, "sender", nil)
+				if i%1024 == 1023 {
+					b.StopTimer()
+					for _, s := range subs {
+						drain(s)
+					}
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}

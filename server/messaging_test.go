@@ -1,0 +1,402 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/hub"
+	"svc/server/webpush"
+	"svc/store"
+	"svc/store/sqlite"
+)
+
+// gatedStore holds the first AppendMessages until release is closed and
+// counts the calls, so a test can see how pushes were grouped.
+type gatedStore struct {
+	store.Store
+	release chan struct{}
+	calls   atomic.Int32
+	sizes   sync.Map // call number -> batch size
+}
+
+func (g *gatedStore) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
+	n := g.calls.Add(1)
+	g.sizes.Store(n, len(msgs))
+	if n == 1 {
+		<-g.release
+	}
+	return g.Store.AppendMessages(ctx, msgs)
+}
+
+func mustMessenger(t *testing.T, st store.MessageStore, h *hub.Hub) *messenger {
+	t.Helper()
+	m := newMessenger(st, h, time.Now, discardLogger())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return m
+}
+
+func mustMemStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func dm(from, to, body string) (store.Message, *apiv1.Message) {
+	m := store.Message{From: from, To: to, Thread: dmThread(from, to), Body: body, Level: "info", Recipients: []string{to}}
+	return m, &apiv1.Message{From: from, To: &m.To, Body: body, Level: "info"}
+}
+
+func TestGroupCommitSharesTransactionsAndPublishesInOrder(t *testing.T) {
+	const pushes = 64
+	gs := &gatedStore{Store: mustMemStore(t), release: make(chan struct{})}
+	h := hub.New(hub.WithBuffer(pushes))
+	sub, err := h.Subscribe("bob")
+	require.NoError(t, err)
+	m := mustMessenger(t, gs, h)
+
+	ids := make(chan string, pushes)
+	var wg sync.WaitGroup
+	for i := range pushes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg, pm := dm("alice", "bob", "m"+string(rune('A'+i%26)))
+			out, live, err := m.send(context.Background(), msg, pm)
+			require.NoError(t, err)
+			require.Equal(t, 1, live)
+			ids <- out.GetId()
+		}()
+	}
+	// The first push holds the committer; the rest queue behind it.
+	require.Eventually(t, func() bool { return gs.calls.Load() == 1 && len(m.queue) == pushes-1 }, 5*time.Second, time.Millisecond)
+	close(gs.release)
+	wg.Wait()
+	close(ids)
+
+	require.Equal(t, int32(2), gs.calls.Load(), "63 waiting pushes share one transaction")
+	size, _ := gs.sizes.Load(int32(2))
+	require.Equal(t, pushes-1, size)
+	seen := map[string]bool{}
+	for id := range ids {
+		require.Len(t, id, 16)
+		seen[id] = true
+	}
+	require.Len(t, seen, pushes, "ids are unique")
+	var last int64
+	for range pushes {
+		e := <-sub.C()
+		require.Greater(t, e.Seq, last, "the hub sees commit order")
+		require.Equal(t, formatMessageID(e.Seq), e.Message.GetId())
+		last = e.Seq
+	}
+}
+
+func TestFeedReplaysThenGoesLiveWithoutGapsOrRepeats(t *testing.T) {
+	st := mustMemStore(t)
+	b := &Broker{store: st, hub: hub.New()}
+	m := mustMessenger(t, st, b.hub)
+	send := func(body string) int64 {
+		msg, pm := dm("alice", "bob", body)
+		out, _, err := m.send(context.Background(), msg, pm)
+		require.NoError(t, err)
+		n, err := ParseMessageID(out.GetId())
+		require.NoError(t, err)
+		return n
+	}
+	var all []int64
+	for i := range replayPage + 20 { // more than one replay page
+		all = append(all, send("before "+string(rune('a'+i%26))))
+	}
+	// Another member's DM never shows up in bob's feed.
+	other, pm := dm("alice", "carol", "not for bob")
+	_, _, err := m.send(context.Background(), other, pm)
+	require.NoError(t, err)
+
+	resumeAfter := all[9]
+	f, err := b.Attach(context.Background(), "bob", resumeAfter, true)
+	require.NoError(t, err)
+	defer f.Close()
+	// Committed after the subscription but before the replay reaches them:
+	// they are both in the store and in the live buffer.
+	for range 5 {
+		all = append(all, send("during"))
+	}
+	var got []int64
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for len(got) < len(all)-10 {
+		e, err := f.Next(ctx, nil)
+		require.NoError(t, err)
+		got = append(got, e.Seq)
+		if len(got) == 100 {
+			all = append(all, send("live")) // arrives while replaying
+		}
+	}
+	require.Equal(t, all[10:], got)
+	require.Nil(t, f.Buffered(), "nothing repeated after the last message")
+}
+
+func TestFeedWithoutResumeIsLiveOnly(t *testing.T) {
+	st := mustMemStore(t)
+	b := &Broker{store: st, hub: hub.New()}
+	m := mustMessenger(t, st, b.hub)
+	msg, pm := dm("alice", "bob", "old")
+	_, _, err := m.send(context.Background(), msg, pm)
+	require.NoError(t, err)
+	f, err := b.Attach(context.Background(), "bob", 0, false)
+	require.NoError(t, err)
+	defer f.Close()
+	msg, pm = dm("alice", "bob", "new")
+	_, _, err = m.send(context.Background(), msg, pm)
+	require.NoError(t, err)
+	e, err := f.Next(context.Background(), nil)
+	require.NoError(t, err)
+	require.Equal(t, "new", e.Message.GetBody())
+}
+
+func TestFeedReportsFallingBehindAndShutdown(t *testing.T) {
+	st := mustMemStore(t)
+	b := &Broker{store: st, hub: hub.New(hub.WithBuffer(2))}
+	f, err := b.Attach(context.Background(), "bob", 0, false)
+	require.NoError(t, err)
+	for seq := int64(1); seq <= 3; seq++ {
+		b.hub.Publish(hub.NewEvent(seq, &apiv1.Message{}), false, "alice", []string{"bob"})
+	}
+	for _, want := range []int64{1, 2} {
+		e, err := f.Next(context.Background(), nil)
+		require.NoError(t, err)
+		require.Equal(t, want, e.Seq)
+	}
+	_, err = f.Next(context.Background(), nil)
+	require.ErrorIs(t, err, errFellBehind)
+
+	g, err := b.Attach(context.Background(), "bob", 0, false)
+	require.NoError(t, err)
+	tick := make(chan time.Time, 1)
+	tick <- time.Now()
+	e, err := g.Next(context.Background(), tick)
+	require.NoError(t, err)
+	require.Nil(t, e, "a tick returns nothing so the caller can ping")
+	b.hub.Close()
+	_, err = g.Next(context.Background(), nil)
+	require.ErrorIs(t, err, errShuttingDown)
+	_, err = b.Attach(context.Background(), "bob", 0, false)
+	require.ErrorIs(t, err, errShuttingDown)
+}
+
+func TestMessengerRefusesAfterStop(t *testing.T) {
+	m := newMessenger(mustMemStore(t), hub.New(), time.Now, discardLogger())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.run(ctx)
+	msg, pm := dm("alice", "bob", "late")
+	_, _, err := m.send(context.Background(), msg, pm)
+	require.ErrorIs(t, err, errShuttingDown)
+}
+
+func TestParseMessageID(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{in: "", want: 0},
+		{in: "0", want: 0},
+		{in: "0000000000000042", want: 42},
+		{in: "42", want: 42},
+		{in: "9223372036854775807", want: 9223372036854775807},
+		{in: "9223372036854775808", wantErr: true},
+		{in: "00000000000000000001", wantErr: true},
+		{in: "-1", wantErr: true},
+		{in: "+1", wantErr: true},
+		{in: " 1", wantErr: true},
+		{in: "1e3", wantErr: true},
+		{in: "abc", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseMessageID(tc.in)
+			if tc.wantErr {
+				require.Error(t, err)
+				require.Equal(t, CodeBadRequest, classify(err).Code)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func FuzzParseMessageID(f *testing.F) {
+	for _, s := range []string{"", "0", "0000000000000042", "9223372036854775807", "-1", "\x00", "１２"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseMessageID(s)
+		if err != nil {
+			return
+		}
+		require.GreaterOrEqual(t, n, int64(0))
+		back, err := ParseMessageID(formatMessageID(n))
+		require.NoError(t, err)
+		require.Equal(t, n, back, "ids round-trip")
+	})
+}
+
+func TestValidSlug(t *testing.T) {
+	tests := []struct {
+		slug string
+		ok   bool
+	}{
+		{"a", true}, {"dev", true}, {"team-1", true}, {"a-b-c", true}, {"0", true},
+		{strings.Repeat("a", 32), true}, {strings.Repeat("a", 33), false},
+		{"", false}, {"-a", false}, {"a-", false}, {"a--b", false}, {"Dev", false},
+		{"a_b", false}, {"a b", false}, {"é", false}, {"a\n", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.slug, func(t *testing.T) { require.Equal(t, tc.ok, ValidSlug(tc.slug)) })
+	}
+}
+
+func TestCheckAttachment(t *testing.T) {
+	alice := &auth.Principal{Member: "alice"}
+	admin := &auth.Principal{Member: "root", Permissions: []string{auth.MembersManage}}
+	tests := []struct {
+		name string
+		p    *auth.Principal
+		path string
+		want Code // "" admits
+	}{
+		{"own file", alice, "/alice/notes.txt", ""},
+		{"own nested", alice, "/alice/a/b/c.png", ""},
+		{"another home", alice, "/bob/x.txt", CodeForbidden},
+		{"manager reads any home", admin, "/bob/x.txt", ""},
+		{"relative", alice, "alice/x", CodeBadRequest},
+		{"home itself", alice, "/alice", CodeBadRequest},
+		{"dot dot", alice, "/alice/../bob/x", CodeBadRequest},
+		{"dot", alice, "/alice/./x", CodeBadRequest},
+		{"double slash", alice, "/alice//x", CodeBadRequest},
+		{"trailing slash", alice, "/alice/x/", CodeBadRequest},
+		{"nul", alice, "/alice/x\x00", CodeBadRequest},
+		{"too long", alice, "/alice/" + strings.Repeat("a", maxAttachmentPath), CodeBadRequest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkAttachment(tc.p, tc.path)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Equal(t, tc.want, classify(err).Code)
+		})
+	}
+}
+
+func FuzzCheckAttachment(f *testing.F) {
+	for _, s := range []string{"/alice/x", "/alice/../bob", "/alice/%2e%2e/x", "//alice", "/alice/\x00", "/bob/x"} {
+		f.Add(s)
+	}
+	alice := &auth.Principal{Member: "alice"}
+	f.Fuzz(func(t *testing.T, path string) {
+		if checkAttachment(alice, path) != nil {
+			return
+		}
+		// Whatever is admitted stays in alice's home.
+		require.True(t, strings.HasPrefix(path, "/alice/"), path)
+		for _, seg := range strings.Split(path[1:], "/") {
+			require.NotContains(t, []string{"", ".", ".."}, seg, path)
+		}
+		require.NotContains(t, path, "\x00")
+	})
+}
+
+func TestPresenceActivityLapsesToIdle(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	pr := newPresence(func() time.Time { return now })
+	role := func(string) (*apiv1.Role, bool) { return nil, true }
+	conn := func(string) int { return 2 }
+	read := func() *apiv1.Presence {
+		l := pr.list(conn, role)
+		require.Len(t, l, 1)
+		return l[0]
+	}
+	tests := []struct {
+		name       string
+		state      string
+		after      time.Duration
+		wantState  string // "" absent
+		wantBusy   *bool
+		wantListed bool
+	}{
+		{name: "working shows busy", state: stateWorking, wantState: stateWorking, wantBusy: ptr(true)},
+		{name: "blocked is not busy", state: stateBlocked, wantState: stateBlocked, wantBusy: ptr(false)},
+		{name: "idle omits both", state: stateIdle},
+		{name: "still working at 29 s", state: stateWorking, after: 29 * time.Second, wantState: stateWorking, wantBusy: ptr(true)},
+		{name: "lapsed at 30 s", state: stateWorking, after: activityTTL},
+		{name: "blocked lapses too", state: stateBlocked, after: time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pr.setActivity("alice", tc.state)
+			now = now.Add(tc.after)
+			p := read()
+			require.Equal(t, int32(2), p.GetConnected())
+			if tc.wantState == "" {
+				require.Nil(t, p.Activity)
+				require.Nil(t, p.Busy)
+				return
+			}
+			require.Equal(t, tc.wantState, p.GetActivity())
+			require.Equal(t, *tc.wantBusy, p.GetBusy())
+		})
+	}
+	// Only members seen are listed; deleted members are not.
+	pr.touchIfSeen("ghost")
+	require.Len(t, pr.list(conn, role), 1)
+	require.Empty(t, pr.list(conn, func(string) (*apiv1.Role, bool) { return nil, false }))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestPushPayloadFitsOneRecord(t *testing.T) {
+	tests := []struct {
+		name, title, body string
+	}{
+		{"short", "hi", "hello"},
+		{"long ascii body", "t", strings.Repeat("x", 10000)},
+		{"long multibyte body", "t", strings.Repeat("é€😀", 3000)},
+		{"long title, empty body", strings.Repeat("t", 5000), "b"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := pushPayload(store.Message{Seq: 9, From: "alice", Title: tc.title, Body: tc.body, Thread: "dm:alice:bob"})
+			require.LessOrEqual(t, len(b), webpush.MaxPayload)
+			var p map[string]string
+			require.NoError(t, json.Unmarshal(b, &p))
+			require.Equal(t, "0000000000000009", p["id"])
+			require.True(t, utf8.ValidString(p["body"]))
+			require.True(t, strings.HasPrefix(tc.body, p["body"]))
+			if len(tc.body) < 100 {
+				require.Equal(t, tc.body, p["body"], "short bodies are whole")
+			}
+		})
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
