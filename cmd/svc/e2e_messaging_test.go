@@ -749,6 +749,14 @@ func TestHistory(t *testing.T) {
 		}
 
 		t.Run("selectors", func(t *testing.T) {
+			// before is exclusive and messages can share a millisecond.
+			cut := sent["ab2"]["createdAt"].(float64)
+			beforeWant := []string{}
+			for _, b := range []string{"ba1", "ab1"} {
+				if sent[b]["createdAt"].(float64) < cut {
+					beforeWant = append(beforeWant, b)
+				}
+			}
 			tests := []struct {
 				name   string
 				caller string
@@ -769,27 +777,17 @@ func TestHistory(t *testing.T) {
 				{name: "general by channel id", caller: "carol", query: obj{"channel": "general"}, want: []string{"g2", "g1"}},
 				{name: "a thread with nothing of the caller's", caller: "alice", query: obj{"thread": "obj:nope"}, want: []string{}},
 				{name: "limit", caller: "alice", query: obj{"with": "bob", "limit": 2}, want: []string{"ab2", "ba1"}},
-				{name: "before", caller: "alice", query: obj{"with": "bob", "before": sent["ab2"]["createdAt"]}, want: nil},
+				{name: "before", caller: "alice", query: obj{"with": "bob", "before": cut}, want: beforeWant},
 			}
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					msgs := listOf(t, mustCall(t, d, as(tc.caller), "History", tc.query), "messages")
-					want := tc.want
-					if want == nil { // the before case: older than ab2, same thread
-						cut := sent["ab2"]["createdAt"].(float64)
-						for _, b := range []string{"ba1", "ab1"} {
-							if sent[b]["createdAt"].(float64) < cut {
-								want = append(want, b)
-							}
-						}
-						want = append([]string{}, want...)
-					}
 					got := make([]string, 0, len(msgs))
 					for _, m := range msgs {
 						got = append(got, m["body"].(string))
 						require.Equal(t, sent[m["body"].(string)], m, "history holds the Message as pushed")
 					}
-					require.Equal(t, want, got)
+					require.Equal(t, tc.want, got)
 				})
 			}
 		})
