@@ -383,6 +383,15 @@ func TestSubscribe(t *testing.T) {
 		s.requireReady(t, "bob")
 		_, msg := mustPush(t, d, bearer(alice), obj{"to": "bob", "body": "cookie"})
 		require.Equal(t, msg, s.nextMessage(t))
+		// The human plane pushes and reads history with the cookie too;
+		// a cross-origin push by cookie is refused.
+		r := p.do(t, http.MethodPost, "/push", obj{"to": "alice", "body": "from the browser"}, withSession(session), withHeader("Origin", p.base))
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+		require.Equal(t, "bob", r.body["message"].(obj)["from"])
+		requireRESTError(t, p.do(t, http.MethodPost, "/push", obj{"to": "alice", "body": "csrf"}, withSession(session), withHeader("Origin", "http://evil.example")), "forbidden")
+		r = p.do(t, http.MethodGet, "/history?with=alice&limit=1", nil, withSession(session))
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+		require.Equal(t, "from the browser", listOf(t, r.body, "messages")[0]["body"], "the refused push left nothing")
 	})
 
 	t.Run("many streams per member", func(t *testing.T) {
