@@ -1,9 +1,9 @@
 package gateway
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -83,11 +83,13 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request) error 
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	bw := bufio.NewWriterSize(w, 4096)
+	// The response writer buffers already; a buffer of our own would cost
+	// every idle subscriber 4 KiB more.
+	bw := &stickyWriter{w: w}
 	flush := func() error {
 		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if err := bw.Flush(); err != nil {
-			return err
+		if bw.err != nil {
+			return bw.err
 		}
 		return rc.Flush()
 	}
@@ -128,5 +130,24 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request) error 
 			}
 			return nil
 		}
+	}
+}
+
+// stickyWriter remembers the first write error, so a frame is written
+// with plain calls and checked once at the flush.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) {
+	if s.err == nil {
+		_, s.err = s.w.Write(p)
+	}
+}
+
+func (s *stickyWriter) WriteString(v string) {
+	if s.err == nil {
+		_, s.err = io.WriteString(s.w, v)
 	}
 }

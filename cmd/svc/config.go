@@ -32,6 +32,9 @@ type Config struct {
 	// WebPushAllowHTTP accepts http push endpoints (SVC_WEBPUSH_ALLOW_HTTP=1),
 	// for a local push relay or tests.
 	WebPushAllowHTTP bool
+	// PprofAddr serves the Go profiler on this loopback address
+	// (SVC_PPROF_ADDR); empty means off.
+	PprofAddr string
 }
 
 // KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
@@ -67,6 +70,7 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	c.KEK = os.Getenv("SVC_KEK")
 	c.WebPushSubject = os.Getenv("SVC_WEBPUSH_SUBJECT")
 	c.WebPushAllowHTTP = os.Getenv("SVC_WEBPUSH_ALLOW_HTTP") == "1"
+	c.PprofAddr = os.Getenv("SVC_PPROF_ADDR")
 	if c.ConfigPath == "" {
 		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}
 	}

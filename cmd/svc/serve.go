@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strconv"
 	"strings"
@@ -128,6 +129,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Go(func() error { return ignoreClosed(tlsSrv.Serve(tlsLis)) })
 	}
 	g.Go(func() error { sweepSessions(gctx, st, log); return nil })
+	if cfg.PprofAddr != "" {
+		g.Go(func() error { return servePprof(gctx, cfg.PprofAddr, log) })
+	}
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
@@ -303,4 +307,25 @@ func orMemory(p string) string {
 		return ":memory:"
 	}
 	return p
+}
+
+// servePprof serves the Go profiler on addr until ctx ends. It is for
+// operators measuring the broker (SVC_PPROF_ADDR), never on by default, and
+// refuses anything but a loopback address.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("SVC_PPROF_ADDR: %w", err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("SVC_PPROF_ADDR must be a loopback address, got %q", addr)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	go func() { <-ctx.Done(); _ = s.Close() }()
+	log.Info("pprof listening", "addr", addr)
+	return ignoreClosed(s.ListenAndServe())
 }

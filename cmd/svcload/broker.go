@@ -111,11 +111,12 @@ func startBroker(ctx context.Context, svcPath string) (*broker, error) {
 }
 
 // brokerEnv is our environment without SVC_* variables, so only our flags
-// configure the broker.
+// configure the broker; SVC_PPROF_ADDR passes, to profile the broker under
+// load.
 func brokerEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SVC_") {
+		if !strings.HasPrefix(kv, "SVC_") || strings.HasPrefix(kv, "SVC_PPROF_ADDR=") {
 			env = append(env, kv)
 		}
 	}

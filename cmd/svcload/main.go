@@ -29,22 +29,27 @@ type plan struct {
 	reachGap   time.Duration // spacing of those broadcasts
 	settle     time.Duration // pause before reading VmRSS, so the heap settles
 	budget     time.Duration // hard bound on the whole run
+	only       []string      // scenario groups to run; empty means all
 }
 
 var (
-	fullPlan  = plan{"full", 5 * time.Second, 100, 5 * time.Second, 50, 50 * time.Millisecond, 3 * time.Second, 10 * time.Minute}
-	quickPlan = plan{"quick", time.Second, 100, time.Second, 20, 50 * time.Millisecond, time.Second, 3 * time.Minute}
+	fullPlan  = plan{"full", 5 * time.Second, 100, 5 * time.Second, 50, 50 * time.Millisecond, 3 * time.Second, 10 * time.Minute, nil}
+	quickPlan = plan{"quick", time.Second, 100, time.Second, 20, 50 * time.Millisecond, time.Second, 3 * time.Minute, nil}
 )
 
 func main() {
 	svcPath := flag.String("svc", "bin/svc", "path to the svc binary to spawn")
 	quick := flag.Bool("quick", false, "short durations for a smoke run")
 	outPath := flag.String("out", "", "also write the summary table to this file")
+	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput (default all)")
 	flag.Parse()
 
 	p := fullPlan
 	if *quick {
 		p = quickPlan
+	}
+	if *only != "" {
+		p.only = strings.Split(*only, ",")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, p, *svcPath, *outPath)

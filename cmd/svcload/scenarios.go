@@ -101,26 +101,39 @@ func (lg *loadgen) all(ctx context.Context) error {
 	if err := lg.push(ctx, lg.nextSeqs(1)); err != nil { // warm the path
 		return err
 	}
-	if err := lg.memory(ctx); err != nil {
-		return err
-	}
-	for _, n := range []int{1, 100, manySubs} {
-		count := int(lg.fanoutDur.Seconds() * float64(lg.rate))
-		if err := lg.fanout(ctx, n, count, time.Second/time.Duration(lg.rate), false); err != nil {
+	if lg.runs("memory") {
+		if err := lg.memory(ctx); err != nil {
 			return err
 		}
 	}
-	if err := lg.fanout(ctx, manySubs, lg.reachCount, lg.reachGap, true); err != nil {
-		return err
-	}
-	for _, t := range []string{"REST", "gRPC"} {
-		for _, pubs := range []int{4, 16} {
-			if err := lg.throughput(ctx, t, pubs); err != nil {
+	if lg.runs("delivery") {
+		for _, n := range []int{1, 100, manySubs} {
+			count := int(lg.fanoutDur.Seconds() * float64(lg.rate))
+			if err := lg.fanout(ctx, n, count, time.Second/time.Duration(lg.rate), false); err != nil {
 				return err
 			}
 		}
 	}
+	if lg.runs("reach") {
+		if err := lg.fanout(ctx, manySubs, lg.reachCount, lg.reachGap, true); err != nil {
+			return err
+		}
+	}
+	if lg.runs("throughput") {
+		for _, t := range []string{"REST", "gRPC"} {
+			for _, pubs := range []int{4, 16} {
+				if err := lg.throughput(ctx, t, pubs); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	return nil
+}
+
+// runs reports whether the scenario group is selected (--only).
+func (lg *loadgen) runs(group string) bool {
+	return len(lg.only) == 0 || slices.Contains(lg.only, group)
 }
 
 func (lg *loadgen) nextSeqs(n int) int {

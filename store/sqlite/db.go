@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,7 +38,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	return &DB{queries: queries{r: c.reader, w: c.writer, now: o.now}, c: c}, nil
+	for _, q := range []string{insertMessage, insertRecipient} {
+		if _, err := c.prepared(ctx, true, q); err != nil {
+			return nil, errors.Join(fmt.Errorf("open store: prepare: %w", err), c.Close())
+		}
+	}
+	return &DB{queries: queries{r: c.reader, w: c.writer, now: o.now, c: c}, c: c}, nil
 }
 
 // Close closes the database. Calling it again returns the same result.
@@ -63,7 +69,7 @@ func (db *DB) ReplaceMembers(ctx context.Context, members []store.Member) error 
 
 // in returns the queries that run everything on tx.
 func (db *DB) in(tx *sql.Tx) queries {
-	return queries{r: tx, w: tx, now: db.now}
+	return queries{r: tx, w: tx, now: db.now, c: db.c, tx: tx}
 }
 
 // dbtx is what *sql.DB and *sql.Tx have in common.
@@ -79,6 +85,26 @@ type queries struct {
 	r   dbtx
 	w   dbtx
 	now func() time.Time
+	c   *conns
+	tx  *sql.Tx // set inside a transaction
+}
+
+// stmt returns a cached prepared statement for a hot query: on the writer
+// (bound to the transaction when in one) or on the reader pool.
+func (q queries) stmt(ctx context.Context, writer bool, query string) (*sql.Stmt, error) {
+	if q.tx != nil {
+		writer = true // a transaction runs every statement on the writer
+	}
+	if q.tx == nil {
+		return q.c.prepared(ctx, writer, query)
+	}
+	// The transaction holds the writer's only connection, so nothing can be
+	// prepared on the writer now: use a statement prepared at open, or
+	// prepare one for this transaction alone.
+	if st, ok := q.c.stmts.Load(stmtKey{true, query}); ok {
+		return q.tx.StmtContext(ctx, st.(*sql.Stmt)), nil
+	}
+	return q.tx.PrepareContext(ctx, query)
 }
 
 // orNow returns t, or the clock's time when t is zero.

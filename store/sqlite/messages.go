@@ -31,28 +31,41 @@ func (db *DB) AppendMessages(ctx context.Context, msgs []store.Message) ([]store
 // It runs several statements on q.w, which must be a transaction.
 func (q queries) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
 	out := make([]store.Message, len(msgs))
+	ins, err := q.stmt(ctx, true, insertMessage)
+	if err != nil {
+		return nil, translate("append messages", err)
+	}
+	rcpt, err := q.stmt(ctx, true, insertRecipient)
+	if err != nil {
+		return nil, translate("append messages", err)
+	}
 	for i, m := range msgs {
 		atts, err := json.Marshal(nonNilStrings(m.Attachments))
 		if err != nil {
 			return nil, fmt.Errorf("append messages: %w", err)
 		}
-		row := q.w.QueryRowContext(ctx, `INSERT INTO messages (sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
-			m.From, nullString(m.To), m.Thread, m.Title, m.Body, m.Level, nullJSON(m.Data), nullJSON(m.Meta),
-			string(atts), q.orNow(m.CreatedAt).UnixMilli(), m.All)
+		created := q.orNow(m.CreatedAt).UnixMilli()
+		row := ins.QueryRowContext(ctx, m.From, nullString(m.To), m.Thread, m.Title, m.Body, m.Level,
+			nullJSON(m.Data), nullJSON(m.Meta), string(atts), created, m.All)
 		if err := row.Scan(&m.Seq); err != nil {
 			return nil, translate("append messages", err)
 		}
 		for _, r := range m.Recipients {
-			if _, err := q.w.ExecContext(ctx, `INSERT OR IGNORE INTO message_recipients (member, seq) VALUES (?, ?)`, r, m.Seq); err != nil {
+			if _, err := rcpt.ExecContext(ctx, r, m.Seq); err != nil {
 				return nil, translate("append messages", err)
 			}
 		}
-		m.CreatedAt = fromMS(q.orNow(m.CreatedAt).UnixMilli())
+		m.CreatedAt = fromMS(created)
 		out[i] = m
 	}
 	return out, nil
 }
+
+const (
+	insertMessage = `INSERT INTO messages (sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`
+	insertRecipient = `INSERT OR IGNORE INTO message_recipients (member, seq) VALUES (?, ?)`
+)
 
 // ListMessages returns a thread's messages newest first, in commit order.
 func (q queries) ListMessages(ctx context.Context, f store.MessageFilter) ([]store.Message, error) {

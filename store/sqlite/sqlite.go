@@ -75,6 +75,11 @@ type conns struct {
 	writer *sql.DB
 	reader *sql.DB
 
+	// stmts caches statements prepared on the writer or the reader pool,
+	// for the hot paths (message appends, token lookups): SQLite would
+	// otherwise parse and plan them again on every call.
+	stmts sync.Map // stmtKey -> *sql.Stmt
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -174,9 +179,40 @@ func (c *conns) init(ctx context.Context, fsys fs.FS, o options) error {
 	return migrate(ctx, c.writer, fsys, o)
 }
 
+type stmtKey struct {
+	writer bool
+	query  string
+}
+
+// prepared returns the statement of query prepared on the writer or on the
+// reader pool, preparing it once.
+func (c *conns) prepared(ctx context.Context, writer bool, query string) (*sql.Stmt, error) {
+	k := stmtKey{writer, query}
+	if st, ok := c.stmts.Load(k); ok {
+		return st.(*sql.Stmt), nil
+	}
+	db := c.reader
+	if writer {
+		db = c.writer
+	}
+	st, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := c.stmts.LoadOrStore(k, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
 // Close closes every handle. Calling it again returns the first result.
 func (c *conns) Close() error {
 	c.closeOnce.Do(func() {
+		c.stmts.Range(func(_, st any) bool {
+			_ = st.(*sql.Stmt).Close()
+			return true
+		})
 		// Readers first: the last connection to close checkpoints the WAL
 		// into the main file and removes it, and that should be the writer.
 		if c.reader != c.writer {

@@ -168,7 +168,7 @@ func TestMigrationsRecorded(t *testing.T) {
 		got = append(got, [2]int64{v, at})
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, [][2]int64{{1, now.UnixMilli()}}, got)
+	require.Equal(t, [][2]int64{{1, now.UnixMilli()}, {2, now.UnixMilli()}}, got, "each migration once, at the first open")
 }
 
 func TestSurvivesReopen(t *testing.T) {

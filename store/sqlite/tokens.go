@@ -24,8 +24,11 @@ func (q queries) CreateToken(ctx context.Context, t store.Token) error {
 // GetTokenByHash looks the hash up through its unique index; it returns
 // revoked tokens too and ErrNotFound when no row has the hash.
 func (q queries) GetTokenByHash(ctx context.Context, h store.TokenHash) (store.Token, error) {
-	row := q.r.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, h[:])
-	t, err := scanToken(row)
+	st, err := q.stmt(ctx, false, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`)
+	if err != nil {
+		return store.Token{}, translate("get token", err)
+	}
+	t, err := scanToken(st.QueryRowContext(ctx, h[:]))
 	if err != nil {
 		return store.Token{}, translate("get token", err)
 	}
