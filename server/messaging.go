@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -204,6 +205,7 @@ func formatMessageID(seq int64) string { return fmt.Sprintf("%016d", seq) }
 
 // ParseMessageID reads a wire id (Last-Event-ID, lastId): a decimal of up to
 // 19 digits. The empty string is position 0; "0" resumes from the start.
+// Values past the int64 range read as its maximum.
 func ParseMessageID(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
@@ -211,11 +213,12 @@ func ParseMessageID(s string) (int64, error) {
 	if len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
 		return 0, invalid("lastEventId", "must be a message id")
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return 0, invalid("lastEventId", "must be a message id")
 	}
-	return n, nil
+	// Past every id this store can hold: Attach resumes from the start.
+	return int64(min(n, math.MaxInt64)), nil
 }
 
 // dmThread is the thread of the DMs between a and b.
@@ -551,6 +554,20 @@ func (b *Broker) Attach(ctx context.Context, member string, after int64, resume 
 	}
 	if err != nil {
 		return nil, err
+	}
+	if resume && after > 0 {
+		// An id past the newest message comes from before a store reset (the
+		// in-memory default starts over at every restart): everything in this
+		// store is new to the client, so replay it all rather than skip ids
+		// until they catch up.
+		newest, err := b.store.LastMessageSeq(ctx)
+		if err != nil {
+			sub.Close()
+			return nil, err
+		}
+		if after > newest {
+			after = 0
+		}
 	}
 	return &Feed{b: b, member: member, sub: sub, last: after, live: !resume}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,6 +158,32 @@ func TestFeedReplaysThenGoesLiveWithoutGapsOrRepeats(t *testing.T) {
 	require.Nil(t, f.Buffered(), "nothing repeated after the last message")
 }
 
+func TestFeedResumingPastTheNewestIDReplaysTheStore(t *testing.T) {
+	st := mustMemStore(t)
+	b := &Broker{store: st, hub: hub.New()}
+	m := mustMessenger(t, st, b.hub)
+	for _, body := range []string{"one", "two"} {
+		msg, pm := dm("alice", "bob", body)
+		_, _, err := m.send(context.Background(), msg, pm)
+		require.NoError(t, err)
+	}
+	// A client that saw id 500 of a store since reset (an in-memory broker
+	// restarted) gets everything this store has, then live messages.
+	f, err := b.Attach(context.Background(), "bob", 500, true)
+	require.NoError(t, err)
+	defer f.Close()
+	msg, pm := dm("alice", "bob", "three")
+	_, _, err = m.send(context.Background(), msg, pm)
+	require.NoError(t, err)
+	var got []string
+	for range 3 {
+		e, err := f.Next(context.Background(), nil)
+		require.NoError(t, err)
+		got = append(got, e.Message.GetBody())
+	}
+	require.Equal(t, []string{"one", "two", "three"}, got)
+}
+
 func TestFeedWithoutResumeIsLiveOnly(t *testing.T) {
 	st := mustMemStore(t)
 	b := &Broker{store: st, hub: hub.New()}
@@ -226,7 +253,8 @@ func TestParseMessageID(t *testing.T) {
 		{in: "0000000000000042", want: 42},
 		{in: "42", want: 42},
 		{in: "9223372036854775807", want: 9223372036854775807},
-		{in: "9223372036854775808", wantErr: true},
+		{in: "9223372036854775808", want: math.MaxInt64},
+		{in: "9999999999999999999", want: math.MaxInt64},
 		{in: "00000000000000000001", wantErr: true},
 		{in: "-1", wantErr: true},
 		{in: "+1", wantErr: true},
@@ -261,6 +289,7 @@ func FuzzParseMessageID(f *testing.F) {
 		back, err := ParseMessageID(formatMessageID(n))
 		require.NoError(t, err)
 		require.Equal(t, n, back, "ids round-trip")
+		require.LessOrEqual(t, len(s), 19)
 	})
 }
 

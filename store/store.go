@@ -151,6 +151,8 @@ type MessageStore interface {
 	// MessagesFor returns, oldest first, up to limit messages after seq that
 	// were addressed to member.
 	MessagesFor(ctx context.Context, member string, after int64, limit int) ([]Message, error)
+	// LastMessageSeq returns the newest message's Seq, 0 when there is none.
+	LastMessageSeq(ctx context.Context) (int64, error)
 }
 
 // Channel is a named conversation. Its ID is stable; its Slug may change.

@@ -33,6 +33,10 @@ import (
 // (CONTRACT §5) with time left to close the stores.
 const shutdownTimeout = 8 * time.Second
 
+// maxInprocMessage bounds one response on the gateway's in-process gRPC
+// hop.
+const maxInprocMessage = 128 << 20
+
 // readHeaderTimeout bounds slow headers. No Read/WriteTimeout: they would cut
 // SSE and streams (notes/toolchain.md).
 const readHeaderTimeout = 10 * time.Second
@@ -90,6 +94,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	conn, err := grpc.NewClient("passthrough:///svc-inproc",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A full history page (500 messages of up to 64 KiB body, 64 KiB
+		// data and 64 KiB of attachment paths) exceeds gRPC's 4 MiB default.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxInprocMessage)),
 	)
 	if err != nil {
 		return err

@@ -105,6 +105,13 @@ func (q queries) MessagesFor(ctx context.Context, member string, after int64, li
 ) ORDER BY seq LIMIT ?3`, after, member, limit)
 }
 
+// LastMessageSeq returns the newest message's seq, 0 when there is none.
+func (q queries) LastMessageSeq(ctx context.Context) (int64, error) {
+	var n int64
+	err := q.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM messages`).Scan(&n)
+	return n, translate("last message seq", err)
+}
+
 func (q queries) queryMessages(ctx context.Context, op, query string, args ...any) ([]store.Message, error) {
 	rows, err := q.r.QueryContext(ctx, query, args...)
 	if err != nil {

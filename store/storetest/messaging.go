@@ -122,6 +122,9 @@ func testAppendMessagesSeq(t *testing.T, s store.Store) {
 	got, err := s.AppendMessages(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
+	newest, err := s.LastMessageSeq(ctx)
+	require.NoError(t, err)
+	require.Zero(t, newest, "an empty store has no newest message")
 
 	first := mustAppend(t, s,
 		message("alice", "chan:general", "one", time.Minute),
@@ -130,6 +133,9 @@ func testAppendMessagesSeq(t *testing.T, s store.Store) {
 	)
 	second := mustAppend(t, s, message("carol", "chan:general", "four", 3*time.Minute))
 	all := append(slices.Clone(first), second...)
+	newest, err = s.LastMessageSeq(ctx)
+	require.NoError(t, err)
+	require.Equal(t, second[0].Seq, newest)
 	for i, m := range all {
 		require.Equal(t, []string{"one", "two", "three", "four"}[i], m.Body, "returned in input order")
 		require.Positive(t, m.Seq, i)
