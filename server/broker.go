@@ -252,6 +252,7 @@ func (b *Broker) DeleteMember(ctx context.Context, req *apiv1.DeleteMemberReques
 	if err != nil {
 		return nil, err
 	}
+	b.hub.Disconnect(req.GetName(), nil)
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.DeleteMemberResponse{}, nil
 }
@@ -282,6 +283,8 @@ func (b *Broker) RotateToken(ctx context.Context, req *apiv1.RotateTokenRequest)
 	if err != nil {
 		return nil, err
 	}
+	// Every token of the member is revoked: so are the streams they opened.
+	b.hub.Disconnect(req.GetName(), isTokenCred)
 	return &apiv1.RotateTokenResponse{Token: plaintext, TokenInfo: tokenToProto(tok)}, nil
 }
 
@@ -334,6 +337,8 @@ func (b *Broker) RevokeToken(ctx context.Context, req *apiv1.RevokeTokenRequest)
 	if err != nil {
 		return nil, err
 	}
+	revokedCred := "token:" + req.GetId()
+	b.hub.Disconnect(req.GetName(), func(c string) bool { return c == revokedCred })
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.RevokeTokenResponse{}, nil
 }
@@ -488,6 +493,8 @@ func (b *Broker) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*apiv1.Log
 		if err := b.store.DeleteSession(ctx, p.Session); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
+		ended := streamCred(p)
+		b.hub.Disconnect(p.Member, func(c string) bool { return c == ended })
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
 	setHTTPStatus(ctx, http.StatusNoContent)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -513,7 +514,7 @@ func (b *Broker) Subscribe(req *apiv1.SubscribeRequest, stream apiv1.Broker_Subs
 	if err != nil {
 		return err
 	}
-	f, err := b.Attach(ctx, p.Member, after, req.GetLastId() != "")
+	f, err := b.Attach(ctx, p, after, req.GetLastId() != "")
 	if err != nil {
 		return err
 	}
@@ -547,8 +548,9 @@ type Feed struct {
 // after position after, then live ones; without, live ones only. The live
 // subscription is taken before the store is read, so no message falls
 // between replay and live delivery.
-func (b *Broker) Attach(ctx context.Context, member string, after int64, resume bool) (*Feed, error) {
-	sub, err := b.hub.Subscribe(member)
+func (b *Broker) Attach(ctx context.Context, p *auth.Principal, after int64, resume bool) (*Feed, error) {
+	member := p.Member
+	sub, err := b.hub.Subscribe(member, streamCred(p))
 	if errors.Is(err, hub.ErrClosed) {
 		return nil, errShuttingDown
 	}
@@ -571,6 +573,18 @@ func (b *Broker) Attach(ctx context.Context, member string, after int64, resume 
 	}
 	return &Feed{b: b, member: member, sub: sub, last: after, live: !resume}, nil
 }
+
+// streamCred names the credential a stream was opened with, so revoking it
+// ends the stream.
+func streamCred(p *auth.Principal) string {
+	if p.Via == auth.ViaSession {
+		return "session:" + hex.EncodeToString(p.Session[:])
+	}
+	return "token:" + p.TokenID
+}
+
+// isTokenCred reports whether a stream credential is a bearer token.
+func isTokenCred(c string) bool { return strings.HasPrefix(c, "token:") }
 
 // Close ends the feed's live subscription.
 func (f *Feed) Close() { f.sub.Close() }

@@ -67,7 +67,7 @@ func TestGroupCommitSharesTransactionsAndPublishesInOrder(t *testing.T) {
 	const pushes = 64
 	gs := &gatedStore{Store: mustMemStore(t), release: make(chan struct{})}
 	h := hub.New(hub.WithBuffer(pushes))
-	sub, err := h.Subscribe("bob")
+	sub, err := h.Subscribe("bob", "")
 	require.NoError(t, err)
 	m := mustMessenger(t, gs, h)
 
@@ -135,7 +135,7 @@ func TestFeedReplaysThenGoesLiveWithoutGapsOrRepeats(t *testing.T) {
 	require.NoError(t, err)
 
 	resumeAfter := all[9]
-	f, err := b.Attach(context.Background(), "bob", resumeAfter, true)
+	f, err := b.Attach(context.Background(), bobPrincipal, resumeAfter, true)
 	require.NoError(t, err)
 	defer f.Close()
 	// Committed after the subscription but before the replay reaches them:
@@ -169,7 +169,7 @@ func TestFeedResumingPastTheNewestIDReplaysTheStore(t *testing.T) {
 	}
 	// A client that saw id 500 of a store since reset (an in-memory broker
 	// restarted) gets everything this store has, then live messages.
-	f, err := b.Attach(context.Background(), "bob", 500, true)
+	f, err := b.Attach(context.Background(), bobPrincipal, 500, true)
 	require.NoError(t, err)
 	defer f.Close()
 	msg, pm := dm("alice", "bob", "three")
@@ -191,7 +191,7 @@ func TestFeedWithoutResumeIsLiveOnly(t *testing.T) {
 	msg, pm := dm("alice", "bob", "old")
 	_, _, err := m.send(context.Background(), msg, pm)
 	require.NoError(t, err)
-	f, err := b.Attach(context.Background(), "bob", 0, false)
+	f, err := b.Attach(context.Background(), bobPrincipal, 0, false)
 	require.NoError(t, err)
 	defer f.Close()
 	msg, pm = dm("alice", "bob", "new")
@@ -205,7 +205,7 @@ func TestFeedWithoutResumeIsLiveOnly(t *testing.T) {
 func TestFeedReportsFallingBehindAndShutdown(t *testing.T) {
 	st := mustMemStore(t)
 	b := &Broker{store: st, hub: hub.New(hub.WithBuffer(2))}
-	f, err := b.Attach(context.Background(), "bob", 0, false)
+	f, err := b.Attach(context.Background(), bobPrincipal, 0, false)
 	require.NoError(t, err)
 	for seq := int64(1); seq <= 3; seq++ {
 		b.hub.Publish(hub.NewEvent(seq, &apiv1.Message{}), false, "alice", []string{"bob"})
@@ -218,7 +218,7 @@ func TestFeedReportsFallingBehindAndShutdown(t *testing.T) {
 	_, err = f.Next(context.Background(), nil)
 	require.ErrorIs(t, err, errFellBehind)
 
-	g, err := b.Attach(context.Background(), "bob", 0, false)
+	g, err := b.Attach(context.Background(), bobPrincipal, 0, false)
 	require.NoError(t, err)
 	tick := make(chan time.Time, 1)
 	tick <- time.Now()
@@ -228,7 +228,7 @@ func TestFeedReportsFallingBehindAndShutdown(t *testing.T) {
 	b.hub.Close()
 	_, err = g.Next(context.Background(), nil)
 	require.ErrorIs(t, err, errShuttingDown)
-	_, err = b.Attach(context.Background(), "bob", 0, false)
+	_, err = b.Attach(context.Background(), bobPrincipal, 0, false)
 	require.ErrorIs(t, err, errShuttingDown)
 }
 
@@ -434,3 +434,5 @@ func TestPushPayloadFitsOneRecord(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+var bobPrincipal = &auth.Principal{Member: "bob", Via: auth.ViaBearer, TokenID: "t1"}

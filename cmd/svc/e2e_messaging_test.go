@@ -939,3 +939,63 @@ func requireGRPCStatus(t testing.TB, err error, code codes.Code) {
 	require.Error(t, err)
 	require.Equal(t, code, status.Code(err), "status: %v", err)
 }
+
+// TestRevocationEndsStreams: a stream lives no longer than the credential
+// or the member it was opened with.
+func TestRevocationEndsStreams(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	sseEnds := func(t *testing.T, s *sseStream) {
+		t.Helper()
+		deadline := time.After(streamWait)
+		for {
+			select {
+			case _, ok := <-s.events:
+				if !ok {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("SSE stream still open after %s", streamWait)
+			}
+		}
+	}
+	tokenID := func(t *testing.T, name string) string {
+		t.Helper()
+		toks := listOf(t, mustCall(t, d, admin, "ListTokens", obj{"name": name}), "tokens")
+		require.Len(t, toks, 1)
+		return toks[0]["id"].(string)
+	}
+
+	t.Run("revoked token", func(t *testing.T) {
+		t.Parallel()
+		tok := createMember(t, d, admin, "revokee")
+		other := createMember(t, d, admin, "revokee2")
+		sse := p.subscribeSSE(t, tok, "revokee", "")
+		g := p.subscribeGRPC(t, tok, "revokee", "")
+		keep := p.subscribeSSE(t, other, "revokee2", "")
+		mustCall(t, d, admin, "RevokeToken", obj{"name": "revokee", "id": tokenID(t, "revokee")})
+		sseEnds(t, sse)
+		require.Error(t, g.endErr(t, streamWait))
+		// Another member's stream is untouched.
+		mustCall(t, d, admin, "Push", obj{"to": "revokee2", "body": "still here"})
+		require.Equal(t, "still here", keep.nextMessage(t)["body"])
+	})
+	t.Run("rotated token", func(t *testing.T) {
+		t.Parallel()
+		tok := createMember(t, d, admin, "rotatee")
+		sse := p.subscribeSSE(t, tok, "rotatee", "")
+		mustCall(t, d, admin, "RotateToken", obj{"name": "rotatee"})
+		sseEnds(t, sse)
+	})
+	t.Run("deleted member", func(t *testing.T) {
+		t.Parallel()
+		tok := createMember(t, d, admin, "deletee")
+		sse := p.subscribeSSE(t, tok, "deletee", "")
+		g := p.subscribeGRPC(t, tok, "deletee", "")
+		mustCall(t, d, admin, "DeleteMember", obj{"name": "deletee"})
+		sseEnds(t, sse)
+		require.Error(t, g.endErr(t, streamWait))
+	})
+}

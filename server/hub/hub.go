@@ -83,6 +83,7 @@ func New(opts ...Option) *Hub {
 type Subscription struct {
 	hub    *Hub
 	member string
+	cred   string // the credential the stream authenticated with
 	c      chan *Event
 	// behind is set when the buffer overflowed: nothing more is sent and the
 	// subscription is closed.
@@ -90,9 +91,10 @@ type Subscription struct {
 	once   sync.Once
 }
 
-// Subscribe registers a live subscription of member.
-func (h *Hub) Subscribe(member string) (*Subscription, error) {
-	s := &Subscription{hub: h, member: member, c: make(chan *Event, h.buffer)}
+// Subscribe registers a live subscription of member, opened with the
+// credential cred (see Disconnect).
+func (h *Hub) Subscribe(member, cred string) (*Subscription, error) {
+	s := &Subscription{hub: h, member: member, cred: cred, c: make(chan *Event, h.buffer)}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -199,6 +201,23 @@ func (h *Hub) Connected(member string) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return len(h.subs[member])
+}
+
+// Disconnect ends member's subscriptions whose credential match accepts
+// (every one when match is nil): a deleted member or a revoked credential
+// must not keep a stream.
+func (h *Hub) Disconnect(member string, match func(cred string) bool) {
+	var gone []*Subscription
+	h.mu.RLock()
+	for s := range h.subs[member] {
+		if match == nil || match(s.cred) {
+			gone = append(gone, s)
+		}
+	}
+	h.mu.RUnlock()
+	for _, s := range gone {
+		s.Close()
+	}
 }
 
 // Close ends every subscription and refuses new ones; streams end at once so

@@ -52,7 +52,7 @@ func TestPublishRouting(t *testing.T) {
 			h := New()
 			subs := map[string]*Subscription{}
 			for _, m := range []string{"alice", "bob", "carol"} {
-				s, err := h.Subscribe(m)
+				s, err := h.Subscribe(m, "")
 				require.NoError(t, err)
 				subs[m] = s
 			}
@@ -71,9 +71,9 @@ func TestPublishRouting(t *testing.T) {
 
 func TestSlowSubscriberIsCutOffWithoutGaps(t *testing.T) {
 	h := New(WithBuffer(4))
-	slow, err := h.Subscribe("bob")
+	slow, err := h.Subscribe("bob", "")
 	require.NoError(t, err)
-	fast, err := h.Subscribe("bob")
+	fast, err := h.Subscribe("bob", "")
 	require.NoError(t, err)
 	var fastGot []int64
 	for seq := int64(1); seq <= 10; seq++ {
@@ -99,9 +99,9 @@ func TestCloseEndsEverySubscriptionAndRefusesNew(t *testing.T) {
 	var mu sync.Mutex
 	changes := map[string]int{}
 	h := New(WithOnChange(func(m string) { mu.Lock(); changes[m]++; mu.Unlock() }))
-	a, err := h.Subscribe("alice")
+	a, err := h.Subscribe("alice", "")
 	require.NoError(t, err)
-	b, err := h.Subscribe("bob")
+	b, err := h.Subscribe("bob", "")
 	require.NoError(t, err)
 	h.Close()
 	for _, s := range []*Subscription{a, b} {
@@ -109,11 +109,40 @@ func TestCloseEndsEverySubscriptionAndRefusesNew(t *testing.T) {
 		require.False(t, open)
 		require.False(t, s.FellBehind())
 	}
-	_, err = h.Subscribe("alice")
+	_, err = h.Subscribe("alice", "")
 	require.ErrorIs(t, err, ErrClosed)
 	a.Close() // again: no panic
 	require.Equal(t, map[string]int{"alice": 2, "bob": 2}, changes)
 	require.Zero(t, h.Connected("alice"))
+}
+
+func TestDisconnectEndsMatchingStreams(t *testing.T) {
+	h := New()
+	tok1, err := h.Subscribe("bob", "token:1")
+	require.NoError(t, err)
+	tok2, err := h.Subscribe("bob", "token:2")
+	require.NoError(t, err)
+	sess, err := h.Subscribe("bob", "session:x")
+	require.NoError(t, err)
+	other, err := h.Subscribe("carol", "token:1")
+	require.NoError(t, err)
+	closed := func(s *Subscription) bool {
+		select {
+		case _, ok := <-s.C():
+			return !ok
+		default:
+			return false
+		}
+	}
+	h.Disconnect("bob", func(c string) bool { return c == "token:1" })
+	require.True(t, closed(tok1))
+	require.False(t, closed(tok2))
+	require.False(t, closed(other), "another member's stream with the same credential name stays")
+	h.Disconnect("bob", nil)
+	require.True(t, closed(tok2))
+	require.True(t, closed(sess))
+	require.Zero(t, h.Connected("bob"))
+	require.Equal(t, 1, h.Connected("carol"))
 }
 
 func TestConcurrentPublishSubscribeClose(t *testing.T) {
@@ -124,7 +153,7 @@ func TestConcurrentPublishSubscribeClose(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 200 {
-				s, err := h.Subscribe("m" + strconv.Itoa(i%3))
+				s, err := h.Subscribe("m"+strconv.Itoa(i%3), "")
 				require.NoError(t, err)
 				drain(s)
 				s.Close()
@@ -150,7 +179,7 @@ func BenchmarkPublish(b *testing.B) {
 			h := New(WithBuffer(1 << 16))
 			var subs []*Subscription
 			for i := range n {
-				s, _ := h.Subscribe("m" + strconv.Itoa(i))
+				s, _ := h.Subscribe("m"+strconv.Itoa(i), "")
 				subs = append(subs, s)
 			}
 			b.ReportAllocs()
