@@ -86,14 +86,18 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request) error 
 	// The response writer buffers already; a buffer of our own would cost
 	// every idle subscriber 4 KiB more.
 	bw := &stickyWriter{w: w}
+	// The deadline is armed before each batch is written, not at the flush:
+	// a frame larger than the response buffer reaches the socket as it is
+	// written.
+	arm := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
 	flush := func() error {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if bw.err != nil {
 			return bw.err
 		}
 		return rc.Flush()
 	}
 	ready, _ := json.Marshal(map[string]string{"member": p.Member})
+	arm()
 	bw.WriteString("event: ready\ndata: ")
 	bw.Write(ready)
 	bw.WriteString("\n\n")
@@ -110,6 +114,7 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request) error 
 			g.log.DebugContext(ctx, "sse stream ended", "member", p.Member, "err", err)
 			return nil
 		}
+		arm()
 		if ev == nil {
 			bw.WriteString(": ping\n\n")
 		}

@@ -211,12 +211,6 @@ func (b *Broker) AddChannelMember(ctx context.Context, req *apiv1.AddChannelMemb
 	if role != roleAdmin && role != roleMember {
 		return nil, invalid("role", "must be admin or member")
 	}
-	if !teamconfig.ValidName(req.GetMember()) {
-		return nil, invalid("member", "must be a member name")
-	}
-	if _, ok := b.team.Member(req.GetMember()); !ok {
-		return nil, invalid("member", "no member %q", req.GetMember())
-	}
 	ch, members, err := b.changeableChannel(ctx, req.GetChannel())
 	if err != nil {
 		return nil, err
@@ -226,6 +220,12 @@ func (b *Broker) AddChannelMember(ctx context.Context, req *apiv1.AddChannelMemb
 	selfJoin := req.GetMember() == p.Member && role == roleMember
 	if !admin && !selfJoin {
 		return nil, fmt.Errorf("%w: requires channel admin or members.manage", auth.ErrForbidden)
+	}
+	if !teamconfig.ValidName(req.GetMember()) {
+		return nil, invalid("member", "must be a member name")
+	}
+	if _, ok := b.team.Member(req.GetMember()); !ok {
+		return nil, invalid("member", "no member %q", req.GetMember())
 	}
 	err = b.store.PutChannelMember(ctx, store.ChannelMember{Channel: ch.ID, Member: req.GetMember(), Role: role})
 	if errors.Is(err, store.ErrPrecondition) {
@@ -241,13 +241,26 @@ func (b *Broker) AddChannelMember(ctx context.Context, req *apiv1.AddChannelMemb
 // RemoveChannelMember implements apiv1.BrokerServer.
 func (b *Broker) RemoveChannelMember(ctx context.Context, req *apiv1.RemoveChannelMemberRequest) (*apiv1.RemoveChannelMemberResponse, error) {
 	p := mustPrincipal(ctx)
-	ch, members, err := b.changeableChannel(ctx, req.GetChannel())
+	self := req.GetName() == p.Member
+	ch, err := b.channel(ctx, req.GetChannel())
 	if err != nil {
 		return nil, err
 	}
-	self := req.GetName() == p.Member
-	if !self && channelRole(members, p.Member) != roleAdmin && !p.Has(auth.MembersManage) {
-		return nil, fmt.Errorf("%w: requires channel admin or members.manage", auth.ErrForbidden)
+	switch {
+	case ch.ID == generalID:
+		return nil, errGeneralFixed
+	case self:
+		// Self-leave is always allowed, archived channels included.
+	case !ch.ArchivedAt.IsZero():
+		return nil, Errorf(CodeGone, "channel #%s is archived", ch.Slug)
+	default:
+		members, err := b.store.ListChannelMembers(ctx, ch.ID)
+		if err != nil {
+			return nil, err
+		}
+		if channelRole(members, p.Member) != roleAdmin && !p.Has(auth.MembersManage) {
+			return nil, fmt.Errorf("%w: requires channel admin or members.manage", auth.ErrForbidden)
+		}
 	}
 	err = b.store.DeleteChannelMember(ctx, ch.ID, req.GetName())
 	if errors.Is(err, store.ErrNotFound) {

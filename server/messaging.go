@@ -56,9 +56,6 @@ const (
 // levels are the LogLevels of a message (spec: Message).
 var levels = map[string]bool{"debug": true, "info": true, "notice": true, "warning": true, "error": true, "critical": true}
 
-// serverThreads are thread prefixes only the broker writes.
-var serverThreads = []string{"obj:", "hook:", "tool:", "secret:"}
-
 // errShuttingDown answers pushes that arrive after the committer stopped.
 var errShuttingDown = Errorf(CodeUnavailable, "the broker is shutting down")
 
@@ -274,24 +271,15 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 			return msg, nil, 0, err
 		}
 	}
-	var data []byte
-	if req.GetData() != nil {
-		var err error
-		if data, err = protojson.Marshal(req.GetData()); err != nil {
-			return msg, nil, 0, invalid("data", "must be a JSON object")
-		}
-		if len(data) > maxData {
-			return msg, nil, 0, invalid("data", "at most %d bytes of JSON", maxData)
-		}
-	}
-	thread := ""
+	thread, hasThread := "", false
 	if v, ok := req.GetData().GetFields()["thread"]; ok {
-		thread = v.GetStringValue()
+		sv, isString := v.GetKind().(*structpb.Value_StringValue)
+		if !isString {
+			return msg, nil, 0, invalid("data.thread", "must be a string")
+		}
+		thread, hasThread = sv.StringValue, true
 	}
-	msg = store.Message{
-		From: p.Member, Title: req.GetTitle(), Body: req.GetBody(), Level: level,
-		Data: data, Attachments: req.GetAttachments(),
-	}
+	msg = store.Message{From: p.Member, Title: req.GetTitle(), Body: req.GetBody(), Level: level, Attachments: req.GetAttachments()}
 	targets := 0
 	switch to := req.GetTo(); {
 	case to != "":
@@ -301,27 +289,40 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 		if _, ok := b.team.Member(to); !ok {
 			return msg, nil, 0, invalid("to", "no member %q", to)
 		}
-		if hasAnyPrefix(thread, append([]string{"chan:"}, serverThreads...)) {
-			return msg, nil, 0, invalid("data.thread", "a DM cannot name thread %q", thread)
+		if hasThread {
+			return msg, nil, 0, invalid("data.thread", "a DM has no thread")
 		}
 		msg.To, msg.Thread, msg.Recipients, targets = to, dmThread(p.Member, to), []string{to}, 1
-	case strings.HasPrefix(thread, "chan:") && thread != generalThread:
+	case hasThread && !strings.HasPrefix(thread, "chan:"):
+		// A mistyped thread must not turn a private post into a broadcast;
+		// obj:, hook:, tool: and secret: threads are written by the broker.
+		return msg, nil, 0, invalid("data.thread", "must be chan:<channel id> (other threads are written by the broker)")
+	case hasThread && thread != generalThread:
 		ch, members, err := b.postableChannel(ctx, p, strings.TrimPrefix(thread, "chan:"))
 		if err != nil {
 			return msg, nil, 0, err
 		}
 		msg.Thread = "chan:" + ch.ID
+		// Messages carry the stable id, even when the post named the slug.
+		req.Data.Fields["thread"] = structpb.NewStringValue(msg.Thread)
 		for _, m := range members {
 			if m.Member != p.Member {
 				msg.Recipients = append(msg.Recipients, m.Member)
 			}
 		}
 		targets = len(msg.Recipients)
-	case hasAnyPrefix(thread, serverThreads):
-		return msg, nil, 0, invalid("data.thread", "thread %q is written by the broker only", thread)
 	default:
 		msg.Thread, msg.All = generalThread, true
 		targets = b.team.Len() - 1
+	}
+	if req.GetData() != nil {
+		var err error
+		if msg.Data, err = protojson.Marshal(req.GetData()); err != nil {
+			return msg, nil, 0, invalid("data", "must be a JSON object")
+		}
+		if len(msg.Data) > maxData {
+			return msg, nil, 0, invalid("data", "at most %d bytes of JSON", maxData)
+		}
 	}
 	pm := &apiv1.Message{
 		From: msg.From, Title: msg.Title, Body: msg.Body, Level: msg.Level,
@@ -387,15 +388,6 @@ func checkAttachment(p *auth.Principal, path string) error {
 		return fmt.Errorf("%w: attachment %s is not readable by you", auth.ErrForbidden, path)
 	}
 	return nil
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // messageToProto renders a stored message.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -436,3 +437,34 @@ func TestPushPayloadFitsOneRecord(t *testing.T) {
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 var bobPrincipal = &auth.Principal{Member: "bob", Via: auth.ViaBearer, TokenID: "t1"}
+
+func TestPushClientRefusesLocalAddresses(t *testing.T) {
+	tests := []struct {
+		ip     string
+		public bool
+	}{
+		{"93.184.216.34", true}, {"2606:2800:220:1::1", true},
+		{"127.0.0.1", false}, {"::1", false}, {"10.1.2.3", false}, {"172.16.0.1", false},
+		{"192.168.1.1", false}, {"169.254.169.254", false}, {"fe80::1", false}, {"fd00::1", false},
+		{"0.0.0.0", false}, {"::", false}, {"224.0.0.1", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.ip, func(t *testing.T) { require.Equal(t, tc.public, publicIP(net.ParseIP(tc.ip))) })
+	}
+	// The guard holds at dial time: a local endpoint is never contacted.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer lis.Close()
+	url := "http://" + lis.Addr().String() + "/push"
+	_, err = pushClient(false).Post(url, "text/plain", strings.NewReader("x"))
+	require.ErrorContains(t, err, "not public")
+	go func() {
+		if c, err := lis.Accept(); err == nil {
+			_, _ = c.Write([]byte("HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"))
+			_ = c.Close()
+		}
+	}()
+	resp, err := pushClient(true).Post(url, "text/plain", strings.NewReader("x"))
+	require.NoError(t, err, "allowed when local endpoints are")
+	require.NoError(t, resp.Body.Close())
+}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 	"unicode/utf8"
 
 	apiv1 "svc/gen/svc/v1"
@@ -16,6 +20,47 @@ import (
 	"svc/server/webpush"
 	"svc/store"
 )
+
+// maxPushSubscriptions bounds one member's subscriptions: each DM costs a
+// request per subscription.
+const maxPushSubscriptions = 10
+
+// pushTimeout bounds one request to a push service.
+const pushTimeout = 10 * time.Second
+
+// pushClient is the HTTP client of push deliveries. A subscription's
+// endpoint is chosen by a member, so unless local endpoints are allowed
+// (SVC_WEBPUSH_ALLOW_HTTP, for a local relay or tests) the broker refuses to
+// connect to loopback, private, link-local and unspecified addresses: a
+// member cannot aim the broker at internal services. The check is at dial
+// time, after name resolution, so DNS cannot route around it.
+func pushClient(allowLocal bool) *http.Client {
+	d := &net.Dialer{Timeout: pushTimeout}
+	if !allowLocal {
+		d.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip := net.ParseIP(host)
+			if ip == nil || !publicIP(ip) {
+				return fmt.Errorf("push endpoint address %s is not public", host)
+			}
+			return nil
+		}
+	}
+	return &http.Client{
+		Timeout:       pushTimeout,
+		Transport:     &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: pushTimeout, MaxIdleConnsPerHost: 4},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// publicIP reports whether ip is a routable public address.
+func publicIP(ip net.IP) bool {
+	return !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast())
+}
 
 // pushQueue bounds the browser pushes waiting for a worker; past it a push
 // is dropped with a warning (the message itself is committed and in
@@ -69,7 +114,7 @@ func (n *pushNotifier) senderOrNil() *webpush.Sender {
 			n.log.Warn("web push disabled: VAPID private key unreadable", "err", err)
 			return
 		}
-		if n.sender, err = webpush.New(w.VAPIDPublicKey, priv, n.subject); err != nil {
+		if n.sender, err = webpush.New(w.VAPIDPublicKey, priv, n.subject, webpush.WithHTTPClient(pushClient(n.allowHTTP))); err != nil {
 			n.log.Warn("web push disabled: bad VAPID keypair", "err", err)
 		}
 	})
@@ -81,16 +126,17 @@ func (n *pushNotifier) run(ctx context.Context) {
 	if n.senderOrNil() == nil {
 		return
 	}
-	subs, err := n.store.ListPushSubscriptions(ctx, "")
-	if err != nil {
-		n.log.Error("web push disabled: cannot list subscriptions", "err", err)
-		return
+	// Pushes are only queued for members counted here; if the listing
+	// fails, new subscriptions still count and the queue is still drained.
+	if subs, err := n.store.ListPushSubscriptions(ctx, ""); err != nil {
+		n.log.Error("web push: cannot list subscriptions", "err", err)
+	} else {
+		n.mu.Lock()
+		for _, s := range subs {
+			n.subscribed[s.Member]++
+		}
+		n.mu.Unlock()
 	}
-	n.mu.Lock()
-	for _, s := range subs {
-		n.subscribed[s.Member]++
-	}
-	n.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -111,7 +157,9 @@ func (n *pushNotifier) deliver(ctx context.Context, j pushJob) {
 		res, err := n.sender.Send(ctx, webpush.Subscription{Endpoint: s.Endpoint, P256dh: s.P256dh, Auth: s.Auth}, j.payload)
 		switch {
 		case res.Gone:
-			if err := n.store.DeletePushSubscription(ctx, "", s.ID); err == nil {
+			// Scoped to the member: an endpoint re-registered by someone
+			// else meanwhile is theirs now.
+			if err := n.store.DeletePushSubscription(ctx, s.Member, s.ID); err == nil {
 				n.forget(s.Member)
 				n.log.Info("web push subscription expired and removed", "member", s.Member, "status", res.Status)
 			}
@@ -222,6 +270,16 @@ func (b *Broker) CreatePushSubscription(ctx context.Context, req *apiv1.CreatePu
 	prev, err := b.store.ListPushSubscriptions(ctx, "")
 	if err != nil {
 		return nil, err
+	}
+	mine, known := 0, false
+	for _, o := range prev {
+		if o.Member == p.Member {
+			mine++
+		}
+		known = known || (o.Endpoint == req.GetEndpoint() && o.Member == p.Member)
+	}
+	if mine >= maxPushSubscriptions && !known {
+		return nil, Errorf(CodeConflict, "at most %d push subscriptions per member; delete one first", maxPushSubscriptions)
 	}
 	s, err := b.store.PutPushSubscription(ctx, store.PushSubscription{
 		ID: newID(), Member: p.Member, Endpoint: req.GetEndpoint(),

@@ -248,6 +248,9 @@ func TestChannelLifecycle(t *testing.T) {
 			mustFail(t, d, as("alice"), "RemoveChannelMember", obj{"channel": id, "name": "bob"}, "gone")
 			h := listOf(t, mustCall(t, d, as("bob"), "History", obj{"channel": id}), "messages")
 			require.Equal(t, before, h[0], "history stays readable")
+			// Self-leave is always allowed, archived or not.
+			mustCall(t, d, as("bob"), "RemoveChannelMember", obj{"channel": id, "name": "bob"})
+			mustFail(t, d, as("bob"), "History", obj{"channel": id}, "forbidden")
 			mustFail(t, d, as("carol"), "History", obj{"channel": id}, "forbidden")
 			mustFail(t, d, as("dave"), "CreateChannel", obj{"slug": "ops3"}, "conflict")
 			require.Equal(t, got, mustCall(t, d, as("dave"), "GetChannel", obj{"channel": "ops3"})["channel"], "an archived channel stays addressable by slug")

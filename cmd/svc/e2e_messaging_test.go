@@ -219,6 +219,12 @@ func TestPushRouting(t *testing.T) {
 			}
 		})
 
+		t.Run("a post naming the slug carries the stable id", func(t *testing.T) {
+			_, msg := mustPush(t, d, as("alice"), obj{"body": "by slug", "data": obj{"thread": "chan:ops"}})
+			require.Equal(t, obj{"thread": opsThread}, msg["data"])
+			expectReceived(t, msg, "bob")
+		})
+
 		t.Run("levels", func(t *testing.T) {
 			for _, lvl := range []string{"debug", "info", "notice", "warning", "error", "critical"} {
 				_, msg := mustPush(t, d, as("alice"), obj{"to": "dave", "body": "at " + lvl, "level": lvl})
@@ -272,6 +278,10 @@ func TestPushRouting(t *testing.T) {
 				{name: "hook thread", from: "alice", req: obj{"body": "x", "data": obj{"thread": "hook:gh"}}, code: "bad_request"},
 				{name: "tool thread", from: "alice", req: obj{"body": "x", "data": obj{"thread": "tool:t"}}, code: "bad_request"},
 				{name: "secret thread", from: "alice", req: obj{"body": "x", "data": obj{"thread": "secret:s"}}, code: "bad_request"},
+				{name: "mistyped channel thread", from: "alice", req: obj{"body": "x", "data": obj{"thread": "Chan:" + ops["id"].(string)}}, code: "bad_request"},
+				{name: "free-form thread", from: "alice", req: obj{"body": "x", "data": obj{"thread": "ops"}}, code: "bad_request"},
+				{name: "dm thread id", from: "alice", req: obj{"body": "x", "data": obj{"thread": "dm:alice:bob"}}, code: "bad_request"},
+				{name: "non-string thread", from: "alice", req: obj{"body": "x", "data": obj{"thread": 7}}, code: "bad_request"},
 				{name: "channel thread on a dm", from: "alice", req: obj{"to": "bob", "body": "x", "data": obj{"thread": opsThread}}, code: "bad_request"},
 				{name: "title over 1 KiB", from: "alice", req: obj{"body": "x", "title": strings.Repeat("t", 1025)}, code: "bad_request"},
 				{name: "body over 64 KiB", from: "alice", req: obj{"body": strings.Repeat("b", 64*1024+1)}, code: "bad_request"},

@@ -111,6 +111,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
+	var pprofLis net.Listener
+	if cfg.PprofAddr != "" {
+		if pprofLis, err = listenPprof(cfg.PprofAddr); err != nil {
+			_ = lis.Close()
+			return err
+		}
+	}
 	split := newSplitListener(lis)
 	h1 := &http.Server{Handler: gw, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	h1.Protocols = new(http.Protocols)
@@ -136,8 +143,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Go(func() error { return ignoreClosed(tlsSrv.Serve(tlsLis)) })
 	}
 	g.Go(func() error { sweepSessions(gctx, st, log); return nil })
-	if cfg.PprofAddr != "" {
-		g.Go(func() error { return servePprof(gctx, cfg.PprofAddr, log) })
+	if pprofLis != nil {
+		g.Go(func() error { return servePprof(gctx, pprofLis, log) })
 	}
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
@@ -316,23 +323,32 @@ func orMemory(p string) string {
 	return p
 }
 
-// servePprof serves the Go profiler on addr until ctx ends. It is for
-// operators measuring the broker (SVC_PPROF_ADDR), never on by default, and
-// refuses anything but a loopback address.
-func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
+// listenPprof binds the profiler's address (SVC_PPROF_ADDR): for operators
+// measuring the broker, never on by default, and loopback only. A bad
+// address refuses to start rather than failing later.
+func listenPprof(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("SVC_PPROF_ADDR: %w", err)
+		return nil, fmt.Errorf("SVC_PPROF_ADDR: %w", err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("SVC_PPROF_ADDR must be a loopback address, got %q", addr)
+		return nil, fmt.Errorf("SVC_PPROF_ADDR must be a loopback address, got %q", addr)
 	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_PPROF_ADDR: %w", err)
+	}
+	return lis, nil
+}
+
+// servePprof serves the Go profiler on lis until ctx ends.
+func servePprof(ctx context.Context, lis net.Listener, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	s := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	s := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
 	go func() { <-ctx.Done(); _ = s.Close() }()
-	log.Info("pprof listening", "addr", addr)
-	return ignoreClosed(s.ListenAndServe())
+	log.Info("pprof listening", "addr", lis.Addr().String())
+	return ignoreClosed(s.Serve(lis))
 }
