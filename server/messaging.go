@@ -43,8 +43,9 @@ const (
 const (
 	maxBatch    = 512
 	commitQueue = 4096
-	// replayPage is how many stored messages a resuming stream reads at once.
-	replayPage = 500
+	// replayPage is how many stored messages a resuming stream reads at
+	// once; it bounds the memory of a resume (a message is at most ~200 KiB).
+	replayPage = 100
 )
 
 // generalThread is the thread of broadcasts: the general channel.
@@ -440,6 +441,13 @@ func (b *Broker) History(ctx context.Context, req *apiv1.HistoryRequest) (*apiv1
 			return nil, invalid("before", "must be epoch milliseconds")
 		}
 		f.Before = time.UnixMilli(int64(req.GetBefore()))
+	}
+	if req.GetBeforeId() != "" {
+		seq, err := ParseMessageID(req.GetBeforeId())
+		if err != nil || seq == 0 {
+			return nil, invalid("beforeId", "must be a message id")
+		}
+		f.BeforeSeq = seq
 	}
 	switch {
 	case req.GetWith() != "":

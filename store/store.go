@@ -139,6 +139,8 @@ type MessageFilter struct {
 	// by.
 	Viewer string
 	Before time.Time // exclusive; zero means unbounded
+	// BeforeSeq keeps only messages older than this Seq; 0 means unbounded.
+	BeforeSeq int64
 	Limit  int       // at most this many; <= 0 means 50
 }
 

@@ -1009,3 +1009,44 @@ func TestRevocationEndsStreams(t *testing.T) {
 		require.Error(t, g.endErr(t, streamWait))
 	})
 }
+
+// TestHistoryBeforeIDPagesExactly: messages committed together share a
+// millisecond, so only the id cursor pages through them without a gap.
+func TestHistoryBeforeIDPagesExactly(t *testing.T) {
+	onEachTransport(t, func(t *testing.T, p *proc, admin cred, d driver) {
+		createMember(t, d, admin, "pager")
+		const n = 40
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mustPush(t, d, admin, obj{"to": "pager", "body": fmt.Sprintf("m%d", i)})
+			}()
+		}
+		wg.Wait()
+		seen := map[string]bool{}
+		var ids []string
+		cursor := ""
+		for page := 0; page < n; page++ {
+			q := obj{"with": "pager", "limit": 3}
+			if cursor != "" {
+				q["beforeId"] = cursor
+			}
+			msgs := listOf(t, mustCall(t, d, admin, "History", q), "messages")
+			if len(msgs) == 0 {
+				break
+			}
+			for _, m := range msgs {
+				id := m["id"].(string)
+				require.False(t, seen[id], "id %s on two pages", id)
+				seen[id] = true
+				ids = append(ids, id)
+			}
+			cursor = ids[len(ids)-1]
+		}
+		require.Len(t, ids, n, "every message exactly once")
+		require.True(t, slices.IsSortedFunc(ids, func(a, b string) int { return strings.Compare(b, a) }), "newest first")
+		mustFail(t, d, admin, "History", obj{"with": "pager", "beforeId": "x1"}, "bad_request")
+	})
+}

@@ -78,6 +78,10 @@ func (q queries) ListMessages(ctx context.Context, f store.MessageFilter) ([]sto
 		sb.WriteString(` AND created_at < ?`)
 		args = append(args, f.Before.UnixMilli())
 	}
+	if f.BeforeSeq > 0 {
+		sb.WriteString(` AND seq < ?`)
+		args = append(args, f.BeforeSeq)
+	}
 	if f.Viewer != "" {
 		sb.WriteString(` AND (sender = ? OR all_members = 1 OR EXISTS (SELECT 1 FROM message_recipients r WHERE r.member = ? AND r.seq = messages.seq))`)
 		args = append(args, f.Viewer, f.Viewer)
@@ -98,10 +102,12 @@ func (q queries) MessagesFor(ctx context.Context, member string, after int64, li
 	if limit <= 0 {
 		limit = defaultHistoryLimit
 	}
+	// Each branch reads at most limit rows through its own index, so paging
+	// through a long backlog stays linear.
 	return q.queryMessages(ctx, "messages for", `SELECT `+messageColumns+` FROM messages WHERE seq IN (
-	SELECT seq FROM messages WHERE seq > ?1 AND all_members = 1 AND sender <> ?2
+	SELECT seq FROM (SELECT seq FROM messages WHERE all_members = 1 AND seq > ?1 AND sender <> ?2 ORDER BY seq LIMIT ?3)
 	UNION ALL
-	SELECT seq FROM message_recipients WHERE member = ?2 AND seq > ?1
+	SELECT seq FROM (SELECT seq FROM message_recipients WHERE member = ?2 AND seq > ?1 ORDER BY seq LIMIT ?3)
 ) ORDER BY seq LIMIT ?3`, after, member, limit)
 }
 

@@ -1840,7 +1840,11 @@ type HistoryRequest struct {
 	// limit defaults to 50 and is capped at 500.
 	Limit *int32 `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
 	// before is an epoch-ms cursor: only messages created before it.
-	Before        *float64 `protobuf:"fixed64,5,opt,name=before,proto3,oneof" json:"before,omitempty"`
+	Before *float64 `protobuf:"fixed64,5,opt,name=before,proto3,oneof" json:"before,omitempty"`
+	// before_id is an exact cursor: only messages older than this id. Pages
+	// chained by the last id seen never skip messages that share a
+	// millisecond.
+	BeforeId      string `protobuf:"bytes,6,opt,name=before_id,json=beforeId,proto3" json:"before_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1908,6 +1912,13 @@ func (x *HistoryRequest) GetBefore() float64 {
 		return *x.Before
 	}
 	return 0
+}
+
+func (x *HistoryRequest) GetBeforeId() string {
+	if x != nil {
+		return x.BeforeId
+	}
+	return ""
 }
 
 type HistoryResponse struct {
@@ -3148,13 +3159,14 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\x11SubscribeResponse\x12%\n" +
 	"\x05ready\x18\x01 \x01(\v2\r.svc.v1.ReadyH\x00R\x05ready\x12+\n" +
 	"\amessage\x18\x02 \x01(\v2\x0f.svc.v1.MessageH\x00R\amessageB\a\n" +
-	"\x05event\"\xa3\x01\n" +
+	"\x05event\"\xc0\x01\n" +
 	"\x0eHistoryRequest\x12\x12\n" +
 	"\x04with\x18\x01 \x01(\tR\x04with\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\tR\achannel\x12\x16\n" +
 	"\x06thread\x18\x03 \x01(\tR\x06thread\x12\x19\n" +
 	"\x05limit\x18\x04 \x01(\x05H\x00R\x05limit\x88\x01\x01\x12\x1b\n" +
-	"\x06before\x18\x05 \x01(\x01H\x01R\x06before\x88\x01\x01B\b\n" +
+	"\x06before\x18\x05 \x01(\x01H\x01R\x06before\x88\x01\x01\x12\x1b\n" +
+	"\tbefore_id\x18\x06 \x01(\tR\bbeforeIdB\b\n" +
 	"\x06_limitB\t\n" +
 	"\a_before\">\n" +
 	"\x0fHistoryResponse\x12+\n" +

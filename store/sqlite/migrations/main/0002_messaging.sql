@@ -17,6 +17,8 @@ CREATE TABLE messages (
 ) STRICT;
 
 CREATE INDEX messages_thread ON messages (thread, seq);
+-- Broadcasts in id order, for replaying a member's backlog.
+CREATE INDEX messages_all ON messages (seq) WHERE all_members = 1;
 
 -- Who each message was addressed to (not for all_members messages), for
 -- replay after a reconnect and per-viewer thread reads.
@@ -26,7 +28,8 @@ CREATE TABLE message_recipients (
 	PRIMARY KEY (member, seq)
 ) STRICT, WITHOUT ROWID;
 
-CREATE INDEX message_recipients_seq ON message_recipients (seq);
+-- No index on seq alone: messages are never deleted, and every index is a
+-- page written by each commit.
 
 -- Slugs are unique across live and archived channels, so an archived
 -- channel stays addressable by its slug.
