@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -458,13 +459,11 @@ func TestPushClientRefusesLocalAddresses(t *testing.T) {
 	url := "http://" + lis.Addr().String() + "/push"
 	_, err = pushClient(false).Post(url, "text/plain", strings.NewReader("x"))
 	require.ErrorContains(t, err, "not public")
-	go func() {
-		if c, err := lis.Accept(); err == nil {
-			_, _ = c.Write([]byte("HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"))
-			_ = c.Close()
-		}
-	}()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Close()
 	resp, err := pushClient(true).Post(url, "text/plain", strings.NewReader("x"))
 	require.NoError(t, err, "allowed when local endpoints are")
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	require.NoError(t, resp.Body.Close())
 }
