@@ -429,6 +429,7 @@ func (b *Broker) History(ctx context.Context, req *apiv1.HistoryRequest) (*apiv1
 	if n > 1 {
 		return nil, invalid("with", "give at most one of with, channel and thread")
 	}
+	var err error
 	f := store.MessageFilter{Limit: defaultHistoryLimit}
 	if req.Limit != nil {
 		if req.GetLimit() < 1 {
@@ -443,8 +444,8 @@ func (b *Broker) History(ctx context.Context, req *apiv1.HistoryRequest) (*apiv1
 		f.Before = time.UnixMilli(int64(req.GetBefore()))
 	}
 	if req.GetBeforeId() != "" {
-		seq, err := ParseMessageID(req.GetBeforeId())
-		if err != nil || seq == 0 {
+		seq, perr := ParseMessageID(req.GetBeforeId())
+		if perr != nil || seq == 0 {
 			return nil, invalid("beforeId", "must be a message id")
 		}
 		f.BeforeSeq = seq
@@ -455,6 +456,9 @@ func (b *Broker) History(ctx context.Context, req *apiv1.HistoryRequest) (*apiv1
 			return nil, invalid("with", "must be a member name")
 		}
 		f.Thread = dmThread(p.Member, req.GetWith())
+		if f.Since, err = b.memberSince(ctx, p.Member); err != nil {
+			return nil, err
+		}
 	case req.GetChannel() != "" || strings.HasPrefix(req.GetThread(), "chan:"):
 		id := req.GetChannel()
 		if id == "" {
@@ -470,6 +474,9 @@ func (b *Broker) History(ctx context.Context, req *apiv1.HistoryRequest) (*apiv1
 			return nil, invalid("thread", "at most %d bytes", maxThreadID)
 		}
 		f.Thread, f.Viewer = req.GetThread(), p.Member
+		if f.Since, err = b.memberSince(ctx, p.Member); err != nil {
+			return nil, err
+		}
 	default:
 		f.Thread = generalThread
 	}
@@ -482,6 +489,17 @@ func (b *Broker) History(ctx context.Context, req *apiv1.HistoryRequest) (*apiv1
 		resp.Messages = append(resp.Messages, messageToProto(m))
 	}
 	return resp, nil
+}
+
+// memberSince is when the member's current incarnation was created: a
+// name deleted and created again must not inherit the old member's DMs and
+// thread messages.
+func (b *Broker) memberSince(ctx context.Context, name string) (time.Time, error) {
+	m, err := b.store.GetMember(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, nil
+	}
+	return m.CreatedAt, err
 }
 
 // readableChannel returns a channel whose history the caller may read.
@@ -538,6 +556,7 @@ func (b *Broker) Subscribe(req *apiv1.SubscribeRequest, stream apiv1.Broker_Subs
 type Feed struct {
 	b       *Broker
 	member  string
+	since   time.Time // replay skips what was addressed to an earlier member of this name
 	sub     *hub.Subscription
 	last    int64
 	backlog []store.Message
@@ -571,7 +590,14 @@ func (b *Broker) Attach(ctx context.Context, p *auth.Principal, after int64, res
 			after = 0
 		}
 	}
-	return &Feed{b: b, member: member, sub: sub, last: after, live: !resume}, nil
+	f := &Feed{b: b, member: member, sub: sub, last: after, live: !resume}
+	if resume {
+		if f.since, err = b.memberSince(ctx, member); err != nil {
+			sub.Close()
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // streamCred names the credential a stream was opened with, so revoking it
@@ -598,6 +624,9 @@ func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, err
 			m := f.backlog[0]
 			f.backlog = f.backlog[1:]
 			f.last = m.Seq
+			if m.CreatedAt.Before(f.since) {
+				continue
+			}
 			return hub.NewEvent(m.Seq, messageToProto(m)), nil
 		}
 		if !f.live {

@@ -1050,3 +1050,28 @@ func TestHistoryBeforeIDPagesExactly(t *testing.T) {
 		mustFail(t, d, admin, "History", obj{"with": "pager", "beforeId": "x1"}, "bad_request")
 	})
 }
+
+// TestRecreatedMemberDoesNotInheritMessages: a name deleted and created
+// again is a new member; the old member's DMs are not its history or
+// backlog.
+func TestRecreatedMemberDoesNotInheritMessages(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{dbPath: t.TempDir() + "/svc.db"})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	old := createMember(t, d, admin, "reused")
+	mustPush(t, d, admin, obj{"to": "reused", "body": "for the old one"})
+	require.Len(t, listOf(t, mustCall(t, d, bearer(old), "History", obj{"with": "admin"}), "messages"), 1)
+	mustCall(t, d, admin, "DeleteMember", obj{"name": "reused"})
+	time.Sleep(5 * time.Millisecond) // a later millisecond than the old DM
+	tok := createMember(t, d, admin, "reused")
+	mustPush(t, d, admin, obj{"to": "reused", "body": "for the new one"})
+
+	h := listOf(t, mustCall(t, d, bearer(tok), "History", obj{"with": "admin"}), "messages")
+	require.Len(t, h, 1)
+	require.Equal(t, "for the new one", h[0]["body"])
+	s := p.subscribeSSE(t, tok, "reused", "&lastEventId=0")
+	require.Equal(t, "for the new one", s.nextMessage(t)["body"], "the replay skips the old member's DM")
+	// The sender's own view of the thread keeps both.
+	require.Len(t, listOf(t, mustCall(t, d, admin, "History", obj{"with": "reused"}), "messages"), 2)
+}
