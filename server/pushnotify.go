@@ -25,6 +25,9 @@ import (
 // request per subscription.
 const maxPushSubscriptions = 10
 
+// pushWorkers is how many pushes are sent at once.
+const pushWorkers = 4
+
 // pushTimeout bounds one request to a push service.
 const pushTimeout = 10 * time.Second
 
@@ -137,14 +140,24 @@ func (n *pushNotifier) run(ctx context.Context) {
 		}
 		n.mu.Unlock()
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case j := <-n.jobs:
-			n.deliver(ctx, j)
-		}
+	// A few workers, so one member's slow push services (up to 10
+	// subscriptions × pushTimeout) cannot hold everyone else's pushes.
+	var wg sync.WaitGroup
+	for range pushWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case j := <-n.jobs:
+					n.deliver(ctx, j)
+				}
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 func (n *pushNotifier) deliver(ctx context.Context, j pushJob) {
