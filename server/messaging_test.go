@@ -467,3 +467,17 @@ func TestPushClientRefusesLocalAddresses(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	require.NoError(t, resp.Body.Close())
 }
+
+func TestPushSubjectDefaults(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "mailto:svc@localhost"},
+		{"ops@example.com", "mailto:ops@example.com"},
+		{"mailto:ops@example.com", "mailto:ops@example.com"},
+		{"https://example.com/contact", "https://example.com/contact"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			require.Equal(t, tc.want, newPushNotifier(nil, nil, nil, tc.in, false, discardLogger()).subject)
+		})
+	}
+}

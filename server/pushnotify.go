@@ -96,8 +96,12 @@ type pushJob struct {
 }
 
 func newPushNotifier(st store.PushSubscriptionStore, team *Team, k *kek.KEK, subject string, allowHTTP bool, log *slog.Logger) *pushNotifier {
-	if subject == "" {
+	switch {
+	case subject == "":
 		subject = "mailto:svc@localhost"
+	case !strings.HasPrefix(subject, "mailto:") && !strings.HasPrefix(subject, "https://") && strings.Contains(subject, "@"):
+		// An operator's plain address; VAPID wants a mailto: URL.
+		subject = "mailto:" + subject
 	}
 	return &pushNotifier{
 		store: st, team: team, kek: k, subject: subject, allowHTTP: allowHTTP, log: log,
