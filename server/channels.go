@@ -28,7 +28,16 @@ var slugRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)
 // ValidSlug reports whether s is a channel slug.
 func ValidSlug(s string) bool { return len(s) <= 32 && slugRE.MatchString(s) }
 
-var errGeneralFixed = Errorf(CodeConflict, "general is fixed: it cannot be renamed, archived or have its membership changed")
+var (
+	errGeneralFixed    = Errorf(CodeConflict, "general is fixed: it cannot be renamed, archived or have its membership changed")
+	errNotChannelAdmin = fmt.Errorf("%w: requires channel admin or members.manage", auth.ErrForbidden)
+)
+
+func errArchived(ch store.Channel) error { return Errorf(CodeGone, "channel #%s is archived", ch.Slug) }
+
+func errNotMember(ch store.Channel) error {
+	return fmt.Errorf("%w: you are not a member of #%s", auth.ErrForbidden, ch.Slug)
+}
 
 func isChannelMember(members []store.ChannelMember, name string) bool {
 	return channelRole(members, name) != ""
@@ -146,7 +155,7 @@ func (b *Broker) administrable(ctx context.Context, p *auth.Principal, idOrSlug 
 		return ch, nil, err
 	}
 	if channelRole(members, p.Member) != roleAdmin && !p.Has(auth.MembersManage) {
-		return ch, nil, fmt.Errorf("%w: requires channel admin or members.manage", auth.ErrForbidden)
+		return ch, nil, errNotChannelAdmin
 	}
 	return ch, members, nil
 }
@@ -161,7 +170,7 @@ func (b *Broker) changeableChannel(ctx context.Context, idOrSlug string) (store.
 		return ch, nil, errGeneralFixed
 	}
 	if !ch.ArchivedAt.IsZero() {
-		return ch, nil, Errorf(CodeGone, "channel #%s is archived", ch.Slug)
+		return ch, nil, errArchived(ch)
 	}
 	members, err := b.store.ListChannelMembers(ctx, ch.ID)
 	return ch, members, err
@@ -219,7 +228,7 @@ func (b *Broker) AddChannelMember(ctx context.Context, req *apiv1.AddChannelMemb
 	// Anyone may join as a plain member; everything else is the admins'.
 	selfJoin := req.GetMember() == p.Member && role == roleMember
 	if !admin && !selfJoin {
-		return nil, fmt.Errorf("%w: requires channel admin or members.manage", auth.ErrForbidden)
+		return nil, errNotChannelAdmin
 	}
 	if !teamconfig.ValidName(req.GetMember()) {
 		return nil, invalid("member", "must be a member name")
@@ -252,14 +261,14 @@ func (b *Broker) RemoveChannelMember(ctx context.Context, req *apiv1.RemoveChann
 	case self:
 		// Self-leave is always allowed, archived channels included.
 	case !ch.ArchivedAt.IsZero():
-		return nil, Errorf(CodeGone, "channel #%s is archived", ch.Slug)
+		return nil, errArchived(ch)
 	default:
 		members, err := b.store.ListChannelMembers(ctx, ch.ID)
 		if err != nil {
 			return nil, err
 		}
 		if channelRole(members, p.Member) != roleAdmin && !p.Has(auth.MembersManage) {
-			return nil, fmt.Errorf("%w: requires channel admin or members.manage", auth.ErrForbidden)
+			return nil, errNotChannelAdmin
 		}
 	}
 	err = b.store.DeleteChannelMember(ctx, ch.ID, req.GetName())

@@ -338,22 +338,19 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 // postableChannel returns a live channel the caller is a member of, with its
 // members.
 func (b *Broker) postableChannel(ctx context.Context, p *auth.Principal, id string) (store.Channel, []store.ChannelMember, error) {
-	ch, err := b.store.GetChannel(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return ch, nil, Errorf(CodeNotFound, "no channel %q", id)
-	}
+	ch, err := b.channel(ctx, id)
 	if err != nil {
 		return ch, nil, err
 	}
 	if !ch.ArchivedAt.IsZero() {
-		return ch, nil, Errorf(CodeGone, "channel #%s is archived", ch.Slug)
+		return ch, nil, errArchived(ch)
 	}
 	members, err := b.store.ListChannelMembers(ctx, ch.ID)
 	if err != nil {
 		return ch, nil, err
 	}
 	if !isChannelMember(members, p.Member) {
-		return ch, nil, fmt.Errorf("%w: you are not a member of #%s", auth.ErrForbidden, ch.Slug)
+		return ch, nil, errNotMember(ch)
 	}
 	return ch, members, nil
 }
@@ -516,7 +513,7 @@ func (b *Broker) readableChannel(ctx context.Context, p *auth.Principal, idOrSlu
 		return ch, err
 	}
 	if !isChannelMember(members, p.Member) {
-		return ch, fmt.Errorf("%w: you are not a member of #%s", auth.ErrForbidden, ch.Slug)
+		return ch, errNotMember(ch)
 	}
 	return ch, nil
 }
