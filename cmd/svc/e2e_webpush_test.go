@@ -228,6 +228,11 @@ func TestWebPush(t *testing.T) {
 			mustPush(t, d, as("alice"), obj{"to": tc.member, "body": "gone?"})
 			got := waitPushes(t, svc, n+1)
 			require.Equal(t, tc.path, got[n].Path)
+			// The fake records the request before svc reads the answer, so
+			// wait for svc to say it acted on it.
+			removed := `msg="web push subscription expired and removed" member=` + tc.member + " "
+			require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), removed) },
+				pushWait, 10*time.Millisecond, "svc never removed %s's subscription", tc.member)
 			// The next DM makes no request to it; a DM to erin fences.
 			n = len(svc.Received())
 			mustPush(t, d, as("alice"), obj{"to": tc.member, "body": "still there?"})
