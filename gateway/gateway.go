@@ -74,6 +74,8 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		apiv1.RegisterBrokerHandler,
+		apiv1.RegisterObjectivesHandler,
+		apiv1.RegisterFsHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)

@@ -62,6 +62,23 @@ var methodRules = map[string]Rule{
 	apiv1.Broker_CreatePushSubscription_FullMethodName: AnyMember,
 	apiv1.Broker_DeletePushSubscription_FullMethodName: AnyMember, // own subscriptions only
 
+	apiv1.Objectives_ListObjectives_FullMethodName:    AnyMember,
+	apiv1.Objectives_CreateObjective_FullMethodName:   Require(ObjectivesCreate),
+	apiv1.Objectives_GetObjective_FullMethodName:      AnyMember,
+	apiv1.Objectives_UpdateObjective_FullMethodName:   AnyMember, // assignee or members.manage
+	apiv1.Objectives_CompleteObjective_FullMethodName: AnyMember, // assignee only
+	apiv1.Objectives_CancelObjective_FullMethodName:   AnyMember, // objectives.cancel or originator
+	apiv1.Objectives_ReassignObjective_FullMethodName: Require(MembersManage),
+	apiv1.Objectives_DiscussObjective_FullMethodName:  AnyMember, // thread member
+	apiv1.Objectives_UpdateWatchers_FullMethodName:    AnyMember, // objectives.watch or originator
+
+	apiv1.Fs_ListFiles_FullMethodName:  AnyMember, // visibility checked in the service
+	apiv1.Fs_StatFile_FullMethodName:   AnyMember,
+	apiv1.Fs_MakeDir_FullMethodName:    AnyMember, // own home or members.manage
+	apiv1.Fs_Remove_FullMethodName:     AnyMember,
+	apiv1.Fs_Move_FullMethodName:       AnyMember,
+	apiv1.Fs_ListShared_FullMethodName: AnyMember,
+
 	// Reflection only describes the API, which /openapi.json publishes too.
 	grpc_reflection_v1.ServerReflection_ServerReflectionInfo_FullMethodName:      Public,
 	grpc_reflection_v1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: Public,

@@ -7,9 +7,11 @@
 package apiv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -20,20 +22,747 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// FsEntry is a file or a directory.
+type FsEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// kind is file or dir.
+	Kind          string  `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Size          float64 `protobuf:"fixed64,4,opt,name=size,proto3" json:"size,omitempty"`
+	MimeType      string  `protobuf:"bytes,5,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Owner         string  `protobuf:"bytes,6,opt,name=owner,proto3" json:"owner,omitempty"`
+	CreatedAt     float64 `protobuf:"fixed64,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     float64 `protobuf:"fixed64,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FsEntry) Reset() {
+	*x = FsEntry{}
+	mi := &file_svc_v1_fs_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FsEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FsEntry) ProtoMessage() {}
+
+func (x *FsEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FsEntry.ProtoReflect.Descriptor instead.
+func (*FsEntry) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FsEntry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FsEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FsEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *FsEntry) GetSize() float64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *FsEntry) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *FsEntry) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *FsEntry) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *FsEntry) GetUpdatedAt() float64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+type ListFilesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFilesRequest) Reset() {
+	*x = ListFilesRequest{}
+	mi := &file_svc_v1_fs_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFilesRequest) ProtoMessage() {}
+
+func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFilesRequest.ProtoReflect.Descriptor instead.
+func (*ListFilesRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListFilesRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type ListFilesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*FsEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFilesResponse) Reset() {
+	*x = ListFilesResponse{}
+	mi := &file_svc_v1_fs_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFilesResponse) ProtoMessage() {}
+
+func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFilesResponse.ProtoReflect.Descriptor instead.
+func (*ListFilesResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListFilesResponse) GetEntries() []*FsEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type StatFileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatFileRequest) Reset() {
+	*x = StatFileRequest{}
+	mi := &file_svc_v1_fs_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatFileRequest) ProtoMessage() {}
+
+func (x *StatFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatFileRequest.ProtoReflect.Descriptor instead.
+func (*StatFileRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StatFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type StatFileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *FsEntry               `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatFileResponse) Reset() {
+	*x = StatFileResponse{}
+	mi := &file_svc_v1_fs_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatFileResponse) ProtoMessage() {}
+
+func (x *StatFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatFileResponse.ProtoReflect.Descriptor instead.
+func (*StatFileResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StatFileResponse) GetEntry() *FsEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+type MakeDirRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Recursive     bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MakeDirRequest) Reset() {
+	*x = MakeDirRequest{}
+	mi := &file_svc_v1_fs_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MakeDirRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MakeDirRequest) ProtoMessage() {}
+
+func (x *MakeDirRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MakeDirRequest.ProtoReflect.Descriptor instead.
+func (*MakeDirRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MakeDirRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *MakeDirRequest) GetRecursive() bool {
+	if x != nil {
+		return x.Recursive
+	}
+	return false
+}
+
+type MakeDirResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *FsEntry               `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MakeDirResponse) Reset() {
+	*x = MakeDirResponse{}
+	mi := &file_svc_v1_fs_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MakeDirResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MakeDirResponse) ProtoMessage() {}
+
+func (x *MakeDirResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MakeDirResponse.ProtoReflect.Descriptor instead.
+func (*MakeDirResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MakeDirResponse) GetEntry() *FsEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+type RemoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Recursive     bool                   `protobuf:"varint,2,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRequest) Reset() {
+	*x = RemoveRequest{}
+	mi := &file_svc_v1_fs_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRequest) ProtoMessage() {}
+
+func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
+func (*RemoveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RemoveRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RemoveRequest) GetRecursive() bool {
+	if x != nil {
+		return x.Recursive
+	}
+	return false
+}
+
+type RemoveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveResponse) Reset() {
+	*x = RemoveResponse{}
+	mi := &file_svc_v1_fs_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveResponse) ProtoMessage() {}
+
+func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
+func (*RemoveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{8}
+}
+
+type MoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveRequest) Reset() {
+	*x = MoveRequest{}
+	mi := &file_svc_v1_fs_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveRequest) ProtoMessage() {}
+
+func (x *MoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
+func (*MoveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MoveRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MoveRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type MoveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *FsEntry               `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveResponse) Reset() {
+	*x = MoveResponse{}
+	mi := &file_svc_v1_fs_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveResponse) ProtoMessage() {}
+
+func (x *MoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
+func (*MoveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MoveResponse) GetEntry() *FsEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+type ListSharedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSharedRequest) Reset() {
+	*x = ListSharedRequest{}
+	mi := &file_svc_v1_fs_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSharedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSharedRequest) ProtoMessage() {}
+
+func (x *ListSharedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSharedRequest.ProtoReflect.Descriptor instead.
+func (*ListSharedRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{11}
+}
+
+type ListSharedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*FsEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSharedResponse) Reset() {
+	*x = ListSharedResponse{}
+	mi := &file_svc_v1_fs_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSharedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSharedResponse) ProtoMessage() {}
+
+func (x *ListSharedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_fs_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSharedResponse.ProtoReflect.Descriptor instead.
+func (*ListSharedResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_fs_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListSharedResponse) GetEntries() []*FsEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 var File_svc_v1_fs_proto protoreflect.FileDescriptor
 
 const file_svc_v1_fs_proto_rawDesc = "" +
 	"\n" +
-	"\x0fsvc/v1/fs.proto\x12\x06svc.v12\x04\n" +
-	"\x02FsB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
+	"\x0fsvc/v1/fs.proto\x12\x06svc.v1\x1a\x1cgoogle/api/annotations.proto\"\xca\x01\n" +
+	"\aFsEntry\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x01R\x04size\x12\x1b\n" +
+	"\tmime_type\x18\x05 \x01(\tR\bmimeType\x12\x14\n" +
+	"\x05owner\x18\x06 \x01(\tR\x05owner\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\a \x01(\x01R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\b \x01(\x01R\tupdatedAt\"&\n" +
+	"\x10ListFilesRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\">\n" +
+	"\x11ListFilesResponse\x12)\n" +
+	"\aentries\x18\x01 \x03(\v2\x0f.svc.v1.FsEntryR\aentries\"%\n" +
+	"\x0fStatFileRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"9\n" +
+	"\x10StatFileResponse\x12%\n" +
+	"\x05entry\x18\x01 \x01(\v2\x0f.svc.v1.FsEntryR\x05entry\"B\n" +
+	"\x0eMakeDirRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
+	"\trecursive\x18\x02 \x01(\bR\trecursive\"8\n" +
+	"\x0fMakeDirResponse\x12%\n" +
+	"\x05entry\x18\x01 \x01(\v2\x0f.svc.v1.FsEntryR\x05entry\"A\n" +
+	"\rRemoveRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
+	"\trecursive\x18\x02 \x01(\bR\trecursive\"\x10\n" +
+	"\x0eRemoveResponse\"1\n" +
+	"\vMoveRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"5\n" +
+	"\fMoveResponse\x12%\n" +
+	"\x05entry\x18\x01 \x01(\v2\x0f.svc.v1.FsEntryR\x05entry\"\x13\n" +
+	"\x11ListSharedRequest\"?\n" +
+	"\x12ListSharedResponse\x12)\n" +
+	"\aentries\x18\x01 \x03(\v2\x0f.svc.v1.FsEntryR\aentries2\xe1\x03\n" +
+	"\x02Fs\x12P\n" +
+	"\tListFiles\x12\x18.svc.v1.ListFilesRequest\x1a\x19.svc.v1.ListFilesResponse\"\x0e\x82\xd3\xe4\x93\x02\b\x12\x06/fs/ls\x12O\n" +
+	"\bStatFile\x12\x17.svc.v1.StatFileRequest\x1a\x18.svc.v1.StatFileResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
+	"\x12\b/fs/stat\x12P\n" +
+	"\aMakeDir\x12\x16.svc.v1.MakeDirRequest\x1a\x17.svc.v1.MakeDirResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/fs/mkdir\x12G\n" +
+	"\x06Remove\x12\x15.svc.v1.RemoveRequest\x1a\x16.svc.v1.RemoveResponse\"\x0e\x82\xd3\xe4\x93\x02\b*\x06/fs/rm\x12D\n" +
+	"\x04Move\x12\x13.svc.v1.MoveRequest\x1a\x14.svc.v1.MoveResponse\"\x11\x82\xd3\xe4\x93\x02\v:\x01*\"\x06/fs/mv\x12W\n" +
+	"\n" +
+	"ListShared\x12\x19.svc.v1.ListSharedRequest\x1a\x1a.svc.v1.ListSharedResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/fs/sharedB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
 
-var file_svc_v1_fs_proto_goTypes = []any{}
+var (
+	file_svc_v1_fs_proto_rawDescOnce sync.Once
+	file_svc_v1_fs_proto_rawDescData []byte
+)
+
+func file_svc_v1_fs_proto_rawDescGZIP() []byte {
+	file_svc_v1_fs_proto_rawDescOnce.Do(func() {
+		file_svc_v1_fs_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_svc_v1_fs_proto_rawDesc), len(file_svc_v1_fs_proto_rawDesc)))
+	})
+	return file_svc_v1_fs_proto_rawDescData
+}
+
+var file_svc_v1_fs_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_svc_v1_fs_proto_goTypes = []any{
+	(*FsEntry)(nil),            // 0: svc.v1.FsEntry
+	(*ListFilesRequest)(nil),   // 1: svc.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),  // 2: svc.v1.ListFilesResponse
+	(*StatFileRequest)(nil),    // 3: svc.v1.StatFileRequest
+	(*StatFileResponse)(nil),   // 4: svc.v1.StatFileResponse
+	(*MakeDirRequest)(nil),     // 5: svc.v1.MakeDirRequest
+	(*MakeDirResponse)(nil),    // 6: svc.v1.MakeDirResponse
+	(*RemoveRequest)(nil),      // 7: svc.v1.RemoveRequest
+	(*RemoveResponse)(nil),     // 8: svc.v1.RemoveResponse
+	(*MoveRequest)(nil),        // 9: svc.v1.MoveRequest
+	(*MoveResponse)(nil),       // 10: svc.v1.MoveResponse
+	(*ListSharedRequest)(nil),  // 11: svc.v1.ListSharedRequest
+	(*ListSharedResponse)(nil), // 12: svc.v1.ListSharedResponse
+}
 var file_svc_v1_fs_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0,  // 0: svc.v1.ListFilesResponse.entries:type_name -> svc.v1.FsEntry
+	0,  // 1: svc.v1.StatFileResponse.entry:type_name -> svc.v1.FsEntry
+	0,  // 2: svc.v1.MakeDirResponse.entry:type_name -> svc.v1.FsEntry
+	0,  // 3: svc.v1.MoveResponse.entry:type_name -> svc.v1.FsEntry
+	0,  // 4: svc.v1.ListSharedResponse.entries:type_name -> svc.v1.FsEntry
+	1,  // 5: svc.v1.Fs.ListFiles:input_type -> svc.v1.ListFilesRequest
+	3,  // 6: svc.v1.Fs.StatFile:input_type -> svc.v1.StatFileRequest
+	5,  // 7: svc.v1.Fs.MakeDir:input_type -> svc.v1.MakeDirRequest
+	7,  // 8: svc.v1.Fs.Remove:input_type -> svc.v1.RemoveRequest
+	9,  // 9: svc.v1.Fs.Move:input_type -> svc.v1.MoveRequest
+	11, // 10: svc.v1.Fs.ListShared:input_type -> svc.v1.ListSharedRequest
+	2,  // 11: svc.v1.Fs.ListFiles:output_type -> svc.v1.ListFilesResponse
+	4,  // 12: svc.v1.Fs.StatFile:output_type -> svc.v1.StatFileResponse
+	6,  // 13: svc.v1.Fs.MakeDir:output_type -> svc.v1.MakeDirResponse
+	8,  // 14: svc.v1.Fs.Remove:output_type -> svc.v1.RemoveResponse
+	10, // 15: svc.v1.Fs.Move:output_type -> svc.v1.MoveResponse
+	12, // 16: svc.v1.Fs.ListShared:output_type -> svc.v1.ListSharedResponse
+	11, // [11:17] is the sub-list for method output_type
+	5,  // [5:11] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_fs_proto_init() }
@@ -47,12 +776,13 @@ func file_svc_v1_fs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_fs_proto_rawDesc), len(file_svc_v1_fs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   0,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_svc_v1_fs_proto_goTypes,
 		DependencyIndexes: file_svc_v1_fs_proto_depIdxs,
+		MessageInfos:      file_svc_v1_fs_proto_msgTypes,
 	}.Build()
 	File_svc_v1_fs_proto = out.File
 	file_svc_v1_fs_proto_goTypes = nil

@@ -7,7 +7,10 @@
 package apiv1
 
 import (
+	context "context"
 	grpc "google.golang.org/grpc"
+	codes "google.golang.org/grpc/codes"
+	status "google.golang.org/grpc/status"
 )
 
 // This is a compile-time assertion to ensure that this generated file
@@ -15,13 +18,35 @@ import (
 // Requires gRPC-Go v1.64.0 or later.
 const _ = grpc.SupportPackageIsVersion9
 
+const (
+	Fs_ListFiles_FullMethodName  = "/svc.v1.Fs/ListFiles"
+	Fs_StatFile_FullMethodName   = "/svc.v1.Fs/StatFile"
+	Fs_MakeDir_FullMethodName    = "/svc.v1.Fs/MakeDir"
+	Fs_Remove_FullMethodName     = "/svc.v1.Fs/Remove"
+	Fs_Move_FullMethodName       = "/svc.v1.Fs/Move"
+	Fs_ListShared_FullMethodName = "/svc.v1.Fs/ListShared"
+)
+
 // FsClient is the client API for Fs service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Fs is declared now so that every client sees the full service set; its
-// methods arrive with the issues that implement them.
+// Fs is the virtual filesystem: a home /<name>/ per member, files shared by
+// message and objective attachments. Reading and writing bytes over REST
+// (GET /fs/read/<path>, POST /fs/write) are hand-written gateway handlers.
 type FsClient interface {
+	// ListFiles lists a directory; "/" lists every home the caller can see.
+	ListFiles(ctx context.Context, in *ListFilesRequest, opts ...grpc.CallOption) (*ListFilesResponse, error)
+	// StatFile describes one entry.
+	StatFile(ctx context.Context, in *StatFileRequest, opts ...grpc.CallOption) (*StatFileResponse, error)
+	// MakeDir creates a directory.
+	MakeDir(ctx context.Context, in *MakeDirRequest, opts ...grpc.CallOption) (*MakeDirResponse, error)
+	// Remove deletes a file or a directory (recursive for one with content).
+	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
+	// Move renames one file.
+	Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error)
+	// ListShared lists the files shared with the caller by attachments.
+	ListShared(ctx context.Context, in *ListSharedRequest, opts ...grpc.CallOption) (*ListSharedResponse, error)
 }
 
 type fsClient struct {
@@ -32,13 +57,86 @@ func NewFsClient(cc grpc.ClientConnInterface) FsClient {
 	return &fsClient{cc}
 }
 
+func (c *fsClient) ListFiles(ctx context.Context, in *ListFilesRequest, opts ...grpc.CallOption) (*ListFilesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListFilesResponse)
+	err := c.cc.Invoke(ctx, Fs_ListFiles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fsClient) StatFile(ctx context.Context, in *StatFileRequest, opts ...grpc.CallOption) (*StatFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatFileResponse)
+	err := c.cc.Invoke(ctx, Fs_StatFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fsClient) MakeDir(ctx context.Context, in *MakeDirRequest, opts ...grpc.CallOption) (*MakeDirResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MakeDirResponse)
+	err := c.cc.Invoke(ctx, Fs_MakeDir_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fsClient) Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveResponse)
+	err := c.cc.Invoke(ctx, Fs_Remove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fsClient) Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MoveResponse)
+	err := c.cc.Invoke(ctx, Fs_Move_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fsClient) ListShared(ctx context.Context, in *ListSharedRequest, opts ...grpc.CallOption) (*ListSharedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSharedResponse)
+	err := c.cc.Invoke(ctx, Fs_ListShared_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FsServer is the server API for Fs service.
 // All implementations must embed UnimplementedFsServer
 // for forward compatibility.
 //
-// Fs is declared now so that every client sees the full service set; its
-// methods arrive with the issues that implement them.
+// Fs is the virtual filesystem: a home /<name>/ per member, files shared by
+// message and objective attachments. Reading and writing bytes over REST
+// (GET /fs/read/<path>, POST /fs/write) are hand-written gateway handlers.
 type FsServer interface {
+	// ListFiles lists a directory; "/" lists every home the caller can see.
+	ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error)
+	// StatFile describes one entry.
+	StatFile(context.Context, *StatFileRequest) (*StatFileResponse, error)
+	// MakeDir creates a directory.
+	MakeDir(context.Context, *MakeDirRequest) (*MakeDirResponse, error)
+	// Remove deletes a file or a directory (recursive for one with content).
+	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
+	// Move renames one file.
+	Move(context.Context, *MoveRequest) (*MoveResponse, error)
+	// ListShared lists the files shared with the caller by attachments.
+	ListShared(context.Context, *ListSharedRequest) (*ListSharedResponse, error)
 	mustEmbedUnimplementedFsServer()
 }
 
@@ -49,6 +147,24 @@ type FsServer interface {
 // pointer dereference when methods are called.
 type UnimplementedFsServer struct{}
 
+func (UnimplementedFsServer) ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListFiles not implemented")
+}
+func (UnimplementedFsServer) StatFile(context.Context, *StatFileRequest) (*StatFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StatFile not implemented")
+}
+func (UnimplementedFsServer) MakeDir(context.Context, *MakeDirRequest) (*MakeDirResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MakeDir not implemented")
+}
+func (UnimplementedFsServer) Remove(context.Context, *RemoveRequest) (*RemoveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Remove not implemented")
+}
+func (UnimplementedFsServer) Move(context.Context, *MoveRequest) (*MoveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Move not implemented")
+}
+func (UnimplementedFsServer) ListShared(context.Context, *ListSharedRequest) (*ListSharedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListShared not implemented")
+}
 func (UnimplementedFsServer) mustEmbedUnimplementedFsServer() {}
 func (UnimplementedFsServer) testEmbeddedByValue()            {}
 
@@ -70,13 +186,146 @@ func RegisterFsServer(s grpc.ServiceRegistrar, srv FsServer) {
 	s.RegisterService(&Fs_ServiceDesc, srv)
 }
 
+func _Fs_ListFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListFilesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FsServer).ListFiles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fs_ListFiles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FsServer).ListFiles(ctx, req.(*ListFilesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Fs_StatFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FsServer).StatFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fs_StatFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FsServer).StatFile(ctx, req.(*StatFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Fs_MakeDir_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MakeDirRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FsServer).MakeDir(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fs_MakeDir_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FsServer).MakeDir(ctx, req.(*MakeDirRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Fs_Remove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FsServer).Remove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fs_Remove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FsServer).Remove(ctx, req.(*RemoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Fs_Move_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FsServer).Move(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fs_Move_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FsServer).Move(ctx, req.(*MoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Fs_ListShared_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSharedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FsServer).ListShared(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Fs_ListShared_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FsServer).ListShared(ctx, req.(*ListSharedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Fs_ServiceDesc is the grpc.ServiceDesc for Fs service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Fs_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "svc.v1.Fs",
 	HandlerType: (*FsServer)(nil),
-	Methods:     []grpc.MethodDesc{},
-	Streams:     []grpc.StreamDesc{},
-	Metadata:    "svc/v1/fs.proto",
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ListFiles",
+			Handler:    _Fs_ListFiles_Handler,
+		},
+		{
+			MethodName: "StatFile",
+			Handler:    _Fs_StatFile_Handler,
+		},
+		{
+			MethodName: "MakeDir",
+			Handler:    _Fs_MakeDir_Handler,
+		},
+		{
+			MethodName: "Remove",
+			Handler:    _Fs_Remove_Handler,
+		},
+		{
+			MethodName: "Move",
+			Handler:    _Fs_Move_Handler,
+		},
+		{
+			MethodName: "ListShared",
+			Handler:    _Fs_ListShared_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "svc/v1/fs.proto",
 }

@@ -7,9 +7,12 @@
 package apiv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -20,21 +23,1188 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ObjectiveEvent is one entry of an objective's audit log.
+type ObjectiveEvent struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ObjectiveId string                 `protobuf:"bytes,2,opt,name=objective_id,json=objectiveId,proto3" json:"objective_id,omitempty"`
+	// kind is assigned, blocked, unblocked, completed, cancelled, reassigned,
+	// watcher_added or watcher_removed.
+	Kind          string           `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Actor         string           `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	CreatedAt     float64          `protobuf:"fixed64,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Payload       *structpb.Struct `protobuf:"bytes,6,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectiveEvent) Reset() {
+	*x = ObjectiveEvent{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectiveEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectiveEvent) ProtoMessage() {}
+
+func (x *ObjectiveEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectiveEvent.ProtoReflect.Descriptor instead.
+func (*ObjectiveEvent) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ObjectiveEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ObjectiveEvent) GetObjectiveId() string {
+	if x != nil {
+		return x.ObjectiveId
+	}
+	return ""
+}
+
+func (x *ObjectiveEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ObjectiveEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ObjectiveEvent) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *ObjectiveEvent) GetPayload() *structpb.Struct {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+type ListObjectivesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Assignee      string                 `protobuf:"bytes,1,opt,name=assignee,proto3" json:"assignee,omitempty"`
+	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListObjectivesRequest) Reset() {
+	*x = ListObjectivesRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListObjectivesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListObjectivesRequest) ProtoMessage() {}
+
+func (x *ListObjectivesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListObjectivesRequest.ProtoReflect.Descriptor instead.
+func (*ListObjectivesRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListObjectivesRequest) GetAssignee() string {
+	if x != nil {
+		return x.Assignee
+	}
+	return ""
+}
+
+func (x *ListObjectivesRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+type ListObjectivesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objectives    []*Objective           `protobuf:"bytes,1,rep,name=objectives,proto3" json:"objectives,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListObjectivesResponse) Reset() {
+	*x = ListObjectivesResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListObjectivesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListObjectivesResponse) ProtoMessage() {}
+
+func (x *ListObjectivesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListObjectivesResponse.ProtoReflect.Descriptor instead.
+func (*ListObjectivesResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListObjectivesResponse) GetObjectives() []*Objective {
+	if x != nil {
+		return x.Objectives
+	}
+	return nil
+}
+
+type CreateObjectiveRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Title    string                 `protobuf:"bytes,1,opt,name=title,proto3" json:"title,omitempty"`
+	Outcome  string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Assignee string                 `protobuf:"bytes,3,opt,name=assignee,proto3" json:"assignee,omitempty"`
+	Body     string                 `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	Watchers []string               `protobuf:"bytes,5,rep,name=watchers,proto3" json:"watchers,omitempty"`
+	// attachments are virtual paths, as strings or as {path} objects.
+	Attachments   []*structpb.Value `protobuf:"bytes,6,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateObjectiveRequest) Reset() {
+	*x = CreateObjectiveRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateObjectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateObjectiveRequest) ProtoMessage() {}
+
+func (x *CreateObjectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateObjectiveRequest.ProtoReflect.Descriptor instead.
+func (*CreateObjectiveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CreateObjectiveRequest) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *CreateObjectiveRequest) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *CreateObjectiveRequest) GetAssignee() string {
+	if x != nil {
+		return x.Assignee
+	}
+	return ""
+}
+
+func (x *CreateObjectiveRequest) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *CreateObjectiveRequest) GetWatchers() []string {
+	if x != nil {
+		return x.Watchers
+	}
+	return nil
+}
+
+func (x *CreateObjectiveRequest) GetAttachments() []*structpb.Value {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+type CreateObjectiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objective     *Objective             `protobuf:"bytes,1,opt,name=objective,proto3" json:"objective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateObjectiveResponse) Reset() {
+	*x = CreateObjectiveResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateObjectiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateObjectiveResponse) ProtoMessage() {}
+
+func (x *CreateObjectiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateObjectiveResponse.ProtoReflect.Descriptor instead.
+func (*CreateObjectiveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CreateObjectiveResponse) GetObjective() *Objective {
+	if x != nil {
+		return x.Objective
+	}
+	return nil
+}
+
+type GetObjectiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetObjectiveRequest) Reset() {
+	*x = GetObjectiveRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetObjectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetObjectiveRequest) ProtoMessage() {}
+
+func (x *GetObjectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetObjectiveRequest.ProtoReflect.Descriptor instead.
+func (*GetObjectiveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetObjectiveRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetObjectiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objective     *Objective             `protobuf:"bytes,1,opt,name=objective,proto3" json:"objective,omitempty"`
+	Events        []*ObjectiveEvent      `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetObjectiveResponse) Reset() {
+	*x = GetObjectiveResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetObjectiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetObjectiveResponse) ProtoMessage() {}
+
+func (x *GetObjectiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetObjectiveResponse.ProtoReflect.Descriptor instead.
+func (*GetObjectiveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetObjectiveResponse) GetObjective() *Objective {
+	if x != nil {
+		return x.Objective
+	}
+	return nil
+}
+
+func (x *GetObjectiveResponse) GetEvents() []*ObjectiveEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type UpdateObjectiveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// status is active or blocked.
+	Status        *string `protobuf:"bytes,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	BlockReason   *string `protobuf:"bytes,3,opt,name=block_reason,json=blockReason,proto3,oneof" json:"block_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateObjectiveRequest) Reset() {
+	*x = UpdateObjectiveRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateObjectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateObjectiveRequest) ProtoMessage() {}
+
+func (x *UpdateObjectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateObjectiveRequest.ProtoReflect.Descriptor instead.
+func (*UpdateObjectiveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *UpdateObjectiveRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateObjectiveRequest) GetStatus() string {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return ""
+}
+
+func (x *UpdateObjectiveRequest) GetBlockReason() string {
+	if x != nil && x.BlockReason != nil {
+		return *x.BlockReason
+	}
+	return ""
+}
+
+type UpdateObjectiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objective     *Objective             `protobuf:"bytes,1,opt,name=objective,proto3" json:"objective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateObjectiveResponse) Reset() {
+	*x = UpdateObjectiveResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateObjectiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateObjectiveResponse) ProtoMessage() {}
+
+func (x *UpdateObjectiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateObjectiveResponse.ProtoReflect.Descriptor instead.
+func (*UpdateObjectiveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UpdateObjectiveResponse) GetObjective() *Objective {
+	if x != nil {
+		return x.Objective
+	}
+	return nil
+}
+
+type CompleteObjectiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Result        string                 `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteObjectiveRequest) Reset() {
+	*x = CompleteObjectiveRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteObjectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteObjectiveRequest) ProtoMessage() {}
+
+func (x *CompleteObjectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteObjectiveRequest.ProtoReflect.Descriptor instead.
+func (*CompleteObjectiveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CompleteObjectiveRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CompleteObjectiveRequest) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+type CompleteObjectiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objective     *Objective             `protobuf:"bytes,1,opt,name=objective,proto3" json:"objective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteObjectiveResponse) Reset() {
+	*x = CompleteObjectiveResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteObjectiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteObjectiveResponse) ProtoMessage() {}
+
+func (x *CompleteObjectiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteObjectiveResponse.ProtoReflect.Descriptor instead.
+func (*CompleteObjectiveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CompleteObjectiveResponse) GetObjective() *Objective {
+	if x != nil {
+		return x.Objective
+	}
+	return nil
+}
+
+type CancelObjectiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelObjectiveRequest) Reset() {
+	*x = CancelObjectiveRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelObjectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelObjectiveRequest) ProtoMessage() {}
+
+func (x *CancelObjectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelObjectiveRequest.ProtoReflect.Descriptor instead.
+func (*CancelObjectiveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CancelObjectiveRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CancelObjectiveRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type CancelObjectiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objective     *Objective             `protobuf:"bytes,1,opt,name=objective,proto3" json:"objective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelObjectiveResponse) Reset() {
+	*x = CancelObjectiveResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelObjectiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelObjectiveResponse) ProtoMessage() {}
+
+func (x *CancelObjectiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelObjectiveResponse.ProtoReflect.Descriptor instead.
+func (*CancelObjectiveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CancelObjectiveResponse) GetObjective() *Objective {
+	if x != nil {
+		return x.Objective
+	}
+	return nil
+}
+
+type ReassignObjectiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Note          string                 `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignObjectiveRequest) Reset() {
+	*x = ReassignObjectiveRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignObjectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignObjectiveRequest) ProtoMessage() {}
+
+func (x *ReassignObjectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignObjectiveRequest.ProtoReflect.Descriptor instead.
+func (*ReassignObjectiveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReassignObjectiveRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReassignObjectiveRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *ReassignObjectiveRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type ReassignObjectiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objective     *Objective             `protobuf:"bytes,1,opt,name=objective,proto3" json:"objective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignObjectiveResponse) Reset() {
+	*x = ReassignObjectiveResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignObjectiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignObjectiveResponse) ProtoMessage() {}
+
+func (x *ReassignObjectiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignObjectiveResponse.ProtoReflect.Descriptor instead.
+func (*ReassignObjectiveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReassignObjectiveResponse) GetObjective() *Objective {
+	if x != nil {
+		return x.Objective
+	}
+	return nil
+}
+
+type DiscussObjectiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Body          string                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	Title         string                 `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Attachments   []string               `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscussObjectiveRequest) Reset() {
+	*x = DiscussObjectiveRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscussObjectiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscussObjectiveRequest) ProtoMessage() {}
+
+func (x *DiscussObjectiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscussObjectiveRequest.ProtoReflect.Descriptor instead.
+func (*DiscussObjectiveRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DiscussObjectiveRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DiscussObjectiveRequest) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *DiscussObjectiveRequest) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *DiscussObjectiveRequest) GetAttachments() []string {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+type DiscussObjectiveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscussObjectiveResponse) Reset() {
+	*x = DiscussObjectiveResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscussObjectiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscussObjectiveResponse) ProtoMessage() {}
+
+func (x *DiscussObjectiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscussObjectiveResponse.ProtoReflect.Descriptor instead.
+func (*DiscussObjectiveResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DiscussObjectiveResponse) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+type UpdateWatchersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Add           []string               `protobuf:"bytes,2,rep,name=add,proto3" json:"add,omitempty"`
+	Remove        []string               `protobuf:"bytes,3,rep,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateWatchersRequest) Reset() {
+	*x = UpdateWatchersRequest{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateWatchersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateWatchersRequest) ProtoMessage() {}
+
+func (x *UpdateWatchersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateWatchersRequest.ProtoReflect.Descriptor instead.
+func (*UpdateWatchersRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *UpdateWatchersRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateWatchersRequest) GetAdd() []string {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+func (x *UpdateWatchersRequest) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+type UpdateWatchersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objective     *Objective             `protobuf:"bytes,1,opt,name=objective,proto3" json:"objective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateWatchersResponse) Reset() {
+	*x = UpdateWatchersResponse{}
+	mi := &file_svc_v1_objectives_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateWatchersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateWatchersResponse) ProtoMessage() {}
+
+func (x *UpdateWatchersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_objectives_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateWatchersResponse.ProtoReflect.Descriptor instead.
+func (*UpdateWatchersResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_objectives_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UpdateWatchersResponse) GetObjective() *Objective {
+	if x != nil {
+		return x.Objective
+	}
+	return nil
+}
+
 var File_svc_v1_objectives_proto protoreflect.FileDescriptor
 
 const file_svc_v1_objectives_proto_rawDesc = "" +
 	"\n" +
-	"\x17svc/v1/objectives.proto\x12\x06svc.v12\f\n" +
+	"\x17svc/v1/objectives.proto\x12\x06svc.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x12svc/v1/types.proto\"\xbf\x01\n" +
+	"\x0eObjectiveEvent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
+	"\fobjective_id\x18\x02 \x01(\tR\vobjectiveId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x12\x1d\n" +
 	"\n" +
-	"ObjectivesB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
+	"created_at\x18\x05 \x01(\x01R\tcreatedAt\x121\n" +
+	"\apayload\x18\x06 \x01(\v2\x17.google.protobuf.StructR\apayload\"K\n" +
+	"\x15ListObjectivesRequest\x12\x1a\n" +
+	"\bassignee\x18\x01 \x01(\tR\bassignee\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\"K\n" +
+	"\x16ListObjectivesResponse\x121\n" +
+	"\n" +
+	"objectives\x18\x01 \x03(\v2\x11.svc.v1.ObjectiveR\n" +
+	"objectives\"\xce\x01\n" +
+	"\x16CreateObjectiveRequest\x12\x14\n" +
+	"\x05title\x18\x01 \x01(\tR\x05title\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x1a\n" +
+	"\bassignee\x18\x03 \x01(\tR\bassignee\x12\x12\n" +
+	"\x04body\x18\x04 \x01(\tR\x04body\x12\x1a\n" +
+	"\bwatchers\x18\x05 \x03(\tR\bwatchers\x128\n" +
+	"\vattachments\x18\x06 \x03(\v2\x16.google.protobuf.ValueR\vattachments\"J\n" +
+	"\x17CreateObjectiveResponse\x12/\n" +
+	"\tobjective\x18\x01 \x01(\v2\x11.svc.v1.ObjectiveR\tobjective\"%\n" +
+	"\x13GetObjectiveRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"w\n" +
+	"\x14GetObjectiveResponse\x12/\n" +
+	"\tobjective\x18\x01 \x01(\v2\x11.svc.v1.ObjectiveR\tobjective\x12.\n" +
+	"\x06events\x18\x02 \x03(\v2\x16.svc.v1.ObjectiveEventR\x06events\"\x89\x01\n" +
+	"\x16UpdateObjectiveRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\x06status\x18\x02 \x01(\tH\x00R\x06status\x88\x01\x01\x12&\n" +
+	"\fblock_reason\x18\x03 \x01(\tH\x01R\vblockReason\x88\x01\x01B\t\n" +
+	"\a_statusB\x0f\n" +
+	"\r_block_reason\"J\n" +
+	"\x17UpdateObjectiveResponse\x12/\n" +
+	"\tobjective\x18\x01 \x01(\v2\x11.svc.v1.ObjectiveR\tobjective\"B\n" +
+	"\x18CompleteObjectiveRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06result\x18\x02 \x01(\tR\x06result\"L\n" +
+	"\x19CompleteObjectiveResponse\x12/\n" +
+	"\tobjective\x18\x01 \x01(\v2\x11.svc.v1.ObjectiveR\tobjective\"@\n" +
+	"\x16CancelObjectiveRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"J\n" +
+	"\x17CancelObjectiveResponse\x12/\n" +
+	"\tobjective\x18\x01 \x01(\v2\x11.svc.v1.ObjectiveR\tobjective\"N\n" +
+	"\x18ReassignObjectiveRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"L\n" +
+	"\x19ReassignObjectiveResponse\x12/\n" +
+	"\tobjective\x18\x01 \x01(\v2\x11.svc.v1.ObjectiveR\tobjective\"u\n" +
+	"\x17DiscussObjectiveRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\tR\x04body\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12 \n" +
+	"\vattachments\x18\x04 \x03(\tR\vattachments\"E\n" +
+	"\x18DiscussObjectiveResponse\x12)\n" +
+	"\amessage\x18\x01 \x01(\v2\x0f.svc.v1.MessageR\amessage\"Q\n" +
+	"\x15UpdateWatchersRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03add\x18\x02 \x03(\tR\x03add\x12\x16\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\"I\n" +
+	"\x16UpdateWatchersResponse\x12/\n" +
+	"\tobjective\x18\x01 \x01(\v2\x11.svc.v1.ObjectiveR\tobjective2\xef\b\n" +
+	"\n" +
+	"Objectives\x12d\n" +
+	"\x0eListObjectives\x12\x1d.svc.v1.ListObjectivesRequest\x1a\x1e.svc.v1.ListObjectivesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/objectives\x12u\n" +
+	"\x0fCreateObjective\x12\x1e.svc.v1.CreateObjectiveRequest\x1a\x1f.svc.v1.CreateObjectiveResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*b\tobjective\"\v/objectives\x12c\n" +
+	"\fGetObjective\x12\x1b.svc.v1.GetObjectiveRequest\x1a\x1c.svc.v1.GetObjectiveResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/objectives/{id}\x12z\n" +
+	"\x0fUpdateObjective\x12\x1e.svc.v1.UpdateObjectiveRequest\x1a\x1f.svc.v1.UpdateObjectiveResponse\"&\x82\xd3\xe4\x93\x02 :\x01*b\tobjective2\x10/objectives/{id}\x12\x89\x01\n" +
+	"\x11CompleteObjective\x12 .svc.v1.CompleteObjectiveRequest\x1a!.svc.v1.CompleteObjectiveResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tobjective\"\x19/objectives/{id}/complete\x12\x81\x01\n" +
+	"\x0fCancelObjective\x12\x1e.svc.v1.CancelObjectiveRequest\x1a\x1f.svc.v1.CancelObjectiveResponse\"-\x82\xd3\xe4\x93\x02':\x01*b\tobjective\"\x17/objectives/{id}/cancel\x12\x89\x01\n" +
+	"\x11ReassignObjective\x12 .svc.v1.ReassignObjectiveRequest\x1a!.svc.v1.ReassignObjectiveResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tobjective\"\x19/objectives/{id}/reassign\x12\x83\x01\n" +
+	"\x10DiscussObjective\x12\x1f.svc.v1.DiscussObjectiveRequest\x1a .svc.v1.DiscussObjectiveResponse\",\x82\xd3\xe4\x93\x02&:\x01*b\amessage\"\x18/objectives/{id}/discuss\x12\x80\x01\n" +
+	"\x0eUpdateWatchers\x12\x1d.svc.v1.UpdateWatchersRequest\x1a\x1e.svc.v1.UpdateWatchersResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tobjective2\x19/objectives/{id}/watchersB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
 
-var file_svc_v1_objectives_proto_goTypes = []any{}
+var (
+	file_svc_v1_objectives_proto_rawDescOnce sync.Once
+	file_svc_v1_objectives_proto_rawDescData []byte
+)
+
+func file_svc_v1_objectives_proto_rawDescGZIP() []byte {
+	file_svc_v1_objectives_proto_rawDescOnce.Do(func() {
+		file_svc_v1_objectives_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_svc_v1_objectives_proto_rawDesc), len(file_svc_v1_objectives_proto_rawDesc)))
+	})
+	return file_svc_v1_objectives_proto_rawDescData
+}
+
+var file_svc_v1_objectives_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_svc_v1_objectives_proto_goTypes = []any{
+	(*ObjectiveEvent)(nil),            // 0: svc.v1.ObjectiveEvent
+	(*ListObjectivesRequest)(nil),     // 1: svc.v1.ListObjectivesRequest
+	(*ListObjectivesResponse)(nil),    // 2: svc.v1.ListObjectivesResponse
+	(*CreateObjectiveRequest)(nil),    // 3: svc.v1.CreateObjectiveRequest
+	(*CreateObjectiveResponse)(nil),   // 4: svc.v1.CreateObjectiveResponse
+	(*GetObjectiveRequest)(nil),       // 5: svc.v1.GetObjectiveRequest
+	(*GetObjectiveResponse)(nil),      // 6: svc.v1.GetObjectiveResponse
+	(*UpdateObjectiveRequest)(nil),    // 7: svc.v1.UpdateObjectiveRequest
+	(*UpdateObjectiveResponse)(nil),   // 8: svc.v1.UpdateObjectiveResponse
+	(*CompleteObjectiveRequest)(nil),  // 9: svc.v1.CompleteObjectiveRequest
+	(*CompleteObjectiveResponse)(nil), // 10: svc.v1.CompleteObjectiveResponse
+	(*CancelObjectiveRequest)(nil),    // 11: svc.v1.CancelObjectiveRequest
+	(*CancelObjectiveResponse)(nil),   // 12: svc.v1.CancelObjectiveResponse
+	(*ReassignObjectiveRequest)(nil),  // 13: svc.v1.ReassignObjectiveRequest
+	(*ReassignObjectiveResponse)(nil), // 14: svc.v1.ReassignObjectiveResponse
+	(*DiscussObjectiveRequest)(nil),   // 15: svc.v1.DiscussObjectiveRequest
+	(*DiscussObjectiveResponse)(nil),  // 16: svc.v1.DiscussObjectiveResponse
+	(*UpdateWatchersRequest)(nil),     // 17: svc.v1.UpdateWatchersRequest
+	(*UpdateWatchersResponse)(nil),    // 18: svc.v1.UpdateWatchersResponse
+	(*structpb.Struct)(nil),           // 19: google.protobuf.Struct
+	(*Objective)(nil),                 // 20: svc.v1.Objective
+	(*structpb.Value)(nil),            // 21: google.protobuf.Value
+	(*Message)(nil),                   // 22: svc.v1.Message
+}
 var file_svc_v1_objectives_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	19, // 0: svc.v1.ObjectiveEvent.payload:type_name -> google.protobuf.Struct
+	20, // 1: svc.v1.ListObjectivesResponse.objectives:type_name -> svc.v1.Objective
+	21, // 2: svc.v1.CreateObjectiveRequest.attachments:type_name -> google.protobuf.Value
+	20, // 3: svc.v1.CreateObjectiveResponse.objective:type_name -> svc.v1.Objective
+	20, // 4: svc.v1.GetObjectiveResponse.objective:type_name -> svc.v1.Objective
+	0,  // 5: svc.v1.GetObjectiveResponse.events:type_name -> svc.v1.ObjectiveEvent
+	20, // 6: svc.v1.UpdateObjectiveResponse.objective:type_name -> svc.v1.Objective
+	20, // 7: svc.v1.CompleteObjectiveResponse.objective:type_name -> svc.v1.Objective
+	20, // 8: svc.v1.CancelObjectiveResponse.objective:type_name -> svc.v1.Objective
+	20, // 9: svc.v1.ReassignObjectiveResponse.objective:type_name -> svc.v1.Objective
+	22, // 10: svc.v1.DiscussObjectiveResponse.message:type_name -> svc.v1.Message
+	20, // 11: svc.v1.UpdateWatchersResponse.objective:type_name -> svc.v1.Objective
+	1,  // 12: svc.v1.Objectives.ListObjectives:input_type -> svc.v1.ListObjectivesRequest
+	3,  // 13: svc.v1.Objectives.CreateObjective:input_type -> svc.v1.CreateObjectiveRequest
+	5,  // 14: svc.v1.Objectives.GetObjective:input_type -> svc.v1.GetObjectiveRequest
+	7,  // 15: svc.v1.Objectives.UpdateObjective:input_type -> svc.v1.UpdateObjectiveRequest
+	9,  // 16: svc.v1.Objectives.CompleteObjective:input_type -> svc.v1.CompleteObjectiveRequest
+	11, // 17: svc.v1.Objectives.CancelObjective:input_type -> svc.v1.CancelObjectiveRequest
+	13, // 18: svc.v1.Objectives.ReassignObjective:input_type -> svc.v1.ReassignObjectiveRequest
+	15, // 19: svc.v1.Objectives.DiscussObjective:input_type -> svc.v1.DiscussObjectiveRequest
+	17, // 20: svc.v1.Objectives.UpdateWatchers:input_type -> svc.v1.UpdateWatchersRequest
+	2,  // 21: svc.v1.Objectives.ListObjectives:output_type -> svc.v1.ListObjectivesResponse
+	4,  // 22: svc.v1.Objectives.CreateObjective:output_type -> svc.v1.CreateObjectiveResponse
+	6,  // 23: svc.v1.Objectives.GetObjective:output_type -> svc.v1.GetObjectiveResponse
+	8,  // 24: svc.v1.Objectives.UpdateObjective:output_type -> svc.v1.UpdateObjectiveResponse
+	10, // 25: svc.v1.Objectives.CompleteObjective:output_type -> svc.v1.CompleteObjectiveResponse
+	12, // 26: svc.v1.Objectives.CancelObjective:output_type -> svc.v1.CancelObjectiveResponse
+	14, // 27: svc.v1.Objectives.ReassignObjective:output_type -> svc.v1.ReassignObjectiveResponse
+	16, // 28: svc.v1.Objectives.DiscussObjective:output_type -> svc.v1.DiscussObjectiveResponse
+	18, // 29: svc.v1.Objectives.UpdateWatchers:output_type -> svc.v1.UpdateWatchersResponse
+	21, // [21:30] is the sub-list for method output_type
+	12, // [12:21] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_objectives_proto_init() }
@@ -42,18 +1212,21 @@ func file_svc_v1_objectives_proto_init() {
 	if File_svc_v1_objectives_proto != nil {
 		return
 	}
+	file_svc_v1_types_proto_init()
+	file_svc_v1_objectives_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_objectives_proto_rawDesc), len(file_svc_v1_objectives_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   0,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_svc_v1_objectives_proto_goTypes,
 		DependencyIndexes: file_svc_v1_objectives_proto_depIdxs,
+		MessageInfos:      file_svc_v1_objectives_proto_msgTypes,
 	}.Build()
 	File_svc_v1_objectives_proto = out.File
 	file_svc_v1_objectives_proto_goTypes = nil

@@ -7,7 +7,10 @@
 package apiv1
 
 import (
+	context "context"
 	grpc "google.golang.org/grpc"
+	codes "google.golang.org/grpc/codes"
+	status "google.golang.org/grpc/status"
 )
 
 // This is a compile-time assertion to ensure that this generated file
@@ -15,13 +18,45 @@ import (
 // Requires gRPC-Go v1.64.0 or later.
 const _ = grpc.SupportPackageIsVersion9
 
+const (
+	Objectives_ListObjectives_FullMethodName    = "/svc.v1.Objectives/ListObjectives"
+	Objectives_CreateObjective_FullMethodName   = "/svc.v1.Objectives/CreateObjective"
+	Objectives_GetObjective_FullMethodName      = "/svc.v1.Objectives/GetObjective"
+	Objectives_UpdateObjective_FullMethodName   = "/svc.v1.Objectives/UpdateObjective"
+	Objectives_CompleteObjective_FullMethodName = "/svc.v1.Objectives/CompleteObjective"
+	Objectives_CancelObjective_FullMethodName   = "/svc.v1.Objectives/CancelObjective"
+	Objectives_ReassignObjective_FullMethodName = "/svc.v1.Objectives/ReassignObjective"
+	Objectives_DiscussObjective_FullMethodName  = "/svc.v1.Objectives/DiscussObjective"
+	Objectives_UpdateWatchers_FullMethodName    = "/svc.v1.Objectives/UpdateWatchers"
+)
+
 // ObjectivesClient is the client API for Objectives service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Objectives is declared now so that every client sees the full service set; its
-// methods arrive with the issues that implement them.
+// Objectives tracks structured work: an assignee, a verifiable outcome, an
+// append-only audit log and a discussion thread obj:<id>.
 type ObjectivesClient interface {
+	// ListObjectives lists objectives, newest first, filtered by assignee and
+	// status.
+	ListObjectives(ctx context.Context, in *ListObjectivesRequest, opts ...grpc.CallOption) (*ListObjectivesResponse, error)
+	// CreateObjective creates an active objective; the caller is its
+	// originator.
+	CreateObjective(ctx context.Context, in *CreateObjectiveRequest, opts ...grpc.CallOption) (*CreateObjectiveResponse, error)
+	// GetObjective returns an objective with its audit events, oldest first.
+	GetObjective(ctx context.Context, in *GetObjectiveRequest, opts ...grpc.CallOption) (*GetObjectiveResponse, error)
+	// UpdateObjective blocks or unblocks an objective.
+	UpdateObjective(ctx context.Context, in *UpdateObjectiveRequest, opts ...grpc.CallOption) (*UpdateObjectiveResponse, error)
+	// CompleteObjective marks an objective done with its result.
+	CompleteObjective(ctx context.Context, in *CompleteObjectiveRequest, opts ...grpc.CallOption) (*CompleteObjectiveResponse, error)
+	// CancelObjective cancels an objective.
+	CancelObjective(ctx context.Context, in *CancelObjectiveRequest, opts ...grpc.CallOption) (*CancelObjectiveResponse, error)
+	// ReassignObjective hands an open objective to another member.
+	ReassignObjective(ctx context.Context, in *ReassignObjectiveRequest, opts ...grpc.CallOption) (*ReassignObjectiveResponse, error)
+	// DiscussObjective posts a message to the objective's thread.
+	DiscussObjective(ctx context.Context, in *DiscussObjectiveRequest, opts ...grpc.CallOption) (*DiscussObjectiveResponse, error)
+	// UpdateWatchers adds and removes watchers.
+	UpdateWatchers(ctx context.Context, in *UpdateWatchersRequest, opts ...grpc.CallOption) (*UpdateWatchersResponse, error)
 }
 
 type objectivesClient struct {
@@ -32,13 +67,123 @@ func NewObjectivesClient(cc grpc.ClientConnInterface) ObjectivesClient {
 	return &objectivesClient{cc}
 }
 
+func (c *objectivesClient) ListObjectives(ctx context.Context, in *ListObjectivesRequest, opts ...grpc.CallOption) (*ListObjectivesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListObjectivesResponse)
+	err := c.cc.Invoke(ctx, Objectives_ListObjectives_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *objectivesClient) CreateObjective(ctx context.Context, in *CreateObjectiveRequest, opts ...grpc.CallOption) (*CreateObjectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateObjectiveResponse)
+	err := c.cc.Invoke(ctx, Objectives_CreateObjective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *objectivesClient) GetObjective(ctx context.Context, in *GetObjectiveRequest, opts ...grpc.CallOption) (*GetObjectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetObjectiveResponse)
+	err := c.cc.Invoke(ctx, Objectives_GetObjective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *objectivesClient) UpdateObjective(ctx context.Context, in *UpdateObjectiveRequest, opts ...grpc.CallOption) (*UpdateObjectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateObjectiveResponse)
+	err := c.cc.Invoke(ctx, Objectives_UpdateObjective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *objectivesClient) CompleteObjective(ctx context.Context, in *CompleteObjectiveRequest, opts ...grpc.CallOption) (*CompleteObjectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteObjectiveResponse)
+	err := c.cc.Invoke(ctx, Objectives_CompleteObjective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *objectivesClient) CancelObjective(ctx context.Context, in *CancelObjectiveRequest, opts ...grpc.CallOption) (*CancelObjectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelObjectiveResponse)
+	err := c.cc.Invoke(ctx, Objectives_CancelObjective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *objectivesClient) ReassignObjective(ctx context.Context, in *ReassignObjectiveRequest, opts ...grpc.CallOption) (*ReassignObjectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReassignObjectiveResponse)
+	err := c.cc.Invoke(ctx, Objectives_ReassignObjective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *objectivesClient) DiscussObjective(ctx context.Context, in *DiscussObjectiveRequest, opts ...grpc.CallOption) (*DiscussObjectiveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiscussObjectiveResponse)
+	err := c.cc.Invoke(ctx, Objectives_DiscussObjective_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *objectivesClient) UpdateWatchers(ctx context.Context, in *UpdateWatchersRequest, opts ...grpc.CallOption) (*UpdateWatchersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateWatchersResponse)
+	err := c.cc.Invoke(ctx, Objectives_UpdateWatchers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ObjectivesServer is the server API for Objectives service.
 // All implementations must embed UnimplementedObjectivesServer
 // for forward compatibility.
 //
-// Objectives is declared now so that every client sees the full service set; its
-// methods arrive with the issues that implement them.
+// Objectives tracks structured work: an assignee, a verifiable outcome, an
+// append-only audit log and a discussion thread obj:<id>.
 type ObjectivesServer interface {
+	// ListObjectives lists objectives, newest first, filtered by assignee and
+	// status.
+	ListObjectives(context.Context, *ListObjectivesRequest) (*ListObjectivesResponse, error)
+	// CreateObjective creates an active objective; the caller is its
+	// originator.
+	CreateObjective(context.Context, *CreateObjectiveRequest) (*CreateObjectiveResponse, error)
+	// GetObjective returns an objective with its audit events, oldest first.
+	GetObjective(context.Context, *GetObjectiveRequest) (*GetObjectiveResponse, error)
+	// UpdateObjective blocks or unblocks an objective.
+	UpdateObjective(context.Context, *UpdateObjectiveRequest) (*UpdateObjectiveResponse, error)
+	// CompleteObjective marks an objective done with its result.
+	CompleteObjective(context.Context, *CompleteObjectiveRequest) (*CompleteObjectiveResponse, error)
+	// CancelObjective cancels an objective.
+	CancelObjective(context.Context, *CancelObjectiveRequest) (*CancelObjectiveResponse, error)
+	// ReassignObjective hands an open objective to another member.
+	ReassignObjective(context.Context, *ReassignObjectiveRequest) (*ReassignObjectiveResponse, error)
+	// DiscussObjective posts a message to the objective's thread.
+	DiscussObjective(context.Context, *DiscussObjectiveRequest) (*DiscussObjectiveResponse, error)
+	// UpdateWatchers adds and removes watchers.
+	UpdateWatchers(context.Context, *UpdateWatchersRequest) (*UpdateWatchersResponse, error)
 	mustEmbedUnimplementedObjectivesServer()
 }
 
@@ -49,6 +194,33 @@ type ObjectivesServer interface {
 // pointer dereference when methods are called.
 type UnimplementedObjectivesServer struct{}
 
+func (UnimplementedObjectivesServer) ListObjectives(context.Context, *ListObjectivesRequest) (*ListObjectivesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListObjectives not implemented")
+}
+func (UnimplementedObjectivesServer) CreateObjective(context.Context, *CreateObjectiveRequest) (*CreateObjectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateObjective not implemented")
+}
+func (UnimplementedObjectivesServer) GetObjective(context.Context, *GetObjectiveRequest) (*GetObjectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetObjective not implemented")
+}
+func (UnimplementedObjectivesServer) UpdateObjective(context.Context, *UpdateObjectiveRequest) (*UpdateObjectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateObjective not implemented")
+}
+func (UnimplementedObjectivesServer) CompleteObjective(context.Context, *CompleteObjectiveRequest) (*CompleteObjectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteObjective not implemented")
+}
+func (UnimplementedObjectivesServer) CancelObjective(context.Context, *CancelObjectiveRequest) (*CancelObjectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelObjective not implemented")
+}
+func (UnimplementedObjectivesServer) ReassignObjective(context.Context, *ReassignObjectiveRequest) (*ReassignObjectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReassignObjective not implemented")
+}
+func (UnimplementedObjectivesServer) DiscussObjective(context.Context, *DiscussObjectiveRequest) (*DiscussObjectiveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiscussObjective not implemented")
+}
+func (UnimplementedObjectivesServer) UpdateWatchers(context.Context, *UpdateWatchersRequest) (*UpdateWatchersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateWatchers not implemented")
+}
 func (UnimplementedObjectivesServer) mustEmbedUnimplementedObjectivesServer() {}
 func (UnimplementedObjectivesServer) testEmbeddedByValue()                    {}
 
@@ -70,13 +242,212 @@ func RegisterObjectivesServer(s grpc.ServiceRegistrar, srv ObjectivesServer) {
 	s.RegisterService(&Objectives_ServiceDesc, srv)
 }
 
+func _Objectives_ListObjectives_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListObjectivesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).ListObjectives(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_ListObjectives_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).ListObjectives(ctx, req.(*ListObjectivesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Objectives_CreateObjective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateObjectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).CreateObjective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_CreateObjective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).CreateObjective(ctx, req.(*CreateObjectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Objectives_GetObjective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetObjectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).GetObjective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_GetObjective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).GetObjective(ctx, req.(*GetObjectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Objectives_UpdateObjective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateObjectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).UpdateObjective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_UpdateObjective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).UpdateObjective(ctx, req.(*UpdateObjectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Objectives_CompleteObjective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteObjectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).CompleteObjective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_CompleteObjective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).CompleteObjective(ctx, req.(*CompleteObjectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Objectives_CancelObjective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelObjectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).CancelObjective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_CancelObjective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).CancelObjective(ctx, req.(*CancelObjectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Objectives_ReassignObjective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReassignObjectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).ReassignObjective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_ReassignObjective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).ReassignObjective(ctx, req.(*ReassignObjectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Objectives_DiscussObjective_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiscussObjectiveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).DiscussObjective(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_DiscussObjective_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).DiscussObjective(ctx, req.(*DiscussObjectiveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Objectives_UpdateWatchers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateWatchersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectivesServer).UpdateWatchers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objectives_UpdateWatchers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectivesServer).UpdateWatchers(ctx, req.(*UpdateWatchersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Objectives_ServiceDesc is the grpc.ServiceDesc for Objectives service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Objectives_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "svc.v1.Objectives",
 	HandlerType: (*ObjectivesServer)(nil),
-	Methods:     []grpc.MethodDesc{},
-	Streams:     []grpc.StreamDesc{},
-	Metadata:    "svc/v1/objectives.proto",
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ListObjectives",
+			Handler:    _Objectives_ListObjectives_Handler,
+		},
+		{
+			MethodName: "CreateObjective",
+			Handler:    _Objectives_CreateObjective_Handler,
+		},
+		{
+			MethodName: "GetObjective",
+			Handler:    _Objectives_GetObjective_Handler,
+		},
+		{
+			MethodName: "UpdateObjective",
+			Handler:    _Objectives_UpdateObjective_Handler,
+		},
+		{
+			MethodName: "CompleteObjective",
+			Handler:    _Objectives_CompleteObjective_Handler,
+		},
+		{
+			MethodName: "CancelObjective",
+			Handler:    _Objectives_CancelObjective_Handler,
+		},
+		{
+			MethodName: "ReassignObjective",
+			Handler:    _Objectives_ReassignObjective_Handler,
+		},
+		{
+			MethodName: "DiscussObjective",
+			Handler:    _Objectives_DiscussObjective_Handler,
+		},
+		{
+			MethodName: "UpdateWatchers",
+			Handler:    _Objectives_UpdateWatchers_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "svc/v1/objectives.proto",
 }
