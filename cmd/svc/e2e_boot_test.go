@@ -114,7 +114,7 @@ func TestFirstBoot(t *testing.T) {
 	require.Equal(t, operatorLeaves, sortedStrs(t, presets["operator"]))
 	require.Empty(t, strs(t, presets["member"]))
 	require.Equal(t, []any{}, b["openObjectives"])
-	requireWorks(t, grpcDriver{p.broker(t)}, bearer(tok), "admin")
+	requireWorks(t, grpcDriver{p.grpcConn(t)}, bearer(tok), "admin")
 
 	body := strings.TrimPrefix(tok, "svc_")
 	dbFiles := []string{dbPath, dbPath + "-wal", dbPath + "-activity.db", dbPath + "-activity.db-wal"}
@@ -445,7 +445,7 @@ func TestSIGTERMExitsZero(t *testing.T) {
 			p := mustStartSvc(t, opts)
 			tok := p.adminToken(t)
 			requireWorks(t, restDriver{p}, bearer(tok), "admin")
-			requireWorks(t, grpcDriver{p.broker(t)}, bearer(tok), "admin")
+			requireWorks(t, grpcDriver{p.grpcConn(t)}, bearer(tok), "admin")
 			createMember(t, restDriver{p}, bearer(tok), "bob")
 
 			// A client that keeps its connection and a stream open while

@@ -247,7 +247,7 @@ func TestMemberChangesPersistAcrossRestart(t *testing.T) {
 	require.Equal(t, []string{"activity.read"}, sortedStrs(t, memberByName(t, d2, admin, "bob2")["permissions"]))
 	requireWorks(t, d2, bearer(bobTok), "bob2")
 	requireRejected(t, d2, bearer(carolTok))
-	requireWorks(t, grpcDriver{p2.broker(t)}, admin, "admin")
+	requireWorks(t, grpcDriver{p2.grpcConn(t)}, admin, "admin")
 	p2.mustStop(t)
 	require.Empty(t, p2.stdout.String())
 	requireAbsent(t, []string{p.opts.configPath}, adminTok, bobTok, carolTok)
@@ -441,7 +441,7 @@ func TestRotateRevokesEveryToken(t *testing.T) {
 	p2.mustStop(t)
 
 	p3 := p.restart(t)
-	d3 := grpcDriver{p3.broker(t)}
+	d3 := grpcDriver{p3.grpcConn(t)}
 	requireRejected(t, d3, bearer(first))
 	requireRejected(t, d3, bearer(second))
 	requireWorks(t, d3, bearer(newTok), "bob")

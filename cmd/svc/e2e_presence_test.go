@@ -47,7 +47,7 @@ func TestPresenceConnections(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"admin", "bob", "carol"}, names)
 	require.Nil(t, presenceOf(t, p, admin, "bob"), "a member never seen is not listed")
-	require.Nil(t, presenceVia(t, grpcDriver{p.broker(t)}, admin, "bob"))
+	require.Nil(t, presenceVia(t, grpcDriver{p.grpcConn(t)}, admin, "bob"))
 
 	connected := func(t *testing.T, want float64) obj {
 		t.Helper()
@@ -56,7 +56,7 @@ func TestPresenceConnections(t *testing.T) {
 		deadline := time.Now().Add(callTimeout)
 		for {
 			pr := presenceVia(t, restDriver{p}, admin, "bob")
-			pg := presenceVia(t, grpcDriver{p.broker(t)}, admin, "bob")
+			pg := presenceVia(t, grpcDriver{p.grpcConn(t)}, admin, "bob")
 			if pr != nil && pr["connected"] == want && pg != nil && pg["connected"] == want {
 				return pr
 			}

@@ -65,7 +65,7 @@ func TestWebPush(t *testing.T) {
 	}})
 	admin := bearer(p.adminToken(t))
 	d := restDriver{p}
-	g := grpcDriver{p.broker(t)}
+	g := grpcDriver{p.grpcConn(t)}
 	wp, ok := readJSON(t, cfgPath)["webPush"].(obj)
 	require.True(t, ok, "first boot writes a webPush block")
 	vapidKey, _ := wp["vapidPublicKey"].(string)
@@ -269,7 +269,7 @@ func TestWebPushDisabledWithoutConfig(t *testing.T) {
 	})
 	p := mustStartSvc(t, procOpts{configPath: cfgPath})
 	requireRESTError(t, p.do(t, http.MethodGet, "/push/vapid-public-key", nil), "not_found")
-	mustFail(t, grpcDriver{p.broker(t)}, anonymous, "GetVapidPublicKey", nil, "not_found")
+	mustFail(t, grpcDriver{p.grpcConn(t)}, anonymous, "GetVapidPublicKey", nil, "not_found")
 }
 
 // TestWebPushEndpointScheme: without SVC_WEBPUSH_ALLOW_HTTP only https push

@@ -576,7 +576,7 @@ var transports = []struct {
 	connect func(t testing.TB, p *proc) driver
 }{
 	{"rest", func(_ testing.TB, p *proc) driver { return restDriver{p} }},
-	{"grpc", func(t testing.TB, p *proc) driver { return grpcDriver{p.broker(t)} }},
+	{"grpc", func(t testing.TB, p *proc) driver { return grpcDriver{p.grpcConn(t)} }},
 }
 
 // onEachTransport runs scenario once per transport, in parallel, each against
@@ -601,17 +601,23 @@ type rpcSpec struct {
 	invoke       invoker
 }
 
-type invoker func(t testing.TB, ctx context.Context, c apiv1.BrokerClient, reqJSON []byte, opts ...grpc.CallOption) (proto.Message, error)
+type invoker func(t testing.TB, ctx context.Context, conn grpc.ClientConnInterface, reqJSON []byte, opts ...grpc.CallOption) (proto.Message, error)
 
-// unary adapts a generated client method to an invoker.
+// unary adapts a generated Broker client method to an invoker.
 func unary[Req, Resp proto.Message](m func(apiv1.BrokerClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) invoker {
-	return func(t testing.TB, ctx context.Context, c apiv1.BrokerClient, reqJSON []byte, opts ...grpc.CallOption) (proto.Message, error) {
+	return unaryOn(apiv1.NewBrokerClient, m)
+}
+
+// unaryOn adapts a method of any generated client to an invoker. Test files
+// of other services add their ops to rpcs in an init func.
+func unaryOn[C any, Req, Resp proto.Message](newClient func(grpc.ClientConnInterface) C, m func(C, context.Context, Req, ...grpc.CallOption) (Resp, error)) invoker {
+	return func(t testing.TB, ctx context.Context, conn grpc.ClientConnInterface, reqJSON []byte, opts ...grpc.CallOption) (proto.Message, error) {
 		t.Helper()
 		var zero Req
 		in, ok := zero.ProtoReflect().New().Interface().(Req)
 		require.True(t, ok)
 		require.NoError(t, protojson.Unmarshal(reqJSON, in), "request %s", reqJSON)
-		return m(c, ctx, in, opts...)
+		return m(newClient(conn), ctx, in, opts...)
 	}
 }
 
@@ -660,6 +666,8 @@ func queryValue(t testing.TB, v any) string {
 		return strconv.Itoa(x)
 	case float64:
 		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
 	}
 	t.Fatalf("no query rendering for %#v", v)
 	return ""
@@ -738,7 +746,7 @@ func (d restDriver) call(t testing.TB, c cred, op string, req obj) result {
 	return res
 }
 
-type grpcDriver struct{ c apiv1.BrokerClient }
+type grpcDriver struct{ conn grpc.ClientConnInterface }
 
 // call invokes op natively. The response is rendered with protojson as the
 // gateway renders it, so assertions are shared with REST.
@@ -765,7 +773,7 @@ func (d grpcDriver) call(t testing.TB, c cred, op string, req obj) result {
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, kv...)
 	var hdr metadata.MD
-	resp, err := spec.invoke(t, ctx, d.c, reqJSON, grpc.Header(&hdr))
+	resp, err := spec.invoke(t, ctx, d.conn, reqJSON, grpc.Header(&hdr))
 	res := result{setCookie: hdr.Get("set-cookie")}
 	if err != nil {
 		st := status.Convert(err)
