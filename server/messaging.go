@@ -63,22 +63,33 @@ var errShuttingDown = Errorf(CodeUnavailable, "the broker is shutting down")
 // errFellBehind ends a stream the hub cut off.
 var errFellBehind = Errorf(CodeUnavailable, "subscriber fell behind; resume with the last id")
 
-// outgoing is a message on its way to the store and the hub.
+// outgoing is a change on its way to the store and the hub: a message, a
+// transactional change that yields messages (apply), or both.
 type outgoing struct {
-	msg   store.Message
+	// apply, when set, runs inside the commit transaction, in a savepoint
+	// of its own: an error fails this change alone. The messages it returns
+	// are committed with it.
+	apply func(ctx context.Context, tx store.Tx) ([]store.Message, error)
+	msg   *store.Message
 	proto *apiv1.Message // rendered from msg; Id and CreatedAt set at commit
 	done  chan committed
+
+	out []store.Message // what commit appends for this change
+	err error           // apply's error
 }
 
 type committed struct {
-	msg  *apiv1.Message
-	live int
+	msgs []*apiv1.Message // msg's first, then apply's, in commit order
+	live int              // how many of msg's targets were live
 	err  error
 }
 
 // messenger commits messages in groups and publishes them in commit order.
+// Changes that must commit with their messages (objective transitions,
+// attachment grants) go through it too, so a message never reaches a stream
+// before the change it reports is durable, and such changes are serialized.
 type messenger struct {
-	store store.MessageStore
+	store store.Store
 	hub   *hub.Hub
 	now   func() time.Time
 	log   *slog.Logger
@@ -90,40 +101,55 @@ type messenger struct {
 	last         time.Time
 }
 
-func newMessenger(st store.MessageStore, h *hub.Hub, now func() time.Time, log *slog.Logger) *messenger {
+func newMessenger(st store.Store, h *hub.Hub, now func() time.Time, log *slog.Logger) *messenger {
 	return &messenger{store: st, hub: h, now: now, log: log, queue: make(chan *outgoing, commitQueue), stop: make(chan struct{})}
 }
 
 // send commits msg and publishes it; it returns once the message is
 // durable. A caller that gives up (ctx) may still see the message commit.
 func (m *messenger) send(ctx context.Context, msg store.Message, pm *apiv1.Message) (*apiv1.Message, int, error) {
-	o := &outgoing{msg: msg, proto: pm, done: make(chan committed, 1)}
+	r := m.enqueue(ctx, &outgoing{msg: &msg, proto: pm})
+	if r.err != nil {
+		return nil, 0, r.err
+	}
+	return r.msgs[0], r.live, nil
+}
+
+// change runs apply in the next commit and publishes the messages it
+// returns once they are durable with it. msg, when not nil, is committed
+// after apply succeeds, as send would.
+func (m *messenger) change(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error), msg *store.Message, pm *apiv1.Message) committed {
+	return m.enqueue(ctx, &outgoing{apply: apply, msg: msg, proto: pm})
+}
+
+func (m *messenger) enqueue(ctx context.Context, o *outgoing) committed {
+	o.done = make(chan committed, 1)
 	select {
 	case <-m.stop:
-		return nil, 0, errShuttingDown
+		return committed{err: errShuttingDown}
 	default:
 	}
 	select {
 	case m.queue <- o:
 	case <-m.stop:
-		return nil, 0, errShuttingDown
+		return committed{err: errShuttingDown}
 	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+		return committed{err: ctx.Err()}
 	}
 	select {
 	case r := <-o.done:
-		return r.msg, r.live, r.err
+		return r
 	case <-m.stop:
 		// The committer answers everything it took before it stops, so an
 		// answer, if any, is already here.
 		select {
 		case r := <-o.done:
-			return r.msg, r.live, r.err
+			return r
 		default:
-			return nil, 0, errShuttingDown
+			return committed{err: errShuttingDown}
 		}
 	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+		return committed{err: ctx.Err()}
 	}
 }
 
@@ -162,39 +188,85 @@ func (m *messenger) run(ctx context.Context) {
 }
 
 // commit writes one batch in one transaction, then publishes each message
-// and answers its sender. Publishing happens on this one goroutine, in
+// and answers each change. Publishing happens on this one goroutine, in
 // commit order, so every stream sees messages in id order.
 func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
-	msgs := make([]store.Message, len(batch))
-	for i, o := range batch {
-		// Creation times never go backwards along the commit order, so the
-		// history's time cursor agrees with its id order.
-		now := m.now()
-		if now.Before(m.last) {
-			now = m.last
+	err := m.store.WithTx(ctx, func(tx store.Tx) error {
+		var msgs []store.Message
+		for _, o := range batch {
+			o.out, o.err = o.out[:0], nil
+			if o.apply != nil {
+				o.err = tx.Savepoint(ctx, func() error {
+					var err error
+					o.out, err = o.apply(ctx, tx)
+					return err
+				})
+				if o.err != nil {
+					o.out = nil
+					continue
+				}
+			}
+			if o.msg != nil {
+				o.out = append([]store.Message{*o.msg}, o.out...)
+			}
+			for i := range o.out {
+				// Creation times never go backwards along the commit order,
+				// so the history's time cursor agrees with its id order.
+				now := m.now()
+				if now.Before(m.last) {
+					now = m.last
+				}
+				m.last = now
+				o.out[i].CreatedAt = now
+			}
+			msgs = append(msgs, o.out...)
 		}
-		m.last = now
-		o.msg.CreatedAt = now
-		msgs[i] = o.msg
-	}
-	stored, err := m.store.AppendMessages(ctx, msgs)
+		if len(msgs) == 0 {
+			return nil
+		}
+		stored, err := tx.AppendMessages(ctx, msgs)
+		if err != nil {
+			return err
+		}
+		for _, o := range batch {
+			n := copy(o.out, stored)
+			stored = stored[n:]
+		}
+		return nil
+	})
 	if err != nil {
-		m.log.ErrorContext(ctx, "message commit failed", "messages", len(batch), "err", err)
+		m.log.ErrorContext(ctx, "message commit failed", "changes", len(batch), "err", err)
 		for _, o := range batch {
 			o.done <- committed{err: err}
 		}
 		return
 	}
 	live := func(member string) bool { return m.hub.Connected(member) > 0 }
-	for i, o := range batch {
-		s := stored[i]
-		o.proto.Id = formatMessageID(s.Seq)
-		o.proto.CreatedAt = ms(s.CreatedAt)
-		n := m.hub.Publish(hub.NewEvent(s.Seq, o.proto), s.All, s.From, s.Recipients)
-		if m.afterPublish != nil {
-			m.afterPublish(s, live)
+	for _, o := range batch {
+		if o.err != nil {
+			o.done <- committed{err: o.err}
+			continue
 		}
-		o.done <- committed{msg: o.proto, live: n}
+		r := committed{msgs: make([]*apiv1.Message, len(o.out))}
+		for i, s := range o.out {
+			var pm *apiv1.Message
+			if i == 0 && o.msg != nil {
+				pm = o.proto
+				pm.Id = formatMessageID(s.Seq)
+				pm.CreatedAt = ms(s.CreatedAt)
+			} else {
+				pm = messageToProto(s)
+			}
+			n := m.hub.Publish(hub.NewEvent(s.Seq, pm), s.All, s.From, s.Recipients)
+			if i == 0 && o.msg != nil {
+				r.live = n
+			}
+			if m.afterPublish != nil {
+				m.afterPublish(s, live)
+			}
+			r.msgs[i] = pm
+		}
+		o.done <- r
 	}
 }
 

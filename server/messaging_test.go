@@ -33,16 +33,26 @@ type gatedStore struct {
 	sizes   sync.Map // call number -> batch size
 }
 
-func (g *gatedStore) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
-	n := g.calls.Add(1)
-	g.sizes.Store(n, len(msgs))
-	if n == 1 {
-		<-g.release
-	}
-	return g.Store.AppendMessages(ctx, msgs)
+// WithTx hands fn a transaction whose AppendMessages is gated.
+func (g *gatedStore) WithTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	return g.Store.WithTx(ctx, func(tx store.Tx) error { return fn(gatedTx{Tx: tx, g: g}) })
 }
 
-func mustMessenger(t *testing.T, st store.MessageStore, h *hub.Hub) *messenger {
+type gatedTx struct {
+	store.Tx
+	g *gatedStore
+}
+
+func (t gatedTx) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
+	n := t.g.calls.Add(1)
+	t.g.sizes.Store(n, len(msgs))
+	if n == 1 {
+		<-t.g.release
+	}
+	return t.Tx.AppendMessages(ctx, msgs)
+}
+
+func mustMessenger(t *testing.T, st store.Store, h *hub.Hub) *messenger {
 	t.Helper()
 	m := newMessenger(st, h, time.Now, discardLogger())
 	ctx, cancel := context.WithCancel(context.Background())

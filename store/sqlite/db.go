@@ -138,3 +138,25 @@ func fromNullMS(n sql.NullInt64) time.Time {
 	}
 	return fromMS(n.Int64)
 }
+
+// Savepoint runs fn inside a savepoint: an error from fn rolls back what fn
+// wrote and leaves the rest of the transaction alone. Outside a transaction
+// fn runs as is.
+func (q queries) Savepoint(ctx context.Context, fn func() error) error {
+	if q.tx == nil {
+		return fn()
+	}
+	if _, err := q.tx.ExecContext(ctx, "SAVEPOINT sp"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	if err := fn(); err != nil {
+		if _, rbErr := q.tx.ExecContext(ctx, "ROLLBACK TO sp; RELEASE sp"); rbErr != nil {
+			return errors.Join(err, fmt.Errorf("roll back to savepoint: %w", rbErr))
+		}
+		return err
+	}
+	if _, err := q.tx.ExecContext(ctx, "RELEASE sp"); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
