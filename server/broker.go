@@ -92,10 +92,14 @@ func (b *Broker) GetBriefing(ctx context.Context, _ *apiv1.GetBriefingRequest) (
 		}
 		pt.PermissionPresets[name] = lv
 	}
+	open, err := b.openObjectives(ctx, me.Name)
+	if err != nil {
+		return nil, err
+	}
 	resp := &apiv1.GetBriefingResponse{
 		Member:         memberToProto(me, true),
 		Team:           pt,
-		OpenObjectives: []*apiv1.Objective{},
+		OpenObjectives: open,
 	}
 	for _, m := range b.team.Members() {
 		resp.Teammates = append(resp.Teammates, teammateToProto(m))

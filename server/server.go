@@ -45,11 +45,12 @@ func WithWebPush(subject string, allowHTTP bool) Option {
 
 // Server owns the gRPC server and the services registered on it.
 type Server struct {
-	grpc   *grpc.Server
-	authn  *auth.Authenticator
-	broker *Broker
-	log    *slog.Logger
-	now    func() time.Time
+	grpc       *grpc.Server
+	authn      *auth.Authenticator
+	broker     *Broker
+	objectives *Objectives
+	log        *slog.Logger
+	now        func() time.Time
 
 	pushSubject   string
 	pushAllowHTTP bool
@@ -79,7 +80,8 @@ func New(d Deps, opts ...Option) *Server {
 	s.broker.push = newPushNotifier(d.Store, d.Team, d.KEK, s.pushSubject, s.pushAllowHTTP, s.log)
 	s.broker.msgs.afterPublish = s.broker.push.notify
 	apiv1.RegisterBrokerServer(s.grpc, s.broker)
-	apiv1.RegisterObjectivesServer(s.grpc, &Objectives{})
+	s.objectives = &Objectives{b: s.broker, activity: d.Activity}
+	apiv1.RegisterObjectivesServer(s.grpc, s.objectives)
 	apiv1.RegisterFsServer(s.grpc, &Fs{})
 	apiv1.RegisterNotificationsServer(s.grpc, &Notifications{})
 	apiv1.RegisterEnrollmentServer(s.grpc, &Enrollment{})
@@ -113,12 +115,6 @@ func (s *Server) GRPC() *grpc.Server { return s.grpc }
 // hand-written HTTP handlers.
 func (s *Server) Authenticator() *auth.Authenticator { return s.authn }
 
-// Objectives implements apiv1.ObjectivesServer; its methods arrive with the
-// objectives issue.
-type Objectives struct {
-	apiv1.UnimplementedObjectivesServer
-}
-
 // Fs implements apiv1.FsServer; its methods arrive with the filesystem issue.
 type Fs struct{ apiv1.UnimplementedFsServer }
 
@@ -135,7 +131,6 @@ type Enrollment struct {
 }
 
 var (
-	_ apiv1.ObjectivesServer    = (*Objectives)(nil)
 	_ apiv1.FsServer            = (*Fs)(nil)
 	_ apiv1.NotificationsServer = (*Notifications)(nil)
 	_ apiv1.EnrollmentServer    = (*Enrollment)(nil)

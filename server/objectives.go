@@ -1,0 +1,682 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/teamconfig"
+	"svc/store"
+)
+
+// Objective field bounds. The spec says only "short" for the title.
+const (
+	maxObjectiveTitle   = 200
+	maxObjectiveOutcome = 8 << 10
+	maxObjectiveBody    = 64 << 10
+	maxObjectiveNote    = 8 << 10 // result, blockReason, cancel reason, reassign note
+	maxWatchers         = 256
+)
+
+// Audit event kinds (spec: ObjectiveEvent).
+const (
+	evAssigned       = "assigned"
+	evBlocked        = "blocked"
+	evUnblocked      = "unblocked"
+	evCompleted      = "completed"
+	evCancelled      = "cancelled"
+	evReassigned     = "reassigned"
+	evWatcherAdded   = "watcher_added"
+	evWatcherRemoved = "watcher_removed"
+)
+
+// Activity markers (spec: Activity) and their close reasons.
+const (
+	activityOpen  = "objective_open"
+	activityClose = "objective_close"
+)
+
+// Objectives implements apiv1.ObjectivesServer. Every change runs on the
+// message committer (messenger.change): the state check, the new state, its
+// audit events and the thread messages that report them commit in one
+// transaction, and changes to one objective never interleave.
+type Objectives struct {
+	apiv1.UnimplementedObjectivesServer
+
+	b        *Broker
+	activity store.ActivityStore
+}
+
+var _ apiv1.ObjectivesServer = (*Objectives)(nil)
+
+// event is an audit event a change appends, with who else its thread
+// message reaches (a reassignment's old assignee).
+type event struct {
+	kind    string
+	payload map[string]any
+	also    []string
+}
+
+// ListObjectives implements apiv1.ObjectivesServer. Objectives are visible
+// to every member; their discussion threads are not.
+func (s *Objectives) ListObjectives(ctx context.Context, req *apiv1.ListObjectivesRequest) (*apiv1.ListObjectivesResponse, error) {
+	f := store.ObjectiveFilter{Assignee: req.GetAssignee()}
+	if f.Assignee != "" && !teamconfig.ValidName(f.Assignee) {
+		return nil, invalid("assignee", "must be a member name")
+	}
+	if st := req.GetStatus(); st != "" {
+		if !validStatus(st) {
+			return nil, invalid("status", "must be one of active, blocked, done, cancelled")
+		}
+		f.Statuses = []string{st}
+	}
+	os, err := s.b.store.ListObjectives(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	resp := &apiv1.ListObjectivesResponse{Objectives: make([]*apiv1.Objective, len(os))}
+	for i, o := range os {
+		resp.Objectives[i] = objectiveToProto(o)
+	}
+	return resp, nil
+}
+
+// CreateObjective implements apiv1.ObjectivesServer.
+func (s *Objectives) CreateObjective(ctx context.Context, req *apiv1.CreateObjectiveRequest) (*apiv1.CreateObjectiveResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := firstErr(
+		validText("title", req.GetTitle(), maxObjectiveTitle, true),
+		validText("outcome", req.GetOutcome(), maxObjectiveOutcome, true),
+		validText("body", req.GetBody(), maxObjectiveBody, false),
+		s.knownMember("assignee", req.GetAssignee()),
+	); err != nil {
+		return nil, err
+	}
+	if len(req.GetWatchers()) > maxWatchers {
+		return nil, invalid("watchers", "at most %d", maxWatchers)
+	}
+	var watchers []string
+	for i, w := range req.GetWatchers() {
+		if err := s.knownMember(fmt.Sprintf("watchers[%d]", i), w); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(watchers, w) {
+			watchers = append(watchers, w)
+		}
+	}
+	paths, err := attachmentPaths(req.GetAttachments())
+	if err != nil {
+		return nil, err
+	}
+	attachments, err := s.b.attachments(ctx, p, paths)
+	if err != nil {
+		return nil, err
+	}
+	now := s.b.now()
+	o := store.Objective{
+		ID: newID(), Title: req.GetTitle(), Outcome: req.GetOutcome(), Body: req.GetBody(),
+		Status: store.StatusActive, Assignee: req.GetAssignee(), Originator: p.Member,
+		Watchers: watchers, Attachments: attachments, CreatedAt: now, UpdatedAt: now,
+	}
+	r := s.b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		if err := tx.CreateObjective(ctx, o); err != nil {
+			return nil, err
+		}
+		if err := s.grantAttachments(ctx, tx, o, o.Attachments); err != nil {
+			return nil, err
+		}
+		return s.record(ctx, tx, o, p.Member, now, []event{{kind: evAssigned, payload: map[string]any{
+			"assignee": o.Assignee, "title": o.Title, "outcome": o.Outcome,
+		}}})
+	}, nil, nil)
+	if r.err != nil {
+		return nil, r.err
+	}
+	s.mark(ctx, o, o.Assignee, activityOpen, "", now)
+	return &apiv1.CreateObjectiveResponse{Objective: objectiveToProto(o)}, nil
+}
+
+// GetObjective implements apiv1.ObjectivesServer.
+func (s *Objectives) GetObjective(ctx context.Context, req *apiv1.GetObjectiveRequest) (*apiv1.GetObjectiveResponse, error) {
+	o, err := s.b.store.GetObjective(ctx, req.GetId())
+	if err != nil {
+		return nil, objectiveErr(err, req.GetId())
+	}
+	evs, err := s.b.store.ListObjectiveEvents(ctx, o.ID)
+	if err != nil {
+		return nil, err
+	}
+	resp := &apiv1.GetObjectiveResponse{Objective: objectiveToProto(o), Events: make([]*apiv1.ObjectiveEvent, len(evs))}
+	for i, e := range evs {
+		resp.Events[i] = objectiveEventToProto(e)
+	}
+	return resp, nil
+}
+
+// UpdateObjective implements apiv1.ObjectivesServer: block and unblock.
+func (s *Objectives) UpdateObjective(ctx context.Context, req *apiv1.UpdateObjectiveRequest) (*apiv1.UpdateObjectiveResponse, error) {
+	p := mustPrincipal(ctx)
+	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
+		if o.Assignee != p.Member && !p.Has(auth.MembersManage) {
+			return nil, fmt.Errorf("%w: only the assignee or a members.manage holder may change an objective's status", auth.ErrForbidden)
+		}
+		if err := notTerminal(*o); err != nil {
+			return nil, err
+		}
+		switch req.GetStatus() {
+		case store.StatusBlocked:
+			if err := validText("blockReason", req.GetBlockReason(), maxObjectiveNote, true); err != nil {
+				return nil, err
+			}
+			if o.Status != store.StatusActive {
+				return nil, Errorf(CodeConflict, "objective %s is already blocked", o.ID)
+			}
+			reason := req.GetBlockReason()
+			o.Status, o.BlockReason = store.StatusBlocked, &reason
+			return []event{{kind: evBlocked, payload: map[string]any{"reason": reason}}}, nil
+		case store.StatusActive:
+			if o.Status != store.StatusBlocked {
+				return nil, Errorf(CodeConflict, "objective %s is not blocked", o.ID)
+			}
+			o.Status, o.BlockReason = store.StatusActive, nil
+			return []event{{kind: evUnblocked, payload: map[string]any{}}}, nil
+		case "":
+			return nil, invalid("status", "is required: active or blocked")
+		default:
+			return nil, invalid("status", "must be active or blocked (complete and cancel have their own calls)")
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.UpdateObjectiveResponse{Objective: objectiveToProto(o)}, nil
+}
+
+// CompleteObjective implements apiv1.ObjectivesServer.
+func (s *Objectives) CompleteObjective(ctx context.Context, req *apiv1.CompleteObjectiveRequest) (*apiv1.CompleteObjectiveResponse, error) {
+	p := mustPrincipal(ctx)
+	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
+		if o.Assignee != p.Member {
+			return nil, fmt.Errorf("%w: only the assignee may complete an objective", auth.ErrForbidden)
+		}
+		if err := notTerminal(*o); err != nil {
+			return nil, err
+		}
+		if err := validText("result", req.GetResult(), maxObjectiveNote, true); err != nil {
+			return nil, err
+		}
+		result := req.GetResult()
+		o.Status, o.Result, o.BlockReason = store.StatusDone, &result, nil
+		return []event{{kind: evCompleted, payload: map[string]any{"result": result}}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.mark(ctx, o, o.Assignee, activityClose, "done", o.UpdatedAt)
+	return &apiv1.CompleteObjectiveResponse{Objective: objectiveToProto(o)}, nil
+}
+
+// CancelObjective implements apiv1.ObjectivesServer.
+func (s *Objectives) CancelObjective(ctx context.Context, req *apiv1.CancelObjectiveRequest) (*apiv1.CancelObjectiveResponse, error) {
+	p := mustPrincipal(ctx)
+	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
+		if o.Originator != p.Member && !p.Has(auth.ObjectivesCancel) {
+			return nil, fmt.Errorf("%w: only the originator or an objectives.cancel holder may cancel an objective", auth.ErrForbidden)
+		}
+		if err := notTerminal(*o); err != nil {
+			return nil, err
+		}
+		if err := validText("reason", req.GetReason(), maxObjectiveNote, false); err != nil {
+			return nil, err
+		}
+		o.Status, o.BlockReason = store.StatusCancelled, nil
+		payload := map[string]any{}
+		if req.GetReason() != "" {
+			payload["reason"] = req.GetReason()
+		}
+		return []event{{kind: evCancelled, payload: payload}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.mark(ctx, o, o.Assignee, activityClose, "cancelled", o.UpdatedAt)
+	return &apiv1.CancelObjectiveResponse{Objective: objectiveToProto(o)}, nil
+}
+
+// ReassignObjective implements apiv1.ObjectivesServer. The permission table
+// already demands members.manage.
+func (s *Objectives) ReassignObjective(ctx context.Context, req *apiv1.ReassignObjectiveRequest) (*apiv1.ReassignObjectiveResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := firstErr(
+		s.knownMember("to", req.GetTo()),
+		validText("note", req.GetNote(), maxObjectiveNote, false),
+	); err != nil {
+		return nil, err
+	}
+	var old string
+	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
+		if err := notTerminal(*o); err != nil {
+			return nil, err
+		}
+		if o.Assignee == req.GetTo() {
+			return nil, Errorf(CodeConflict, "objective %s is already assigned to %s", o.ID, o.Assignee)
+		}
+		old = o.Assignee
+		o.Assignee, o.Status, o.BlockReason = req.GetTo(), store.StatusActive, nil
+		payload := map[string]any{"from": old, "to": o.Assignee}
+		if req.GetNote() != "" {
+			payload["note"] = req.GetNote()
+		}
+		return []event{{kind: evReassigned, payload: payload, also: []string{old}}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.mark(ctx, o, old, activityClose, "reassigned", o.UpdatedAt)
+	s.mark(ctx, o, o.Assignee, activityOpen, "", o.UpdatedAt)
+	return &apiv1.ReassignObjectiveResponse{Objective: objectiveToProto(o)}, nil
+}
+
+// UpdateWatchers implements apiv1.ObjectivesServer. Adding a watcher that is
+// there, or removing one that is not, changes nothing and records nothing.
+func (s *Objectives) UpdateWatchers(ctx context.Context, req *apiv1.UpdateWatchersRequest) (*apiv1.UpdateWatchersResponse, error) {
+	p := mustPrincipal(ctx)
+	if len(req.GetAdd()) == 0 && len(req.GetRemove()) == 0 {
+		return nil, invalid("add", "at least one of add and remove is required")
+	}
+	if len(req.GetAdd())+len(req.GetRemove()) > maxWatchers {
+		return nil, invalid("add", "at most %d names in one call", maxWatchers)
+	}
+	for field, names := range map[string][]string{"add": req.GetAdd(), "remove": req.GetRemove()} {
+		for i, n := range names {
+			if err := s.knownMember(fmt.Sprintf("%s[%d]", field, i), n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
+		if o.Originator != p.Member && !p.Has(auth.ObjectivesWatch) {
+			return nil, fmt.Errorf("%w: only the originator or an objectives.watch holder may change watchers", auth.ErrForbidden)
+		}
+		var evs []event
+		for _, n := range req.GetAdd() {
+			if !slices.Contains(o.Watchers, n) {
+				if len(o.Watchers) >= maxWatchers {
+					return nil, invalid("add", "an objective has at most %d watchers", maxWatchers)
+				}
+				o.Watchers = append(o.Watchers, n)
+				evs = append(evs, event{kind: evWatcherAdded, payload: map[string]any{"watcher": n}})
+			}
+		}
+		for _, n := range req.GetRemove() {
+			if i := slices.Index(o.Watchers, n); i >= 0 {
+				o.Watchers = slices.Delete(o.Watchers, i, i+1)
+				// A removed watcher hears of it once more.
+				evs = append(evs, event{kind: evWatcherRemoved, payload: map[string]any{"watcher": n}, also: []string{n}})
+			}
+		}
+		return evs, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.UpdateWatchersResponse{Objective: objectiveToProto(o)}, nil
+}
+
+// DiscussObjective implements apiv1.ObjectivesServer: a post on the thread,
+// not an audit event.
+func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObjectiveRequest) (*apiv1.DiscussObjectiveResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := firstErr(
+		validText("body", req.GetBody(), maxBody, true),
+		validText("title", req.GetTitle(), maxTitle, false),
+	); err != nil {
+		return nil, err
+	}
+	attachments, err := s.b.attachments(ctx, p, req.GetAttachments())
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(attachments))
+	for i, a := range attachments {
+		paths[i] = a.Path
+	}
+	r := s.b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		o, err := tx.GetObjective(ctx, req.GetId())
+		if err != nil {
+			return nil, objectiveErr(err, req.GetId())
+		}
+		members := s.threadMembers(o)
+		if !slices.Contains(members, p.Member) {
+			return nil, fmt.Errorf("%w: only the objective's thread members may discuss it", auth.ErrForbidden)
+		}
+		thread := objectiveThread(o.ID)
+		msg := store.Message{
+			From: p.Member, Thread: thread, Title: req.GetTitle(), Body: req.GetBody(), Level: "info",
+			Attachments: paths, Recipients: slices.DeleteFunc(members, func(m string) bool { return m == p.Member }),
+		}
+		msg.Data, err = json.Marshal(map[string]any{"thread": thread, "objectiveId": o.ID})
+		if err != nil {
+			return nil, err
+		}
+		if len(paths) > 0 && len(msg.Recipients) > 0 {
+			if err := tx.GrantFiles(ctx, paths, msg.Recipients); err != nil {
+				return nil, err
+			}
+		}
+		return []store.Message{msg}, nil
+	}, nil, nil)
+	if r.err != nil {
+		return nil, r.err
+	}
+	return &apiv1.DiscussObjectiveResponse{Message: r.msgs[0]}, nil
+}
+
+// mutate loads an objective on the committer, lets fn check and change it,
+// and commits the change with its audit events and thread messages.
+func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, fn func(o *store.Objective) ([]event, error)) (store.Objective, error) {
+	var out store.Objective
+	r := s.b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		o, err := tx.GetObjective(ctx, id)
+		if err != nil {
+			return nil, objectiveErr(err, id)
+		}
+		evs, err := fn(&o)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			out = o
+			return nil, nil
+		}
+		now := s.b.now()
+		if now.Before(o.UpdatedAt) {
+			now = o.UpdatedAt
+		}
+		o.UpdatedAt = now
+		if o.Status == store.StatusDone {
+			o.CompletedAt = now
+		}
+		if err := tx.UpdateObjective(ctx, o); err != nil {
+			return nil, err
+		}
+		// New thread members (a watcher, a new assignee) can read the
+		// objective's attachments from now on.
+		if err := s.grantAttachments(ctx, tx, o, o.Attachments); err != nil {
+			return nil, err
+		}
+		out = o
+		return s.record(ctx, tx, o, p.Member, now, evs)
+	}, nil, nil)
+	return out, r.err
+}
+
+// record appends the audit events of a change and returns the thread
+// messages that report them.
+func (s *Objectives) record(ctx context.Context, tx store.Tx, o store.Objective, actor string, at time.Time, evs []event) ([]store.Message, error) {
+	rows := make([]store.ObjectiveEvent, len(evs))
+	for i, e := range evs {
+		payload, err := json.Marshal(e.payload)
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = store.ObjectiveEvent{ObjectiveID: o.ID, Kind: e.kind, Actor: actor, CreatedAt: at, Payload: payload}
+	}
+	if _, err := tx.AppendObjectiveEvents(ctx, rows); err != nil {
+		return nil, err
+	}
+	members := s.threadMembers(o)
+	msgs := make([]store.Message, len(evs))
+	for i, e := range evs {
+		recipients := members
+		for _, m := range e.also {
+			if !slices.Contains(recipients, m) {
+				recipients = append(slices.Clone(recipients), m)
+			}
+		}
+		msg, err := eventMessage(o, actor, e, recipients)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = msg
+	}
+	return msgs, nil
+}
+
+// eventMessage is the thread message that reports an audit event: from the
+// actor, to every thread member (the actor included, so its other sessions
+// see the change too).
+func eventMessage(o store.Objective, actor string, e event, recipients []string) (store.Message, error) {
+	thread := objectiveThread(o.ID)
+	msg := store.Message{
+		From: actor, Thread: thread, Title: cut(o.Title, maxTitle), Level: "info",
+		Recipients: recipients,
+	}
+	str := func(k string) string { v, _ := e.payload[k].(string); return v }
+	switch e.kind {
+	case evAssigned:
+		msg.Body = fmt.Sprintf("%s assigned %s: %s\nOutcome: %s", actor, o.Assignee, o.Title, o.Outcome)
+		for _, a := range o.Attachments {
+			msg.Attachments = append(msg.Attachments, a.Path)
+		}
+	case evBlocked:
+		msg.Level = "warning"
+		msg.Body = fmt.Sprintf("%s blocked %q: %s", actor, o.Title, str("reason"))
+	case evUnblocked:
+		msg.Body = fmt.Sprintf("%s unblocked %q", actor, o.Title)
+	case evCompleted:
+		msg.Level = "notice"
+		msg.Body = fmt.Sprintf("%s completed %q: %s", actor, o.Title, str("result"))
+	case evCancelled:
+		msg.Body = fmt.Sprintf("%s cancelled %q", actor, o.Title)
+		if r := str("reason"); r != "" {
+			msg.Body += ": " + r
+		}
+	case evReassigned:
+		msg.Body = fmt.Sprintf("%s reassigned %q from %s to %s", actor, o.Title, str("from"), str("to"))
+		if n := str("note"); n != "" {
+			msg.Body += ": " + n
+		}
+	case evWatcherAdded:
+		msg.Body = fmt.Sprintf("%s added %s as a watcher of %q", actor, str("watcher"), o.Title)
+	case evWatcherRemoved:
+		msg.Body = fmt.Sprintf("%s removed %s as a watcher of %q", actor, str("watcher"), o.Title)
+	}
+	msg.Body = cut(msg.Body, maxBody)
+	data, err := json.Marshal(map[string]any{
+		"thread": thread, "kind": "objective_event", "event": e.kind,
+		"objectiveId": o.ID, "status": o.Status, "assignee": o.Assignee, "payload": e.payload,
+	})
+	if err != nil {
+		return msg, err
+	}
+	msg.Data = data
+	return msg, nil
+}
+
+// threadMembers are the members of obj:<id>: originator, assignee,
+// watchers and every members.manage holder, each once.
+func (s *Objectives) threadMembers(o store.Objective) []string {
+	out := []string{o.Originator}
+	add := func(n string) {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	add(o.Assignee)
+	for _, w := range o.Watchers {
+		add(w)
+	}
+	for _, m := range s.b.team.Members() {
+		if slices.Contains(m.Permissions, auth.MembersManage) {
+			add(m.Name)
+		}
+	}
+	return out
+}
+
+// grantAttachments lets the objective's thread members read its
+// attachments. members.manage holders read every file anyway.
+func (s *Objectives) grantAttachments(ctx context.Context, tx store.Tx, o store.Objective, as []store.Attachment) error {
+	if len(as) == 0 {
+		return nil
+	}
+	paths := make([]string, len(as))
+	for i, a := range as {
+		paths[i] = a.Path
+	}
+	grantees := []string{o.Originator, o.Assignee}
+	grantees = append(grantees, o.Watchers...)
+	return tx.GrantFiles(ctx, paths, grantees)
+}
+
+// mark writes an activity marker into member's stream. The activity store
+// is a separate database, so this follows the commit; a failure is logged,
+// the change stands.
+func (s *Objectives) mark(ctx context.Context, o store.Objective, member, kind, reason string, at time.Time) {
+	if s.activity == nil {
+		return
+	}
+	data := map[string]any{"objectiveId": o.ID, "title": o.Title}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	b, err := json.Marshal(data)
+	if err == nil {
+		_, err = s.activity.AppendActivity(context.WithoutCancel(ctx), []store.ActivityEvent{{
+			Member: member, Kind: kind, TS: at, ObjectiveID: o.ID, Data: b,
+		}})
+	}
+	if err != nil {
+		s.b.log.ErrorContext(ctx, "activity marker lost", "member", member, "kind", kind, "objective", o.ID, "err", err)
+	}
+}
+
+// knownMember checks that name names a member.
+func (s *Objectives) knownMember(field, name string) error {
+	if name == "" {
+		return invalid(field, "is required")
+	}
+	if !teamconfig.ValidName(name) {
+		return invalid(field, "must be a member name")
+	}
+	if _, ok := s.b.team.Member(name); !ok {
+		return invalid(field, "no member %q", name)
+	}
+	return nil
+}
+
+// openObjectives are the member's active and blocked objectives as
+// assignee, for the briefing.
+func (b *Broker) openObjectives(ctx context.Context, member string) ([]*apiv1.Objective, error) {
+	os, err := b.store.ListObjectives(ctx, store.ObjectiveFilter{
+		Assignee: member, Statuses: []string{store.StatusActive, store.StatusBlocked},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*apiv1.Objective, len(os))
+	for i, o := range os {
+		out[i] = objectiveToProto(o)
+	}
+	return out, nil
+}
+
+// attachmentPaths reads create's attachments: paths, as strings or as
+// {path} objects.
+func attachmentPaths(vs []*structpb.Value) ([]string, error) {
+	if len(vs) > maxAttachments {
+		return nil, invalid("attachments", "at most %d", maxAttachments)
+	}
+	paths := make([]string, len(vs))
+	for i, v := range vs {
+		switch k := v.GetKind().(type) {
+		case *structpb.Value_StringValue:
+			paths[i] = k.StringValue
+		case *structpb.Value_StructValue:
+			pv, ok := k.StructValue.GetFields()["path"].GetKind().(*structpb.Value_StringValue)
+			if !ok {
+				return nil, invalid(fmt.Sprintf("attachments[%d].path", i), "is required")
+			}
+			paths[i] = pv.StringValue
+		default:
+			return nil, invalid(fmt.Sprintf("attachments[%d]", i), "must be a path or {path}")
+		}
+	}
+	return paths, nil
+}
+
+func objectiveThread(id string) string { return "obj:" + id }
+
+func validStatus(s string) bool {
+	switch s {
+	case store.StatusActive, store.StatusBlocked, store.StatusDone, store.StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// notTerminal refuses changes to done and cancelled objectives.
+func notTerminal(o store.Objective) error {
+	if o.Status == store.StatusDone || o.Status == store.StatusCancelled {
+		return Errorf(CodeConflict, "objective %s is %s", o.ID, o.Status)
+	}
+	return nil
+}
+
+func objectiveErr(err error, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return Errorf(CodeNotFound, "no objective %q", id)
+	}
+	return err
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cut shortens s to at most n bytes without splitting a rune.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return strings.ToValidUTF8(s, "")
+}
+
+func objectiveToProto(o store.Objective) *apiv1.Objective {
+	po := &apiv1.Objective{
+		Id: o.ID, Title: o.Title, Outcome: o.Outcome, Body: o.Body, Status: o.Status,
+		Assignee: o.Assignee, Originator: o.Originator, Watchers: nonNil(o.Watchers),
+		CreatedAt: ms(o.CreatedAt), UpdatedAt: ms(o.UpdatedAt), CompletedAt: optMS(o.CompletedAt),
+		Result: o.Result, BlockReason: o.BlockReason, Attachments: []*apiv1.Attachment{},
+	}
+	for _, a := range o.Attachments {
+		po.Attachments = append(po.Attachments, &apiv1.Attachment{Path: a.Path, Name: a.Name, Size: float64(a.Size), MimeType: a.MimeType})
+	}
+	return po
+}
+
+func objectiveEventToProto(e store.ObjectiveEvent) *apiv1.ObjectiveEvent {
+	return &apiv1.ObjectiveEvent{
+		Id: fmt.Sprint(e.ID), ObjectiveId: e.ObjectiveID, Kind: e.Kind, Actor: e.Actor,
+		CreatedAt: ms(e.CreatedAt), Payload: jsonStruct(e.Payload),
+	}
+}

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/teamconfig"
+	"svc/store"
+	"svc/store/sqlite"
+)
+
+// objectivesEnv is a running server (committer included) over in-memory
+// stores, with members admin (members.manage), alice (objectives.create),
+// bob and carol.
+type objectivesEnv struct {
+	s        *Objectives
+	activity store.ActivityStore
+	perms    map[string][]string
+}
+
+func newObjectivesEnv(t *testing.T) *objectivesEnv {
+	t.Helper()
+	ctx := context.Background()
+	perms := map[string][]string{
+		"admin": {auth.MembersManage}, "alice": {auth.ObjectivesCreate}, "bob": {}, "carol": {},
+	}
+	f := &teamconfig.File{}
+	for _, n := range []string{"admin", "alice", "bob", "carol"} {
+		f.Store.Members = append(f.Store.Members, teamconfig.Member{Name: n, Permissions: perms[n]})
+	}
+	require.NoError(t, f.Validate())
+	path := filepath.Join(t.TempDir(), "svc.json")
+	require.NoError(t, teamconfig.Save(path, f))
+	st, err := sqlite.Open(ctx, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	act, err := sqlite.OpenActivity(ctx, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = act.Close() })
+	team, err := NewTeam(ctx, path, f, st, time.Now)
+	require.NoError(t, err)
+	srv := New(Deps{Store: st, Activity: act, Team: team, Version: "test"})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = srv.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &objectivesEnv{s: srv.objectives, activity: act, perms: perms}
+}
+
+func (e *objectivesEnv) as(name string) context.Context {
+	return auth.WithPrincipal(context.Background(), &auth.Principal{Member: name, Permissions: e.perms[name]})
+}
+
+// markers returns member's objective markers, oldest first, as
+// "kind objective reason".
+func (e *objectivesEnv) markers(t *testing.T, member string) []string {
+	t.Helper()
+	rows, err := e.activity.ListActivity(context.Background(), store.ActivityFilter{
+		Member: member, Kinds: []string{activityOpen, activityClose},
+	})
+	require.NoError(t, err)
+	var out []string
+	for i := len(rows) - 1; i >= 0; i-- {
+		var data struct{ Reason string }
+		require.NoError(t, json.Unmarshal(rows[i].Data, &data))
+		out = append(out, rows[i].Kind+" "+rows[i].ObjectiveID+" "+data.Reason)
+	}
+	return out
+}
+
+func (e *objectivesEnv) create(t *testing.T, assignee string) *apiv1.Objective {
+	t.Helper()
+	resp, err := e.s.CreateObjective(e.as("alice"), &apiv1.CreateObjectiveRequest{Title: "t", Outcome: "o", Assignee: assignee})
+	require.NoError(t, err)
+	return resp.GetObjective()
+}
+
+func TestObjectiveActivityMarkers(t *testing.T) {
+	e := newObjectivesEnv(t)
+	done := e.create(t, "bob")
+	_, err := e.s.CompleteObjective(e.as("bob"), &apiv1.CompleteObjectiveRequest{Id: done.Id, Result: "shipped"})
+	require.NoError(t, err)
+
+	moved := e.create(t, "bob")
+	_, err = e.s.UpdateObjective(e.as("bob"), &apiv1.UpdateObjectiveRequest{Id: moved.Id, Status: ptr("blocked"), BlockReason: ptr("waiting")})
+	require.NoError(t, err)
+	_, err = e.s.ReassignObjective(e.as("admin"), &apiv1.ReassignObjectiveRequest{Id: moved.Id, To: "carol"})
+	require.NoError(t, err)
+	_, err = e.s.CancelObjective(e.as("alice"), &apiv1.CancelObjectiveRequest{Id: moved.Id})
+	require.NoError(t, err)
+
+	require.Equal(t, []string{
+		"objective_open " + done.Id + " ",
+		"objective_close " + done.Id + " done",
+		"objective_open " + moved.Id + " ",
+		"objective_close " + moved.Id + " reassigned",
+	}, e.markers(t, "bob"), "blocking writes no marker")
+	require.Equal(t, []string{
+		"objective_open " + moved.Id + " ",
+		"objective_close " + moved.Id + " cancelled",
+	}, e.markers(t, "carol"))
+	require.Empty(t, e.markers(t, "alice"), "the originator's stream is not the assignee's")
+}
+
+func TestRefusedChangesWriteNoMarker(t *testing.T) {
+	e := newObjectivesEnv(t)
+	o := e.create(t, "bob")
+	_, err := e.s.CompleteObjective(e.as("carol"), &apiv1.CompleteObjectiveRequest{Id: o.Id, Result: "x"})
+	require.Equal(t, CodeForbidden, classify(err).Code)
+	_, err = e.s.ReassignObjective(e.as("admin"), &apiv1.ReassignObjectiveRequest{Id: o.Id, To: "bob"})
+	require.Equal(t, CodeConflict, classify(err).Code)
+	require.Equal(t, []string{"objective_open " + o.Id + " "}, e.markers(t, "bob"))
+}
+
+// Racing closes of one objective: exactly one wins, the rest see the
+// terminal state, and the audit log records one close.
+func TestConcurrentClosesCommitOnce(t *testing.T) {
+	e := newObjectivesEnv(t)
+	o := e.create(t, "bob")
+	const racers = 16
+	var wg sync.WaitGroup
+	errs := make([]error, racers)
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				_, errs[i] = e.s.CompleteObjective(e.as("bob"), &apiv1.CompleteObjectiveRequest{Id: o.Id, Result: "r"})
+			} else {
+				_, errs[i] = e.s.CancelObjective(e.as("alice"), &apiv1.CancelObjectiveRequest{Id: o.Id})
+			}
+		}()
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		if err == nil {
+			wins++
+			continue
+		}
+		require.Equal(t, CodeConflict, classify(err).Code, "%v", err)
+	}
+	require.Equal(t, 1, wins)
+	got, err := e.s.GetObjective(e.as("carol"), &apiv1.GetObjectiveRequest{Id: o.Id})
+	require.NoError(t, err)
+	var kinds []string
+	for _, ev := range got.GetEvents() {
+		kinds = append(kinds, ev.GetKind())
+	}
+	require.Len(t, kinds, 2, "%v", kinds)
+	require.Equal(t, evAssigned, kinds[0])
+	require.Contains(t, []string{evCompleted, evCancelled}, kinds[1])
+	require.Len(t, e.markers(t, "bob"), 2, "one open, one close")
+}
+
