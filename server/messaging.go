@@ -308,11 +308,24 @@ func (b *Broker) Push(ctx context.Context, req *apiv1.PushRequest) (*apiv1.PushR
 		return nil, err
 	}
 	b.presence.touchIfSeen(p.Member)
-	out, live, err := b.msgs.send(ctx, msg, pm)
-	if err != nil {
-		return nil, err
+	var r committed
+	if len(msg.Attachments) == 0 {
+		r = b.msgs.enqueue(ctx, &outgoing{msg: &msg, proto: pm})
+	} else {
+		// Every recipient may read the attached files from the moment the
+		// message is durable: the grants commit with it.
+		grantees := msg.Recipients
+		if msg.All {
+			grantees = []string{store.Everyone}
+		}
+		r = b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+			return nil, tx.GrantFiles(ctx, msg.Attachments, grantees)
+		}, &msg, pm)
 	}
-	return &apiv1.PushResponse{Delivery: &apiv1.Delivery{Live: int32(live), Targets: int32(targets)}, Message: out}, nil
+	if r.err != nil {
+		return nil, r.err
+	}
+	return &apiv1.PushResponse{Delivery: &apiv1.Delivery{Live: int32(r.live), Targets: int32(targets)}, Message: r.msgs[0]}, nil
 }
 
 // route validates a push and decides where it goes. It returns the record
