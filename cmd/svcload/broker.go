@@ -56,7 +56,7 @@ func startBroker(ctx context.Context, svcPath string) (*broker, error) {
 	}
 	b := &broker{dir: dir, done: make(chan struct{})}
 	b.cmd = exec.Command(svcPath, "serve", "--addr", "127.0.0.1:0",
-		"--config-path", filepath.Join(dir, "svc.json"), "--db-path", filepath.Join(dir, "svc.db"))
+		"--config-path", b.configPath(), "--db-path", filepath.Join(dir, "svc.db"))
 	b.cmd.Env = brokerEnv()
 	// Its own process group: a terminal ^C reaches only us, and we stop it.
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -148,6 +148,9 @@ func (b *broker) stop() error {
 	}
 	return os.RemoveAll(b.dir)
 }
+
+// configPath is the broker's config file; first boot writes it.
+func (b *broker) configPath() string { return filepath.Join(b.dir, "svc.json") }
 
 func (b *broker) stderrTail() string {
 	b.mu.Lock()

@@ -1,6 +1,7 @@
 // Command svcload drives an svc broker over loopback and prints delivery
 // latency, push throughput, broadcast reach, ordering/loss and memory per
-// subscriber beside their targets. It spawns the broker itself, so it knows
+// subscriber beside their targets, file throughput beside the raw disk's, and
+// objective operations per second. It spawns the broker itself, so it knows
 // the pid whose memory it reads.
 package main
 
@@ -30,18 +31,20 @@ type plan struct {
 	settle     time.Duration // pause before reading VmRSS, so the heap settles
 	budget     time.Duration // hard bound on the whole run
 	only       []string      // scenario groups to run; empty means all
+	fileCases  []fileCase    // file sizes and counts of the files runs
+	objCount   int           // objectives created, then completed, per objectives run
 }
 
 var (
-	fullPlan  = plan{"full", 5 * time.Second, 100, 5 * time.Second, 50, 50 * time.Millisecond, 3 * time.Second, 10 * time.Minute, nil}
-	quickPlan = plan{"quick", time.Second, 100, time.Second, 20, 50 * time.Millisecond, time.Second, 3 * time.Minute, nil}
+	fullPlan  = plan{"full", 5 * time.Second, 100, 5 * time.Second, 50, 50 * time.Millisecond, 3 * time.Second, 10 * time.Minute, nil, fullFileCases, 2000}
+	quickPlan = plan{"quick", time.Second, 100, time.Second, 20, 50 * time.Millisecond, time.Second, 3 * time.Minute, nil, quickFileCases, 200}
 )
 
 func main() {
 	svcPath := flag.String("svc", "bin/svc", "path to the svc binary to spawn")
 	quick := flag.Bool("quick", false, "short durations for a smoke run")
 	outPath := flag.String("out", "", "also write the summary table to this file")
-	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput (default all)")
+	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives (default all)")
 	flag.Parse()
 
 	p := fullPlan

@@ -128,6 +128,16 @@ func (lg *loadgen) all(ctx context.Context) error {
 			}
 		}
 	}
+	if lg.runs("files") {
+		if err := lg.files(ctx); err != nil {
+			return err
+		}
+	}
+	if lg.runs("objectives") {
+		if err := lg.objectives(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
