@@ -370,7 +370,10 @@ type FsStore interface {
 	// and zero times taken from the clock; a file references its Blob.
 	// ErrConflict when path is taken; ErrPrecondition when the parent is
 	// not an existing directory (or a member's home), the path is not at
-	// least two segments deep, or Kind, Blob and Size do not agree.
+	// least two segments deep, Owner is empty, or Kind, Blob, Size and
+	// MimeType do not agree (a directory has none of them). A failed
+	// create writes nothing, so inside WithTx the transaction can go on and
+	// try another name (the "suffix" collision strategy).
 	CreateEntry(ctx context.Context, e FsEntry) (FsEntry, error)
 	// ReplaceFile sets the content, size, MIME type and update time of the
 	// file at path, keeping its ID, owner, creation time and grants. It
