@@ -326,6 +326,7 @@ func TestObjectiveTransitions(t *testing.T) {
 			{name: "reassign a blocked objective", from: "blocked", caller: "admin", op: "ReassignObjective", req: obj{"to": "erin"}, status: "active", events: []objWantEvent{reassigned("bob", "erin")}, checks: []check{field("assignee", "erin")}},
 			{name: "reassign with members.manage alone", from: "active", caller: "mgr", op: "ReassignObjective", req: obj{"to": "carol"}, status: "active", events: []objWantEvent{reassigned("bob", "carol")}, checks: []check{field("assignee", "carol")}},
 			{name: "reassign to the originator", from: "blocked", caller: "mgr", op: "ReassignObjective", req: obj{"to": "alice"}, status: "active", events: []objWantEvent{reassigned("bob", "alice")}, checks: []check{field("assignee", "alice")}},
+			{name: "reassign with objectives.reassign alone", from: "active", caller: "rita", op: "ReassignObjective", req: obj{"to": "erin"}, code: "forbidden"},
 			{name: "reassign by an operator", from: "active", caller: "olga", op: "ReassignObjective", req: obj{"to": "erin"}, code: "forbidden"},
 			{name: "reassign by the originator", from: "active", caller: "alice", op: "ReassignObjective", req: obj{"to": "erin"}, code: "forbidden"},
 			{name: "reassign by the assignee", from: "active", caller: "bob", op: "ReassignObjective", req: obj{"to": "erin"}, code: "forbidden"},

@@ -212,6 +212,7 @@ func sortedNames(s []string) []string {
 //	erin   nothing: a reassignment target
 //	olga   the operator preset: objectives.create, .cancel, .watch
 //	mgr    members.manage only
+//	rita   objectives.reassign only (the reassign gate is members.manage)
 //	fence  nothing: sends the fencing DMs
 type objTeam struct {
 	p    *proc
@@ -227,6 +228,7 @@ var objTeamPerms = map[string][]string{
 	"erin":  nil,
 	"olga":  operatorLeaves,
 	"mgr":   {"members.manage"},
+	"rita":  {"objectives.reassign"},
 	"fence": nil,
 }
 

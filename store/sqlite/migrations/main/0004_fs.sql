@@ -81,3 +81,11 @@ CREATE TRIGGER fs_grants_member_gone AFTER DELETE ON members
 BEGIN
 	DELETE FROM fs_grants WHERE grantee = OLD.name;
 END;
+
+-- A member's files go with the member, so a re-created name inherits none of
+-- them. The blobs they leave unreferenced stay on disk until the sweep at
+-- the next boot (server/vfs Sweep) removes them.
+CREATE TRIGGER fs_entries_member_gone AFTER DELETE ON members
+BEGIN
+	DELETE FROM fs_entries WHERE path > '/' || OLD.name || '/' AND path < '/' || OLD.name || '0';
+END;
