@@ -88,8 +88,9 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		_, _ = w.Write(openapi.JSON)
 	})
 	mux.Handle("GET /subscribe", g.handle(g.handleSubscribe))
+	mux.Handle("POST /fs/write", g.handle(g.handleFsWrite))
 	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
-	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(mux))))
+	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(g.withFsRead(mux)))))
 	return g, nil
 }
 

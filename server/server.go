@@ -49,6 +49,8 @@ type Server struct {
 	authn      *auth.Authenticator
 	broker     *Broker
 	objectives *Objectives
+	fs         *Fs
+	files      fsConfig
 	log        *slog.Logger
 	now        func() time.Time
 
@@ -82,7 +84,8 @@ func New(d Deps, opts ...Option) *Server {
 	apiv1.RegisterBrokerServer(s.grpc, s.broker)
 	s.objectives = &Objectives{b: s.broker, activity: d.Activity}
 	apiv1.RegisterObjectivesServer(s.grpc, s.objectives)
-	apiv1.RegisterFsServer(s.grpc, &Fs{})
+	s.fs = newFs(d, s.files, s.log)
+	apiv1.RegisterFsServer(s.grpc, s.fs)
 	apiv1.RegisterNotificationsServer(s.grpc, &Notifications{})
 	apiv1.RegisterEnrollmentServer(s.grpc, &Enrollment{})
 	reflection.Register(s.grpc)
@@ -115,9 +118,6 @@ func (s *Server) GRPC() *grpc.Server { return s.grpc }
 // hand-written HTTP handlers.
 func (s *Server) Authenticator() *auth.Authenticator { return s.authn }
 
-// Fs implements apiv1.FsServer; its methods arrive with the filesystem issue.
-type Fs struct{ apiv1.UnimplementedFsServer }
-
 // Notifications implements apiv1.NotificationsServer; its methods arrive
 // with the hooks issue.
 type Notifications struct {
@@ -131,7 +131,6 @@ type Enrollment struct {
 }
 
 var (
-	_ apiv1.FsServer            = (*Fs)(nil)
 	_ apiv1.NotificationsServer = (*Notifications)(nil)
 	_ apiv1.EnrollmentServer    = (*Enrollment)(nil)
 )

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"svc/server/auth"
 	"svc/server/kek"
 	"svc/server/teamconfig"
+	"svc/server/vfs"
 	"svc/store"
 	"svc/store/sqlite"
 )
@@ -78,8 +80,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version},
-		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP))
+	srvOpts := []server.Option{server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP)}
+	if file.Files != nil {
+		blobs, maxFileSize, err := openFiles(ctx, cfg, file.Files, st, log)
+		if err != nil {
+			return err
+		}
+		srvOpts = append(srvOpts, server.WithFiles(blobs, maxFileSize))
+	}
+	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version}, srvOpts...)
 	// The committer runs until the listeners have drained, so in-flight
 	// pushes still commit during shutdown.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
@@ -285,6 +294,35 @@ func loadTeamConfig(cfg Config, k *kek.KEK, log *slog.Logger) (*teamconfig.File,
 		}
 	}
 	return f, "", nil
+}
+
+// openFiles opens the blob store of the files block and sweeps it: temp
+// files of writes a crash interrupted, and blobs no entry references (a
+// crash between placing a blob and committing its entry, or before a
+// purge), go. A relative root is taken relative to the config file's
+// directory, so the broker's working directory never matters.
+func openFiles(ctx context.Context, cfg Config, files *teamconfig.Files, st store.Store, log *slog.Logger) (*vfs.Blobs, int64, error) {
+	root := files.Root
+	if root == "" {
+		return nil, 0, &exitError{code: 1, err: fmt.Errorf("refusing to start: %s: files.root: is required (remove the files block to disable the filesystem)", cfg.ConfigPath)}
+	}
+	if !filepath.IsAbs(root) {
+		root = filepath.Join(filepath.Dir(cfg.ConfigPath), root)
+	}
+	blobs, err := vfs.Open(root)
+	if err != nil {
+		return nil, 0, fmt.Errorf("files.root %s: %w", root, err)
+	}
+	n, err := blobs.Sweep(ctx, st.BlobReferenced)
+	if err != nil {
+		return nil, 0, fmt.Errorf("files.root %s: %w", root, err)
+	}
+	maxFileSize := files.MaxFileSize
+	if maxFileSize == 0 {
+		maxFileSize = teamconfig.DefaultMaxFileSize
+	}
+	log.Info("filesystem ready", "root", root, "max_file_size", maxFileSize, "swept", n)
+	return blobs, maxFileSize, nil
 }
 
 // sessionSweepInterval is how often expired sessions are deleted.

@@ -1,0 +1,161 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"svc/server"
+	"svc/server/vfs"
+)
+
+// fsReadPrefix is the route of file bytes: GET /fs/read/<segment>/...
+const fsReadPrefix = "/fs/read/"
+
+// inlineTypes are the stored MIME types a browser may show inline: ones
+// that cannot run script in the broker's origin. Every other type is sent
+// as a download (stored files are untrusted).
+var inlineTypes = map[string]bool{
+	"application/octet-stream": true,
+	"application/json":         true,
+	"text/plain":               true,
+	"text/csv":                 true,
+	"text/markdown":            true,
+	"image/png":                true,
+	"image/jpeg":               true,
+	"image/gif":                true,
+	"image/webp":               true,
+	"image/avif":               true,
+	"image/bmp":                true,
+	"audio/mpeg":               true,
+	"audio/ogg":                true,
+	"audio/wav":                true,
+	"video/mp4":                true,
+	"video/webm":               true,
+}
+
+// withFsRead routes GET and HEAD /fs/read/<path> before the mux: the mux
+// would clean "..", "." and "//" out of the URL and redirect, while a path
+// that is not canonical must be refused (400), never resolved.
+func (g *Gateway) withFsRead(next http.Handler) http.Handler {
+	read := g.handle(g.handleFsRead)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.EscapedPath(), fsReadPrefix) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			read.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// handleFsRead serves GET /fs/read/<path>: each segment is URL-decoded on
+// its own, so an encoded "/" never becomes a separator and an encoded ".."
+// is refused like a plain one.
+func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request) error {
+	p, err := g.authenticate(w, r)
+	if err != nil {
+		return err
+	}
+	raw := strings.TrimPrefix(r.URL.EscapedPath(), fsReadPrefix)
+	if raw == "" {
+		return server.Errorf(server.CodeBadRequest, "path: is required: GET /fs/read/<member>/<name>")
+	}
+	if len(raw) > 3*vfs.MaxPathLen {
+		return server.Errorf(server.CodeBadRequest, "path: longer than %d bytes", vfs.MaxPathLen)
+	}
+	escaped := strings.Split(raw, "/")
+	segs := make([]string, len(escaped))
+	for i, s := range escaped {
+		seg, err := url.PathUnescape(s)
+		if err != nil {
+			return server.Errorf(server.CodeBadRequest, "path: bad escape in segment %d", i+1)
+		}
+		if i == len(escaped)-1 && seg == "" {
+			// A trailing slash names a directory, which is not readable.
+			return server.Errorf(server.CodeBadRequest, "path: names a directory")
+		}
+		segs[i] = seg
+	}
+	vp, err := vfs.FromSegments(segs...)
+	if err != nil {
+		var pe *vfs.PathError
+		reason := "invalid path"
+		if errors.As(err, &pe) {
+			reason = "invalid path: " + pe.Reason
+		}
+		return server.Errorf(server.CodeBadRequest, "path: %s", reason)
+	}
+	entry, f, err := g.srv.Fs().Read(r.Context(), p, vp.String())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	h := w.Header()
+	h.Set("Content-Type", entry.MimeType)
+	h.Set("Content-Length", strconv.FormatInt(entry.Size, 10))
+	h.Set("X-Content-Type-Options", "nosniff")
+	// Defence in depth for whatever a browser does render: no script, no
+	// subresources, an opaque origin.
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	h.Set("Cache-Control", "private, no-cache")
+	if mt, _, err := mime.ParseMediaType(entry.MimeType); err != nil || !inlineTypes[mt] {
+		disp := mime.FormatMediaType("attachment", map[string]string{"filename": entry.Name()})
+		if disp == "" {
+			disp = "attachment"
+		}
+		h.Set("Content-Disposition", disp)
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	if _, err := io.CopyN(w, f, entry.Size); err != nil {
+		// Headers are gone; the short body tells the client.
+		g.log.DebugContext(r.Context(), "file read cut short", "path", entry.Path, "err", err)
+	}
+	return nil
+}
+
+// handleFsWrite serves POST /fs/write?path=<p>&collide=<error|overwrite|suffix>:
+// the body is the bytes, Content-Type the MIME type. The body is streamed
+// to the blob store; more than files.maxFileSize bytes is 413, refused up
+// front when Content-Length declares it.
+func (g *Gateway) handleFsWrite(w http.ResponseWriter, r *http.Request) error {
+	p, err := g.authenticate(w, r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	for _, k := range []string{"path", "collide"} {
+		if len(q[k]) > 1 {
+			return server.Errorf(server.CodeBadRequest, "%s: given more than once", k)
+		}
+	}
+	if ct := r.Header.Values("Content-Type"); len(ct) > 1 {
+		return server.Errorf(server.CodeBadRequest, "Content-Type: given more than once")
+	}
+	entry, renamed, err := g.srv.Fs().Write(r.Context(), p, server.FileWrite{
+		Path: q.Get("path"), Collide: q.Get("collide"), MimeType: r.Header.Get("Content-Type"),
+		Size: r.ContentLength, Body: r.Body,
+	})
+	if err != nil {
+		return err
+	}
+	e, err := protojson.MarshalOptions{EmitDefaultValues: true}.Marshal(server.FsEntryToProto(entry))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(struct {
+		Entry   json.RawMessage `json:"entry"`
+		Renamed bool            `json:"renamed"`
+	}{e, renamed})
+}

@@ -1,0 +1,745 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"strings"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/vfs"
+	"svc/store"
+)
+
+// Filesystem bounds.
+const (
+	// maxSuffix bounds the collision strategy "suffix": a-1.txt … a-1000.txt
+	// are tried, then the write is a conflict.
+	maxSuffix = 1000
+	// maxMimeType bounds a stored MIME type.
+	maxMimeType = 255
+	// defaultMimeType is a file's type when the writer names none (CONTRACT
+	// §4).
+	defaultMimeType = "application/octet-stream"
+	// dirMimeType is the MIME type a directory reports (freedesktop.org).
+	dirMimeType = "inode/directory"
+)
+
+// Collision strategies of a write (CONTRACT §4).
+const (
+	CollideError     = "error"
+	CollideOverwrite = "overwrite"
+	CollideSuffix    = "suffix"
+)
+
+// errFsDisabled answers every filesystem call when the team config has no
+// files block (spec: absent optional blocks disable the feature).
+var errFsDisabled = Errorf(CodeNotFound, "the filesystem is disabled: the team config has no files block")
+
+// fsConfig is the wiring WithFiles sets.
+type fsConfig struct {
+	blobs       *vfs.Blobs
+	maxFileSize int64
+}
+
+// WithFiles enables the virtual filesystem: content lives in blobs, and one
+// file holds at most maxFileSize bytes. Without it every filesystem call
+// answers 404.
+func WithFiles(blobs *vfs.Blobs, maxFileSize int64) Option {
+	return func(s *Server) { s.files = fsConfig{blobs: blobs, maxFileSize: maxFileSize} }
+}
+
+// Fs implements apiv1.FsServer, the virtual filesystem, and the byte-level
+// Read and Write that the hand-written gateway routes call.
+//
+// Access: a member reads and writes its own home; members.manage reads and
+// writes every home; a read grant (message or objective attachment, to the
+// member or to everyone) lets a member read that one file, and see the
+// directories leading to it. Anything else in another home is 403 whether
+// or not it exists, so existence never leaks.
+type Fs struct {
+	apiv1.UnimplementedFsServer
+	store       store.Store
+	team        *Team
+	blobs       *vfs.Blobs // nil: the filesystem is disabled
+	maxFileSize int64
+	log         *slog.Logger
+}
+
+var _ apiv1.FsServer = (*Fs)(nil)
+
+func newFs(d Deps, c fsConfig, log *slog.Logger) *Fs {
+	return &Fs{store: d.Store, team: d.Team, blobs: c.blobs, maxFileSize: c.maxFileSize, log: log}
+}
+
+// Fs returns the filesystem service, for the hand-written HTTP handlers.
+func (s *Server) Fs() *Fs { return s.fs }
+
+// Enabled reports whether the team config enables the filesystem.
+func (f *Fs) Enabled() bool { return f.blobs != nil }
+
+// MaxFileSize is the most bytes one file may hold; 0 when disabled.
+func (f *Fs) MaxFileSize() int64 {
+	if !f.Enabled() {
+		return 0
+	}
+	return f.maxFileSize
+}
+
+// --- RPCs ---------------------------------------------------------------
+
+// ListFiles implements apiv1.FsServer. "/" lists the homes the caller can
+// see; an empty path lists the caller's home; a file lists itself.
+func (f *Fs) ListFiles(ctx context.Context, req *apiv1.ListFilesRequest) (*apiv1.ListFilesResponse, error) {
+	p := mustPrincipal(ctx)
+	if !f.Enabled() {
+		return nil, errFsDisabled
+	}
+	raw := req.GetPath()
+	if raw == "" {
+		raw = "/" + p.Member
+	}
+	vp, err := parseFsPath("path", raw)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := f.list(ctx, p, vp)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.ListFilesResponse{Entries: make([]*apiv1.FsEntry, 0, len(entries))}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, FsEntryToProto(e))
+	}
+	return out, nil
+}
+
+// StatFile implements apiv1.FsServer.
+func (f *Fs) StatFile(ctx context.Context, req *apiv1.StatFileRequest) (*apiv1.StatFileResponse, error) {
+	p := mustPrincipal(ctx)
+	if !f.Enabled() {
+		return nil, errFsDisabled
+	}
+	vp, err := parseFsPath("path", req.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	if vp.IsRoot() {
+		return &apiv1.StatFileResponse{Entry: FsEntryToProto(store.FsEntry{Path: "/", Kind: store.FsDir})}, nil
+	}
+	e, err := f.visible(ctx, p, vp)
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.StatFileResponse{Entry: FsEntryToProto(e)}, nil
+}
+
+// MakeDir implements apiv1.FsServer. Without recursive, a missing parent is
+// 404; an existing entry at path is 409.
+func (f *Fs) MakeDir(ctx context.Context, req *apiv1.MakeDirRequest) (*apiv1.MakeDirResponse, error) {
+	p := mustPrincipal(ctx)
+	if !f.Enabled() {
+		return nil, errFsDisabled
+	}
+	vp, err := parseFsPath("path", req.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	if vp.IsRoot() {
+		return nil, invalid("path", "must be inside a home")
+	}
+	if err := f.checkWrite(p, vp); err != nil {
+		return nil, err
+	}
+	if vp.IsHome() {
+		return nil, Errorf(CodeConflict, "%s exists", vp)
+	}
+	var out store.FsEntry
+	err = f.store.WithTx(ctx, func(tx store.Tx) error {
+		if req.GetRecursive() {
+			if err := ensureParents(ctx, tx, vp); err != nil {
+				return err
+			}
+		} else if err := requireParentDir(ctx, tx, vp); err != nil {
+			return err
+		}
+		var err error
+		out, err = tx.CreateEntry(ctx, store.FsEntry{Path: vp.String(), Owner: vp.Home(), Kind: store.FsDir})
+		return createErr(vp, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.MakeDirResponse{Entry: FsEntryToProto(out)}, nil
+}
+
+// Remove implements apiv1.FsServer: 204; a directory with content needs
+// recursive. Content no longer referenced is purged after the commit.
+func (f *Fs) Remove(ctx context.Context, req *apiv1.RemoveRequest) (*apiv1.RemoveResponse, error) {
+	p := mustPrincipal(ctx)
+	if !f.Enabled() {
+		return nil, errFsDisabled
+	}
+	vp, err := parseFsPath("path", req.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	if vp.IsRoot() || vp.IsHome() {
+		return nil, invalid("path", "the root and homes cannot be removed; remove what they hold")
+	}
+	if err := f.checkOwn(p, vp); err != nil {
+		return nil, err
+	}
+	e, err := f.store.GetEntry(ctx, vp.String())
+	if err != nil {
+		return nil, notFound(vp, err)
+	}
+	var purged []string
+	if e.Kind == store.FsDir && req.GetRecursive() {
+		_, purged, err = f.store.DeleteTree(ctx, vp.String())
+	} else {
+		purged, err = f.store.DeleteEntry(ctx, vp.String())
+	}
+	switch {
+	case errors.Is(err, store.ErrPrecondition):
+		return nil, Errorf(CodeConflict, "%s is a directory with content; remove it with recursive", vp)
+	case err != nil:
+		return nil, notFound(vp, err)
+	}
+	f.purge(ctx, purged)
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.RemoveResponse{}, nil
+}
+
+// Move implements apiv1.FsServer: one file, within trees the caller may
+// write; missing parents of the destination are created, an existing
+// destination is 409, a directory source 400.
+func (f *Fs) Move(ctx context.Context, req *apiv1.MoveRequest) (*apiv1.MoveResponse, error) {
+	p := mustPrincipal(ctx)
+	if !f.Enabled() {
+		return nil, errFsDisabled
+	}
+	from, err := parseFsPath("from", req.GetFrom())
+	if err != nil {
+		return nil, err
+	}
+	to, err := parseFsPath("to", req.GetTo())
+	if err != nil {
+		return nil, err
+	}
+	if from.IsRoot() || from.IsHome() {
+		return nil, invalid("from", "directory moves are not supported")
+	}
+	if to.IsRoot() {
+		return nil, invalid("to", "must be inside a home")
+	}
+	if err := f.checkOwn(p, from); err != nil {
+		return nil, err
+	}
+	if err := f.checkWrite(p, to); err != nil {
+		return nil, err
+	}
+	src, err := f.store.GetEntry(ctx, from.String())
+	if err != nil {
+		return nil, notFound(from, err)
+	}
+	if src.Kind != store.FsFile {
+		return nil, invalid("from", "directory moves are not supported")
+	}
+	if to.IsHome() {
+		return nil, Errorf(CodeConflict, "%s exists", to)
+	}
+	var out store.FsEntry
+	err = f.store.WithTx(ctx, func(tx store.Tx) error {
+		if err := ensureParents(ctx, tx, to); err != nil {
+			return err
+		}
+		var err error
+		out, err = tx.MoveEntry(ctx, store.FsMove{From: from.String(), To: to.String(), Owner: to.Home()})
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			return Errorf(CodeConflict, "%s exists", to)
+		case errors.Is(err, store.ErrPrecondition):
+			// The source turned into a directory meanwhile, or a parent of
+			// the destination into a file.
+			return Errorf(CodeConflict, "cannot move %s to %s", from, to)
+		case err != nil:
+			return notFound(from, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.MoveResponse{Entry: FsEntryToProto(out)}, nil
+}
+
+// ListShared implements apiv1.FsServer: the files outside the caller's home
+// granted to it or to everyone, by path.
+func (f *Fs) ListShared(ctx context.Context, _ *apiv1.ListSharedRequest) (*apiv1.ListSharedResponse, error) {
+	p := mustPrincipal(ctx)
+	if !f.Enabled() {
+		return nil, errFsDisabled
+	}
+	shared, err := f.store.SharedWith(ctx, p.Member)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.ListSharedResponse{Entries: make([]*apiv1.FsEntry, 0, len(shared))}
+	for _, e := range shared {
+		out.Entries = append(out.Entries, FsEntryToProto(e))
+	}
+	return out, nil
+}
+
+// --- Bytes (hand-written HTTP routes) ------------------------------------
+
+// FileWrite is one write of a file's bytes.
+type FileWrite struct {
+	Path     string
+	Collide  string // CollideError (also ""), CollideOverwrite or CollideSuffix
+	MimeType string // a media type; "" is application/octet-stream
+	// Size is the declared length of Body; negative when unknown. A
+	// declared length over the limit is refused before anything is read.
+	Size int64
+	Body io.Reader
+}
+
+// Write stores w.Body as the file at w.Path for p and returns its entry and
+// whether the suffix strategy renamed it. Parent directories are created.
+// The body is streamed to disk (never held in memory), fsynced and renamed
+// into the blob store before the transaction that references it, so a
+// crash leaves either the old state or the new one.
+func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.FsEntry, bool, error) {
+	var none store.FsEntry
+	if !f.Enabled() {
+		return none, false, errFsDisabled
+	}
+	vp, err := parseFsPath("path", w.Path)
+	if err != nil {
+		return none, false, err
+	}
+	if vp.IsRoot() {
+		return none, false, invalid("path", "must name a file inside a home")
+	}
+	collide := w.Collide
+	switch collide {
+	case "":
+		collide = CollideError
+	case CollideError, CollideOverwrite, CollideSuffix:
+	default:
+		return none, false, invalid("collide", "must be error, overwrite or suffix")
+	}
+	mimeType, err := normalizeMimeType(w.MimeType)
+	if err != nil {
+		return none, false, err
+	}
+	if err := f.checkWrite(p, vp); err != nil {
+		return none, false, err
+	}
+	if vp.IsHome() {
+		return none, false, Errorf(CodeConflict, "%s is a directory", vp)
+	}
+	if w.Size > f.maxFileSize {
+		return none, false, errTooLarge(f.maxFileSize)
+	}
+	// Refuse what is certain to fail before reading a large body.
+	switch cur, err := f.store.GetEntry(ctx, vp.String()); {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return none, false, err
+	case cur.Kind == store.FsDir:
+		return none, false, Errorf(CodeConflict, "%s is a directory", vp)
+	case collide == CollideError:
+		return none, false, Errorf(CodeConflict, "%s exists; write with collide=overwrite or collide=suffix", vp)
+	}
+
+	// The lock protocol of vfs.Blobs: the blob is in place and its sha
+	// locked before the transaction; unlock after it, then purge outside.
+	placed, err := f.blobs.Put(ctx, w.Body, f.maxFileSize)
+	switch {
+	case errors.Is(err, vfs.ErrTooLarge):
+		return none, false, errTooLarge(f.maxFileSize)
+	case err != nil:
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return none, false, ctxErr
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return none, false, invalid("body", "ended before its declared length")
+		}
+		return none, false, fmt.Errorf("store file content: %w", err)
+	}
+	var (
+		out     store.FsEntry
+		renamed bool
+		purged  []string
+	)
+	err = f.store.WithTx(ctx, func(tx store.Tx) error {
+		out, renamed, purged = store.FsEntry{}, false, nil
+		if err := ensureParents(ctx, tx, vp); err != nil {
+			return err
+		}
+		target := vp
+		cur, err := tx.GetEntry(ctx, vp.String())
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
+		case cur.Kind == store.FsDir:
+			return Errorf(CodeConflict, "%s is a directory", vp)
+		case collide == CollideOverwrite:
+			out, purged, err = tx.ReplaceFile(ctx, vp.String(), store.FsContent{Blob: placed.SHA, Size: placed.Size, MimeType: mimeType})
+			if errors.Is(err, store.ErrPrecondition) {
+				return Errorf(CodeConflict, "%s is a directory", vp)
+			}
+			return err
+		case collide == CollideSuffix:
+			if target, err = freeSuffix(ctx, tx, vp); err != nil {
+				return err
+			}
+			renamed = true
+		default:
+			return Errorf(CodeConflict, "%s exists; write with collide=overwrite or collide=suffix", vp)
+		}
+		out, err = tx.CreateEntry(ctx, store.FsEntry{
+			Path: target.String(), Owner: target.Home(), Kind: store.FsFile,
+			Size: placed.Size, MimeType: mimeType, Blob: placed.SHA,
+		})
+		return createErr(target, err)
+	})
+	placed.Unlock()
+	if err != nil {
+		// The content may be referenced by nothing now.
+		f.purge(ctx, []string{placed.SHA})
+		return none, false, err
+	}
+	f.purge(ctx, purged)
+	return out, renamed, nil
+}
+
+// Read opens the file at path for p: its entry and its content, which the
+// caller closes. A directory is 400.
+func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.FsEntry, *os.File, error) {
+	if !f.Enabled() {
+		return store.FsEntry{}, nil, errFsDisabled
+	}
+	// An overwrite or remove that commits between the lookup and the open
+	// may purge the blob the lookup named; the second lookup sees the
+	// commit.
+	for attempt := 0; ; attempt++ {
+		e, err := readableFile(ctx, f.store, p, path)
+		if err != nil {
+			return e, nil, err
+		}
+		if e.Kind != store.FsFile {
+			return e, nil, invalid("path", "%s is a directory", e.Path)
+		}
+		file, err := f.blobs.Open(e.Blob)
+		switch {
+		case err == nil:
+			return e, file, nil
+		case errors.Is(err, fs.ErrNotExist) && attempt == 0:
+			continue
+		case errors.Is(err, fs.ErrNotExist):
+			return e, nil, Errorf(CodeNotFound, "no such file: %s", e.Path)
+		default:
+			return e, nil, fmt.Errorf("open file content: %w", err)
+		}
+	}
+}
+
+// --- Access ---------------------------------------------------------------
+
+// readableFile returns the entry at path if p may read it: 400 for a bad
+// path (the root included), 403 when p may not read it whether or not it
+// exists, 404 when it is absent where p may read. Readable: p's own home,
+// every home with members.manage, and a file granted to p or to everyone.
+// Directories are returned too; callers that need a file refuse them.
+func readableFile(ctx context.Context, st store.Store, p *auth.Principal, path string) (store.FsEntry, error) {
+	vp, err := parseFsPath("path", path)
+	if err != nil {
+		return store.FsEntry{}, err
+	}
+	if vp.IsRoot() {
+		return store.FsEntry{}, invalid("path", "must name an entry inside a home")
+	}
+	if !ownsOrManages(p, vp) {
+		ok, err := st.HasGrant(ctx, vp.String(), p.Member)
+		if err != nil {
+			return store.FsEntry{}, err
+		}
+		if !ok {
+			return store.FsEntry{}, errNotReadable(vp)
+		}
+	}
+	e, err := st.GetEntry(ctx, vp.String())
+	if err != nil {
+		return store.FsEntry{}, notFound(vp, err)
+	}
+	return e, nil
+}
+
+// ownsOrManages reports whether vp is in p's home or p holds members.manage.
+func ownsOrManages(p *auth.Principal, vp vfs.Path) bool {
+	return vp.Home() == p.Member || p.Has(auth.MembersManage)
+}
+
+// checkOwn refuses (403) a change to vp unless p owns its home or manages.
+func (f *Fs) checkOwn(p *auth.Principal, vp vfs.Path) error {
+	if !ownsOrManages(p, vp) {
+		return fmt.Errorf("%w: %s is outside your home", auth.ErrForbidden, vp)
+	}
+	return nil
+}
+
+// checkWrite refuses a new entry at vp: 403 unless p owns its home or
+// manages, 404 when the home is no member's.
+func (f *Fs) checkWrite(p *auth.Principal, vp vfs.Path) error {
+	if err := f.checkOwn(p, vp); err != nil {
+		return err
+	}
+	if _, ok := f.team.Member(vp.Home()); !ok {
+		return Errorf(CodeNotFound, "no member %q owns %s", vp.Home(), vp.HomePath())
+	}
+	return nil
+}
+
+// visible returns the entry at vp if p may see it: what p may read, plus
+// the directories leading to a file granted to p.
+func (f *Fs) visible(ctx context.Context, p *auth.Principal, vp vfs.Path) (store.FsEntry, error) {
+	if !ownsOrManages(p, vp) {
+		shared, err := f.store.SharedWith(ctx, p.Member)
+		if err != nil {
+			return store.FsEntry{}, err
+		}
+		if !leadsToShared(vp, shared) {
+			return store.FsEntry{}, errNotReadable(vp)
+		}
+	}
+	e, err := f.store.GetEntry(ctx, vp.String())
+	if err != nil {
+		return store.FsEntry{}, notFound(vp, err)
+	}
+	return e, nil
+}
+
+// list returns what ListFiles shows of vp to p.
+func (f *Fs) list(ctx context.Context, p *auth.Principal, vp vfs.Path) ([]store.FsEntry, error) {
+	var shared []store.FsEntry
+	limited := vp.IsRoot() && !p.Has(auth.MembersManage) || !vp.IsRoot() && !ownsOrManages(p, vp)
+	if limited {
+		var err error
+		if shared, err = f.store.SharedWith(ctx, p.Member); err != nil {
+			return nil, err
+		}
+		if !vp.IsRoot() && !leadsToShared(vp, shared) {
+			return nil, errNotReadable(vp)
+		}
+	}
+	if !vp.IsRoot() {
+		e, err := f.store.GetEntry(ctx, vp.String())
+		if err != nil {
+			return nil, notFound(vp, err)
+		}
+		if e.Kind == store.FsFile {
+			return []store.FsEntry{e}, nil
+		}
+	}
+	entries, err := f.store.ListDir(ctx, vp.String())
+	switch {
+	case errors.Is(err, store.ErrPrecondition):
+		// A directory turned into a file since the lookup.
+		return nil, Errorf(CodeConflict, "%s is not a directory", vp)
+	case err != nil:
+		return nil, notFound(vp, err)
+	}
+	if !limited {
+		return entries, nil
+	}
+	out := make([]store.FsEntry, 0, len(entries))
+	for _, e := range entries {
+		ep, err := vfs.Parse(e.Path)
+		if err != nil {
+			continue
+		}
+		if ep.Home() == p.Member || leadsToShared(ep, shared) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// leadsToShared reports whether vp is one of the shared files or a
+// directory above one.
+func leadsToShared(vp vfs.Path, shared []store.FsEntry) bool {
+	for _, s := range shared {
+		sp, err := vfs.Parse(s.Path)
+		if err == nil && sp.Within(vp) {
+			return true
+		}
+	}
+	return false
+}
+
+// --- Helpers ----------------------------------------------------------------
+
+// parseFsPath validates a virtual path from a request field.
+func parseFsPath(field, raw string) (vfs.Path, error) {
+	if raw == "" {
+		return vfs.Path{}, invalid(field, "is required")
+	}
+	vp, err := vfs.Parse(raw)
+	if err != nil {
+		var pe *vfs.PathError
+		if errors.As(err, &pe) {
+			return vfs.Path{}, invalid(field, "invalid path: %s", pe.Reason)
+		}
+		return vfs.Path{}, invalid(field, "invalid path")
+	}
+	return vp, nil
+}
+
+// ensureParents creates, inside tx, every missing directory above vp below
+// its home; an ancestor that is a file is 409.
+func ensureParents(ctx context.Context, tx store.Tx, vp vfs.Path) error {
+	segs := vp.Segments()
+	dir := vp.HomePath()
+	for _, seg := range segs[1 : len(segs)-1] {
+		var err error
+		if dir, err = dir.Join(seg); err != nil {
+			return invalid("path", "invalid path")
+		}
+		e, err := tx.GetEntry(ctx, dir.String())
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if _, err := tx.CreateEntry(ctx, store.FsEntry{Path: dir.String(), Owner: dir.Home(), Kind: store.FsDir}); err != nil {
+				return createErr(dir, err)
+			}
+		case err != nil:
+			return err
+		case e.Kind != store.FsDir:
+			return Errorf(CodeConflict, "%s is a file", dir)
+		}
+	}
+	return nil
+}
+
+// requireParentDir refuses vp whose parent is missing (404) or a file (409).
+func requireParentDir(ctx context.Context, tx store.Tx, vp vfs.Path) error {
+	parent := vp.Parent()
+	e, err := tx.GetEntry(ctx, parent.String())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Errorf(CodeNotFound, "%s does not exist; create it first or pass recursive", parent)
+	case err != nil:
+		return err
+	case e.Kind != store.FsDir:
+		return Errorf(CodeConflict, "%s is a file", parent)
+	}
+	return nil
+}
+
+// freeSuffix returns the first of vp-1, vp-2, … that names nothing.
+func freeSuffix(ctx context.Context, tx store.Tx, vp vfs.Path) (vfs.Path, error) {
+	for n := 1; n <= maxSuffix; n++ {
+		cand, err := vp.Suffixed(n)
+		if err != nil {
+			return vfs.Path{}, invalid("path", "no room for a suffix: %v", err)
+		}
+		switch _, err := tx.GetEntry(ctx, cand.String()); {
+		case errors.Is(err, store.ErrNotFound):
+			return cand, nil
+		case err != nil:
+			return vfs.Path{}, err
+		}
+	}
+	return vfs.Path{}, Errorf(CodeConflict, "%s and its first %d suffixed names exist", vp, maxSuffix)
+}
+
+// createErr maps a CreateEntry error at vp.
+func createErr(vp vfs.Path, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrConflict):
+		return Errorf(CodeConflict, "%s exists", vp)
+	case errors.Is(err, store.ErrPrecondition):
+		return Errorf(CodeConflict, "the parent of %s is not a directory", vp)
+	}
+	return err
+}
+
+// notFound maps the store's ErrNotFound at vp to a 404 naming it.
+func notFound(vp vfs.Path, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return Errorf(CodeNotFound, "no such file or directory: %s", vp)
+	}
+	return err
+}
+
+// errNotReadable is the one answer for anything p may not see, present or
+// not.
+func errNotReadable(vp vfs.Path) error {
+	return fmt.Errorf("%w: %s is not readable by you", auth.ErrForbidden, vp)
+}
+
+func errTooLarge(limit int64) error {
+	return Errorf(CodePayloadTooLarge, "a file holds at most %d bytes (files.maxFileSize)", limit)
+}
+
+// normalizeMimeType validates a Content-Type and returns its canonical
+// form; "" is application/octet-stream.
+func normalizeMimeType(s string) (string, error) {
+	if strings.TrimSpace(s) == "" {
+		return defaultMimeType, nil
+	}
+	mt, params, err := mime.ParseMediaType(s)
+	if err != nil || !strings.Contains(mt, "/") {
+		return "", invalid("Content-Type", "must be a media type such as text/plain")
+	}
+	out := mime.FormatMediaType(mt, params)
+	if out == "" || len(out) > maxMimeType {
+		return "", invalid("Content-Type", "must be a media type of at most %d bytes", maxMimeType)
+	}
+	return out, nil
+}
+
+// purge removes blobs whose last reference went, under the vfs lock
+// protocol; it runs after the commit and never fails the request (boot's
+// sweep removes what a failure leaves).
+func (f *Fs) purge(ctx context.Context, shas []string) {
+	ctx = context.WithoutCancel(ctx)
+	for _, sha := range shas {
+		if _, err := f.blobs.Purge(ctx, sha, f.store.BlobReferenced); err != nil {
+			f.log.WarnContext(ctx, "blob purge failed; the next boot sweeps it", "sha", sha, "err", err)
+		}
+	}
+}
+
+// fsEntryToProto renders an entry (CONTRACT §3 FsEntry).
+func FsEntryToProto(e store.FsEntry) *apiv1.FsEntry {
+	pe := &apiv1.FsEntry{
+		Path: e.Path, Name: e.Name(), Kind: e.Kind, Size: float64(e.Size), MimeType: e.MimeType,
+		Owner: e.Owner, CreatedAt: ms(e.CreatedAt), UpdatedAt: ms(e.UpdatedAt),
+	}
+	if e.Path == "/" {
+		pe.Name = "/"
+	}
+	if e.Kind == store.FsDir {
+		pe.MimeType, pe.Size = dirMimeType, 0
+	}
+	if e.CreatedAt.IsZero() {
+		pe.CreatedAt = 0
+	}
+	if e.UpdatedAt.IsZero() {
+		pe.UpdatedAt = 0
+	}
+	return pe
+}
