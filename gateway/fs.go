@@ -63,34 +63,9 @@ func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	raw := strings.TrimPrefix(r.URL.EscapedPath(), fsReadPrefix)
-	if raw == "" {
-		return server.Errorf(server.CodeBadRequest, "path: is required: GET /fs/read/<member>/<name>")
-	}
-	if len(raw) > 3*vfs.MaxPathLen {
-		return server.Errorf(server.CodeBadRequest, "path: longer than %d bytes", vfs.MaxPathLen)
-	}
-	escaped := strings.Split(raw, "/")
-	segs := make([]string, len(escaped))
-	for i, s := range escaped {
-		seg, err := url.PathUnescape(s)
-		if err != nil {
-			return server.Errorf(server.CodeBadRequest, "path: bad escape in segment %d", i+1)
-		}
-		if i == len(escaped)-1 && seg == "" {
-			// A trailing slash names a directory, which is not readable.
-			return server.Errorf(server.CodeBadRequest, "path: names a directory")
-		}
-		segs[i] = seg
-	}
-	vp, err := vfs.FromSegments(segs...)
+	vp, err := readPath(strings.TrimPrefix(r.URL.EscapedPath(), fsReadPrefix))
 	if err != nil {
-		var pe *vfs.PathError
-		reason := "invalid path"
-		if errors.As(err, &pe) {
-			reason = "invalid path: " + pe.Reason
-		}
-		return server.Errorf(server.CodeBadRequest, "path: %s", reason)
+		return err
 	}
 	entry, f, err := g.srv.Fs().Read(r.Context(), p, vp.String())
 	if err != nil {
@@ -122,6 +97,41 @@ func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request) error {
 		g.log.DebugContext(r.Context(), "file read cut short", "path", entry.Path, "err", err)
 	}
 	return nil
+}
+
+// readPath turns the escaped path after /fs/read/ into a virtual path,
+// decoding each segment once and on its own: an encoded "/" stays inside
+// its segment (and is refused), an encoded ".." is refused like a plain one.
+func readPath(escaped string) (vfs.Path, error) {
+	if escaped == "" {
+		return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: is required: GET /fs/read/<member>/<name>")
+	}
+	if len(escaped) > 3*vfs.MaxPathLen {
+		return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: longer than %d bytes", vfs.MaxPathLen)
+	}
+	parts := strings.Split(escaped, "/")
+	segs := make([]string, len(parts))
+	for i, s := range parts {
+		seg, err := url.PathUnescape(s)
+		if err != nil {
+			return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: bad escape in segment %d", i+1)
+		}
+		if i == len(parts)-1 && seg == "" {
+			// A trailing slash names a directory, which is not readable.
+			return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: names a directory")
+		}
+		segs[i] = seg
+	}
+	vp, err := vfs.FromSegments(segs...)
+	if err != nil {
+		reason := "invalid path"
+		var pe *vfs.PathError
+		if errors.As(err, &pe) {
+			reason += ": " + pe.Reason
+		}
+		return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: %s", reason)
+	}
+	return vp, nil
 }
 
 // handleFsWrite serves POST /fs/write?path=<p>&collide=<error|overwrite|suffix>:
