@@ -4,28 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 
 	"svc/server/auth"
 	"svc/store"
 )
 
-// attachments checks that p may attach each path (a file it can read) and
-// describes each. Errors name the offending attachment.
+// attachments checks that p may attach each path, a file it can read (its
+// own, any with members.manage, or one shared with it), and describes each.
+// Errors name the offending attachment: 403 when p may not read it (whether
+// or not it exists), 400 when it is malformed, absent or a directory.
 func (b *Broker) attachments(ctx context.Context, p *auth.Principal, paths []string) ([]store.Attachment, error) {
 	if len(paths) > maxAttachments {
 		return nil, invalid("attachments", "at most %d", maxAttachments)
 	}
 	out := make([]store.Attachment, 0, len(paths))
 	for i, a := range paths {
-		if err := checkAttachment(p, a); err != nil {
-			var e *Error
-			if errors.As(err, &e) && e.Code == CodeBadRequest {
-				return nil, invalid(fmt.Sprintf("attachments[%d]", i), "%s", e.Message)
-			}
-			return nil, err
+		field := fmt.Sprintf("attachments[%d]", i)
+		if len(a) > maxAttachmentPath {
+			return nil, invalid(field, "at most %d bytes", maxAttachmentPath)
 		}
-		out = append(out, store.Attachment{Path: a, Name: path.Base(a)})
+		e, err := readableFile(ctx, b.store, p, a)
+		var se *Error
+		switch {
+		case errors.As(err, &se) && se.Code == CodeNotFound:
+			return nil, invalid(field, "attachment not found: %s", a)
+		case errors.As(err, &se) && se.Code == CodeBadRequest:
+			return nil, invalid(field, "%s", se.Message)
+		case errors.Is(err, auth.ErrForbidden):
+			return nil, fmt.Errorf("%w: attachment %s is not readable by you", auth.ErrForbidden, a)
+		case err != nil:
+			return nil, err
+		case e.Kind != store.FsFile:
+			return nil, invalid(field, "attachment is a directory: %s", a)
+		}
+		out = append(out, store.Attachment{Path: e.Path, Name: e.Name(), Size: e.Size, MimeType: e.MimeType})
 	}
 	return out, nil
 }

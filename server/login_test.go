@@ -25,7 +25,7 @@ const testTOTPSecret = "JBSWY3DPEHPK3PXP"
 
 // mustBroker returns a Broker over an in-memory store with members admin
 // (TOTP enrolled, members.manage) and bob (plain), and its config path.
-func mustBroker(t *testing.T) (*Broker, string) {
+func mustBroker(t testing.TB) (*Broker, string) {
 	t.Helper()
 	ctx := context.Background()
 	key := make([]byte, kek.KeySize)

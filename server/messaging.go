@@ -345,17 +345,13 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 	if !levels[level] {
 		return msg, nil, 0, invalid("level", "must be one of debug, info, notice, warning, error, critical")
 	}
-	if len(req.GetAttachments()) > maxAttachments {
-		return msg, nil, 0, invalid("attachments", "at most %d", maxAttachments)
+	attachments, err := b.attachments(ctx, p, req.GetAttachments())
+	if err != nil {
+		return msg, nil, 0, err
 	}
-	for i, a := range req.GetAttachments() {
-		if err := checkAttachment(p, a); err != nil {
-			var e *Error
-			if errors.As(err, &e) && e.Code == CodeBadRequest {
-				return msg, nil, 0, invalid(fmt.Sprintf("attachments[%d]", i), "%s", e.Message)
-			}
-			return msg, nil, 0, err
-		}
+	var paths []string
+	for _, a := range attachments {
+		paths = append(paths, a.Path)
 	}
 	thread, hasThread := "", false
 	if v, ok := req.GetData().GetFields()["thread"]; ok {
@@ -365,7 +361,7 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 		}
 		thread, hasThread = sv.StringValue, true
 	}
-	msg = store.Message{From: p.Member, Title: req.GetTitle(), Body: req.GetBody(), Level: level, Attachments: req.GetAttachments()}
+	msg = store.Message{From: p.Member, Title: req.GetTitle(), Body: req.GetBody(), Level: level, Attachments: paths}
 	targets := 0
 	switch to := req.GetTo(); {
 	case to != "":
@@ -448,27 +444,6 @@ func validText(field, s string, limit int, required bool) error {
 		return invalid(field, "at most %d bytes", limit)
 	case !utf8.ValidString(s):
 		return invalid(field, "must be UTF-8")
-	}
-	return nil
-}
-
-// checkAttachment admits a clean absolute virtual path under the caller's
-// home, or under any home with members.manage.
-func checkAttachment(p *auth.Principal, path string) error {
-	if len(path) > maxAttachmentPath || !strings.HasPrefix(path, "/") || strings.ContainsRune(path, 0) {
-		return Errorf(CodeBadRequest, "must be an absolute virtual path")
-	}
-	segs := strings.Split(path[1:], "/")
-	for _, s := range segs {
-		if s == "" || s == "." || s == ".." {
-			return Errorf(CodeBadRequest, "must be a clean absolute path: %q", path)
-		}
-	}
-	if len(segs) < 2 {
-		return Errorf(CodeBadRequest, "must name a file inside a home: %q", path)
-	}
-	if segs[0] != p.Member && !p.Has(auth.MembersManage) {
-		return fmt.Errorf("%w: attachment %s is not readable by you", auth.ErrForbidden, path)
 	}
 	return nil
 }

@@ -236,8 +236,12 @@ func TestPushRouting(t *testing.T) {
 			at := make([]string, 64)
 			for i := range at {
 				at[i] = fmt.Sprintf("/alice/f%d", i)
+				fsWrite(t, p, toks["alice"], at[i], "overwrite", "text/plain", []byte("f"))
 			}
-			long := "/alice/" + strings.Repeat("a", 1017) // 1024 bytes
+			long := "/alice/" + strings.Repeat("a", 255) + "/" + strings.Repeat("b", 255) + "/" +
+				strings.Repeat("c", 255) + "/" + strings.Repeat("d", 249) // 1024 bytes
+			require.Len(t, long, 1024)
+			fsWrite(t, p, toks["alice"], long, "overwrite", "text/plain", []byte("long"))
 			for _, req := range []obj{
 				{"body": strings.Repeat("b", 64*1024)},
 				{"body": "x", "title": strings.Repeat("t", 1024)},
@@ -251,6 +255,8 @@ func TestPushRouting(t *testing.T) {
 		})
 
 		t.Run("attachments in own home", func(t *testing.T) {
+			fsWrite(t, p, toks["alice"], "/alice/notes.txt", "overwrite", "text/plain", []byte("notes"))
+			fsWrite(t, p, toks["bob"], "/bob/report.md", "overwrite", "text/markdown", []byte("report"))
 			_, msg := mustPush(t, d, as("alice"), obj{"to": "dave", "body": "see file", "attachments": []string{"/alice/notes.txt"}})
 			require.Equal(t, []any{"/alice/notes.txt"}, msg["attachments"])
 			// members.manage may attach from any home.
@@ -292,6 +298,8 @@ func TestPushRouting(t *testing.T) {
 				{name: "attachment with a dot segment", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/./x.txt"}}, code: "bad_request"},
 				{name: "attachment with NUL", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/x\x00.txt"}}, code: "bad_request"},
 				{name: "attachment over 1024 bytes", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/" + strings.Repeat("a", 1018)}}, code: "bad_request"},
+				{name: "absent attachment", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/absent.txt"}}, code: "bad_request"},
+				{name: "directory attachment", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/alice/" + strings.Repeat("a", 255)}}, code: "bad_request"},
 				{name: "data over 64 KiB", from: "alice", req: obj{"to": "bob", "body": "x", "data": obj{"blob": strings.Repeat("d", 64*1024)}}, code: "bad_request"},
 				{name: "general thread on a dm", from: "alice", req: obj{"to": "bob", "body": "x", "data": obj{"thread": "chan:general"}}, code: "bad_request"},
 				{name: "attachment in another home", from: "alice", req: obj{"to": "bob", "body": "x", "attachments": []string{"/bob/x.txt"}}, code: "forbidden"},
