@@ -67,6 +67,9 @@ type Broker struct {
 	msgs     *messenger
 	presence *presence
 	push     *pushNotifier
+	// purgeBlobs removes file content whose last reference went (a deleted
+	// member's files); nil when the filesystem is disabled.
+	purgeBlobs func(ctx context.Context, shas []string)
 }
 
 var _ apiv1.BrokerServer = (*Broker)(nil)
@@ -238,6 +241,7 @@ func (b *Broker) UpdateMember(ctx context.Context, req *apiv1.UpdateMemberReques
 
 // DeleteMember implements apiv1.BrokerServer.
 func (b *Broker) DeleteMember(ctx context.Context, req *apiv1.DeleteMemberRequest) (*apiv1.DeleteMemberResponse, error) {
+	var purged []string
 	err := b.team.change(ctx, func(f *teamconfig.File) error {
 		i := f.MemberIndex(req.GetName())
 		if i < 0 {
@@ -246,6 +250,13 @@ func (b *Broker) DeleteMember(ctx context.Context, req *apiv1.DeleteMemberReques
 		f.Store.Members = slices.Delete(f.Store.Members, i, i+1)
 		return checkAdminRemains(f)
 	}, func(ctx context.Context, tx store.Tx) error {
+		// The member's files go with it, so a re-created name inherits
+		// none; their content is purged once this commits.
+		_, gone, err := tx.DeleteTree(ctx, "/"+req.GetName())
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		purged = gone
 		// Deleting the mirror row cascades to the member's tokens and
 		// sessions, so its credentials stop working with this response.
 		if err := tx.DeleteMember(ctx, req.GetName()); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -255,6 +266,9 @@ func (b *Broker) DeleteMember(ctx context.Context, req *apiv1.DeleteMemberReques
 	})
 	if err != nil {
 		return nil, err
+	}
+	if b.purgeBlobs != nil && len(purged) > 0 {
+		b.purgeBlobs(ctx, purged)
 	}
 	b.hub.Disconnect(req.GetName(), nil)
 	setHTTPStatus(ctx, http.StatusNoContent)

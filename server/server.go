@@ -86,6 +86,9 @@ func New(d Deps, opts ...Option) *Server {
 	apiv1.RegisterObjectivesServer(s.grpc, s.objectives)
 	s.fs = newFs(d, s.files, s.log)
 	apiv1.RegisterFsServer(s.grpc, s.fs)
+	if s.fs.Enabled() {
+		s.broker.purgeBlobs = s.fs.purge
+	}
 	apiv1.RegisterNotificationsServer(s.grpc, &Notifications{})
 	apiv1.RegisterEnrollmentServer(s.grpc, &Enrollment{})
 	reflection.Register(s.grpc)

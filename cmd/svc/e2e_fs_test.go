@@ -850,6 +850,30 @@ func TestFsBlobDedupAndPurge(t *testing.T) {
 	require.Empty(t, regularFiles(t, filepath.Join(filesRoot(p), "tmp")))
 }
 
+// A deleted member's files go with it: the bytes leave the disk at once
+// and a member re-created under the name starts with an empty home.
+func TestFsDeletedMemberFilesGo(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	alice := createMember(t, d, admin, "alice")
+	bob := createMember(t, d, admin, "bob")
+	blobs := filepath.Join(filesRoot(p), "blobs")
+	mustWrite(t, p, alice, "/alice/d/private.bin", "", randomBytes(t, 512))
+	kept := randomBytes(t, 512)
+	mustWrite(t, p, bob, "/bob/kept.bin", "", kept)
+	require.Len(t, regularFiles(t, blobs), 2)
+
+	mustCall(t, d, admin, "DeleteMember", obj{"name": "alice"})
+	require.Len(t, regularFiles(t, blobs), 1, "the departed member's bytes are purged")
+	mustRead(t, p, bob, "/bob/kept.bin", "application/octet-stream", kept)
+
+	alice = createMember(t, d, admin, "alice")
+	require.Empty(t, lsPaths(t, d, bearer(alice), "/alice"), "a re-created member inherits no files")
+	requireReadRefused(t, p, alice, "/alice/d/private.bin", "not_found")
+}
+
 // TestFsKill9 kills the broker with a write in flight and one acknowledged:
 // after a restart on the same files the acknowledged file reads back
 // byte-identical and no temporary file is left.
