@@ -160,4 +160,3 @@ func TestConcurrentClosesCommitOnce(t *testing.T) {
 	require.Contains(t, []string{evCompleted, evCancelled}, kinds[1])
 	require.Len(t, e.markers(t, "bob"), 2, "one open, one close")
 }
-
