@@ -52,8 +52,8 @@ const (
 type Objectives struct {
 	apiv1.UnimplementedObjectivesServer
 
-	b        *Broker
-	activity store.ActivityStore
+	b       *Broker
+	markers *markers // nil without an activity store
 }
 
 var _ apiv1.ObjectivesServer = (*Objectives)(nil)
@@ -543,7 +543,7 @@ func (s *Objectives) grantAttachments(ctx context.Context, tx store.Tx, o store.
 // is a separate database, so this follows the commit; a failure is logged,
 // the change stands.
 func (s *Objectives) mark(ctx context.Context, o store.Objective, member, kind, reason string, at time.Time) {
-	if s.activity == nil {
+	if s.markers == nil {
 		return
 	}
 	data := map[string]any{"objectiveId": o.ID, "title": o.Title}
@@ -552,9 +552,9 @@ func (s *Objectives) mark(ctx context.Context, o store.Objective, member, kind, 
 	}
 	b, err := json.Marshal(data)
 	if err == nil {
-		_, err = s.activity.AppendActivity(context.WithoutCancel(ctx), []store.ActivityEvent{{
+		err = s.markers.write(context.WithoutCancel(ctx), store.ActivityEvent{
 			Member: member, Kind: kind, TS: at, ObjectiveID: o.ID, Data: b,
-		}})
+		})
 	}
 	if err != nil {
 		s.b.log.ErrorContext(ctx, "activity marker lost", "member", member, "kind", kind, "objective", o.ID, "err", err)

@@ -82,7 +82,10 @@ func New(d Deps, opts ...Option) *Server {
 	s.broker.push = newPushNotifier(d.Store, d.Team, d.KEK, s.pushSubject, s.pushAllowHTTP, s.log)
 	s.broker.msgs.afterPublish = s.broker.push.notify
 	apiv1.RegisterBrokerServer(s.grpc, s.broker)
-	s.objectives = &Objectives{b: s.broker, activity: d.Activity}
+	s.objectives = &Objectives{b: s.broker}
+	if d.Activity != nil {
+		s.objectives.markers = newMarkers(d.Activity, s.log)
+	}
 	apiv1.RegisterObjectivesServer(s.grpc, s.objectives)
 	s.fs = newFs(d, s.files, s.log)
 	apiv1.RegisterFsServer(s.grpc, s.fs)
@@ -95,14 +98,18 @@ func New(d Deps, opts ...Option) *Server {
 	return s
 }
 
-// Run runs the message committer and the browser push workers until ctx
-// ends. Pushes wait for it: start it before serving, and stop it only once
-// the listeners have drained.
+// Run runs the message committer, the activity marker writer and the
+// browser push workers until ctx ends. Pushes wait for it: start it before
+// serving, and stop it only once the listeners have drained.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); s.broker.msgs.run(ctx) }()
 	go func() { defer wg.Done(); s.broker.push.run(ctx) }()
+	if m := s.objectives.markers; m != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.run(ctx) }()
+	}
 	wg.Wait()
 	return nil
 }
