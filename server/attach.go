@@ -37,7 +37,16 @@ func (b *Broker) attachments(ctx context.Context, p *auth.Principal, paths []str
 		case e.Kind != store.FsFile:
 			return nil, invalid(field, "attachment is a directory: %s", a)
 		}
-		out = append(out, store.Attachment{Path: e.Path, Name: e.Name(), Size: e.Size, MimeType: e.MimeType})
+		out = append(out, store.Attachment{Path: e.Path, Name: e.Name(), Size: e.Size, MimeType: e.MimeType, EntryID: e.ID})
 	}
 	return out, nil
+}
+
+// entryIDs are the filesystem entries of attachments, for grants.
+func entryIDs(as []store.Attachment) []int64 {
+	ids := make([]int64, len(as))
+	for i, a := range as {
+		ids[i] = a.EntryID
+	}
+	return ids
 }

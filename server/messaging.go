@@ -68,7 +68,10 @@ var errFellBehind = Errorf(CodeUnavailable, "subscriber fell behind; resume with
 type outgoing struct {
 	// apply, when set, runs inside the commit transaction, in a savepoint
 	// of its own: an error fails this change alone. The messages it returns
-	// are committed with it.
+	// are committed with it. apply may use only tx and data it captured:
+	// the transaction holds the store's only writer connection, and
+	// Team.change holds the team lock while it waits for that connection,
+	// so reading the team (or the store outside tx) here can deadlock.
 	apply func(ctx context.Context, tx store.Tx) ([]store.Message, error)
 	msg   *store.Message
 	proto *apiv1.Message // rendered from msg; Id and CreatedAt set at commit
@@ -136,6 +139,10 @@ func (m *messenger) enqueue(ctx context.Context, o *outgoing) committed {
 	case <-ctx.Done():
 		return committed{err: ctx.Err()}
 	}
+	// Once queued, the change will commit or fail soon whatever the caller
+	// does, so wait for it even if ctx ends: what follows a commit (an
+	// objective's activity markers) must not be skipped, and apply's
+	// results must not be read while the committer may still write them.
 	select {
 	case r := <-o.done:
 		return r
@@ -148,8 +155,6 @@ func (m *messenger) enqueue(ctx context.Context, o *outgoing) committed {
 		default:
 			return committed{err: errShuttingDown}
 		}
-	case <-ctx.Done():
-		return committed{err: ctx.Err()}
 	}
 }
 
@@ -303,7 +308,7 @@ func dmThread(a, b string) string {
 // Push implements apiv1.BrokerServer.
 func (b *Broker) Push(ctx context.Context, req *apiv1.PushRequest) (*apiv1.PushResponse, error) {
 	p := mustPrincipal(ctx)
-	msg, pm, targets, err := b.route(ctx, p, req)
+	msg, pm, targets, ids, err := b.route(ctx, p, req)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +324,7 @@ func (b *Broker) Push(ctx context.Context, req *apiv1.PushRequest) (*apiv1.PushR
 			grantees = []string{store.Everyone}
 		}
 		r = b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
-			return nil, tx.GrantFiles(ctx, msg.Attachments, grantees)
+			return nil, tx.GrantEntries(ctx, ids, grantees)
 		}, &msg, pm)
 	}
 	if r.err != nil {
@@ -329,25 +334,26 @@ func (b *Broker) Push(ctx context.Context, req *apiv1.PushRequest) (*apiv1.PushR
 }
 
 // route validates a push and decides where it goes. It returns the record
-// to store, its wire form, and the number of targets.
-func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRequest) (store.Message, *apiv1.Message, int, error) {
+// to store, its wire form, the number of targets and the filesystem entries
+// of its attachments.
+func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRequest) (store.Message, *apiv1.Message, int, []int64, error) {
 	var msg store.Message
 	if err := validText("body", req.GetBody(), maxBody, true); err != nil {
-		return msg, nil, 0, err
+		return msg, nil, 0, nil, err
 	}
 	if err := validText("title", req.GetTitle(), maxTitle, false); err != nil {
-		return msg, nil, 0, err
+		return msg, nil, 0, nil, err
 	}
 	level := req.GetLevel()
 	if level == "" {
 		level = "info"
 	}
 	if !levels[level] {
-		return msg, nil, 0, invalid("level", "must be one of debug, info, notice, warning, error, critical")
+		return msg, nil, 0, nil, invalid("level", "must be one of debug, info, notice, warning, error, critical")
 	}
 	attachments, err := b.attachments(ctx, p, req.GetAttachments())
 	if err != nil {
-		return msg, nil, 0, err
+		return msg, nil, 0, nil, err
 	}
 	var paths []string
 	for _, a := range attachments {
@@ -357,7 +363,7 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 	if v, ok := req.GetData().GetFields()["thread"]; ok {
 		sv, isString := v.GetKind().(*structpb.Value_StringValue)
 		if !isString {
-			return msg, nil, 0, invalid("data.thread", "must be a string")
+			return msg, nil, 0, nil, invalid("data.thread", "must be a string")
 		}
 		thread, hasThread = sv.StringValue, true
 	}
@@ -366,23 +372,23 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 	switch to := req.GetTo(); {
 	case to != "":
 		if !teamconfig.ValidName(to) {
-			return msg, nil, 0, invalid("to", "must be a member name")
+			return msg, nil, 0, nil, invalid("to", "must be a member name")
 		}
 		if _, ok := b.team.Member(to); !ok {
-			return msg, nil, 0, invalid("to", "no member %q", to)
+			return msg, nil, 0, nil, invalid("to", "no member %q", to)
 		}
 		if hasThread {
-			return msg, nil, 0, invalid("data.thread", "a DM has no thread")
+			return msg, nil, 0, nil, invalid("data.thread", "a DM has no thread")
 		}
 		msg.To, msg.Thread, msg.Recipients, targets = to, dmThread(p.Member, to), []string{to}, 1
 	case hasThread && !strings.HasPrefix(thread, "chan:"):
 		// A mistyped thread must not turn a private post into a broadcast;
 		// obj:, hook:, tool: and secret: threads are written by the broker.
-		return msg, nil, 0, invalid("data.thread", "must be chan:<channel id> (other threads are written by the broker)")
+		return msg, nil, 0, nil, invalid("data.thread", "must be chan:<channel id> (other threads are written by the broker)")
 	case hasThread && thread != generalThread:
 		ch, members, err := b.postableChannel(ctx, p, strings.TrimPrefix(thread, "chan:"))
 		if err != nil {
-			return msg, nil, 0, err
+			return msg, nil, 0, nil, err
 		}
 		msg.Thread = "chan:" + ch.ID
 		// Messages carry the stable id, even when the post named the slug.
@@ -400,10 +406,10 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 	if req.GetData() != nil {
 		var err error
 		if msg.Data, err = protojson.Marshal(req.GetData()); err != nil {
-			return msg, nil, 0, invalid("data", "must be a JSON object")
+			return msg, nil, 0, nil, invalid("data", "must be a JSON object")
 		}
 		if len(msg.Data) > maxData {
-			return msg, nil, 0, invalid("data", "at most %d bytes of JSON", maxData)
+			return msg, nil, 0, nil, invalid("data", "at most %d bytes of JSON", maxData)
 		}
 	}
 	pm := &apiv1.Message{
@@ -413,7 +419,7 @@ func (b *Broker) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRe
 	if msg.To != "" {
 		pm.To = &msg.To
 	}
-	return msg, pm, max(targets, 0), nil
+	return msg, pm, max(targets, 0), entryIDs(attachments), nil
 }
 
 // postableChannel returns a live channel the caller is a member of, with its

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -126,6 +127,90 @@ func TestGroupCommitSharesTransactionsAndPublishesInOrder(t *testing.T) {
 		require.Greater(t, e.Seq, last, "the hub sees commit order")
 		require.Equal(t, formatMessageID(e.Seq), e.Message.GetId())
 		last = e.Seq
+	}
+}
+
+// A change whose apply fails is rolled back alone: what it wrote and the
+// messages it made are gone, and the changes sharing its batch commit.
+func TestChangeFailingApplyRollsBackAlone(t *testing.T) {
+	gs := &gatedStore{Store: mustMemStore(t), release: make(chan struct{})}
+	require.NoError(t, gs.PutMember(context.Background(), store.Member{Name: "alice"}))
+	h := hub.New()
+	sub, err := h.Subscribe("bob", "")
+	require.NoError(t, err)
+	m := mustMessenger(t, gs, h)
+
+	// The first push holds the committer, so the three changes below share
+	// the next batch.
+	held := make(chan error, 1)
+	go func() {
+		msg, pm := dm("alice", "bob", "first")
+		_, _, err := m.send(context.Background(), msg, pm)
+		held <- err
+	}()
+	require.Eventually(t, func() bool { return gs.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+
+	channel := func(id string) func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		return func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+			if err := tx.CreateChannel(ctx, store.Channel{ID: id, Slug: id, CreatedBy: "alice"}); err != nil {
+				return nil, err
+			}
+			msg, _ := dm("alice", "bob", "made "+id)
+			return []store.Message{msg}, nil
+		}
+	}
+	refused := Errorf(CodeConflict, "refused")
+	results := make([]committed, 3)
+	var wg sync.WaitGroup
+	for i, apply := range []func(ctx context.Context, tx store.Tx) ([]store.Message, error){
+		channel("kept"),
+		func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+			if _, err := channel("dropped")(ctx, tx); err != nil {
+				return nil, err
+			}
+			return nil, refused
+		},
+		nil, // a plain message
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg, pm := dm("alice", "bob", fmt.Sprintf("plain %d", i))
+			if apply != nil {
+				results[i] = m.change(context.Background(), apply, nil, nil)
+			} else {
+				results[i] = m.change(context.Background(), nil, &msg, pm)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return len(m.queue) == 3 }, 5*time.Second, time.Millisecond)
+	close(gs.release)
+	wg.Wait()
+	require.NoError(t, <-held)
+
+	require.NoError(t, results[0].err)
+	require.Equal(t, "made kept", results[0].msgs[0].GetBody())
+	require.ErrorIs(t, results[1].err, refused)
+	require.Empty(t, results[1].msgs)
+	require.NoError(t, results[2].err)
+	require.Equal(t, int32(2), gs.calls.Load(), "the three changes shared one transaction")
+	size, _ := gs.sizes.Load(int32(2))
+	require.Equal(t, 2, size, "the refused change's message is not appended")
+
+	_, err = gs.GetChannel(context.Background(), "kept")
+	require.NoError(t, err)
+	_, err = gs.GetChannel(context.Background(), "dropped")
+	require.ErrorIs(t, err, store.ErrNotFound, "the refused change's write is rolled back")
+	var bodies []string
+	for range 3 {
+		bodies = append(bodies, (<-sub.C()).Message.GetBody())
+	}
+	require.Equal(t, "first", bodies[0])
+	require.ElementsMatch(t, []string{"made kept", "plain 2"}, bodies[1:])
+	select {
+	case e := <-sub.C():
+		t.Fatalf("unexpected message %q", e.Message.GetBody())
+	default:
 	}
 }
 

@@ -122,6 +122,7 @@ func (s *Objectives) CreateObjective(ctx context.Context, req *apiv1.CreateObjec
 		return nil, err
 	}
 	now := s.b.now()
+	managers := s.managers()
 	o := store.Objective{
 		ID: newID(), Title: req.GetTitle(), Outcome: req.GetOutcome(), Body: req.GetBody(),
 		Status: store.StatusActive, Assignee: req.GetAssignee(), Originator: p.Member,
@@ -131,10 +132,10 @@ func (s *Objectives) CreateObjective(ctx context.Context, req *apiv1.CreateObjec
 		if err := tx.CreateObjective(ctx, o); err != nil {
 			return nil, err
 		}
-		if err := s.grantAttachments(ctx, tx, o, o.Attachments); err != nil {
+		if err := tx.GrantEntries(ctx, entryIDs(o.Attachments), participants(o)); err != nil {
 			return nil, err
 		}
-		return s.record(ctx, tx, o, p.Member, now, []event{{kind: evAssigned, payload: map[string]any{
+		return s.record(ctx, tx, o, managers, p.Member, now, []event{{kind: evAssigned, payload: map[string]any{
 			"assignee": o.Assignee, "title": o.Title, "outcome": o.Outcome,
 		}}})
 	}, nil, nil)
@@ -296,11 +297,14 @@ func (s *Objectives) UpdateWatchers(ctx context.Context, req *apiv1.UpdateWatche
 	if len(req.GetAdd())+len(req.GetRemove()) > maxWatchers {
 		return nil, invalid("add", "at most %d names in one call", maxWatchers)
 	}
-	for field, names := range map[string][]string{"add": req.GetAdd(), "remove": req.GetRemove()} {
-		for i, n := range names {
-			if err := s.knownMember(fmt.Sprintf("%s[%d]", field, i), n); err != nil {
-				return nil, err
-			}
+	for i, n := range req.GetAdd() {
+		if err := s.knownMember(fmt.Sprintf("add[%d]", i), n); err != nil {
+			return nil, err
+		}
+	}
+	for i, n := range req.GetRemove() {
+		if err := s.knownMember(fmt.Sprintf("remove[%d]", i), n); err != nil {
+			return nil, err
 		}
 	}
 	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
@@ -350,12 +354,13 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 	for i, a := range attachments {
 		paths[i] = a.Path
 	}
+	managers := s.managers()
 	r := s.b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		o, err := tx.GetObjective(ctx, req.GetId())
 		if err != nil {
 			return nil, objectiveErr(err, req.GetId())
 		}
-		members := s.threadMembers(o)
+		members := threadMembers(o, managers)
 		if !slices.Contains(members, p.Member) {
 			return nil, fmt.Errorf("%w: only the objective's thread members may discuss it", auth.ErrForbidden)
 		}
@@ -368,10 +373,8 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 		if err != nil {
 			return nil, err
 		}
-		if len(paths) > 0 && len(msg.Recipients) > 0 {
-			if err := tx.GrantFiles(ctx, paths, msg.Recipients); err != nil {
-				return nil, err
-			}
+		if err := tx.GrantEntries(ctx, entryIDs(attachments), msg.Recipients); err != nil {
+			return nil, err
 		}
 		return []store.Message{msg}, nil
 	}, nil, nil)
@@ -385,11 +388,13 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 // and commits the change with its audit events and thread messages.
 func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, fn func(o *store.Objective) ([]event, error)) (store.Objective, error) {
 	var out store.Objective
+	managers := s.managers()
 	r := s.b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		o, err := tx.GetObjective(ctx, id)
 		if err != nil {
 			return nil, objectiveErr(err, id)
 		}
+		before := participants(o)
 		evs, err := fn(&o)
 		if err != nil {
 			return nil, err
@@ -409,20 +414,22 @@ func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, f
 		if err := tx.UpdateObjective(ctx, o); err != nil {
 			return nil, err
 		}
-		// New thread members (a watcher, a new assignee) can read the
-		// objective's attachments from now on.
-		if err := s.grantAttachments(ctx, tx, o, o.Attachments); err != nil {
+		// New participants (a watcher, a new assignee) can read the
+		// objective's attachments from now on: the files that were
+		// attached, wherever they are now.
+		joined := slices.DeleteFunc(participants(o), func(m string) bool { return slices.Contains(before, m) })
+		if err := tx.GrantEntries(ctx, entryIDs(o.Attachments), joined); err != nil {
 			return nil, err
 		}
 		out = o
-		return s.record(ctx, tx, o, p.Member, now, evs)
+		return s.record(ctx, tx, o, managers, p.Member, now, evs)
 	}, nil, nil)
 	return out, r.err
 }
 
 // record appends the audit events of a change and returns the thread
 // messages that report them.
-func (s *Objectives) record(ctx context.Context, tx store.Tx, o store.Objective, actor string, at time.Time, evs []event) ([]store.Message, error) {
+func (s *Objectives) record(ctx context.Context, tx store.Tx, o store.Objective, managers []string, actor string, at time.Time, evs []event) ([]store.Message, error) {
 	rows := make([]store.ObjectiveEvent, len(evs))
 	for i, e := range evs {
 		payload, err := json.Marshal(e.payload)
@@ -434,7 +441,7 @@ func (s *Objectives) record(ctx context.Context, tx store.Tx, o store.Objective,
 	if _, err := tx.AppendObjectiveEvents(ctx, rows); err != nil {
 		return nil, err
 	}
-	members := s.threadMembers(o)
+	members := threadMembers(o, managers)
 	msgs := make([]store.Message, len(evs))
 	for i, e := range evs {
 		recipients := members
@@ -504,39 +511,40 @@ func eventMessage(o store.Objective, actor string, e event, recipients []string)
 }
 
 // threadMembers are the members of obj:<id>: originator, assignee,
-// watchers and every members.manage holder, each once.
-func (s *Objectives) threadMembers(o store.Objective) []string {
-	out := []string{o.Originator}
-	add := func(n string) {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	add(o.Assignee)
-	for _, w := range o.Watchers {
-		add(w)
-	}
-	for _, m := range s.b.team.Members() {
-		if slices.Contains(m.Permissions, auth.MembersManage) {
-			add(m.Name)
+// watchers and the members.manage holders given, each once.
+func threadMembers(o store.Objective, managers []string) []string {
+	out := participants(o)
+	for _, m := range managers {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
 		}
 	}
 	return out
 }
 
-// grantAttachments lets the objective's thread members read its
-// attachments. members.manage holders read every file anyway.
-func (s *Objectives) grantAttachments(ctx context.Context, tx store.Tx, o store.Objective, as []store.Attachment) error {
-	if len(as) == 0 {
-		return nil
+// participants are the objective's originator, assignee and watchers, each
+// once: the members its attachments are granted to (members.manage
+// holders read every file anyway).
+func participants(o store.Objective) []string {
+	out := []string{o.Originator}
+	for _, n := range append([]string{o.Assignee}, o.Watchers...) {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
 	}
-	paths := make([]string, len(as))
-	for i, a := range as {
-		paths[i] = a.Path
+	return out
+}
+
+// managers are the members.manage holders now. Read it before a change
+// goes to the committer: the team must not be read inside apply.
+func (s *Objectives) managers() []string {
+	var out []string
+	for _, m := range s.b.team.Members() {
+		if slices.Contains(m.Permissions, auth.MembersManage) {
+			out = append(out, m.Name)
+		}
 	}
-	grantees := []string{o.Originator, o.Assignee}
-	grantees = append(grantees, o.Watchers...)
-	return tx.GrantFiles(ctx, paths, grantees)
+	return out
 }
 
 // mark writes an activity marker into member's stream. The activity store

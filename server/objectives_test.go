@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
@@ -159,4 +162,83 @@ func TestConcurrentClosesCommitOnce(t *testing.T) {
 	require.Equal(t, evAssigned, kinds[0])
 	require.Contains(t, []string{evCompleted, evCancelled}, kinds[1])
 	require.Len(t, e.markers(t, "bob"), 2, "one open, one close")
+}
+
+// Objective changes read the team before they reach the committer: a team
+// change holds the team lock while it waits for the store's writer, so a
+// read inside the commit would deadlock the two.
+func TestObjectiveChangesAndTeamChangesDoNotDeadlock(t *testing.T) {
+	e := newObjectivesEnv(t)
+	o := e.create(t, "bob")
+	const rounds = 100
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				_, err := e.s.UpdateObjective(e.as("bob"), &apiv1.UpdateObjectiveRequest{Id: o.Id, Status: ptr("blocked"), BlockReason: ptr("r")})
+				require.NoError(t, err)
+				_, err = e.s.UpdateObjective(e.as("bob"), &apiv1.UpdateObjectiveRequest{Id: o.Id, Status: ptr("active")})
+				require.NoError(t, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				require.NoError(t, e.s.b.team.change(context.Background(),
+					func(*teamconfig.File) error { return nil },
+					func(context.Context, store.Tx) error { return nil }))
+			}
+		}()
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("objective changes and team changes deadlocked")
+	}
+}
+
+// Grants follow the attached file, never whatever a path names later: a
+// private file written where an attachment used to be stays private when
+// the objective changes, and a new participant gets the attached file.
+func TestObjectiveGrantsFollowTheAttachedFile(t *testing.T) {
+	e := newObjectivesEnv(t)
+	ctx := context.Background()
+	st := e.s.b.store
+	file := func(path, content string) store.FsEntry {
+		sum := sha256.Sum256([]byte(content))
+		got, err := st.CreateEntry(ctx, store.FsEntry{Path: path, Owner: "alice", Kind: store.FsFile, Size: int64(len(content)), MimeType: "text/plain", Blob: hex.EncodeToString(sum[:])})
+		require.NoError(t, err)
+		return got
+	}
+	granted := func(path, member string) bool {
+		ok, err := st.HasGrant(ctx, path, member)
+		require.NoError(t, err)
+		return ok
+	}
+	file("/alice/r.txt", "report")
+	resp, err := e.s.CreateObjective(e.as("alice"), &apiv1.CreateObjectiveRequest{
+		Title: "t", Outcome: "o", Assignee: "bob", Attachments: []*structpb.Value{structpb.NewStringValue("/alice/r.txt")},
+	})
+	require.NoError(t, err)
+	id := resp.GetObjective().GetId()
+	require.True(t, granted("/alice/r.txt", "bob"))
+	require.False(t, granted("/alice/r.txt", "carol"))
+
+	// The attached file moves; a new private file takes its old path.
+	_, err = st.MoveEntry(ctx, store.FsMove{From: "/alice/r.txt", To: "/alice/moved.txt"})
+	require.NoError(t, err)
+	file("/alice/r.txt", "private")
+	_, err = e.s.UpdateObjective(e.as("bob"), &apiv1.UpdateObjectiveRequest{Id: id, Status: ptr("blocked"), BlockReason: ptr("r")})
+	require.NoError(t, err)
+	_, err = e.s.UpdateWatchers(e.as("alice"), &apiv1.UpdateWatchersRequest{Id: id, Add: []string{"carol"}})
+	require.NoError(t, err)
+
+	require.False(t, granted("/alice/r.txt", "bob"), "the new file at the old path is not shared")
+	require.False(t, granted("/alice/r.txt", "carol"))
+	require.True(t, granted("/alice/moved.txt", "carol"), "a new watcher reads the attached file")
 }

@@ -237,6 +237,9 @@ type Attachment struct {
 	Name     string
 	Size     int64
 	MimeType string
+	// EntryID is the filesystem entry that was checked, so grants reach that
+	// file and no other later written at Path.
+	EntryID int64
 }
 
 // Objective is a unit of structured work.
@@ -400,6 +403,10 @@ type FsStore interface {
 	// and grantees that are neither a member nor Everyone are skipped;
 	// grants that exist are kept. A member's grants go when the member does.
 	GrantFiles(ctx context.Context, paths []string, grantees []string) error
+	// GrantEntries is GrantFiles by entry ID: it grants exactly the files
+	// that were checked, wherever they are now, never whatever a path names
+	// by the time the grant commits. IDs of no file are skipped.
+	GrantEntries(ctx context.Context, ids []int64, grantees []string) error
 	// HasGrant reports whether the file at path is granted to member or to
 	// Everyone; false when there is no such file.
 	HasGrant(ctx context.Context, path, member string) (bool, error)

@@ -761,8 +761,9 @@ func TestObjectiveAttachments(t *testing.T) {
 				{name: "a directory", attachments: []any{"/alice/dir"}, code: "bad_request"},
 				{name: "relative path", attachments: []any{"alice/spec.md"}, code: "bad_request"},
 				{name: "one bad among good", attachments: []any{"/alice/spec.md", "/alice/nope.md"}, code: "bad_request"},
-				// The grants belong to the create's transaction: a create
-				// refused for another reason grants nothing.
+				// A create refused for another reason grants nothing. (That
+				// a refusal inside the commit rolls its grants back is
+				// pinned in server: TestChangeFailingApplyRollsBackAlone.)
 				{name: "refused for an unknown watcher", attachments: []any{"/alice/secret.txt"}, watchers: []string{"nobody"}, code: "bad_request"},
 			}
 			for _, tc := range tests {

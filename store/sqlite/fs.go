@@ -289,6 +289,28 @@ ON CONFLICT (entry_id, grantee) DO NOTHING`, string(ps), string(gs))
 	return translate(op, err)
 }
 
+// GrantEntries grants read of the files with the given entry IDs.
+func (q queries) GrantEntries(ctx context.Context, ids []int64, grantees []string) error {
+	const op = "grant fs entries"
+	if len(ids) == 0 || len(grantees) == 0 {
+		return nil
+	}
+	is, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	gs, err := json.Marshal(grantees)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	_, err = q.w.ExecContext(ctx, `INSERT INTO fs_grants (entry_id, grantee)
+SELECT e.id, g.value FROM fs_entries e, json_each(?2) g
+WHERE e.id IN (SELECT value FROM json_each(?1)) AND e.kind = 'file'
+	AND (g.value = '*' OR EXISTS (SELECT 1 FROM members m WHERE m.name = g.value))
+ON CONFLICT (entry_id, grantee) DO NOTHING`, string(is), string(gs))
+	return translate(op, err)
+}
+
 // HasGrant reports whether the file at p is granted to member or Everyone.
 func (q queries) HasGrant(ctx context.Context, p, member string) (bool, error) {
 	if member == "" {

@@ -19,6 +19,7 @@ type attachmentJSON struct {
 	Name     string `json:"name"`
 	Size     int64  `json:"size"`
 	MimeType string `json:"mimeType"`
+	EntryID  int64  `json:"entryId"`
 }
 
 // objectiveArgs renders the JSON columns of o.

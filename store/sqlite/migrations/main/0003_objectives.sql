@@ -10,7 +10,7 @@ CREATE TABLE objectives (
 	assignee     TEXT    NOT NULL,
 	originator   TEXT    NOT NULL,
 	watchers     TEXT    NOT NULL DEFAULT '[]', -- JSON array of names
-	attachments  TEXT    NOT NULL DEFAULT '[]', -- JSON array of {path,name,size,mimeType}
+	attachments  TEXT    NOT NULL DEFAULT '[]', -- JSON array of {path,name,size,mimeType,entryId}
 	created_at   INTEGER NOT NULL,
 	updated_at   INTEGER NOT NULL,
 	completed_at INTEGER,                       -- set iff status = 'done'
