@@ -71,12 +71,22 @@ type Fs struct {
 	blobs       *vfs.Blobs // nil: the filesystem is disabled
 	maxFileSize int64
 	log         *slog.Logger
+	// commit runs fn in a store transaction: the message committer's, so
+	// concurrent writes share an fsync (group commit). fn must use the ctx
+	// it is given, which no client can cancel: an interrupted statement
+	// would roll back the whole shared transaction.
+	commit func(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error
 }
 
 var _ apiv1.FsServer = (*Fs)(nil)
 
 func newFs(d Deps, c fsConfig, log *slog.Logger) *Fs {
-	return &Fs{store: d.Store, team: d.Team, blobs: c.blobs, maxFileSize: c.maxFileSize, log: log}
+	f := &Fs{store: d.Store, team: d.Team, blobs: c.blobs, maxFileSize: c.maxFileSize, log: log}
+	f.commit = func(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+		ctx = context.WithoutCancel(ctx)
+		return d.Store.WithTx(ctx, func(tx store.Tx) error { return fn(ctx, tx) })
+	}
+	return f
 }
 
 // Fs returns the filesystem service, for the hand-written HTTP handlers.
@@ -162,7 +172,7 @@ func (f *Fs) MakeDir(ctx context.Context, req *apiv1.MakeDirRequest) (*apiv1.Mak
 		return nil, Errorf(CodeConflict, "%s exists", vp)
 	}
 	var out store.FsEntry
-	err = f.store.WithTx(ctx, func(tx store.Tx) error {
+	err = f.commit(ctx, func(ctx context.Context, tx store.Tx) error {
 		if req.GetRecursive() {
 			if err := ensureParents(ctx, tx, vp); err != nil {
 				return err
@@ -257,7 +267,7 @@ func (f *Fs) Move(ctx context.Context, req *apiv1.MoveRequest) (*apiv1.MoveRespo
 		return nil, Errorf(CodeConflict, "%s exists", to)
 	}
 	var out store.FsEntry
-	err = f.store.WithTx(ctx, func(tx store.Tx) error {
+	err = f.commit(ctx, func(ctx context.Context, tx store.Tx) error {
 		if err := ensureParents(ctx, tx, to); err != nil {
 			return err
 		}
@@ -381,7 +391,7 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		renamed bool
 		purged  []string
 	)
-	err = f.store.WithTx(ctx, func(tx store.Tx) error {
+	err = f.commit(ctx, func(ctx context.Context, tx store.Tx) error {
 		out, renamed, purged = store.FsEntry{}, false, nil
 		if err := ensureParents(ctx, tx, vp); err != nil {
 			return err

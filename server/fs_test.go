@@ -51,6 +51,10 @@ func newFsEnv(t *testing.T, dbPath string, maxFileSize int64) *fsEnv {
 	blobs, err := vfs.Open(root)
 	require.NoError(t, err)
 	srv := New(Deps{Store: st, Team: team, Version: "test"}, WithFiles(blobs, maxFileSize))
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = srv.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 	return &fsEnv{fs: srv.Fs(), st: st, root: root, perms: perms}
 }
 

@@ -92,6 +92,11 @@ func New(d Deps, opts ...Option) *Server {
 	if s.fs.Enabled() {
 		s.broker.purgeBlobs = s.fs.purge
 	}
+	s.fs.commit = func(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+		return s.broker.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+			return nil, fn(ctx, tx)
+		}, nil, nil).err
+	}
 	apiv1.RegisterNotificationsServer(s.grpc, &Notifications{})
 	apiv1.RegisterEnrollmentServer(s.grpc, &Enrollment{})
 	reflection.Register(s.grpc)
