@@ -113,7 +113,20 @@ WHERE id = ?`,
 	return notFound("update objective", res)
 }
 
-// AppendObjectiveEvents stores audit events in order.
+// AppendObjectiveEvents stores audit events in one transaction, so an
+// event of an unknown objective leaves none of the batch behind.
+func (db *DB) AppendObjectiveEvents(ctx context.Context, evs []store.ObjectiveEvent) ([]store.ObjectiveEvent, error) {
+	var out []store.ObjectiveEvent
+	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = db.in(tx).AppendObjectiveEvents(ctx, evs)
+		return err
+	})
+	return out, err
+}
+
+// AppendObjectiveEvents stores audit events in order. It runs a statement
+// per event on q.w, which must be a transaction.
 func (q queries) AppendObjectiveEvents(ctx context.Context, evs []store.ObjectiveEvent) ([]store.ObjectiveEvent, error) {
 	out := make([]store.ObjectiveEvent, len(evs))
 	for i, e := range evs {

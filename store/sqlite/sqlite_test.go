@@ -444,3 +444,54 @@ func TestConcurrentReadsAndWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, toks, workers*each)
 }
+
+// TestObjectiveEventsAppendOnly: the store has no method that edits the
+// audit log, so this checks that the database itself refuses an UPDATE,
+// through the store's own writer connection, inside a transaction or not.
+func TestObjectiveEventsAppendOnly(t *testing.T) {
+	ctx := t.Context()
+	db := MustOpen(t, tempPath(t, "svc.db"))
+	o := store.Objective{
+		ID: "o1", Title: "t", Outcome: "o", Status: store.StatusActive,
+		Assignee: "alice", Originator: "alice", CreatedAt: time.UnixMilli(1), UpdatedAt: time.UnixMilli(1),
+	}
+	require.NoError(t, db.CreateObjective(ctx, o))
+	require.NoError(t, db.CreateObjective(ctx, store.Objective{
+		ID: "o2", Title: "t", Outcome: "o", Status: store.StatusActive,
+		Assignee: "bob", Originator: "bob", CreatedAt: time.UnixMilli(1), UpdatedAt: time.UnixMilli(1),
+	}))
+	want, err := db.AppendObjectiveEvents(ctx, []store.ObjectiveEvent{
+		{ObjectiveID: "o1", Kind: "assigned", Actor: "alice", CreatedAt: time.UnixMilli(2), Payload: []byte(`{"a":1}`)},
+		{ObjectiveID: "o1", Kind: "note", Actor: "bob", CreatedAt: time.UnixMilli(3)},
+	})
+	require.NoError(t, err)
+
+	tests := []struct {
+		name string
+		stmt string
+	}{
+		{"kind", `UPDATE objective_events SET kind = 'forged'`},
+		{"actor of one row", `UPDATE objective_events SET actor = 'mallory' WHERE id = 1`},
+		{"payload", `UPDATE objective_events SET payload = NULL WHERE payload IS NOT NULL`},
+		{"objective", `UPDATE objective_events SET objective_id = 'o2'`},
+		{"id", `UPDATE objective_events SET id = id + 100`},
+		{"upsert", `INSERT INTO objective_events (id, objective_id, kind, actor, created_at) VALUES (1, 'o1', 'k', 'a', 0)
+ON CONFLICT (id) DO UPDATE SET kind = 'forged'`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := db.c.writer.ExecContext(t.Context(), tc.stmt)
+			require.ErrorContains(t, err, "objective events are append-only")
+
+			err = db.c.withTx(t.Context(), func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(t.Context(), tc.stmt)
+				return err
+			})
+			require.ErrorContains(t, err, "objective events are append-only")
+
+			got, err := db.ListObjectiveEvents(t.Context(), "o1")
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
+}

@@ -32,6 +32,9 @@ var fsTests = []struct {
 	{"FsMoveEntry", testFsMoveEntry},
 	{"FsMoveEntryErrors", testFsMoveEntryErrors},
 	{"FsGrantFiles", testFsGrantFiles},
+	{"FsGrantEntries", testFsGrantEntries},
+	{"FsGrantEntriesFollowMove", testFsGrantEntriesFollowMove},
+	{"FsGrantEntriesDeletedID", testFsGrantEntriesDeletedID},
 	{"FsGrantsGoWithMember", testFsGrantsGoWithMember},
 	{"FsSharedWith", testFsSharedWith},
 	{"FsWithTxRollback", testFsWithTxRollback},
@@ -713,6 +716,137 @@ func testFsGrantFiles(t *testing.T, s store.Store) {
 	}))
 	requireGrant(t, s, "/alice/new", "carol", true)
 	requireGrant(t, s, "/alice/new", "bob", true)
+}
+
+func testFsGrantEntries(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob", "carol")
+	es := mustCreateEntries(t, s,
+		fsDir("alice", "/alice/d"),
+		fsFile("alice", "/alice/a", "a"),
+		fsFile("alice", "/alice/b", "b"),
+		fsFile("alice", "/alice/pub", "pub"),
+		fsFile("alice", "/alice/other", "other"),
+		fsFile("alice", "/alice/kept", "kept"),
+	)
+	d, a, b, pub, kept := es[0], es[1], es[2], es[3], es[5]
+	unknown := es[len(es)-1].ID + 1000
+	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/kept"}, []string{"carol"}))
+
+	// Directory ids, unknown ids and unknown grantees are skipped.
+	require.NoError(t, s.GrantEntries(ctx, []int64{a.ID, d.ID, unknown, -1, 0, b.ID}, []string{"bob", "nobody"}))
+	// Granting again, or more grantees of a granted file, keeps the grants.
+	require.NoError(t, s.GrantEntries(ctx, []int64{a.ID}, []string{"bob"}))
+	require.NoError(t, s.GrantEntries(ctx, []int64{kept.ID}, []string{"bob"}))
+	require.NoError(t, s.GrantEntries(ctx, []int64{pub.ID}, []string{store.Everyone}))
+	require.NoError(t, s.GrantEntries(ctx, nil, []string{"carol"}))
+	require.NoError(t, s.GrantEntries(ctx, []int64{a.ID}, nil))
+
+	tests := []struct {
+		name   string
+		path   string
+		member string
+		want   bool
+	}{
+		{"granted", "/alice/a", "bob", true},
+		{"granted in the same call", "/alice/b", "bob", true},
+		{"not granted to others", "/alice/a", "carol", false},
+		{"no id given", "/alice/other", "bob", false},
+		{"unknown grantee skipped", "/alice/a", "nobody", false},
+		{"directory never granted", "/alice/d", "bob", false},
+		{"everyone", "/alice/pub", "carol", true},
+		{"everyone includes bob", "/alice/pub", "bob", true},
+		{"existing grant kept", "/alice/kept", "carol", true},
+		{"added beside an existing grant", "/alice/kept", "bob", true},
+		{"nil ids granted nothing", "/alice/other", "carol", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			requireGrant(t, s, tc.path, tc.member, tc.want)
+		})
+	}
+	shared, err := s.SharedWith(ctx, "bob")
+	require.NoError(t, err)
+	require.Equal(t, []string{"/alice/a", "/alice/b", "/alice/kept", "/alice/pub"}, fsPaths(shared))
+
+	// Inside a transaction, a file created in it can be granted by its id.
+	require.NoError(t, s.WithTx(ctx, func(tx store.Tx) error {
+		e, err := tx.CreateEntry(ctx, fsFile("alice", "/alice/new", "new"))
+		if err != nil {
+			return err
+		}
+		return tx.GrantEntries(ctx, []int64{e.ID}, []string{"carol"})
+	}))
+	requireGrant(t, s, "/alice/new", "carol", true)
+	requireGrant(t, s, "/alice/new", "bob", false)
+}
+
+// testFsGrantEntriesFollowMove: a grant by id reaches the file that was
+// checked wherever it is now, and never a file later written at its old path.
+func testFsGrantEntriesFollowMove(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob", "carol")
+	es := mustCreateEntries(t, s,
+		fsDir("alice", "/alice/d"),
+		fsFile("alice", "/alice/before", "before"),
+		fsFile("alice", "/alice/after", "after"),
+	)
+	before, after := es[1], es[2]
+
+	// Granted, then moved: the grant goes with the entry.
+	require.NoError(t, s.GrantEntries(ctx, []int64{before.ID}, []string{"bob"}))
+	_, err := s.MoveEntry(ctx, store.FsMove{From: "/alice/before", To: "/alice/d/before"})
+	require.NoError(t, err)
+	// Checked, moved (to another home) and replaced by a new file at the
+	// old path, then granted by the id that was checked.
+	_, err = s.MoveEntry(ctx, store.FsMove{From: "/alice/after", To: "/carol/after", Owner: "carol"})
+	require.NoError(t, err)
+	mustCreateEntries(t, s, fsFile("alice", "/alice/before", "new"), fsFile("alice", "/alice/after", "new"))
+	require.NoError(t, s.GrantEntries(ctx, []int64{after.ID}, []string{"bob"}))
+
+	tests := []struct {
+		name string
+		path string
+		want bool
+	}{
+		{"granted then moved", "/alice/d/before", true},
+		{"new file at the granted path", "/alice/before", false},
+		{"moved then granted", "/carol/after", true},
+		{"new file at the checked path", "/alice/after", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			requireGrant(t, s, tc.path, "bob", tc.want)
+		})
+	}
+	shared, err := s.SharedWith(ctx, "bob")
+	require.NoError(t, err)
+	require.Equal(t, []string{"/alice/d/before", "/carol/after"}, fsPaths(shared))
+}
+
+// testFsGrantEntriesDeletedID: the id of a deleted file names no file ever
+// again, so a grant by an attachment's old EntryID reaches nothing, not a
+// file created after the delete.
+func testFsGrantEntriesDeletedID(t *testing.T, s store.Store) {
+	// Known bug: fs_entries.id is INTEGER PRIMARY KEY without AUTOINCREMENT,
+	// so SQLite reuses the id of the deleted highest entry and a later
+	// GrantEntries of an attachment's EntryID (server/objectives.go, a new
+	// watcher) grants an unrelated file. Needs a migration; remove this skip
+	// with it.
+	t.Skip("fs entry ids are reused after a delete; needs a migration")
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob", "carol")
+	gone := mustCreateEntries(t, s, fsFile("alice", "/alice/first", "1"), fsFile("alice", "/alice/gone", "gone"))[1]
+	_, err := s.DeleteEntry(ctx, "/alice/gone")
+	require.NoError(t, err)
+	created := mustCreateEntries(t, s, fsFile("carol", "/carol/secret", "secret"), fsFile("alice", "/alice/gone", "again"))
+	for _, e := range created {
+		require.NotEqual(t, gone.ID, e.ID, "id of a deleted entry reused for %s", e.Path)
+	}
+
+	require.NoError(t, s.GrantEntries(ctx, []int64{gone.ID}, []string{"bob"}))
+	requireGrant(t, s, "/carol/secret", "bob", false)
+	requireGrant(t, s, "/alice/gone", "bob", false)
 }
 
 func testFsGrantsGoWithMember(t *testing.T, s store.Store) {

@@ -48,7 +48,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WithTxReplaceMembersRollback", testWithTxReplaceMembersRollback},
 		{"TimeRoundTrip", testTimeRoundTrip},
 	}
-	for _, tc := range append(append(tests, messagingTests...), fsTests...) {
+	for _, tc := range append(append(append(tests, messagingTests...), fsTests...), objectiveTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, newStore(t))
 		})
