@@ -475,6 +475,8 @@ func TestObjectiveEventsAppendOnly(t *testing.T) {
 		{"payload", `UPDATE objective_events SET payload = NULL WHERE payload IS NOT NULL`},
 		{"objective", `UPDATE objective_events SET objective_id = 'o2'`},
 		{"id", `UPDATE objective_events SET id = id + 100`},
+		{"delete one", `DELETE FROM objective_events WHERE id = 1`},
+		{"delete all", `DELETE FROM objective_events`},
 		{"upsert", `INSERT INTO objective_events (id, objective_id, kind, actor, created_at) VALUES (1, 'o1', 'k', 'a', 0)
 ON CONFLICT (id) DO UPDATE SET kind = 'forged'`},
 	}

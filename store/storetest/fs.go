@@ -828,12 +828,6 @@ func testFsGrantEntriesFollowMove(t *testing.T, s store.Store) {
 // again, so a grant by an attachment's old EntryID reaches nothing, not a
 // file created after the delete.
 func testFsGrantEntriesDeletedID(t *testing.T, s store.Store) {
-	// Known bug: fs_entries.id is INTEGER PRIMARY KEY without AUTOINCREMENT,
-	// so SQLite reuses the id of the deleted highest entry and a later
-	// GrantEntries of an attachment's EntryID (server/objectives.go, a new
-	// watcher) grants an unrelated file. Needs a migration; remove this skip
-	// with it.
-	t.Skip("fs entry ids are reused after a delete; needs a migration")
 	ctx := t.Context()
 	mustPutMembers(t, s, "alice", "bob", "carol")
 	gone := mustCreateEntries(t, s, fsFile("alice", "/alice/first", "1"), fsFile("alice", "/alice/gone", "gone"))[1]

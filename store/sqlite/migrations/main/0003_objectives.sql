@@ -39,3 +39,9 @@ CREATE TRIGGER objective_events_no_update BEFORE UPDATE ON objective_events
 BEGIN
 	SELECT RAISE(ABORT, 'objective events are append-only');
 END;
+
+-- Objectives are never deleted, so neither are their events.
+CREATE TRIGGER objective_events_no_delete BEFORE DELETE ON objective_events
+BEGIN
+	SELECT RAISE(ABORT, 'objective events are append-only');
+END;

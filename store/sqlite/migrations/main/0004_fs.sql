@@ -19,7 +19,7 @@ CREATE INDEX fs_blobs_unreferenced ON fs_blobs (sha) WHERE refs = 0;
 -- removing a member's files also purges blobs on disk, which only the
 -- service can do.
 CREATE TABLE fs_entries (
-	id         INTEGER PRIMARY KEY,           -- stays with the entry across moves
+	id         INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused (grants name it); stays across moves
 	path       TEXT    NOT NULL UNIQUE,       -- canonical absolute virtual path
 	parent     TEXT    NOT NULL,              -- path of the parent directory or home
 	owner      TEXT    NOT NULL,
