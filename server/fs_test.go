@@ -20,6 +20,7 @@ import (
 	"svc/server/vfs"
 	"svc/store"
 	"svc/store/sqlite"
+	"svc/store/storetest"
 )
 
 // fsEnv is a filesystem service over an in-memory store and a blob root in
@@ -104,8 +105,8 @@ func TestReadableFile(t *testing.T) {
 	e.write(t, "alice", "/alice/d/in.txt", []byte("in"))
 	e.write(t, "alice", "/alice/g.txt", []byte("g"))
 	e.write(t, "alice", "/alice/all.txt", []byte("all"))
-	require.NoError(t, e.st.GrantFiles(ctx, []string{"/alice/g.txt"}, []string{"bob"}))
-	require.NoError(t, e.st.GrantFiles(ctx, []string{"/alice/all.txt"}, []string{store.Everyone}))
+	require.NoError(t, storetest.GrantPaths(ctx, e.st, []string{"/alice/g.txt"}, []string{"bob"}))
+	require.NoError(t, storetest.GrantPaths(ctx, e.st, []string{"/alice/all.txt"}, []string{store.Everyone}))
 
 	tests := []struct {
 		name string
@@ -275,7 +276,7 @@ func TestListVisibility(t *testing.T) {
 	e.write(t, "alice", "/alice/a/b/private.txt", []byte("p"))
 	e.write(t, "alice", "/alice/a/c/private.txt", []byte("p"))
 	e.write(t, "alice", "/alice/top.txt", []byte("t"))
-	require.NoError(t, e.st.GrantFiles(ctx, []string{"/alice/a/b/shared.txt"}, []string{"bob"}))
+	require.NoError(t, storetest.GrantPaths(ctx, e.st, []string{"/alice/a/b/shared.txt"}, []string{"bob"}))
 
 	ls := func(as, path string) ([]string, Code) {
 		resp, err := e.fs.ListFiles(e.ctx(as), &apiv1.ListFilesRequest{Path: path})

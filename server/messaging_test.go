@@ -27,6 +27,7 @@ import (
 	"svc/server/webpush"
 	"svc/store"
 	"svc/store/sqlite"
+	"svc/store/storetest"
 )
 
 // gatedStore holds the first AppendMessages until release is closed and
@@ -428,7 +429,7 @@ func attachmentBroker(t testing.TB) *Broker {
 		_, err := b.store.CreateEntry(ctx, e)
 		require.NoError(t, err)
 	}
-	require.NoError(t, b.store.GrantFiles(ctx, []string{"/admin/shared.txt"}, []string{"bob"}))
+	require.NoError(t, storetest.GrantPaths(ctx, b.store, []string{"/admin/shared.txt"}, []string{"bob"}))
 	return b
 }
 

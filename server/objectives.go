@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -465,7 +463,7 @@ func (s *Objectives) record(ctx context.Context, tx store.Tx, o store.Objective,
 func eventMessage(o store.Objective, actor string, e event, recipients []string) (store.Message, error) {
 	thread := objectiveThread(o.ID)
 	msg := store.Message{
-		From: actor, Thread: thread, Title: cut(o.Title, maxTitle), Level: "info",
+		From: actor, Thread: thread, Title: truncateUTF8(o.Title, maxTitle), Level: "info",
 		Recipients: recipients,
 	}
 	str := func(k string) string { v, _ := e.payload[k].(string); return v }
@@ -498,7 +496,7 @@ func eventMessage(o store.Objective, actor string, e event, recipients []string)
 	case evWatcherRemoved:
 		msg.Body = fmt.Sprintf("%s removed %s as a watcher of %q", actor, str("watcher"), o.Title)
 	}
-	msg.Body = cut(msg.Body, maxBody)
+	msg.Body = truncateUTF8(msg.Body, maxBody)
 	data, err := json.Marshal(map[string]any{
 		"thread": thread, "kind": "objective_event", "event": e.kind,
 		"objectiveId": o.ID, "status": o.Status, "assignee": o.Assignee, "payload": e.payload,
@@ -655,18 +653,6 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
-}
-
-// cut shortens s to at most n bytes without splitting a rune.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return strings.ToValidUTF8(s, "")
 }
 
 func objectiveToProto(o store.Objective) *apiv1.Objective {

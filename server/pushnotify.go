@@ -247,7 +247,11 @@ func pushPayload(m store.Message) []byte {
 	}
 }
 
+// truncateUTF8 shortens s to at most n bytes without splitting a rune.
 func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
 	if n <= 0 {
 		return ""
 	}

@@ -398,14 +398,12 @@ type FsStore interface {
 	// ErrConflict when m.To exists; ErrPrecondition when m.From is a
 	// directory or m.To's parent is not an existing directory or home.
 	MoveEntry(ctx context.Context, m FsMove) (FsEntry, error)
-	// GrantFiles grants read of each file at paths to each grantee (a member
-	// name or Everyone). Paths that name no file (absent, or a directory)
-	// and grantees that are neither a member nor Everyone are skipped;
-	// grants that exist are kept. A member's grants go when the member does.
-	GrantFiles(ctx context.Context, paths []string, grantees []string) error
-	// GrantEntries is GrantFiles by entry ID: it grants exactly the files
-	// that were checked, wherever they are now, never whatever a path names
-	// by the time the grant commits. IDs of no file are skipped.
+	// GrantEntries grants read of the files with the given entry IDs to
+	// each grantee (a member name or Everyone): exactly the files that were
+	// checked, wherever they are now, never whatever a path names by the
+	// time the grant commits. IDs of no file (absent, or a directory) and
+	// grantees that are neither a member nor Everyone are skipped; grants
+	// that exist are kept. A member's grants go when the member does.
 	GrantEntries(ctx context.Context, ids []int64, grantees []string) error
 	// HasGrant reports whether the file at path is granted to member or to
 	// Everyone; false when there is no such file.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"svc/server/teamconfig"
 )
 
 // Limits of virtual paths, in bytes.
@@ -15,8 +17,6 @@ const (
 	MaxPathLen = 4096
 	// MaxNameLen bounds one segment, as NAME_MAX does on most filesystems.
 	MaxNameLen = 255
-	// maxMemberName bounds a home segment: a member name (CONTRACT §2).
-	maxMemberName = 64
 )
 
 // ErrInvalidPath is wrapped by every error of Parse, FromSegments, Join and
@@ -227,21 +227,6 @@ func (p Path) Suffixed(n int) (Path, error) {
 	return p.Parent().Join(stem + "-" + strconv.Itoa(n) + ext)
 }
 
-// ValidMemberName reports whether s is a valid member name, so a valid home
-// segment: 1–64 bytes of A-Z a-z 0-9 . _ -, starting with a letter or
-// digit. It agrees with teamconfig.ValidName.
-func ValidMemberName(s string) bool {
-	if len(s) == 0 || len(s) > maxMemberName || !isAlnum(s[0]) {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
 // checkSegment returns why seg is not a valid segment, "" when it is. A
 // home segment must also be a member name.
 func checkSegment(seg string, home bool) string {
@@ -267,7 +252,7 @@ func checkSegment(seg string, home bool) string {
 			return "bidirectional control character"
 		}
 	}
-	if home && !ValidMemberName(seg) {
+	if home && !teamconfig.ValidName(seg) {
 		return "home is not a member name"
 	}
 	return ""
@@ -277,10 +262,6 @@ func checkSegment(seg string, home bool) string {
 // Unicode (UAX #9): embeddings, overrides, isolates and the marks.
 func isBidiControl(r rune) bool {
 	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
-}
-
-func isAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
 }
 
 func pathError(p, reason string) error { return &PathError{Path: p, Reason: reason} }

@@ -280,15 +280,6 @@ func TestSuffixed(t *testing.T) {
 	}
 }
 
-func TestValidMemberName(t *testing.T) {
-	for _, s := range []string{"a", "A", "0", "alice", "a.b_c-d", strings.Repeat("z", 64)} {
-		require.True(t, ValidMemberName(s), s)
-	}
-	for _, s := range []string{"", ".a", "-a", "_a", "a b", "a/b", "ü", "*", strings.Repeat("z", 65)} {
-		require.False(t, ValidMemberName(s), s)
-	}
-}
-
 // longestPath returns a valid path of exactly MaxPathLen bytes: "/alice",
 // segments of MaxNameLen bytes, and a shorter last segment, which it also
 // returns.

@@ -266,29 +266,6 @@ WHERE path = ? RETURNING `+fsColumns, m.To, parent, m.Owner, q.orNow(m.UpdatedAt
 	return e, translate(op, err)
 }
 
-// GrantFiles grants read of the files at paths to grantees, in one
-// statement.
-func (q queries) GrantFiles(ctx context.Context, paths []string, grantees []string) error {
-	const op = "grant fs files"
-	if len(paths) == 0 || len(grantees) == 0 {
-		return nil
-	}
-	ps, err := json.Marshal(paths)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	gs, err := json.Marshal(grantees)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	_, err = q.w.ExecContext(ctx, `INSERT INTO fs_grants (entry_id, grantee)
-SELECT e.id, g.value FROM fs_entries e, json_each(?2) g
-WHERE e.path IN (SELECT value FROM json_each(?1)) AND e.kind = 'file'
-	AND (g.value = '*' OR EXISTS (SELECT 1 FROM members m WHERE m.name = g.value))
-ON CONFLICT (entry_id, grantee) DO NOTHING`, string(ps), string(gs))
-	return translate(op, err)
-}
-
 // GrantEntries grants read of the files with the given entry IDs.
 func (q queries) GrantEntries(ctx context.Context, ids []int64, grantees []string) error {
 	const op = "grant fs entries"

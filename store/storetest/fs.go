@@ -31,7 +31,6 @@ var fsTests = []struct {
 	{"FsDeleteTreeDepartedMember", testFsDeleteTreeDepartedMember},
 	{"FsMoveEntry", testFsMoveEntry},
 	{"FsMoveEntryErrors", testFsMoveEntryErrors},
-	{"FsGrantFiles", testFsGrantFiles},
 	{"FsGrantEntries", testFsGrantEntries},
 	{"FsGrantEntriesFollowMove", testFsGrantEntriesFollowMove},
 	{"FsGrantEntriesDeletedID", testFsGrantEntriesDeletedID},
@@ -398,7 +397,7 @@ func testFsReplaceFile(t *testing.T, s store.Store) {
 		fsFile("alice", "/alice/shared", "common"),
 		fsFile("alice", "/alice/keep", "common"),
 	)
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/f"}, []string{"bob"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/f"}, []string{"bob"}))
 
 	// New content: the old blob loses its only reference.
 	got, purged, err := s.ReplaceFile(ctx, "/alice/f", store.FsContent{
@@ -480,7 +479,7 @@ func testFsDeleteEntry(t *testing.T, s store.Store) {
 		fsDir("alice", "/alice/empty"),
 		fsFile("alice", "/alice/g", "g"),
 	)
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/g"}, []string{"bob"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/g"}, []string{"bob"}))
 
 	_, err := s.DeleteEntry(ctx, "/alice/full")
 	require.ErrorIs(t, err, store.ErrPrecondition)
@@ -516,7 +515,7 @@ func testFsDeleteTree(t *testing.T, s store.Store) {
 		fsFile("alice", "/alice/d/own", "own"),
 		fsFile("bob", "/bob/x", "x"),
 	)
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/d/e/f"}, []string{"bob"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/d/e/f"}, []string{"bob"}))
 
 	n, purged, err := s.DeleteTree(ctx, "/alice/d")
 	require.NoError(t, err)
@@ -594,7 +593,7 @@ func testFsMoveEntry(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustPutMembers(t, s, "alice", "bob", "carol")
 	orig := mustCreateEntries(t, s, fsDir("alice", "/alice/d"), fsFile("alice", "/alice/f", "content"))[1]
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/f"}, []string{"carol"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/f"}, []string{"carol"}))
 
 	got, err := s.MoveEntry(ctx, store.FsMove{From: "/alice/f", To: "/alice/d/g", UpdatedAt: at(time.Hour)})
 	require.NoError(t, err)
@@ -666,58 +665,6 @@ func testFsMoveEntryErrors(t *testing.T, s store.Store) {
 	require.Equal(t, []string{"/alice/d", "/alice/f", "/alice/g"}, fsPaths(tree))
 }
 
-func testFsGrantFiles(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	mustPutMembers(t, s, "alice", "bob", "carol")
-	mustCreateEntries(t, s,
-		fsDir("alice", "/alice/d"),
-		fsFile("alice", "/alice/a", "a"),
-		fsFile("alice", "/alice/b", "b"),
-		fsFile("alice", "/alice/pub", "pub"),
-	)
-	// Missing paths, directories and unknown grantees are skipped.
-	require.NoError(t, s.GrantFiles(ctx,
-		[]string{"/alice/a", "/alice/nope", "/alice/d", "/alice/b"},
-		[]string{"bob", "nobody"}))
-	// Granting again keeps the grants.
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/a"}, []string{"bob"}))
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/pub"}, []string{store.Everyone}))
-	require.NoError(t, s.GrantFiles(ctx, nil, []string{"bob"}))
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/a"}, nil))
-
-	tests := []struct {
-		name   string
-		path   string
-		member string
-		want   bool
-	}{
-		{"granted", "/alice/a", "bob", true},
-		{"granted in the same call", "/alice/b", "bob", true},
-		{"not granted", "/alice/a", "carol", false},
-		{"unknown grantee skipped", "/alice/a", "nobody", false},
-		{"directory never granted", "/alice/d", "bob", false},
-		{"everyone", "/alice/pub", "carol", true},
-		{"everyone includes bob", "/alice/pub", "bob", true},
-		{"empty member", "/alice/pub", "", false},
-		{"absent file", "/alice/nope", "bob", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			requireGrant(t, s, tc.path, tc.member, tc.want)
-		})
-	}
-
-	// Inside a transaction, grants follow files created in it.
-	require.NoError(t, s.WithTx(ctx, func(tx store.Tx) error {
-		if _, err := tx.CreateEntry(ctx, fsFile("alice", "/alice/new", "new")); err != nil {
-			return err
-		}
-		return tx.GrantFiles(ctx, []string{"/alice/new"}, []string{"carol", "bob"})
-	}))
-	requireGrant(t, s, "/alice/new", "carol", true)
-	requireGrant(t, s, "/alice/new", "bob", true)
-}
-
 func testFsGrantEntries(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustPutMembers(t, s, "alice", "bob", "carol")
@@ -731,7 +678,7 @@ func testFsGrantEntries(t *testing.T, s store.Store) {
 	)
 	d, a, b, pub, kept := es[0], es[1], es[2], es[3], es[5]
 	unknown := es[len(es)-1].ID + 1000
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/kept"}, []string{"carol"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/kept"}, []string{"carol"}))
 
 	// Directory ids, unknown ids and unknown grantees are skipped.
 	require.NoError(t, s.GrantEntries(ctx, []int64{a.ID, d.ID, unknown, -1, 0, b.ID}, []string{"bob", "nobody"}))
@@ -847,8 +794,8 @@ func testFsGrantsGoWithMember(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustPutMembers(t, s, "alice", "bob", "carol")
 	mustCreateEntries(t, s, fsFile("alice", "/alice/a", "a"), fsFile("alice", "/alice/pub", "pub"))
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/a"}, []string{"bob", "carol"}))
-	require.NoError(t, s.GrantFiles(ctx, []string{"/alice/pub"}, []string{store.Everyone}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/a"}, []string{"bob", "carol"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/pub"}, []string{store.Everyone}))
 
 	require.NoError(t, s.DeleteMember(ctx, "bob"))
 	require.NoError(t, s.ReplaceMembers(ctx, []store.Member{member("alice"), member("bob")}))
@@ -872,9 +819,9 @@ func testFsSharedWith(t *testing.T, s store.Store) {
 		fsFile("carol", "/carol/pub", "pub"),
 		fsFile("carol", "/carol/to-carol", "c"),
 	)
-	require.NoError(t, s.GrantFiles(ctx, []string{"/bob/d/z", "/bob/a", "/alice2/x", "/alice/own"}, []string{"alice"}))
-	require.NoError(t, s.GrantFiles(ctx, []string{"/carol/pub"}, []string{store.Everyone}))
-	require.NoError(t, s.GrantFiles(ctx, []string{"/carol/to-carol"}, []string{"carol"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/bob/d/z", "/bob/a", "/alice2/x", "/alice/own"}, []string{"alice"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/carol/pub"}, []string{store.Everyone}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/carol/to-carol"}, []string{"carol"}))
 
 	tests := []struct {
 		name   string
@@ -916,7 +863,7 @@ func testFsWithTxRollback(t *testing.T, s store.Store) {
 		if _, purgedInTx, err = tx.ReplaceFile(ctx, "/alice/f", store.FsContent{Blob: blobOf("newer"), Size: 5}); err != nil {
 			return err
 		}
-		if err := tx.GrantFiles(ctx, []string{"/alice/f"}, []string{"bob"}); err != nil {
+		if err := GrantPaths(ctx, tx, []string{"/alice/f"}, []string{"bob"}); err != nil {
 			return err
 		}
 		// The transaction sees its own writes.

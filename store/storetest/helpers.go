@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"testing"
 	"time"
 
@@ -170,4 +171,22 @@ func viewEvents(es []store.ActivityEvent) []eventView {
 		out = append(out, viewEvent(e))
 	}
 	return out
+}
+
+// GrantPaths grants read of the files at paths to grantees, for tests that
+// name files by path: entries that are absent are skipped, as GrantEntries
+// skips directories.
+func GrantPaths(ctx context.Context, s store.Tx, paths, grantees []string) error {
+	var ids []int64
+	for _, p := range paths {
+		e, err := s.GetEntry(ctx, p)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return err
+		}
+		ids = append(ids, e.ID)
+	}
+	return s.GrantEntries(ctx, ids, grantees)
 }
