@@ -96,8 +96,7 @@ type messenger struct {
 	hub   *hub.Hub
 	now   func() time.Time
 	log   *slog.Logger
-	queue chan *outgoing
-	stop  chan struct{} // closed when run returns
+	committer[*outgoing]
 	// afterPublish, when set, runs on the committer after each message is
 	// published (web push).
 	afterPublish func(m store.Message, live func(member string) bool)
@@ -105,91 +104,21 @@ type messenger struct {
 }
 
 func newMessenger(st store.Store, h *hub.Hub, now func() time.Time, log *slog.Logger) *messenger {
-	return &messenger{store: st, hub: h, now: now, log: log, queue: make(chan *outgoing, commitQueue), stop: make(chan struct{})}
+	return &messenger{store: st, hub: h, now: now, log: log, committer: newCommitter[*outgoing](commitQueue)}
 }
 
-// send commits msg and publishes it; it returns once the message is
-// durable. A caller that gives up (ctx) may still see the message commit.
-func (m *messenger) send(ctx context.Context, msg store.Message, pm *apiv1.Message) (*apiv1.Message, int, error) {
-	r := m.enqueue(ctx, &outgoing{msg: &msg, proto: pm})
-	if r.err != nil {
-		return nil, 0, r.err
-	}
-	return r.msgs[0], r.live, nil
-}
-
-// change runs apply in the next commit and publishes the messages it
-// returns once they are durable with it. msg, when not nil, is committed
-// after apply succeeds, as send would.
+// change commits a change and publishes its messages once they are
+// durable: apply (when not nil) runs in the next commit, and msg (when not
+// nil) is committed with it, first, once apply succeeds. A plain push is
+// a change with msg alone.
 func (m *messenger) change(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error), msg *store.Message, pm *apiv1.Message) committed {
-	return m.enqueue(ctx, &outgoing{apply: apply, msg: msg, proto: pm})
-}
-
-func (m *messenger) enqueue(ctx context.Context, o *outgoing) committed {
-	o.done = make(chan committed, 1)
-	select {
-	case <-m.stop:
-		return committed{err: errShuttingDown}
-	default:
-	}
-	select {
-	case m.queue <- o:
-	case <-m.stop:
-		return committed{err: errShuttingDown}
-	case <-ctx.Done():
-		return committed{err: ctx.Err()}
-	}
-	// Once queued, the change will commit or fail soon whatever the caller
-	// does, so wait for it even if ctx ends: what follows a commit (an
-	// objective's activity markers) must not be skipped, and apply's
-	// results must not be read while the committer may still write them.
-	select {
-	case r := <-o.done:
-		return r
-	case <-m.stop:
-		// The committer answers everything it took before it stops, so an
-		// answer, if any, is already here.
-		select {
-		case r := <-o.done:
-			return r
-		default:
-			return committed{err: errShuttingDown}
-		}
-	}
+	o := &outgoing{apply: apply, msg: msg, proto: pm, done: make(chan committed, 1)}
+	return submit(ctx, m.committer, o, o.done, func(err error) committed { return committed{err: err} })
 }
 
 // run commits until ctx ends, then answers what is queued with an error.
 func (m *messenger) run(ctx context.Context) {
-	defer func() {
-		close(m.stop)
-		for {
-			select {
-			case o := <-m.queue:
-				o.done <- committed{err: errShuttingDown}
-			default:
-				return
-			}
-		}
-	}()
-	batch := make([]*outgoing, 0, maxBatch)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case o := <-m.queue:
-			batch = append(batch[:0], o)
-		}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case o := <-m.queue:
-				batch = append(batch, o)
-			default:
-				break fill
-			}
-		}
-		m.commit(context.WithoutCancel(ctx), batch)
-	}
+	m.committer.run(ctx, m.commit, func(o *outgoing) { o.done <- committed{err: errShuttingDown} })
 }
 
 // commit writes one batch in one transaction, then publishes each message
@@ -313,20 +242,19 @@ func (b *Broker) Push(ctx context.Context, req *apiv1.PushRequest) (*apiv1.PushR
 		return nil, err
 	}
 	b.presence.touchIfSeen(p.Member)
-	var r committed
-	if len(msg.Attachments) == 0 {
-		r = b.msgs.enqueue(ctx, &outgoing{msg: &msg, proto: pm})
-	} else {
+	var grant func(ctx context.Context, tx store.Tx) ([]store.Message, error)
+	if len(ids) > 0 {
 		// Every recipient may read the attached files from the moment the
 		// message is durable: the grants commit with it.
 		grantees := msg.Recipients
 		if msg.All {
 			grantees = []string{store.Everyone}
 		}
-		r = b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		grant = func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 			return nil, tx.GrantEntries(ctx, ids, grantees)
-		}, &msg, pm)
+		}
 	}
+	r := b.msgs.change(ctx, grant, &msg, pm)
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -58,6 +58,16 @@ func (t gatedTx) AppendMessages(ctx context.Context, msgs []store.Message) ([]st
 	return t.Tx.AppendMessages(ctx, msgs)
 }
 
+// send commits msg and publishes it, as Push does without attachments; it
+// returns once the message is durable.
+func (m *messenger) send(ctx context.Context, msg store.Message, pm *apiv1.Message) (*apiv1.Message, int, error) {
+	r := m.change(ctx, nil, &msg, pm)
+	if r.err != nil {
+		return nil, 0, r.err
+	}
+	return r.msgs[0], r.live, nil
+}
+
 func mustMessenger(t *testing.T, st store.Store, h *hub.Hub) *messenger {
 	t.Helper()
 	m := newMessenger(st, h, time.Now, discardLogger())

@@ -67,6 +67,18 @@ func (db *DB) ReplaceMembers(ctx context.Context, members []store.Member) error 
 	})
 }
 
+// inTx runs fn on the queries of one write transaction and returns its
+// result: the DB form of a method that runs several statements.
+func inTx[T any](ctx context.Context, db *DB, fn func(q queries) (T, error)) (T, error) {
+	var out T
+	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = fn(db.in(tx))
+		return err
+	})
+	return out, err
+}
+
 // in returns the queries that run everything on tx.
 func (db *DB) in(tx *sql.Tx) queries {
 	return queries{r: tx, w: tx, now: db.now, c: db.c, tx: tx}

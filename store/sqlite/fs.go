@@ -21,63 +21,37 @@ const fsColumns = `id, path, owner, kind, size, mime_type, blob, created_at, upd
 
 // CreateEntry stores an entry in one transaction.
 func (db *DB) CreateEntry(ctx context.Context, e store.FsEntry) (store.FsEntry, error) {
-	var out store.FsEntry
-	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = db.in(tx).CreateEntry(ctx, e)
-		return err
-	})
-	return out, err
+	return inTx(ctx, db, func(q queries) (store.FsEntry, error) { return q.CreateEntry(ctx, e) })
 }
 
 // ReplaceFile replaces a file's content in one transaction.
 func (db *DB) ReplaceFile(ctx context.Context, p string, c store.FsContent) (store.FsEntry, []string, error) {
-	var (
-		out    store.FsEntry
-		purged []string
-	)
-	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, purged, err = db.in(tx).ReplaceFile(ctx, p, c)
-		return err
+	var purged []string
+	out, err := inTx(ctx, db, func(q queries) (out store.FsEntry, err error) {
+		out, purged, err = q.ReplaceFile(ctx, p, c)
+		return out, err
 	})
 	return out, purged, err
 }
 
 // DeleteEntry removes an entry in one transaction.
 func (db *DB) DeleteEntry(ctx context.Context, p string) ([]string, error) {
-	var purged []string
-	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		purged, err = db.in(tx).DeleteEntry(ctx, p)
-		return err
-	})
-	return purged, err
+	return inTx(ctx, db, func(q queries) ([]string, error) { return q.DeleteEntry(ctx, p) })
 }
 
 // DeleteTree removes a subtree in one transaction.
 func (db *DB) DeleteTree(ctx context.Context, p string) (int, []string, error) {
-	var (
-		n      int
-		purged []string
-	)
-	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		n, purged, err = db.in(tx).DeleteTree(ctx, p)
-		return err
+	var purged []string
+	n, err := inTx(ctx, db, func(q queries) (n int, err error) {
+		n, purged, err = q.DeleteTree(ctx, p)
+		return n, err
 	})
 	return n, purged, err
 }
 
 // MoveEntry moves a file in one transaction.
 func (db *DB) MoveEntry(ctx context.Context, m store.FsMove) (store.FsEntry, error) {
-	var out store.FsEntry
-	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = db.in(tx).MoveEntry(ctx, m)
-		return err
-	})
-	return out, err
+	return inTx(ctx, db, func(q queries) (store.FsEntry, error) { return q.MoveEntry(ctx, m) })
 }
 
 // GetEntry returns the entry at p, or a member's home.

@@ -18,13 +18,7 @@ const (
 
 // AppendMessages stores messages and their recipients in one transaction.
 func (db *DB) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
-	var out []store.Message
-	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = db.in(tx).AppendMessages(ctx, msgs)
-		return err
-	})
-	return out, err
+	return inTx(ctx, db, func(q queries) ([]store.Message, error) { return q.AppendMessages(ctx, msgs) })
 }
 
 // AppendMessages stores messages in order and returns copies with Seq set.

@@ -116,13 +116,7 @@ WHERE id = ?`,
 // AppendObjectiveEvents stores audit events in one transaction, so an
 // event of an unknown objective leaves none of the batch behind.
 func (db *DB) AppendObjectiveEvents(ctx context.Context, evs []store.ObjectiveEvent) ([]store.ObjectiveEvent, error) {
-	var out []store.ObjectiveEvent
-	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = db.in(tx).AppendObjectiveEvents(ctx, evs)
-		return err
-	})
-	return out, err
+	return inTx(ctx, db, func(q queries) ([]store.ObjectiveEvent, error) { return q.AppendObjectiveEvents(ctx, evs) })
 }
 
 // AppendObjectiveEvents stores audit events in order. It runs a statement
