@@ -10,13 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
-	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
 	"svc/store/sqlite"
@@ -34,28 +32,14 @@ type fsEnv struct {
 
 func newFsEnv(t *testing.T, dbPath string, maxFileSize int64) *fsEnv {
 	t.Helper()
-	ctx := context.Background()
 	perms := map[string][]string{"admin": {auth.MembersManage}, "alice": {}, "bob": {}, "carol": {}}
-	f := &teamconfig.File{}
-	for _, n := range []string{"admin", "alice", "bob", "carol"} {
-		f.Store.Members = append(f.Store.Members, teamconfig.Member{Name: n, Permissions: perms[n]})
-	}
-	require.NoError(t, f.Validate())
-	cfg := filepath.Join(t.TempDir(), "svc.json")
-	require.NoError(t, teamconfig.Save(cfg, f))
-	st, err := sqlite.Open(ctx, dbPath)
+	st, err := sqlite.Open(context.Background(), dbPath)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	team, err := NewTeam(ctx, cfg, f, st, time.Now)
-	require.NoError(t, err)
 	root := filepath.Join(t.TempDir(), "files")
 	blobs, err := vfs.Open(root)
 	require.NoError(t, err)
-	srv := New(Deps{Store: st, Team: team, Version: "test"}, WithFiles(blobs, maxFileSize))
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = srv.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	srv := startTestServer(t, st, perms, Deps{}, WithFiles(blobs, maxFileSize))
 	return &fsEnv{fs: srv.Fs(), st: st, root: root, perms: perms}
 }
 

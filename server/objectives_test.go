@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,31 +33,40 @@ type objectivesEnv struct {
 
 func newObjectivesEnv(t *testing.T) *objectivesEnv {
 	t.Helper()
-	ctx := context.Background()
 	perms := map[string][]string{
 		"admin": {auth.MembersManage}, "alice": {auth.ObjectivesCreate}, "bob": {}, "carol": {},
 	}
+	st, err := sqlite.Open(context.Background(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	act, err := sqlite.OpenActivity(context.Background(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = act.Close() })
+	srv := startTestServer(t, st, perms, Deps{Activity: act})
+	return &objectivesEnv{s: srv.objectives, activity: act, perms: perms}
+}
+
+// startTestServer runs a server over st whose team is perms (member ->
+// permission leaves), with its committers running until the test ends.
+func startTestServer(t testing.TB, st store.Store, perms map[string][]string, d Deps, opts ...Option) *Server {
+	t.Helper()
+	ctx := context.Background()
 	f := &teamconfig.File{}
-	for _, n := range []string{"admin", "alice", "bob", "carol"} {
+	for _, n := range slices.Sorted(maps.Keys(perms)) {
 		f.Store.Members = append(f.Store.Members, teamconfig.Member{Name: n, Permissions: perms[n]})
 	}
 	require.NoError(t, f.Validate())
 	path := filepath.Join(t.TempDir(), "svc.json")
 	require.NoError(t, teamconfig.Save(path, f))
-	st, err := sqlite.Open(ctx, "")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	act, err := sqlite.OpenActivity(ctx, "")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = act.Close() })
 	team, err := NewTeam(ctx, path, f, st, time.Now)
 	require.NoError(t, err)
-	srv := New(Deps{Store: st, Activity: act, Team: team, Version: "test"})
+	d.Store, d.Team, d.Version = st, team, "test"
+	srv := New(d, opts...)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = srv.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &objectivesEnv{s: srv.objectives, activity: act, perms: perms}
+	return srv
 }
 
 func (e *objectivesEnv) as(name string) context.Context {
