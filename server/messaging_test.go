@@ -101,7 +101,7 @@ func TestGroupCommitSharesTransactionsAndPublishesInOrder(t *testing.T) {
 
 	ids := make(chan string, pushes)
 	var wg sync.WaitGroup
-	for i := range pushes {
+	push := func(i int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -112,20 +112,23 @@ func TestGroupCommitSharesTransactionsAndPublishesInOrder(t *testing.T) {
 			ids <- out.GetId()
 		}()
 	}
-	// The first batch holds the committer; the rest queue behind it.
-	first := func() int {
-		n, _ := gs.sizes.Load(int32(1))
-		v, _ := n.(int)
-		return v
+	// The first push holds the committer inside its transaction; only then
+	// do the others start, so every one of them queues behind it.
+	push(0)
+	require.Eventually(t, func() bool { return gs.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	for i := 1; i < pushes; i++ {
+		push(i)
 	}
-	require.Eventually(t, func() bool { return gs.calls.Load() == 1 && first()+len(m.queue) == pushes }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(m.queue) == pushes-1 }, 5*time.Second, time.Millisecond)
 	close(gs.release)
 	wg.Wait()
 	close(ids)
 
 	require.Equal(t, int32(2), gs.calls.Load(), "every push waiting behind the first batch shares one transaction")
-	size, _ := gs.sizes.Load(int32(2))
-	require.Equal(t, pushes-first(), size)
+	first, _ := gs.sizes.Load(int32(1))
+	require.Equal(t, 1, first)
+	second, _ := gs.sizes.Load(int32(2))
+	require.Equal(t, pushes-1, second)
 	seen := map[string]bool{}
 	for id := range ids {
 		require.Len(t, id, 16)
