@@ -14,12 +14,6 @@ import (
 // these methods both ways.
 var objectiveTests = objectiveSuite()
 
-// suiteTest is the element type of RunAll's tables.
-type suiteTest = struct {
-	name string
-	run  func(t *testing.T, s store.Store)
-}
-
 func objectiveSuite() []suiteTest {
 	scenarios := []struct {
 		name string

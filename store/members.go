@@ -1,0 +1,41 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Role is a member's title and description.
+type Role struct {
+	Title       string
+	Description string
+}
+
+// Member is the stored mirror of a member entry of the team config file. The
+// config file is the authority for members; the store keeps a copy so that
+// every other table can reference members by name.
+type Member struct {
+	Name         string
+	Role         *Role
+	Instructions string
+	Permissions  []string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// MemberStore keeps the mirror of the config file's members.
+type MemberStore interface {
+	// ReplaceMembers makes the stored member set equal to members: it upserts
+	// every given member and deletes the others, cascading to their tokens
+	// and sessions.
+	ReplaceMembers(ctx context.Context, members []Member) error
+	// PutMember inserts or updates one member.
+	PutMember(ctx context.Context, m Member) error
+	// GetMember returns ErrNotFound for an unknown name.
+	GetMember(ctx context.Context, name string) (Member, error)
+	// ListMembers returns every member ordered by name.
+	ListMembers(ctx context.Context) ([]Member, error)
+	// DeleteMember removes a member with its tokens and sessions; ErrNotFound
+	// when absent.
+	DeleteMember(ctx context.Context, name string) error
+}

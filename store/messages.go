@@ -1,0 +1,54 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Message is one committed chat message. Thread is the routing key the
+// broker files it under: "chan:general" for broadcasts, "dm:<a>:<b>" (names
+// sorted) for DMs, "chan:<id>", "obj:<id>" and so on for threads.
+type Message struct {
+	Seq         int64 // assigned by the store, in commit order
+	From        string
+	To          string // the DM recipient; empty otherwise
+	Thread      string
+	Title       string
+	Body        string
+	Level       string
+	Data        []byte // JSON object; nil when none
+	Meta        []byte // JSON object; nil when none
+	Attachments []string
+	CreatedAt   time.Time
+	// All addresses every member but the sender (general broadcasts);
+	// otherwise Recipients lists the targets.
+	All        bool
+	Recipients []string
+}
+
+// MessageFilter selects one thread's messages, newest first.
+type MessageFilter struct {
+	Thread string
+	// Viewer, when set, keeps only messages the viewer sent or was addressed
+	// by.
+	Viewer string
+	Before time.Time // exclusive; zero means unbounded
+	// BeforeSeq keeps only messages older than this Seq; 0 means unbounded.
+	BeforeSeq int64
+	// Since keeps only messages created at or after it; zero means unbounded.
+	Since time.Time
+	Limit int // at most this many; <= 0 means 50
+}
+
+// MessageStore keeps chat messages.
+type MessageStore interface {
+	// AppendMessages stores messages in order and returns them with Seq set.
+	AppendMessages(ctx context.Context, msgs []Message) ([]Message, error)
+	// ListMessages returns a thread's messages newest first.
+	ListMessages(ctx context.Context, f MessageFilter) ([]Message, error)
+	// MessagesFor returns, oldest first, up to limit messages after seq that
+	// were addressed to member.
+	MessagesFor(ctx context.Context, member string, after int64, limit int) ([]Message, error)
+	// LastMessageSeq returns the newest message's Seq, 0 when there is none.
+	LastMessageSeq(ctx context.Context) (int64, error)
+}

@@ -1,0 +1,29 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// PushSubscription is a browser's Web Push subscription.
+type PushSubscription struct {
+	ID        string
+	Member    string
+	Endpoint  string
+	P256dh    string
+	Auth      string
+	CreatedAt time.Time
+}
+
+// PushSubscriptionStore keeps browser push subscriptions.
+type PushSubscriptionStore interface {
+	// PutPushSubscription stores s, or, when its endpoint is known, moves that
+	// subscription to s.Member with s's keys and returns it with its old id.
+	PutPushSubscription(ctx context.Context, s PushSubscription) (PushSubscription, error)
+	// ListPushSubscriptions returns the member's subscriptions; every
+	// member's when member is empty.
+	ListPushSubscriptions(ctx context.Context, member string) ([]PushSubscription, error)
+	// DeletePushSubscription removes the member's subscription (any member's
+	// when member is empty); ErrNotFound when absent.
+	DeletePushSubscription(ctx context.Context, member, id string) error
+}
