@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"svc/server/groupcommit"
 	"svc/store"
 )
 
@@ -17,7 +18,7 @@ const markerQueue = 1024
 type markers struct {
 	store store.ActivityStore
 	log   *slog.Logger
-	committer[*pendingMarkers]
+	queue *groupcommit.Queue[*pendingMarkers]
 }
 
 type pendingMarkers struct {
@@ -26,19 +27,19 @@ type pendingMarkers struct {
 }
 
 func newMarkers(st store.ActivityStore, log *slog.Logger) *markers {
-	return &markers{store: st, log: log, committer: newCommitter[*pendingMarkers](markerQueue)}
+	return &markers{store: st, log: log, queue: groupcommit.New[*pendingMarkers](markerQueue, maxBatch)}
 }
 
 // write stores evs and returns once they are durable, or with why not.
 func (m *markers) write(ctx context.Context, evs ...store.ActivityEvent) error {
 	p := &pendingMarkers{evs: evs, done: make(chan error, 1)}
-	return submit(ctx, m.committer, p, p.done, func(err error) error { return err })
+	return groupcommit.Submit(ctx, m.queue, p, p.done, stopped)
 }
 
 // run writes markers until ctx ends, then refuses what is queued.
 func (m *markers) run(ctx context.Context) {
 	var evs []store.ActivityEvent
-	m.committer.run(ctx, func(ctx context.Context, batch []*pendingMarkers) {
+	m.queue.Run(ctx, func(ctx context.Context, batch []*pendingMarkers) {
 		evs = evs[:0]
 		for _, p := range batch {
 			evs = append(evs, p.evs...)

@@ -56,7 +56,7 @@ func TestMarkersShareWrites(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); require.NoError(t, m.write(context.Background(), ev(i+1))) }()
 	}
-	require.Eventually(t, func() bool { return len(m.queue) == waiting }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return m.queue.Len() == waiting }, 5*time.Second, time.Millisecond)
 	close(g.release)
 	require.NoError(t, <-first)
 	wg.Wait()

@@ -17,6 +17,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/groupcommit"
 	"svc/server/hub"
 	"svc/server/teamconfig"
 	"svc/store"
@@ -60,6 +61,14 @@ var levels = map[string]bool{"debug": true, "info": true, "notice": true, "warni
 // errShuttingDown answers pushes that arrive after the committer stopped.
 var errShuttingDown = Errorf(CodeUnavailable, "the broker is shutting down")
 
+// stopped maps a group-commit loop's ErrStopped to errShuttingDown.
+func stopped(err error) error {
+	if errors.Is(err, groupcommit.ErrStopped) {
+		return errShuttingDown
+	}
+	return err
+}
+
 // errFellBehind ends a stream the hub cut off.
 var errFellBehind = Errorf(CodeUnavailable, "subscriber fell behind; resume with the last id")
 
@@ -96,7 +105,7 @@ type messenger struct {
 	hub   *hub.Hub
 	now   func() time.Time
 	log   *slog.Logger
-	committer[*outgoing]
+	queue *groupcommit.Queue[*outgoing]
 	// afterPublish, when set, runs on the committer after each message is
 	// published (web push).
 	afterPublish func(m store.Message, live func(member string) bool)
@@ -104,7 +113,7 @@ type messenger struct {
 }
 
 func newMessenger(st store.Store, h *hub.Hub, now func() time.Time, log *slog.Logger) *messenger {
-	return &messenger{store: st, hub: h, now: now, log: log, committer: newCommitter[*outgoing](commitQueue)}
+	return &messenger{store: st, hub: h, now: now, log: log, queue: groupcommit.New[*outgoing](commitQueue, maxBatch)}
 }
 
 // change commits a change and publishes its messages once they are
@@ -113,12 +122,12 @@ func newMessenger(st store.Store, h *hub.Hub, now func() time.Time, log *slog.Lo
 // a change with msg alone.
 func (m *messenger) change(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error), msg *store.Message, pm *apiv1.Message) committed {
 	o := &outgoing{apply: apply, msg: msg, proto: pm, done: make(chan committed, 1)}
-	return submit(ctx, m.committer, o, o.done, func(err error) committed { return committed{err: err} })
+	return groupcommit.Submit(ctx, m.queue, o, o.done, func(err error) committed { return committed{err: stopped(err)} })
 }
 
 // run commits until ctx ends, then answers what is queued with an error.
 func (m *messenger) run(ctx context.Context) {
-	m.committer.run(ctx, m.commit, func(o *outgoing) { o.done <- committed{err: errShuttingDown} })
+	m.queue.Run(ctx, m.commit, func(o *outgoing) { o.done <- committed{err: errShuttingDown} })
 }
 
 // commit writes one batch in one transaction, then publishes each message

@@ -119,7 +119,7 @@ func TestGroupCommitSharesTransactionsAndPublishesInOrder(t *testing.T) {
 	for i := 1; i < pushes; i++ {
 		push(i)
 	}
-	require.Eventually(t, func() bool { return len(m.queue) == pushes-1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return m.queue.Len() == pushes-1 }, 5*time.Second, time.Millisecond)
 	close(gs.release)
 	wg.Wait()
 	close(ids)
@@ -197,7 +197,7 @@ func TestChangeFailingApplyRollsBackAlone(t *testing.T) {
 			}
 		}()
 	}
-	require.Eventually(t, func() bool { return len(m.queue) == 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return m.queue.Len() == 3 }, 5*time.Second, time.Millisecond)
 	close(gs.release)
 	wg.Wait()
 	require.NoError(t, <-held)
