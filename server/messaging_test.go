@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
-	"net/http"
 	"path"
 	"slices"
 	"strings"
@@ -23,6 +21,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/egress"
 	"svc/server/hub"
 	"svc/server/webpush"
 	"svc/store"
@@ -587,35 +586,6 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 var bobPrincipal = &auth.Principal{Member: "bob", Via: auth.ViaBearer, TokenID: "t1"}
 
-func TestPushClientRefusesLocalAddresses(t *testing.T) {
-	tests := []struct {
-		ip     string
-		public bool
-	}{
-		{"93.184.216.34", true}, {"2606:2800:220:1::1", true},
-		{"127.0.0.1", false}, {"::1", false}, {"10.1.2.3", false}, {"172.16.0.1", false},
-		{"192.168.1.1", false}, {"169.254.169.254", false}, {"fe80::1", false}, {"fd00::1", false},
-		{"0.0.0.0", false}, {"::", false}, {"224.0.0.1", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.ip, func(t *testing.T) { require.Equal(t, tc.public, publicIP(net.ParseIP(tc.ip))) })
-	}
-	// The guard holds at dial time: a local endpoint is never contacted.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer lis.Close()
-	url := "http://" + lis.Addr().String() + "/push"
-	_, err = pushClient(false).Post(url, "text/plain", strings.NewReader("x"))
-	require.ErrorContains(t, err, "not public")
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }), ReadHeaderTimeout: time.Second}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Close()
-	resp, err := pushClient(true).Post(url, "text/plain", strings.NewReader("x"))
-	require.NoError(t, err, "allowed when local endpoints are")
-	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	require.NoError(t, resp.Body.Close())
-}
-
 func TestPushSubjectDefaults(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", "mailto:svc@localhost"},
@@ -625,7 +595,7 @@ func TestPushSubjectDefaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			require.Equal(t, tc.want, newPushNotifier(nil, nil, nil, tc.in, false, discardLogger()).subject)
+			require.Equal(t, tc.want, newPushNotifier(nil, nil, nil, tc.in, false, egress.Policy{}, discardLogger()).subject)
 		})
 	}
 }

@@ -4,17 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/egress"
 	"svc/server/kek"
 	"svc/server/teamconfig"
 	"svc/server/webpush"
@@ -31,40 +29,6 @@ const pushWorkers = 4
 // pushTimeout bounds one request to a push service.
 const pushTimeout = 10 * time.Second
 
-// pushClient is the HTTP client of push deliveries. A subscription's
-// endpoint is chosen by a member, so unless local endpoints are allowed
-// (SVC_WEBPUSH_ALLOW_HTTP, for a local relay or tests) the broker refuses to
-// connect to loopback, private, link-local and unspecified addresses: a
-// member cannot aim the broker at internal services. The check is at dial
-// time, after name resolution, so DNS cannot route around it.
-func pushClient(allowLocal bool) *http.Client {
-	d := &net.Dialer{Timeout: pushTimeout}
-	if !allowLocal {
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip := net.ParseIP(host)
-			if ip == nil || !publicIP(ip) {
-				return fmt.Errorf("push endpoint address %s is not public", host)
-			}
-			return nil
-		}
-	}
-	return &http.Client{
-		Timeout:       pushTimeout,
-		Transport:     &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: pushTimeout, MaxIdleConnsPerHost: 4},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-}
-
-// publicIP reports whether ip is a routable public address.
-func publicIP(ip net.IP) bool {
-	return !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast())
-}
-
 // pushQueue bounds the browser pushes waiting for a worker; past it a push
 // is dropped with a warning (the message itself is committed and in
 // history either way).
@@ -78,6 +42,7 @@ type pushNotifier struct {
 	kek       *kek.KEK
 	subject   string
 	allowHTTP bool
+	egress    egress.Policy
 	log       *slog.Logger
 	jobs      chan pushJob
 
@@ -95,7 +60,7 @@ type pushJob struct {
 	payload []byte
 }
 
-func newPushNotifier(st store.PushSubscriptionStore, team *Team, k *kek.KEK, subject string, allowHTTP bool, log *slog.Logger) *pushNotifier {
+func newPushNotifier(st store.PushSubscriptionStore, team *Team, k *kek.KEK, subject string, allowHTTP bool, policy egress.Policy, log *slog.Logger) *pushNotifier {
 	switch {
 	case subject == "":
 		subject = "mailto:svc@localhost"
@@ -104,7 +69,7 @@ func newPushNotifier(st store.PushSubscriptionStore, team *Team, k *kek.KEK, sub
 		subject = "mailto:" + subject
 	}
 	return &pushNotifier{
-		store: st, team: team, kek: k, subject: subject, allowHTTP: allowHTTP, log: log,
+		store: st, team: team, kek: k, subject: subject, allowHTTP: allowHTTP, egress: policy, log: log,
 		jobs: make(chan pushJob, pushQueue), subscribed: map[string]int{},
 	}
 }
@@ -121,7 +86,15 @@ func (n *pushNotifier) senderOrNil() *webpush.Sender {
 			n.log.Warn("web push disabled: VAPID private key unreadable", "err", err)
 			return
 		}
-		if n.sender, err = webpush.New(w.VAPIDPublicKey, priv, n.subject, webpush.WithHTTPClient(pushClient(n.allowHTTP))); err != nil {
+		// A subscription's endpoint is chosen by a member: the egress
+		// client keeps pushes off internal addresses, unless local
+		// endpoints are allowed (a local push relay, tests).
+		policy := n.egress
+		if n.allowHTTP {
+			policy = egress.AllowAll
+		}
+		client := egress.NewClient(egress.Options{Policy: policy, Timeout: pushTimeout, MaxIdleConnsPerHost: 4})
+		if n.sender, err = webpush.New(w.VAPIDPublicKey, priv, n.subject, webpush.WithHTTPClient(client)); err != nil {
 			n.log.Warn("web push disabled: bad VAPID keypair", "err", err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/egress"
 	"svc/server/hub"
 	"svc/server/kek"
 	"svc/store"
@@ -43,6 +44,11 @@ func WithWebPush(subject string, allowHTTP bool) Option {
 	return func(s *Server) { s.pushSubject, s.pushAllowHTTP = subject, allowHTTP }
 }
 
+// WithEgress sets which non-public addresses the broker's outgoing requests
+// may reach (web push endpoints and, later, tool upstreams); the default is
+// public addresses only.
+func WithEgress(p egress.Policy) Option { return func(s *Server) { s.egress = p } }
+
 // Server owns the gRPC server and the services registered on it.
 type Server struct {
 	grpc       *grpc.Server
@@ -56,6 +62,7 @@ type Server struct {
 
 	pushSubject   string
 	pushAllowHTTP bool
+	egress        egress.Policy
 }
 
 // New builds the gRPC server with the interceptor chain, every service and
@@ -79,7 +86,7 @@ func New(d Deps, opts ...Option) *Server {
 	}
 	s.broker.hub = hub.New(hub.WithOnChange(s.broker.presence.touch))
 	s.broker.msgs = newMessenger(d.Store, s.broker.hub, s.now, s.log)
-	s.broker.push = newPushNotifier(d.Store, d.Team, d.KEK, s.pushSubject, s.pushAllowHTTP, s.log)
+	s.broker.push = newPushNotifier(d.Store, d.Team, d.KEK, s.pushSubject, s.pushAllowHTTP, s.egress, s.log)
 	s.broker.msgs.afterPublish = s.broker.push.notify
 	apiv1.RegisterBrokerServer(s.grpc, s.broker)
 	s.objectives = &Objectives{b: s.broker}

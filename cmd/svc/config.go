@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"svc/server/egress"
 )
 
 // Defaults of `svc serve` (CONTRACT §1).
@@ -32,6 +34,10 @@ type Config struct {
 	// WebPushAllowHTTP accepts http push endpoints (SVC_WEBPUSH_ALLOW_HTTP=1),
 	// for a local push relay or tests.
 	WebPushAllowHTTP bool
+	// Egress lists the non-public address ranges the broker's outgoing
+	// requests may reach (SVC_EGRESS_ALLOW, comma-separated CIDRs); empty
+	// means public addresses only.
+	Egress egress.Policy
 	// PprofAddr serves the Go profiler on this loopback address
 	// (SVC_PPROF_ADDR); empty means off.
 	PprofAddr string
@@ -71,6 +77,10 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	c.WebPushSubject = os.Getenv("SVC_WEBPUSH_SUBJECT")
 	c.WebPushAllowHTTP = os.Getenv("SVC_WEBPUSH_ALLOW_HTTP") == "1"
 	c.PprofAddr = os.Getenv("SVC_PPROF_ADDR")
+	var err error
+	if c.Egress, err = egress.ParsePolicy(os.Getenv("SVC_EGRESS_ALLOW")); err != nil {
+		return c, &exitError{code: 2, err: fmt.Errorf("SVC_EGRESS_ALLOW: %w", err)}
+	}
 	if c.ConfigPath == "" {
 		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}
 	}

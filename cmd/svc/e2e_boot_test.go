@@ -423,6 +423,30 @@ func TestBadConfigRefusesToStart(t *testing.T) {
 	}
 }
 
+// A malformed setting in the environment refuses to start, naming it.
+func TestBadEnvironmentRefusesToStart(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  string
+		code int
+		want string
+	}{
+		{name: "egress allow list of a host name", env: "SVC_EGRESS_ALLOW=localhost", code: 2, want: "SVC_EGRESS_ALLOW"},
+		{name: "egress allow list of a bad range", env: "SVC_EGRESS_ALLOW=10.0.0.0/40", code: 2, want: "SVC_EGRESS_ALLOW"},
+		{name: "profiler off loopback", env: "SVC_PPROF_ADDR=0.0.0.0:6061", code: 1, want: "SVC_PPROF_ADDR"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfgPath := filepath.Join(t.TempDir(), "svc.json")
+			code, _, stderr := runSvc(t, []string{"serve", "--addr", "127.0.0.1:0", "--config-path", cfgPath}, []string{tc.env}, nil)
+			require.Equal(t, tc.code, code, "stderr:\n%s", stderr)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+}
+
 func TestSIGTERMExitsZero(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -80,7 +80,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srvOpts := []server.Option{server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP)}
+	srvOpts := []server.Option{server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP), server.WithEgress(cfg.Egress)}
 	if file.Files != nil {
 		blobs, maxFileSize, err := openFiles(ctx, cfg, file.Files, st, log)
 		if err != nil {
