@@ -71,7 +71,7 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	ctx := r.Context()
-	f, err := g.srv.Broker().Attach(ctx, p, after, last != "")
+	f, err := g.srv.Attach(ctx, p, after, last != "")
 	if err != nil {
 		return err
 	}

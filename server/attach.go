@@ -9,11 +9,18 @@ import (
 	"svc/store"
 )
 
+// Bounds of attachments, of messages and objectives alike: how many, and
+// how long a path.
+const (
+	maxAttachments    = 64
+	maxAttachmentPath = 1024
+)
+
 // attachments checks that p may attach each path, a file it can read (its
 // own, any with members.manage, or one shared with it), and describes each.
 // Errors name the offending attachment: 403 when p may not read it (whether
 // or not it exists), 400 when it is malformed, absent or a directory.
-func (b *Broker) attachments(ctx context.Context, p *auth.Principal, paths []string) ([]store.Attachment, error) {
+func (c *core) attachments(ctx context.Context, p *auth.Principal, paths []string) ([]store.Attachment, error) {
 	if len(paths) > maxAttachments {
 		return nil, invalid("attachments", "at most %d", maxAttachments)
 	}
@@ -23,7 +30,7 @@ func (b *Broker) attachments(ctx context.Context, p *auth.Principal, paths []str
 		if len(a) > maxAttachmentPath {
 			return nil, invalid(field, "at most %d bytes", maxAttachmentPath)
 		}
-		e, err := readableFile(ctx, b.store, p, a)
+		e, err := c.readableFile(ctx, p, a)
 		var se *Error
 		switch {
 		case errors.As(err, &se) && se.Code == CodeNotFound:
@@ -49,4 +56,33 @@ func entryIDs(as []store.Attachment) []int64 {
 		ids[i] = a.EntryID
 	}
 	return ids
+}
+
+// readableFile returns the entry at path if p may read it: 400 for a bad
+// path (the root included), 403 when p may not read it whether or not it
+// exists, 404 when it is absent where p may read. Readable: p's own home,
+// every home with members.manage, and a file granted to p or to everyone.
+// Directories are returned too; callers that need a file refuse them.
+func (c *core) readableFile(ctx context.Context, p *auth.Principal, path string) (store.FsEntry, error) {
+	vp, err := parseFsPath("path", path)
+	if err != nil {
+		return store.FsEntry{}, err
+	}
+	if vp.IsRoot() {
+		return store.FsEntry{}, invalid("path", "must name an entry inside a home")
+	}
+	if !ownsOrManages(p, vp) {
+		ok, err := c.store.HasGrant(ctx, vp.String(), p.Member)
+		if err != nil {
+			return store.FsEntry{}, err
+		}
+		if !ok {
+			return store.FsEntry{}, errNotReadable(vp)
+		}
+	}
+	e, err := c.store.GetEntry(ctx, vp.String())
+	if err != nil {
+		return store.FsEntry{}, notFound(vp, err)
+	}
+	return e, nil
 }

@@ -52,17 +52,8 @@ func channelRole(members []store.ChannelMember, name string) string {
 	return ""
 }
 
-// channel finds a channel by slug or id.
-func (b *Broker) channel(ctx context.Context, idOrSlug string) (store.Channel, error) {
-	ch, err := b.store.GetChannel(ctx, idOrSlug)
-	if errors.Is(err, store.ErrNotFound) {
-		return ch, Errorf(CodeNotFound, "no channel %q", idOrSlug)
-	}
-	return ch, err
-}
-
 // members returns a channel's members; general's are every member.
-func (b *Broker) channelMembers(ctx context.Context, ch store.Channel) ([]store.ChannelMember, error) {
+func (b *brokerChannels) channelMembers(ctx context.Context, ch store.Channel) ([]store.ChannelMember, error) {
 	if ch.ID != generalID {
 		return b.store.ListChannelMembers(ctx, ch.ID)
 	}
@@ -77,8 +68,11 @@ func channelToProto(c store.Channel) *apiv1.Channel {
 	return &apiv1.Channel{Id: c.ID, Slug: c.Slug, CreatedAt: ms(c.CreatedAt), CreatedBy: c.CreatedBy, ArchivedAt: optMS(c.ArchivedAt)}
 }
 
+// brokerChannels serves channels and their membership.
+type brokerChannels struct{ *core }
+
 // ListChannels implements apiv1.BrokerServer.
-func (b *Broker) ListChannels(ctx context.Context, _ *apiv1.ListChannelsRequest) (*apiv1.ListChannelsResponse, error) {
+func (b *brokerChannels) ListChannels(ctx context.Context, _ *apiv1.ListChannelsRequest) (*apiv1.ListChannelsResponse, error) {
 	p := mustPrincipal(ctx)
 	chans, err := b.store.ListChannels(ctx)
 	if err != nil {
@@ -114,7 +108,7 @@ func (b *Broker) ListChannels(ctx context.Context, _ *apiv1.ListChannelsRequest)
 }
 
 // CreateChannel implements apiv1.BrokerServer.
-func (b *Broker) CreateChannel(ctx context.Context, req *apiv1.CreateChannelRequest) (*apiv1.CreateChannelResponse, error) {
+func (b *brokerChannels) CreateChannel(ctx context.Context, req *apiv1.CreateChannelRequest) (*apiv1.CreateChannelResponse, error) {
 	p := mustPrincipal(ctx)
 	if !ValidSlug(req.GetSlug()) {
 		return nil, invalid("slug", "1 to 32 lowercase letters, digits and single dashes, starting and ending alphanumeric")
@@ -131,7 +125,7 @@ func (b *Broker) CreateChannel(ctx context.Context, req *apiv1.CreateChannelRequ
 }
 
 // GetChannel implements apiv1.BrokerServer.
-func (b *Broker) GetChannel(ctx context.Context, req *apiv1.GetChannelRequest) (*apiv1.GetChannelResponse, error) {
+func (b *brokerChannels) GetChannel(ctx context.Context, req *apiv1.GetChannelRequest) (*apiv1.GetChannelResponse, error) {
 	ch, err := b.channel(ctx, req.GetChannel())
 	if err != nil {
 		return nil, err
@@ -149,7 +143,7 @@ func (b *Broker) GetChannel(ctx context.Context, req *apiv1.GetChannelRequest) (
 
 // administrable returns a live, non-general channel the caller administers
 // (channel admin or members.manage).
-func (b *Broker) administrable(ctx context.Context, p *auth.Principal, idOrSlug string) (store.Channel, []store.ChannelMember, error) {
+func (b *brokerChannels) administrable(ctx context.Context, p *auth.Principal, idOrSlug string) (store.Channel, []store.ChannelMember, error) {
 	ch, members, err := b.changeableChannel(ctx, idOrSlug)
 	if err != nil {
 		return ch, nil, err
@@ -161,7 +155,7 @@ func (b *Broker) administrable(ctx context.Context, p *auth.Principal, idOrSlug 
 }
 
 // changeableChannel returns a live, non-general channel and its members.
-func (b *Broker) changeableChannel(ctx context.Context, idOrSlug string) (store.Channel, []store.ChannelMember, error) {
+func (b *brokerChannels) changeableChannel(ctx context.Context, idOrSlug string) (store.Channel, []store.ChannelMember, error) {
 	ch, err := b.channel(ctx, idOrSlug)
 	if err != nil {
 		return ch, nil, err
@@ -177,7 +171,7 @@ func (b *Broker) changeableChannel(ctx context.Context, idOrSlug string) (store.
 }
 
 // RenameChannel implements apiv1.BrokerServer.
-func (b *Broker) RenameChannel(ctx context.Context, req *apiv1.RenameChannelRequest) (*apiv1.RenameChannelResponse, error) {
+func (b *brokerChannels) RenameChannel(ctx context.Context, req *apiv1.RenameChannelRequest) (*apiv1.RenameChannelResponse, error) {
 	p := mustPrincipal(ctx)
 	if !ValidSlug(req.GetSlug()) {
 		return nil, invalid("slug", "1 to 32 lowercase letters, digits and single dashes, starting and ending alphanumeric")
@@ -197,7 +191,7 @@ func (b *Broker) RenameChannel(ctx context.Context, req *apiv1.RenameChannelRequ
 }
 
 // ArchiveChannel implements apiv1.BrokerServer.
-func (b *Broker) ArchiveChannel(ctx context.Context, req *apiv1.ArchiveChannelRequest) (*apiv1.ArchiveChannelResponse, error) {
+func (b *brokerChannels) ArchiveChannel(ctx context.Context, req *apiv1.ArchiveChannelRequest) (*apiv1.ArchiveChannelResponse, error) {
 	p := mustPrincipal(ctx)
 	ch, _, err := b.administrable(ctx, p, req.GetChannel())
 	if err != nil {
@@ -211,7 +205,7 @@ func (b *Broker) ArchiveChannel(ctx context.Context, req *apiv1.ArchiveChannelRe
 }
 
 // AddChannelMember implements apiv1.BrokerServer.
-func (b *Broker) AddChannelMember(ctx context.Context, req *apiv1.AddChannelMemberRequest) (*apiv1.AddChannelMemberResponse, error) {
+func (b *brokerChannels) AddChannelMember(ctx context.Context, req *apiv1.AddChannelMemberRequest) (*apiv1.AddChannelMemberResponse, error) {
 	p := mustPrincipal(ctx)
 	role := roleMember
 	if req.Role != nil {
@@ -248,7 +242,7 @@ func (b *Broker) AddChannelMember(ctx context.Context, req *apiv1.AddChannelMemb
 }
 
 // RemoveChannelMember implements apiv1.BrokerServer.
-func (b *Broker) RemoveChannelMember(ctx context.Context, req *apiv1.RemoveChannelMemberRequest) (*apiv1.RemoveChannelMemberResponse, error) {
+func (b *brokerChannels) RemoveChannelMember(ctx context.Context, req *apiv1.RemoveChannelMemberRequest) (*apiv1.RemoveChannelMemberResponse, error) {
 	p := mustPrincipal(ctx)
 	self := req.GetName() == p.Member
 	ch, err := b.channel(ctx, req.GetChannel())

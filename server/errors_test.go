@@ -11,12 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/runtime/protoiface"
-
-	spb "google.golang.org/genproto/googleapis/rpc/status"
 
 	"svc/server/auth"
 	"svc/store"

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"mime"
 	"net/http"
 	"os"
@@ -43,19 +42,6 @@ const (
 // files block (spec: absent optional blocks disable the feature).
 var errFsDisabled = Errorf(CodeNotFound, "the filesystem is disabled: the team config has no files block")
 
-// fsConfig is the wiring WithFiles sets.
-type fsConfig struct {
-	blobs       *vfs.Blobs
-	maxFileSize int64
-}
-
-// WithFiles enables the virtual filesystem: content lives in blobs, and one
-// file holds at most maxFileSize bytes. Without it every filesystem call
-// answers 404.
-func WithFiles(blobs *vfs.Blobs, maxFileSize int64) Option {
-	return func(s *Server) { s.files = fsConfig{blobs: blobs, maxFileSize: maxFileSize} }
-}
-
 // Fs implements apiv1.FsServer, the virtual filesystem, and the byte-level
 // Read and Write that the hand-written gateway routes call.
 //
@@ -66,31 +52,10 @@ func WithFiles(blobs *vfs.Blobs, maxFileSize int64) Option {
 // or not it exists, so existence never leaks.
 type Fs struct {
 	apiv1.UnimplementedFsServer
-	store       store.Store
-	team        *Team
-	blobs       *vfs.Blobs // nil: the filesystem is disabled
-	maxFileSize int64
-	log         *slog.Logger
-	// commit runs fn in a store transaction: the message committer's, so
-	// concurrent writes share an fsync (group commit). fn must use the ctx
-	// it is given, which no client can cancel: an interrupted statement
-	// would roll back the whole shared transaction.
-	commit func(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error
+	*core
 }
 
 var _ apiv1.FsServer = (*Fs)(nil)
-
-func newFs(d Deps, c fsConfig, log *slog.Logger) *Fs {
-	f := &Fs{store: d.Store, team: d.Team, blobs: c.blobs, maxFileSize: c.maxFileSize, log: log}
-	f.commit = func(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-		ctx = context.WithoutCancel(ctx)
-		return d.Store.WithTx(ctx, func(tx store.Tx) error { return fn(ctx, tx) })
-	}
-	return f
-}
-
-// Fs returns the filesystem service, for the hand-written HTTP handlers.
-func (s *Server) Fs() *Fs { return s.fs }
 
 // Enabled reports whether the team config enables the filesystem.
 func (f *Fs) Enabled() bool { return f.blobs != nil }
@@ -102,8 +67,6 @@ func (f *Fs) MaxFileSize() int64 {
 	}
 	return f.maxFileSize
 }
-
-// --- RPCs ---------------------------------------------------------------
 
 // ListFiles implements apiv1.FsServer. "/" lists the homes the caller can
 // see; an empty path lists the caller's home; a file lists itself.
@@ -309,8 +272,6 @@ func (f *Fs) ListShared(ctx context.Context, _ *apiv1.ListSharedRequest) (*apiv1
 	return out, nil
 }
 
-// --- Bytes (hand-written HTTP routes) ------------------------------------
-
 // FileWrite is one write of a file's bytes.
 type FileWrite struct {
 	Path     string
@@ -444,7 +405,7 @@ func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.Fs
 	// may purge the blob the lookup named; the second lookup sees the
 	// commit.
 	for attempt := 0; ; attempt++ {
-		e, err := readableFile(ctx, f.store, p, path)
+		e, err := f.readableFile(ctx, p, path)
 		if err != nil {
 			return e, nil, err
 		}
@@ -463,37 +424,6 @@ func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.Fs
 			return e, nil, fmt.Errorf("open file content: %w", err)
 		}
 	}
-}
-
-// --- Access ---------------------------------------------------------------
-
-// readableFile returns the entry at path if p may read it: 400 for a bad
-// path (the root included), 403 when p may not read it whether or not it
-// exists, 404 when it is absent where p may read. Readable: p's own home,
-// every home with members.manage, and a file granted to p or to everyone.
-// Directories are returned too; callers that need a file refuse them.
-func readableFile(ctx context.Context, st store.Store, p *auth.Principal, path string) (store.FsEntry, error) {
-	vp, err := parseFsPath("path", path)
-	if err != nil {
-		return store.FsEntry{}, err
-	}
-	if vp.IsRoot() {
-		return store.FsEntry{}, invalid("path", "must name an entry inside a home")
-	}
-	if !ownsOrManages(p, vp) {
-		ok, err := st.HasGrant(ctx, vp.String(), p.Member)
-		if err != nil {
-			return store.FsEntry{}, err
-		}
-		if !ok {
-			return store.FsEntry{}, errNotReadable(vp)
-		}
-	}
-	e, err := st.GetEntry(ctx, vp.String())
-	if err != nil {
-		return store.FsEntry{}, notFound(vp, err)
-	}
-	return e, nil
 }
 
 // ownsOrManages reports whether vp is in p's home or p holds members.manage.
@@ -597,8 +527,6 @@ func leadsToShared(vp vfs.Path, shared []store.FsEntry) bool {
 	}
 	return false
 }
-
-// --- Helpers ----------------------------------------------------------------
 
 // parseFsPath validates a virtual path from a request field.
 func parseFsPath(field, raw string) (vfs.Path, error) {
@@ -719,18 +647,6 @@ func normalizeMimeType(s string) (string, error) {
 		return "", invalid("Content-Type", "must be a media type of at most %d bytes", maxMimeType)
 	}
 	return out, nil
-}
-
-// purge removes blobs whose last reference went, under the vfs lock
-// protocol; it runs after the commit and never fails the request (boot's
-// sweep removes what a failure leaves).
-func (f *Fs) purge(ctx context.Context, shas []string) {
-	ctx = context.WithoutCancel(ctx)
-	for _, sha := range shas {
-		if _, err := f.blobs.Purge(ctx, sha, f.store.BlobReferenced); err != nil {
-			f.log.WarnContext(ctx, "blob purge failed; the next boot sweeps it", "sha", sha, "err", err)
-		}
-	}
 }
 
 // fsEntryToProto renders an entry (CONTRACT §3 FsEntry).

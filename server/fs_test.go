@@ -124,7 +124,7 @@ func TestReadableFile(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := readableFile(ctx, e.st, e.principal(tc.as), tc.path)
+			got, err := e.fs.readableFile(ctx, e.principal(tc.as), tc.path)
 			require.Equal(t, tc.code, codeOf(err), "err %v", err)
 			if tc.code == "" {
 				require.Equal(t, tc.path, got.Path)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
 )
 
@@ -119,3 +120,15 @@ type wrappedStream struct {
 }
 
 func (w *wrappedStream) Context() context.Context { return w.ctx }
+
+const logoutMethod = apiv1.Broker_Logout_FullMethodName
+
+// mustPrincipal returns the caller; the interceptor guarantees one on every
+// non-public method.
+func mustPrincipal(ctx context.Context) *auth.Principal {
+	p, ok := auth.PrincipalFrom(ctx)
+	if !ok {
+		panic("server: non-public method reached without a principal")
+	}
+	return p
+}

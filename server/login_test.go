@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -15,41 +14,8 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
-	"svc/server/kek"
-	"svc/server/teamconfig"
 	"svc/store"
-	"svc/store/sqlite"
 )
-
-const testTOTPSecret = "JBSWY3DPEHPK3PXP"
-
-// mustBroker returns a Broker over an in-memory store with members admin
-// (TOTP enrolled, members.manage) and bob (plain), and its config path.
-func mustBroker(t testing.TB) (*Broker, string) {
-	t.Helper()
-	ctx := context.Background()
-	key := make([]byte, kek.KeySize)
-	_, err := rand.Read(key)
-	require.NoError(t, err)
-	k, err := kek.New(key)
-	require.NoError(t, err)
-	sealed, err := teamconfig.SealTOTP(k, "admin", testTOTPSecret)
-	require.NoError(t, err)
-	f := &teamconfig.File{Store: teamconfig.Store{Members: []teamconfig.Member{
-		{Name: "admin", Permissions: []string{auth.MembersManage}, TOTPSecret: sealed},
-		{Name: "bob", Permissions: []string{}},
-	}}}
-	require.NoError(t, f.Validate())
-	path := filepath.Join(t.TempDir(), "svc.json")
-	require.NoError(t, teamconfig.Save(path, f))
-	st, err := sqlite.Open(ctx, "")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	team, err := NewTeam(ctx, path, f, st, time.Now)
-	require.NoError(t, err)
-	s := New(Deps{Store: st, Team: team, KEK: k, Version: "test"})
-	return s.broker, path
-}
 
 func code(t *testing.T, at time.Time) string {
 	t.Helper()

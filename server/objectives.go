@@ -49,9 +49,7 @@ const (
 // transaction, and changes to one objective never interleave.
 type Objectives struct {
 	apiv1.UnimplementedObjectivesServer
-
-	b       *Broker
-	markers *markers // nil without an activity store
+	*core
 }
 
 var _ apiv1.ObjectivesServer = (*Objectives)(nil)
@@ -77,7 +75,7 @@ func (s *Objectives) ListObjectives(ctx context.Context, req *apiv1.ListObjectiv
 		}
 		f.Statuses = []string{st}
 	}
-	os, err := s.b.store.ListObjectives(ctx, f)
+	os, err := s.store.ListObjectives(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -115,18 +113,18 @@ func (s *Objectives) CreateObjective(ctx context.Context, req *apiv1.CreateObjec
 	if err != nil {
 		return nil, err
 	}
-	attachments, err := s.b.attachments(ctx, p, paths)
+	attachments, err := s.attachments(ctx, p, paths)
 	if err != nil {
 		return nil, err
 	}
-	now := s.b.now()
-	managers := s.managers()
+	now := s.now()
+	managers := s.holders(auth.MembersManage)
 	o := store.Objective{
 		ID: newID(), Title: req.GetTitle(), Outcome: req.GetOutcome(), Body: req.GetBody(),
 		Status: store.StatusActive, Assignee: req.GetAssignee(), Originator: p.Member,
 		Watchers: watchers, Attachments: attachments, CreatedAt: now, UpdatedAt: now,
 	}
-	r := s.b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+	r := s.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		if err := tx.CreateObjective(ctx, o); err != nil {
 			return nil, err
 		}
@@ -146,11 +144,11 @@ func (s *Objectives) CreateObjective(ctx context.Context, req *apiv1.CreateObjec
 
 // GetObjective implements apiv1.ObjectivesServer.
 func (s *Objectives) GetObjective(ctx context.Context, req *apiv1.GetObjectiveRequest) (*apiv1.GetObjectiveResponse, error) {
-	o, err := s.b.store.GetObjective(ctx, req.GetId())
+	o, err := s.store.GetObjective(ctx, req.GetId())
 	if err != nil {
 		return nil, objectiveErr(err, req.GetId())
 	}
-	evs, err := s.b.store.ListObjectiveEvents(ctx, o.ID)
+	evs, err := s.store.ListObjectiveEvents(ctx, o.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +342,7 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 	); err != nil {
 		return nil, err
 	}
-	attachments, err := s.b.attachments(ctx, p, req.GetAttachments())
+	attachments, err := s.attachments(ctx, p, req.GetAttachments())
 	if err != nil {
 		return nil, err
 	}
@@ -352,8 +350,8 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 	for i, a := range attachments {
 		paths[i] = a.Path
 	}
-	managers := s.managers()
-	r := s.b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+	managers := s.holders(auth.MembersManage)
+	r := s.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		o, err := tx.GetObjective(ctx, req.GetId())
 		if err != nil {
 			return nil, objectiveErr(err, req.GetId())
@@ -386,8 +384,8 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 // and commits the change with its audit events and thread messages.
 func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, fn func(o *store.Objective) ([]event, error)) (store.Objective, error) {
 	var out store.Objective
-	managers := s.managers()
-	r := s.b.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+	managers := s.holders(auth.MembersManage)
+	r := s.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		o, err := tx.GetObjective(ctx, id)
 		if err != nil {
 			return nil, objectiveErr(err, id)
@@ -401,7 +399,7 @@ func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, f
 			out = o
 			return nil, nil
 		}
-		now := s.b.now()
+		now := s.now()
 		if now.Before(o.UpdatedAt) {
 			now = o.UpdatedAt
 		}
@@ -533,18 +531,6 @@ func participants(o store.Objective) []string {
 	return out
 }
 
-// managers are the members.manage holders now. Read it before a change
-// goes to the committer: the team must not be read inside apply.
-func (s *Objectives) managers() []string {
-	var out []string
-	for _, m := range s.b.team.Members() {
-		if slices.Contains(m.Permissions, auth.MembersManage) {
-			out = append(out, m.Name)
-		}
-	}
-	return out
-}
-
 // mark writes an activity marker into member's stream. The activity store
 // is a separate database, so this follows the commit; a failure is logged,
 // the change stands.
@@ -563,38 +549,8 @@ func (s *Objectives) mark(ctx context.Context, o store.Objective, member, kind, 
 		})
 	}
 	if err != nil {
-		s.b.log.ErrorContext(ctx, "activity marker lost", "member", member, "kind", kind, "objective", o.ID, "err", err)
+		s.log.ErrorContext(ctx, "activity marker lost", "member", member, "kind", kind, "objective", o.ID, "err", err)
 	}
-}
-
-// knownMember checks that name names a member.
-func (s *Objectives) knownMember(field, name string) error {
-	if name == "" {
-		return invalid(field, "is required")
-	}
-	if !teamconfig.ValidName(name) {
-		return invalid(field, "must be a member name")
-	}
-	if _, ok := s.b.team.Member(name); !ok {
-		return invalid(field, "no member %q", name)
-	}
-	return nil
-}
-
-// openObjectives are the member's active and blocked objectives as
-// assignee, for the briefing.
-func (b *Broker) openObjectives(ctx context.Context, member string) ([]*apiv1.Objective, error) {
-	os, err := b.store.ListObjectives(ctx, store.ObjectiveFilter{
-		Assignee: member, Statuses: []string{store.StatusActive, store.StatusBlocked},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*apiv1.Objective, len(os))
-	for i, o := range os {
-		out[i] = objectiveToProto(o)
-	}
-	return out, nil
 }
 
 // attachmentPaths reads create's attachments: paths, as strings or as
@@ -644,15 +600,6 @@ func objectiveErr(err error, id string) error {
 		return Errorf(CodeNotFound, "no objective %q", id)
 	}
 	return err
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func objectiveToProto(o store.Objective) *apiv1.Objective {

@@ -5,9 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"maps"
-	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -43,30 +40,7 @@ func newObjectivesEnv(t *testing.T) *objectivesEnv {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = act.Close() })
 	srv := startTestServer(t, st, perms, Deps{Activity: act})
-	return &objectivesEnv{s: srv.objectives, activity: act, perms: perms}
-}
-
-// startTestServer runs a server over st whose team is perms (member ->
-// permission leaves), with its committers running until the test ends.
-func startTestServer(t testing.TB, st store.Store, perms map[string][]string, d Deps, opts ...Option) *Server {
-	t.Helper()
-	ctx := context.Background()
-	f := &teamconfig.File{}
-	for _, n := range slices.Sorted(maps.Keys(perms)) {
-		f.Store.Members = append(f.Store.Members, teamconfig.Member{Name: n, Permissions: perms[n]})
-	}
-	require.NoError(t, f.Validate())
-	path := filepath.Join(t.TempDir(), "svc.json")
-	require.NoError(t, teamconfig.Save(path, f))
-	team, err := NewTeam(ctx, path, f, st, time.Now)
-	require.NoError(t, err)
-	d.Store, d.Team, d.Version = st, team, "test"
-	srv := New(d, opts...)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = srv.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return srv
+	return &objectivesEnv{s: &Objectives{core: srv.core}, activity: act, perms: perms}
 }
 
 func (e *objectivesEnv) as(name string) context.Context {
@@ -199,7 +173,7 @@ func TestObjectiveChangesAndTeamChangesDoNotDeadlock(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				require.NoError(t, e.s.b.team.change(context.Background(),
+				require.NoError(t, e.s.team.change(context.Background(),
 					func(*teamconfig.File) error { return nil },
 					func(context.Context, store.Tx) error { return nil }))
 			}
@@ -219,7 +193,7 @@ func TestObjectiveChangesAndTeamChangesDoNotDeadlock(t *testing.T) {
 func TestObjectiveGrantsFollowTheAttachedFile(t *testing.T) {
 	e := newObjectivesEnv(t)
 	ctx := context.Background()
-	st := e.s.b.store
+	st := e.s.store
 	file := func(path, content string) store.FsEntry {
 		sum := sha256.Sum256([]byte(content))
 		got, err := st.CreateEntry(ctx, store.FsEntry{Path: path, Owner: "alice", Kind: store.FsFile, Size: int64(len(content)), MimeType: "text/plain", Blob: hex.EncodeToString(sum[:])})

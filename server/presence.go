@@ -101,8 +101,26 @@ func (pr *presence) list(connected func(string) int, role func(string) (*apiv1.R
 	return out
 }
 
+// brokerPresence serves the roster and live activity.
+type brokerPresence struct{ *core }
+
+// GetRoster implements apiv1.BrokerServer.
+func (b *brokerPresence) GetRoster(context.Context, *apiv1.GetRosterRequest) (*apiv1.GetRosterResponse, error) {
+	resp := &apiv1.GetRosterResponse{}
+	roles := map[string]*apiv1.Role{}
+	for _, m := range b.team.Members() {
+		resp.Teammates = append(resp.Teammates, teammateToProto(m))
+		roles[m.Name] = roleToProto(m.Role)
+	}
+	resp.Connected = b.presence.list(b.hub.Connected, func(name string) (*apiv1.Role, bool) {
+		r, ok := roles[name]
+		return r, ok
+	})
+	return resp, nil
+}
+
 // SetActivity implements apiv1.BrokerServer.
-func (b *Broker) SetActivity(ctx context.Context, req *apiv1.SetActivityRequest) (*apiv1.SetActivityResponse, error) {
+func (b *brokerPresence) SetActivity(ctx context.Context, req *apiv1.SetActivityRequest) (*apiv1.SetActivityResponse, error) {
 	p := mustPrincipal(ctx)
 	if p.Via != auth.ViaBearer {
 		return nil, fmt.Errorf("%w: activity is reported with a bearer token", auth.ErrForbidden)

@@ -15,6 +15,7 @@ import (
 	"svc/server/egress"
 	"svc/server/hub"
 	"svc/server/kek"
+	"svc/server/vfs"
 	"svc/store"
 )
 
@@ -30,97 +31,100 @@ type Deps struct {
 }
 
 // Option sets an optional setting.
-type Option func(*Server)
+type Option func(*options)
+
+type options struct {
+	log           *slog.Logger
+	now           func() time.Time
+	pushSubject   string
+	pushAllowHTTP bool
+	egress        egress.Policy
+	blobs         *vfs.Blobs
+	maxFileSize   int64
+}
 
 // WithLogger sets the logger; the default discards.
-func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithNow sets the clock.
-func WithNow(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithWebPush sets how browser push is sent: the VAPID subject and whether
 // plain-http push endpoints are accepted (for a local relay or tests).
 func WithWebPush(subject string, allowHTTP bool) Option {
-	return func(s *Server) { s.pushSubject, s.pushAllowHTTP = subject, allowHTTP }
+	return func(o *options) { o.pushSubject, o.pushAllowHTTP = subject, allowHTTP }
 }
 
 // WithEgress sets which non-public addresses the broker's outgoing requests
 // may reach (web push endpoints and, later, tool upstreams); the default is
 // public addresses only.
-func WithEgress(p egress.Policy) Option { return func(s *Server) { s.egress = p } }
+func WithEgress(p egress.Policy) Option { return func(o *options) { o.egress = p } }
 
-// Server owns the gRPC server and the services registered on it.
-type Server struct {
-	grpc       *grpc.Server
-	authn      *auth.Authenticator
-	broker     *Broker
-	objectives *Objectives
-	fs         *Fs
-	files      fsConfig
-	log        *slog.Logger
-	now        func() time.Time
-
-	pushSubject   string
-	pushAllowHTTP bool
-	egress        egress.Policy
+// WithFiles enables the virtual filesystem: content lives in blobs, and one
+// file holds at most maxFileSize bytes. Without it every filesystem call
+// answers 404.
+func WithFiles(blobs *vfs.Blobs, maxFileSize int64) Option {
+	return func(o *options) { o.blobs, o.maxFileSize = blobs, maxFileSize }
 }
 
-// New builds the gRPC server with the interceptor chain, every service and
-// reflection.
+// Server owns the gRPC server, the shared core and the services registered
+// on it.
+type Server struct {
+	grpc  *grpc.Server
+	authn *auth.Authenticator
+	core  *core
+	fs    *Fs
+	// run are the background loops Run starts: the message committer, the
+	// activity marker writer, the web push workers.
+	run []func(ctx context.Context)
+}
+
+// New builds the core, every service over it and the gRPC server with the
+// interceptor chain and reflection. It is the only place services are
+// built and registered.
 func New(d Deps, opts ...Option) *Server {
-	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
-	for _, o := range opts {
-		o(s)
+	o := options{log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, s.now, s.log)
-	c := &chain{authn: s.authn, log: s.log}
-	s.grpc = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(c.unary),
-		grpc.ChainStreamInterceptor(c.stream),
-	)
-	s.broker = &Broker{
-		store: d.Store, team: d.Team, kek: d.KEK, version: d.Version,
-		limiter: auth.NewFailureLimiter(s.now), now: s.now, log: s.log,
-		lastStep: map[string]int64{},
-		presence: newPresence(s.now),
+	c := &core{
+		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
+		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, now: o.now, log: o.log,
 	}
-	s.broker.hub = hub.New(hub.WithOnChange(s.broker.presence.touch))
-	s.broker.msgs = newMessenger(d.Store, s.broker.hub, s.now, s.log)
-	s.broker.push = newPushNotifier(d.Store, d.Team, d.KEK, s.pushSubject, s.pushAllowHTTP, s.egress, s.log)
-	s.broker.msgs.afterPublish = s.broker.push.notify
-	apiv1.RegisterBrokerServer(s.grpc, s.broker)
-	s.objectives = &Objectives{b: s.broker}
+	c.hub = hub.New(hub.WithOnChange(c.presence.touch))
+	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
+	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
+	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
 	if d.Activity != nil {
-		s.objectives.markers = newMarkers(d.Activity, s.log)
+		c.markers = newMarkers(d.Activity, o.log)
+		s.run = append(s.run, c.markers.run)
 	}
-	apiv1.RegisterObjectivesServer(s.grpc, s.objectives)
-	s.fs = newFs(d, s.files, s.log)
+
+	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log)
+	ch := &chain{authn: s.authn, log: o.log}
+	s.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(ch.unary),
+		grpc.ChainStreamInterceptor(ch.stream),
+	)
+	apiv1.RegisterBrokerServer(s.grpc, newBroker(c, push))
+	apiv1.RegisterObjectivesServer(s.grpc, &Objectives{core: c})
+	s.fs = &Fs{core: c}
 	apiv1.RegisterFsServer(s.grpc, s.fs)
-	if s.fs.Enabled() {
-		s.broker.purgeBlobs = s.fs.purge
-	}
-	s.fs.commit = func(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-		return s.broker.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
-			return nil, fn(ctx, tx)
-		}, nil, nil).err
-	}
 	apiv1.RegisterNotificationsServer(s.grpc, &Notifications{})
 	apiv1.RegisterEnrollmentServer(s.grpc, &Enrollment{})
 	reflection.Register(s.grpc)
 	return s
 }
 
-// Run runs the message committer, the activity marker writer and the
-// browser push workers until ctx ends. Pushes wait for it: start it before
-// serving, and stop it only once the listeners have drained.
+// Run runs the background loops (the message committer, the activity
+// marker writer, the browser push workers) until ctx ends. Pushes wait for
+// the committer: start it before serving, and stop it only once the
+// listeners have drained.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); s.broker.msgs.run(ctx) }()
-	go func() { defer wg.Done(); s.broker.push.run(ctx) }()
-	if m := s.objectives.markers; m != nil {
+	for _, run := range s.run {
 		wg.Add(1)
-		go func() { defer wg.Done(); m.run(ctx) }()
+		go func() { defer wg.Done(); run(ctx) }()
 	}
 	wg.Wait()
 	return nil
@@ -128,10 +132,16 @@ func (s *Server) Run(ctx context.Context) error {
 
 // CloseStreams ends every live stream (SSE and gRPC) and refuses new ones,
 // so a shutdown never waits on a subscriber.
-func (s *Server) CloseStreams() { s.broker.hub.Close() }
+func (s *Server) CloseStreams() { s.core.hub.Close() }
 
-// Broker returns the Broker service, for the hand-written HTTP handlers.
-func (s *Server) Broker() *Broker { return s.broker }
+// Attach opens a feed of the caller's messages for a hand-written stream
+// (SSE); see Feed.
+func (s *Server) Attach(ctx context.Context, p *auth.Principal, after int64, resume bool) (*Feed, error) {
+	return s.core.attach(ctx, p, after, resume)
+}
+
+// Fs returns the filesystem service, for the hand-written byte routes.
+func (s *Server) Fs() *Fs { return s.fs }
 
 // GRPC returns the gRPC server.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/egress"
@@ -220,28 +219,20 @@ func pushPayload(m store.Message) []byte {
 	}
 }
 
-// truncateUTF8 shortens s to at most n bytes without splitting a rune.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	if n <= 0 {
-		return ""
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
 func (n *pushNotifier) added(member string) {
 	n.mu.Lock()
 	n.subscribed[member]++
 	n.mu.Unlock()
 }
 
+// brokerWebPush serves browser push: the VAPID key and subscriptions.
+type brokerWebPush struct {
+	*core
+	push *pushNotifier
+}
+
 // GetVapidPublicKey implements apiv1.BrokerServer.
-func (b *Broker) GetVapidPublicKey(context.Context, *apiv1.GetVapidPublicKeyRequest) (*apiv1.GetVapidPublicKeyResponse, error) {
+func (b *brokerWebPush) GetVapidPublicKey(context.Context, *apiv1.GetVapidPublicKeyRequest) (*apiv1.GetVapidPublicKeyResponse, error) {
 	w := b.team.WebPush()
 	if w == nil || w.VAPIDPublicKey == "" {
 		return nil, Errorf(CodeNotFound, "web push is not configured")
@@ -250,7 +241,7 @@ func (b *Broker) GetVapidPublicKey(context.Context, *apiv1.GetVapidPublicKeyRequ
 }
 
 // CreatePushSubscription implements apiv1.BrokerServer.
-func (b *Broker) CreatePushSubscription(ctx context.Context, req *apiv1.CreatePushSubscriptionRequest) (*apiv1.CreatePushSubscriptionResponse, error) {
+func (b *brokerWebPush) CreatePushSubscription(ctx context.Context, req *apiv1.CreatePushSubscriptionRequest) (*apiv1.CreatePushSubscriptionResponse, error) {
 	p := mustPrincipal(ctx)
 	if b.team.WebPush() == nil {
 		return nil, Errorf(CodeNotFound, "web push is not configured")
@@ -292,7 +283,7 @@ func (b *Broker) CreatePushSubscription(ctx context.Context, req *apiv1.CreatePu
 }
 
 // DeletePushSubscription implements apiv1.BrokerServer.
-func (b *Broker) DeletePushSubscription(ctx context.Context, req *apiv1.DeletePushSubscriptionRequest) (*apiv1.DeletePushSubscriptionResponse, error) {
+func (b *brokerWebPush) DeletePushSubscription(ctx context.Context, req *apiv1.DeletePushSubscriptionRequest) (*apiv1.DeletePushSubscriptionResponse, error) {
 	p := mustPrincipal(ctx)
 	err := b.store.DeletePushSubscription(ctx, p.Member, req.GetId())
 	if errors.Is(err, store.ErrNotFound) {

@@ -23,7 +23,7 @@ func BenchmarkDurablePush(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			m := newMessenger(st, hub.New(), time.Now, discardLogger())
+			m := newMessenger(st, hub.New(), time.Now, discardLogger(), nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { m.run(ctx); close(done) }()

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/hub"
+	"svc/server/kek"
+	"svc/server/teamconfig"
+	"svc/server/vfs"
+	"svc/store"
+)
+
+// core is what every service shares: the stores, the team, the KEK, the
+// messenger that commits messages and the changes they report, the live
+// hub, presence, the activity marker writer, the blob store, the clock and
+// the logger. server.New builds one core; every service holds it, and no
+// service holds another. Checks more than one service makes (attachments,
+// channel lookups, who holds a permission) are core methods.
+type core struct {
+	store    store.Store
+	activity store.ActivityStore // nil without an activity store
+	team     *Team
+	kek      *kek.KEK // nil when no KEK is active: write-only secrets answer 503
+	msgs     *messenger
+	hub      *hub.Hub
+	presence *presence
+	markers  *markers   // nil without an activity store
+	blobs    *vfs.Blobs // nil when the filesystem is disabled
+	// maxFileSize is the most bytes one file may hold.
+	maxFileSize int64
+	version     string
+	now         func() time.Time
+	log         *slog.Logger
+}
+
+// commit runs fn in the transaction of the message committer's next batch,
+// with no messages: a change whose check and write must not race another
+// (filesystem writes) is serialized with every other change, and concurrent
+// ones share an fsync. fn must use the ctx it is given, which no client can
+// cancel: an interrupted statement would roll back the whole batch.
+func (c *core) commit(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return c.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		return nil, fn(ctx, tx)
+	}, nil, nil).err
+}
+
+// memberSince is when the member's current incarnation was created: a
+// name deleted and created again must not inherit the old member's DMs and
+// thread messages.
+func (c *core) memberSince(ctx context.Context, name string) (time.Time, error) {
+	m, err := c.store.GetMember(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, nil
+	}
+	return m.CreatedAt, err
+}
+
+// channel finds a channel by slug or id.
+func (c *core) channel(ctx context.Context, idOrSlug string) (store.Channel, error) {
+	ch, err := c.store.GetChannel(ctx, idOrSlug)
+	if errors.Is(err, store.ErrNotFound) {
+		return ch, Errorf(CodeNotFound, "no channel %q", idOrSlug)
+	}
+	return ch, err
+}
+
+// holders are the members who hold a permission leaf now, by name. Read
+// them before a change goes to the committer: the team must not be read
+// inside apply.
+func (c *core) holders(leaf string) []string {
+	var out []string
+	for _, m := range c.team.Members() {
+		if slices.Contains(m.Permissions, leaf) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// knownMember checks that name names a member.
+func (c *core) knownMember(field, name string) error {
+	if name == "" {
+		return invalid(field, "is required")
+	}
+	if !teamconfig.ValidName(name) {
+		return invalid(field, "must be a member name")
+	}
+	if _, ok := c.team.Member(name); !ok {
+		return invalid(field, "no member %q", name)
+	}
+	return nil
+}
+
+// openObjectives are the member's active and blocked objectives as
+// assignee, for the briefing.
+func (c *core) openObjectives(ctx context.Context, member string) ([]*apiv1.Objective, error) {
+	os, err := c.store.ListObjectives(ctx, store.ObjectiveFilter{
+		Assignee: member, Statuses: []string{store.StatusActive, store.StatusBlocked},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*apiv1.Objective, len(os))
+	for i, o := range os {
+		out[i] = objectiveToProto(o)
+	}
+	return out, nil
+}
+
+// purge removes blobs whose last reference went, under the vfs lock
+// protocol; it runs after the commit and never fails the request (boot's
+// sweep removes what a failure leaves).
+func (c *core) purge(ctx context.Context, shas []string) {
+	if c.blobs == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	for _, sha := range shas {
+		if _, err := c.blobs.Purge(ctx, sha, c.store.BlobReferenced); err != nil {
+			c.log.WarnContext(ctx, "blob purge failed; the next boot sweeps it", "sha", sha, "err", err)
+		}
+	}
+}
+
+// manageOrSelf admits members.manage holders and the member itself, and
+// answers 404 for an unknown member.
+func (c *core) manageOrSelf(p *auth.Principal, name string) error {
+	if p.Member != name && !p.Has(auth.MembersManage) {
+		return fmt.Errorf("%w: requires members.manage or being %s", auth.ErrForbidden, name)
+	}
+	if _, ok := c.team.Member(name); !ok {
+		return Errorf(CodeNotFound, "member %q not found", name)
+	}
+	return nil
+}

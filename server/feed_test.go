@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/hub"
+)
+
+var bobPrincipal = &auth.Principal{Member: "bob", Via: auth.ViaBearer, TokenID: "t1"}
+
+func TestFeedReplaysThenGoesLiveWithoutGapsOrRepeats(t *testing.T) {
+	st := mustMemStore(t)
+	b := &core{store: st, hub: hub.New()}
+	m := mustMessenger(t, st, b.hub)
+	send := func(body string) int64 {
+		msg, pm := dm("alice", "bob", body)
+		out, _, err := m.send(context.Background(), msg, pm)
+		require.NoError(t, err)
+		n, err := ParseMessageID(out.GetId())
+		require.NoError(t, err)
+		return n
+	}
+	var all []int64
+	for i := range replayPage + 20 { // more than one replay page
+		all = append(all, send("before "+string(rune('a'+i%26))))
+	}
+	// Another member's DM never shows up in bob's feed.
+	other, pm := dm("alice", "carol", "not for bob")
+	_, _, err := m.send(context.Background(), other, pm)
+	require.NoError(t, err)
+
+	resumeAfter := all[9]
+	f, err := b.attach(context.Background(), bobPrincipal, resumeAfter, true)
+	require.NoError(t, err)
+	defer f.Close()
+	// Committed after the subscription but before the replay reaches them:
+	// they are both in the store and in the live buffer.
+	for range 5 {
+		all = append(all, send("during"))
+	}
+	var got []int64
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for len(got) < len(all)-10 {
+		e, err := f.Next(ctx, nil)
+		require.NoError(t, err)
+		got = append(got, e.Seq)
+		if len(got) == 100 {
+			all = append(all, send("live")) // arrives while replaying
+		}
+	}
+	require.Equal(t, all[10:], got)
+	require.Nil(t, f.Buffered(), "nothing repeated after the last message")
+}
+
+func TestFeedResumingPastTheNewestIDReplaysTheStore(t *testing.T) {
+	st := mustMemStore(t)
+	b := &core{store: st, hub: hub.New()}
+	m := mustMessenger(t, st, b.hub)
+	for _, body := range []string{"one", "two"} {
+		msg, pm := dm("alice", "bob", body)
+		_, _, err := m.send(context.Background(), msg, pm)
+		require.NoError(t, err)
+	}
+	// A client that saw id 500 of a store since reset (an in-memory broker
+	// restarted) gets everything this store has, then live messages.
+	f, err := b.attach(context.Background(), bobPrincipal, 500, true)
+	require.NoError(t, err)
+	defer f.Close()
+	msg, pm := dm("alice", "bob", "three")
+	_, _, err = m.send(context.Background(), msg, pm)
+	require.NoError(t, err)
+	var got []string
+	for range 3 {
+		e, err := f.Next(context.Background(), nil)
+		require.NoError(t, err)
+		got = append(got, e.Message.GetBody())
+	}
+	require.Equal(t, []string{"one", "two", "three"}, got)
+}
+
+func TestFeedWithoutResumeIsLiveOnly(t *testing.T) {
+	st := mustMemStore(t)
+	b := &core{store: st, hub: hub.New()}
+	m := mustMessenger(t, st, b.hub)
+	msg, pm := dm("alice", "bob", "old")
+	_, _, err := m.send(context.Background(), msg, pm)
+	require.NoError(t, err)
+	f, err := b.attach(context.Background(), bobPrincipal, 0, false)
+	require.NoError(t, err)
+	defer f.Close()
+	msg, pm = dm("alice", "bob", "new")
+	_, _, err = m.send(context.Background(), msg, pm)
+	require.NoError(t, err)
+	e, err := f.Next(context.Background(), nil)
+	require.NoError(t, err)
+	require.Equal(t, "new", e.Message.GetBody())
+}
+
+func TestFeedReportsFallingBehindAndShutdown(t *testing.T) {
+	st := mustMemStore(t)
+	b := &core{store: st, hub: hub.New(hub.WithBuffer(2))}
+	f, err := b.attach(context.Background(), bobPrincipal, 0, false)
+	require.NoError(t, err)
+	for seq := int64(1); seq <= 3; seq++ {
+		b.hub.Publish(hub.NewEvent(seq, &apiv1.Message{}), false, "alice", []string{"bob"})
+	}
+	for _, want := range []int64{1, 2} {
+		e, err := f.Next(context.Background(), nil)
+		require.NoError(t, err)
+		require.Equal(t, want, e.Seq)
+	}
+	_, err = f.Next(context.Background(), nil)
+	require.ErrorIs(t, err, errFellBehind)
+
+	g, err := b.attach(context.Background(), bobPrincipal, 0, false)
+	require.NoError(t, err)
+	tick := make(chan time.Time, 1)
+	tick <- time.Now()
+	e, err := g.Next(context.Background(), tick)
+	require.NoError(t, err)
+	require.Nil(t, e, "a tick returns nothing so the caller can ping")
+	b.hub.Close()
+	_, err = g.Next(context.Background(), nil)
+	require.ErrorIs(t, err, errShuttingDown)
+	_, err = b.attach(context.Background(), bobPrincipal, 0, false)
+	require.ErrorIs(t, err, errShuttingDown)
+}

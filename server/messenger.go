@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/groupcommit"
+	"svc/server/hub"
+	"svc/store"
+)
+
+// Commit batching: the committer takes every push waiting when it starts a
+// transaction, up to maxBatch; commitQueue bounds what may wait.
+const (
+	maxBatch    = 512
+	commitQueue = 4096
+)
+
+// errShuttingDown answers pushes that arrive after the committer stopped.
+var errShuttingDown = Errorf(CodeUnavailable, "the broker is shutting down")
+
+// stopped maps a group-commit loop's ErrStopped to errShuttingDown.
+func stopped(err error) error {
+	if errors.Is(err, groupcommit.ErrStopped) {
+		return errShuttingDown
+	}
+	return err
+}
+
+// outgoing is a change on its way to the store and the hub: a message, a
+// transactional change that yields messages (apply), or both.
+type outgoing struct {
+	// apply, when set, runs inside the commit transaction, in a savepoint
+	// of its own: an error fails this change alone. The messages it returns
+	// are committed with it. apply may use only tx and data it captured:
+	// the transaction holds the store's only writer connection, and
+	// Team.change holds the team lock while it waits for that connection,
+	// so reading the team (or the store outside tx) here can deadlock.
+	apply func(ctx context.Context, tx store.Tx) ([]store.Message, error)
+	msg   *store.Message
+	proto *apiv1.Message // rendered from msg; Id and CreatedAt set at commit
+	done  chan committed
+
+	out []store.Message // what commit appends for this change
+	err error           // apply's error
+}
+
+type committed struct {
+	msgs []*apiv1.Message // msg's first, then apply's, in commit order
+	live int              // how many of msg's targets were live
+	err  error
+}
+
+// messenger commits messages in groups and publishes them in commit order.
+// Changes that must commit with their messages (objective transitions,
+// attachment grants) go through it too, so a message never reaches a stream
+// before the change it reports is durable, and such changes are serialized.
+type messenger struct {
+	store store.Store
+	hub   *hub.Hub
+	now   func() time.Time
+	log   *slog.Logger
+	queue *groupcommit.Queue[*outgoing]
+	// afterPublish, when set, runs on the committer after each message is
+	// published (web push).
+	afterPublish func(m store.Message, live func(member string) bool)
+	last         time.Time
+}
+
+// newMessenger returns a messenger over st and h; afterPublish, when not
+// nil, runs on the committer after each message is published.
+func newMessenger(st store.Store, h *hub.Hub, now func() time.Time, log *slog.Logger, afterPublish func(m store.Message, live func(member string) bool)) *messenger {
+	return &messenger{store: st, hub: h, now: now, log: log, afterPublish: afterPublish, queue: groupcommit.New[*outgoing](commitQueue, maxBatch)}
+}
+
+// change commits a change and publishes its messages once they are
+// durable: apply (when not nil) runs in the next commit, and msg (when not
+// nil) is committed with it, first, once apply succeeds. A plain push is
+// a change with msg alone.
+func (m *messenger) change(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error), msg *store.Message, pm *apiv1.Message) committed {
+	o := &outgoing{apply: apply, msg: msg, proto: pm, done: make(chan committed, 1)}
+	return groupcommit.Submit(ctx, m.queue, o, o.done, func(err error) committed { return committed{err: stopped(err)} })
+}
+
+// run commits until ctx ends, then answers what is queued with an error.
+func (m *messenger) run(ctx context.Context) {
+	m.queue.Run(ctx, m.commit, func(o *outgoing) { o.done <- committed{err: errShuttingDown} })
+}
+
+// commit writes one batch in one transaction, then publishes each message
+// and answers each change. Publishing happens on this one goroutine, in
+// commit order, so every stream sees messages in id order.
+func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
+	err := m.store.WithTx(ctx, func(tx store.Tx) error {
+		var msgs []store.Message
+		for _, o := range batch {
+			o.out, o.err = o.out[:0], nil
+			if o.apply != nil {
+				o.err = tx.Savepoint(ctx, func() error {
+					var err error
+					o.out, err = o.apply(ctx, tx)
+					return err
+				})
+				if o.err != nil {
+					o.out = nil
+					continue
+				}
+			}
+			if o.msg != nil {
+				o.out = append([]store.Message{*o.msg}, o.out...)
+			}
+			for i := range o.out {
+				// Creation times never go backwards along the commit order,
+				// so the history's time cursor agrees with its id order.
+				now := m.now()
+				if now.Before(m.last) {
+					now = m.last
+				}
+				m.last = now
+				o.out[i].CreatedAt = now
+			}
+			msgs = append(msgs, o.out...)
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		stored, err := tx.AppendMessages(ctx, msgs)
+		if err != nil {
+			return err
+		}
+		for _, o := range batch {
+			n := copy(o.out, stored)
+			stored = stored[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		m.log.ErrorContext(ctx, "message commit failed", "changes", len(batch), "err", err)
+		for _, o := range batch {
+			o.done <- committed{err: err}
+		}
+		return
+	}
+	live := func(member string) bool { return m.hub.Connected(member) > 0 }
+	for _, o := range batch {
+		if o.err != nil {
+			o.done <- committed{err: o.err}
+			continue
+		}
+		r := committed{msgs: make([]*apiv1.Message, len(o.out))}
+		for i, s := range o.out {
+			var pm *apiv1.Message
+			if i == 0 && o.msg != nil {
+				pm = o.proto
+				pm.Id = formatMessageID(s.Seq)
+				pm.CreatedAt = ms(s.CreatedAt)
+			} else {
+				pm = messageToProto(s)
+			}
+			n := m.hub.Publish(hub.NewEvent(s.Seq, pm), s.All, s.From, s.Recipients)
+			if i == 0 && o.msg != nil {
+				r.live = n
+			}
+			if m.afterPublish != nil {
+				m.afterPublish(s, live)
+			}
+			r.msgs[i] = pm
+		}
+		o.done <- r
+	}
+}
+
+// formatMessageID renders a sequence as the wire id: 16 zero-padded digits,
+// so ids sort in commit order as strings and as numbers.
+func formatMessageID(seq int64) string { return fmt.Sprintf("%016d", seq) }
+
+// ParseMessageID reads a wire id (Last-Event-ID, lastId): a decimal of up to
+// 19 digits. The empty string is position 0; "0" resumes from the start.
+// Values past the int64 range read as its maximum.
+func ParseMessageID(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, invalid("lastEventId", "must be a message id")
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, invalid("lastEventId", "must be a message id")
+	}
+	// Past every id this store can hold: Attach resumes from the start.
+	return int64(min(n, math.MaxInt64)), nil
+}

@@ -1,0 +1,211 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/pquerna/otp"
+	"github.com/pquerna/otp/totp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/teamconfig"
+	"svc/store"
+)
+
+// TOTP parameters (spec: Authentication rule 1): 6 digits, 30 s steps, one
+// step of skew either way.
+const (
+	totpDigits = otp.DigitsSix
+	totpPeriod = 30
+	totpSkew   = 1
+)
+
+// brokerSessions serves human sign-in: TOTP enrollment, login and
+// sessions.
+type brokerSessions struct {
+	*core
+	limiter *auth.FailureLimiter
+
+	// lastStep remembers the last TOTP time step accepted per member, so a
+	// code cannot be replayed within its validity window.
+	stepMu   sync.Mutex
+	lastStep map[string]int64
+
+	// loginMu serializes TOTP logins; see login.
+	loginMu sync.Mutex
+}
+
+func newBrokerSessions(c *core) *brokerSessions {
+	return &brokerSessions{core: c, limiter: auth.NewFailureLimiter(c.now), lastStep: map[string]int64{}}
+}
+
+// EnrollTotp implements apiv1.BrokerServer.
+func (b *brokerSessions) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRequest) (*apiv1.EnrollTotpResponse, error) {
+	if err := b.manageOrSelf(mustPrincipal(ctx), req.GetName()); err != nil {
+		return nil, err
+	}
+	if b.kek == nil {
+		return nil, Errorf(CodeUnavailable, "no active KEK: TOTP secrets cannot be stored")
+	}
+	team, _ := b.team.Info()
+	key, err := totp.Generate(totp.GenerateOpts{
+		Issuer: "svc " + team.Name, AccountName: req.GetName(), Period: totpPeriod, Digits: totpDigits, Algorithm: otp.AlgorithmSHA1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := teamconfig.SealTOTP(b.kek, req.GetName(), key.Secret())
+	if err != nil {
+		return nil, err
+	}
+	if err := b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
+		m.TOTPSecret = sealed
+		return nil
+	}, nil); err != nil {
+		return nil, err
+	}
+	b.stepMu.Lock()
+	delete(b.lastStep, req.GetName())
+	b.stepMu.Unlock()
+	return &apiv1.EnrollTotpResponse{TotpSecret: key.Secret(), TotpUri: key.URL()}, nil
+}
+
+var totpCodeRE = regexp.MustCompile(`^[0-9]{6}$`)
+
+// CreateSession implements apiv1.BrokerServer.
+func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSessionRequest) (*apiv1.CreateSessionResponse, error) {
+	if !totpCodeRE.MatchString(req.GetCode()) {
+		return nil, invalid("code", "must be 6 digits")
+	}
+	matched, err := b.login(req)
+	if err != nil {
+		return nil, err
+	}
+	id, hash, err := auth.NewSessionID()
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	s := store.Session{Hash: hash, Member: matched, CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(auth.SessionTTL)}
+	if err := b.store.CreateSession(ctx, s); err != nil {
+		return nil, err
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.SessionCookie(id, int(auth.SessionTTL/time.Second))))
+	m, _ := b.team.Member(matched)
+	return &apiv1.CreateSessionResponse{Session: sessionToProto(m, s.ExpiresAt)}, nil
+}
+
+// login matches a TOTP code to a member under the failure limits. Check,
+// verification and the failure count happen under one lock, so a burst of
+// parallel attempts cannot slip past a limit between check and count.
+func (b *brokerSessions) login(req *apiv1.CreateSessionRequest) (string, error) {
+	b.loginMu.Lock()
+	defer b.loginMu.Unlock()
+	named := ""
+	var candidates []teamconfig.Member
+	if req.Member != nil {
+		// Only known names get a per-member counter, so memory stays bounded.
+		if m, ok := b.team.Member(req.GetMember()); ok {
+			named = m.Name
+			candidates = append(candidates, m)
+		}
+	} else {
+		candidates = b.team.Members()
+	}
+	if wait := b.limiter.Check(named); wait > 0 {
+		return "", rateLimited(wait)
+	}
+	for _, m := range candidates {
+		if !b.verifyTOTP(m, req.GetCode()) {
+			continue
+		}
+		// The codeless form is covered by the matched member's limit too
+		// (CONTRACT §5): a locked-out member cannot log in by leaving out
+		// the name.
+		if wait := b.limiter.Check(m.Name); wait > 0 {
+			return "", rateLimited(wait)
+		}
+		return m.Name, nil
+	}
+	b.limiter.Fail(named)
+	return "", fmt.Errorf("%w: invalid code", auth.ErrUnauthenticated)
+}
+
+func rateLimited(wait time.Duration) error {
+	return &Error{Code: CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: wait}
+}
+
+// verifyTOTP checks code against the member's secret for the current step
+// and one step either side, in constant time, refusing a step at or before
+// the last one accepted.
+func (b *brokerSessions) verifyTOTP(m teamconfig.Member, code string) bool {
+	if b.kek == nil || !m.HasTOTP() {
+		return false
+	}
+	secret, err := teamconfig.OpenTOTP(b.kek, m)
+	if err != nil {
+		b.log.Warn("totp secret unreadable; re-enroll the member", "member", m.Name, "err", err)
+		return false
+	}
+	now := b.now()
+	step := now.Unix() / totpPeriod
+	opts := totp.ValidateOpts{Period: totpPeriod, Digits: totpDigits, Algorithm: otp.AlgorithmSHA1}
+	matchedStep := int64(-1)
+	for d := int64(-totpSkew); d <= totpSkew; d++ {
+		want, err := totp.GenerateCodeCustom(secret, time.Unix((step+d)*totpPeriod, 0), opts)
+		if err != nil {
+			return false
+		}
+		if subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1 {
+			matchedStep = step + d
+		}
+	}
+	if matchedStep < 0 {
+		return false
+	}
+	b.stepMu.Lock()
+	defer b.stepMu.Unlock()
+	if last, ok := b.lastStep[m.Name]; ok && matchedStep <= last {
+		return false
+	}
+	b.lastStep[m.Name] = matchedStep
+	return true
+}
+
+// GetSession implements apiv1.BrokerServer.
+func (b *brokerSessions) GetSession(ctx context.Context, _ *apiv1.GetSessionRequest) (*apiv1.GetSessionResponse, error) {
+	p := mustPrincipal(ctx)
+	m, ok := b.team.Member(p.Member)
+	if !ok {
+		return nil, auth.ErrUnauthenticated
+	}
+	return &apiv1.GetSessionResponse{Session: sessionToProto(m, p.ExpiresAt)}, nil
+}
+
+// Logout implements apiv1.BrokerServer.
+func (b *brokerSessions) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*apiv1.LogoutResponse, error) {
+	p := mustPrincipal(ctx)
+	if p.Via == auth.ViaSession {
+		if err := b.store.DeleteSession(ctx, p.Session); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		ended := streamCred(p)
+		b.hub.Disconnect(p.Member, func(c string) bool { return c == ended })
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.LogoutResponse{}, nil
+}
+
+func sessionToProto(m teamconfig.Member, expires time.Time) *apiv1.Session {
+	return &apiv1.Session{Member: m.Name, Role: roleToProto(m.Role), Permissions: nonNil(m.Permissions), ExpiresAt: optMS(expires)}
+}
