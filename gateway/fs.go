@@ -13,11 +13,15 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"svc/server"
+	"svc/server/auth"
 	"svc/server/vfs"
 )
 
 // fsReadPrefix is the route of file bytes: GET /fs/read/<segment>/...
 const fsReadPrefix = "/fs/read/"
+
+// fsReadRoute names the file-bytes route in routeRules.
+const fsReadRoute = "GET " + fsReadPrefix
 
 // inlineTypes are the stored MIME types a browser may show inline: ones
 // that cannot run script in the broker's origin. Every other type is sent
@@ -41,11 +45,10 @@ var inlineTypes = map[string]bool{
 	"video/webm":               true,
 }
 
-// withFsRead routes GET and HEAD /fs/read/<path> before the mux: the mux
-// would clean "..", "." and "//" out of the URL and redirect, while a path
-// that is not canonical must be refused (400), never resolved.
-func (g *Gateway) withFsRead(next http.Handler) http.Handler {
-	read := g.handle(g.handleFsRead)
+// withFsRead routes GET and HEAD /fs/read/<path> to read before the mux:
+// the mux would clean "..", "." and "//" out of the URL and redirect, while
+// a path that is not canonical must be refused (400), never resolved.
+func withFsRead(read, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.EscapedPath(), fsReadPrefix) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			read.ServeHTTP(w, r)
@@ -58,11 +61,7 @@ func (g *Gateway) withFsRead(next http.Handler) http.Handler {
 // handleFsRead serves GET /fs/read/<path>: each segment is URL-decoded on
 // its own, so an encoded "/" never becomes a separator and an encoded ".."
 // is refused like a plain one.
-func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request) error {
-	p, err := g.authenticate(w, r)
-	if err != nil {
-		return err
-	}
+func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	vp, err := readPath(strings.TrimPrefix(r.URL.EscapedPath(), fsReadPrefix))
 	if err != nil {
 		return err
@@ -138,11 +137,7 @@ func readPath(escaped string) (vfs.Path, error) {
 // the body is the bytes, Content-Type the MIME type. The body is streamed
 // to the blob store; more than files.maxFileSize bytes is 413, refused up
 // front when Content-Length declares it.
-func (g *Gateway) handleFsWrite(w http.ResponseWriter, r *http.Request) error {
-	p, err := g.authenticate(w, r)
-	if err != nil {
-		return err
-	}
+func (g *Gateway) handleFsWrite(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	q := r.URL.Query()
 	for _, k := range []string{"path", "collide"} {
 		if len(q[k]) > 1 {

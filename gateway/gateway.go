@@ -31,7 +31,11 @@ const DefaultMaxBody = 1 << 20
 type Gateway struct {
 	log     *slog.Logger
 	srv     *server.Server
+	authn   *auth.Authenticator
 	handler http.Handler
+	// registered are the hand-written routes New registered, for the test
+	// that holds them to routeRules.
+	registered []string
 }
 
 // Option sets an optional setting.
@@ -44,6 +48,9 @@ func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
 // own gRPC server (so interceptors, and with them auth, always run).
 func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ...Option) (*Gateway, error) {
 	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil)), srv: srv}
+	if srv != nil {
+		g.authn = srv.Authenticator()
+	}
 	for _, o := range opts {
 		o(g)
 	}
@@ -83,15 +90,32 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 	}
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openapi.JSON)
-	})
-	mux.Handle("GET /subscribe", g.handle(g.handleSubscribe))
-	mux.Handle("POST /fs/write", g.handle(g.handleFsWrite))
+	for pattern, h := range map[string]routeFunc{
+		"GET /openapi.json": handleOpenAPI,
+		"GET /subscribe":    g.handleSubscribe,
+		"POST /fs/write":    g.handleFsWrite,
+	} {
+		rh, err := g.route(pattern, h)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle(pattern, rh)
+	}
 	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
-	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(g.withFsRead(mux)))))
+	fsRead, err := g.route(fsReadRoute, g.handleFsRead)
+	if err != nil {
+		return nil, err
+	}
+	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(withFsRead(fsRead, mux)))))
 	return g, nil
+}
+
+// handleOpenAPI serves GET /openapi.json: the generated description of the
+// REST surface.
+func handleOpenAPI(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(openapi.JSON)
+	return err
 }
 
 // ServeHTTP implements http.Handler.

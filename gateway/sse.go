@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-
 	"svc/server"
 	"svc/server/auth"
 )
@@ -23,37 +21,10 @@ const (
 	maxCoalesce = 64
 )
 
-// authenticate runs the interceptors' authenticator on an HTTP request.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (*auth.Principal, error) {
-	md := metadata.MD{}
-	if v := r.Header.Values("Authorization"); len(v) > 0 {
-		md.Set("authorization", v...)
-	}
-	if v := r.Header.Values("Cookie"); len(v) > 0 {
-		md.Set("cookie", v...)
-	}
-	p, err := g.srv.Authenticator().Authenticate(r.Context(), auth.CredentialsFromMetadata(md))
-	if err != nil {
-		return nil, err
-	}
-	if p.Refreshed {
-		c := auth.SessionCookie(p.SessionID, int(auth.SessionTTL/time.Second))
-		if r.TLS != nil {
-			c += "; Secure"
-		}
-		w.Header().Add("Set-Cookie", c)
-	}
-	return p, nil
-}
-
 // handleSubscribe serves GET /subscribe?name=<self>: the caller's messages
 // as server-sent events. With Last-Event-ID (header or lastEventId query)
 // it first replays every later message the caller may see, in order.
-func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request) error {
-	p, err := g.authenticate(w, r)
-	if err != nil {
-		return err
-	}
+func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	q := r.URL.Query()
 	name := q.Get("name")
 	switch {

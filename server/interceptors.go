@@ -49,8 +49,10 @@ func (c *chain) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if err != nil {
 		return nil, err
 	}
-	if p, ok := auth.PrincipalFrom(ctx); ok && p.Refreshed && info.FullMethod != logoutMethod {
-		_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.SessionCookie(p.SessionID, int(auth.SessionTTL/time.Second))))
+	if p, ok := auth.PrincipalFrom(ctx); ok && info.FullMethod != logoutMethod {
+		if c := p.RefreshedCookie(); c != "" {
+			_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", c))
+		}
 	}
 	return handler(ctx, req)
 }

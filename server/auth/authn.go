@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,16 @@ type Principal struct {
 	Refreshed bool
 }
 
+// RefreshedCookie is the Set-Cookie value that slides the browser's copy of
+// the session cookie when this request slid the session, or "" when it did
+// not. The interceptors and the hand-written HTTP routes both send it.
+func (p *Principal) RefreshedCookie() string {
+	if !p.Refreshed {
+		return ""
+	}
+	return SessionCookie(p.SessionID, int(SessionTTL/time.Second))
+}
+
 // Has reports whether the principal holds the leaf.
 func (p *Principal) Has(leaf string) bool { return slices.Contains(p.Permissions, leaf) }
 
@@ -75,6 +86,19 @@ func PrincipalFrom(ctx context.Context) (*Principal, bool) {
 type Credentials struct {
 	Bearer  string
 	Session string
+}
+
+// CredentialsFromHeader reads an HTTP request's Authorization header and
+// session cookie, as CredentialsFromMetadata reads them from gRPC metadata.
+func CredentialsFromHeader(h http.Header) Credentials {
+	md := metadata.MD{}
+	if v := h.Values("Authorization"); len(v) > 0 {
+		md.Set("authorization", v...)
+	}
+	if v := h.Values("Cookie"); len(v) > 0 {
+		md.Set("cookie", v...)
+	}
+	return CredentialsFromMetadata(md)
 }
 
 // CredentialsFromMetadata reads gRPC metadata: authorization, and the cookie

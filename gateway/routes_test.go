@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"svc/server"
+	"svc/server/auth"
+	"svc/store"
+	"svc/store/sqlite"
+)
+
+// Every hand-written route New registers is declared in routeRules, and
+// every declared route is registered: a route cannot ship without its
+// plane and rule, and the table cannot name a route that is gone.
+func TestEveryRouteIsDeclared(t *testing.T) {
+	g, _ := newMuxGateway(t)
+	require.ElementsMatch(t, slices.Collect(maps.Keys(routeRules)), g.registered)
+}
+
+func TestUndeclaredRouteIsRefused(t *testing.T) {
+	g := &Gateway{}
+	_, err := g.route("GET /not-declared", func(http.ResponseWriter, *http.Request, *auth.Principal) error { return nil })
+	require.ErrorContains(t, err, "not declared")
+	require.Empty(t, g.registered)
+}
+
+// members is a fixed auth.MemberLookup.
+type members map[string][]string
+
+func (m members) MemberPermissions(name string) ([]string, bool) {
+	p, ok := m[name]
+	return p, ok
+}
+
+// TestAdmit drives the planes and rules of hand-written routes with real
+// credentials: a bearer token of bob (no permissions) and of ann
+// (members.manage), and a session of bob last seen a minute ago.
+func TestAdmit(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now()
+	for _, m := range []string{"ann", "bob"} {
+		require.NoError(t, st.PutMember(ctx, store.Member{Name: m, CreatedAt: now, UpdatedAt: now}))
+	}
+	token := func(id, member string) string {
+		plain, hash, err := auth.NewToken()
+		require.NoError(t, err)
+		require.NoError(t, st.CreateToken(ctx, store.Token{ID: id, Member: member, Hash: hash, Origin: "bootstrap", CreatedAt: now}))
+		return "Bearer " + plain
+	}
+	bobBearer, annBearer := token("tb", "bob"), token("ta", "ann")
+	sid, shash, err := auth.NewSessionID()
+	require.NoError(t, err)
+	require.NoError(t, st.CreateSession(ctx, store.Session{Hash: shash, Member: "bob", CreatedAt: now, LastSeenAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}))
+	bobCookie := auth.SessionCookieName + "=" + sid
+
+	g := &Gateway{authn: auth.NewAuthenticator(st, st, members{"ann": {auth.MembersManage}, "bob": {}}, time.Now, slog.New(slog.DiscardHandler))}
+	dual := routeRule{plane: planeDual, rule: auth.AnyMember}
+	tests := []struct {
+		name     string
+		rule     routeRule
+		bearer   string
+		cookie   string
+		tls      bool
+		want     server.Code // "" admits
+		member   string
+		slideSet bool // a refreshed session cookie is sent
+	}{
+		{name: "none needs nothing", rule: routeRule{plane: planeNone, rule: auth.Public}},
+		{name: "none ignores credentials", rule: routeRule{plane: planeNone, rule: auth.Public}, bearer: bobBearer},
+		{name: "dual by bearer", rule: dual, bearer: bobBearer, member: "bob"},
+		{name: "dual by cookie slides it", rule: dual, cookie: bobCookie, member: "bob", slideSet: true},
+		{name: "dual by cookie over tls", rule: dual, cookie: bobCookie, tls: true, member: "bob", slideSet: true},
+		{name: "dual without credentials", rule: dual, want: server.CodeUnauthenticated},
+		{name: "dual with a bad bearer and a good cookie", rule: dual, bearer: "Bearer svc_nope", cookie: bobCookie, want: server.CodeUnauthenticated},
+		{name: "bearer plane by bearer", rule: routeRule{plane: planeBearer, rule: auth.AnyMember}, bearer: bobBearer, member: "bob"},
+		{name: "bearer plane ignores a cookie", rule: routeRule{plane: planeBearer, rule: auth.AnyMember}, cookie: bobCookie, want: server.CodeUnauthenticated},
+		{name: "session plane by cookie", rule: routeRule{plane: planeSession, rule: auth.AnyMember}, cookie: bobCookie, member: "bob", slideSet: true},
+		{name: "session plane ignores a bearer", rule: routeRule{plane: planeSession, rule: auth.AnyMember}, bearer: bobBearer, want: server.CodeUnauthenticated},
+		{name: "leaf held", rule: routeRule{plane: planeDual, rule: auth.Require(auth.MembersManage)}, bearer: annBearer, member: "ann"},
+		{name: "leaf missing", rule: routeRule{plane: planeDual, rule: auth.Require(auth.MembersManage)}, bearer: bobBearer, want: server.CodeForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The session slides at most once a second: start each case a
+			// minute after its last use.
+			require.NoError(t, st.TouchSession(ctx, shash, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)))
+			r := httptest.NewRequest(http.MethodGet, "http://broker.test/x", nil)
+			if tc.bearer != "" {
+				r.Header.Set("Authorization", tc.bearer)
+			}
+			if tc.cookie != "" {
+				r.Header.Set("Cookie", tc.cookie)
+			}
+			if tc.tls {
+				r.TLS = &tls.ConnectionState{}
+			}
+			w := httptest.NewRecorder()
+			p, err := g.admit(w, r, tc.rule)
+			if tc.want != "" {
+				require.Equal(t, tc.want, server.Render(err).Body.Error, "err %v", err)
+				require.Empty(t, w.Header().Values("Set-Cookie"))
+				return
+			}
+			require.NoError(t, err)
+			if tc.member == "" {
+				require.Nil(t, p)
+				return
+			}
+			require.Equal(t, tc.member, p.Member)
+			cookies := w.Header().Values("Set-Cookie")
+			if !tc.slideSet {
+				require.Empty(t, cookies)
+				return
+			}
+			want := auth.SessionCookie(sid, int(auth.SessionTTL/time.Second))
+			if tc.tls {
+				want += "; Secure"
+			}
+			require.Equal(t, []string{want}, cookies)
+		})
+	}
+}
