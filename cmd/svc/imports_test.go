@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -8,63 +9,145 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestImportRules enforces the dependency direction of docs/ARCHITECTURE.md
-// on the non-test imports of every package in the module.
+// importRule constrains the non-test imports of the packages under pkg.
+type importRule struct {
+	name string
+	pkg  string // a package and everything under it
+	// except are packages under pkg the rule does not cover.
+	except []string
+	// allowed, when set, lists the module packages (and their subpackages)
+	// the covered packages may import; any other svc/ import breaks the rule.
+	allowed []string
+	// forbidden lists packages (and subpackages) they must never import.
+	// An entry ending in "!" forbids that package alone, not its
+	// subpackages.
+	forbidden []string
+	// future rules cover packages that may not exist yet (the client
+	// packages); the others must match at least one package.
+	future bool
+}
+
+// importRules are the import rules of docs/ARCHITECTURE.md. The
+// subpackages of server are engines: pure mechanisms that know nothing of
+// the services.
+var importRules = []importRule{
+	{name: "gen imports nothing of ours", pkg: "svc/gen", allowed: []string{"svc/gen"}},
+	{name: "store stays transport-free", pkg: "svc/store", allowed: []string{"svc/store"},
+		forbidden: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "net/http"}},
+	{name: "server uses store, gen and itself", pkg: "svc/server",
+		allowed: []string{"svc/server", "svc/store", "svc/gen"}, forbidden: []string{"svc/store/sqlite"}},
+	{name: "engines never import the server root or the gateway", pkg: "svc/server", except: []string{"svc/server!"},
+		forbidden: []string{"svc/server!", "svc/gateway", "svc/cmd"}},
+	{name: "gateway uses server and gen", pkg: "svc/gateway",
+		allowed: []string{"svc/gateway", "svc/server", "svc/gen"}},
+	{name: "clients are real clients: gen and grpc, never server or store", pkg: "svc/cmd/internal", future: true,
+		allowed: []string{"svc/cmd/internal", "svc/gen"}, forbidden: []string{"svc/server", "svc/store", "svc/gateway"}},
+	{name: "the load generator is a real client too", pkg: "svc/cmd/svcload",
+		allowed: []string{"svc/gen"}, forbidden: []string{"svc/server", "svc/store", "svc/gateway"}},
+	{name: "nothing outside cmd imports cmd", pkg: "svc", except: []string{"svc/cmd"}, forbidden: []string{"svc/cmd"}},
+}
+
+// TestImportRules enforces the dependency direction of
+// docs/ARCHITECTURE.md on the non-test imports of every package in the
+// module.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-tags", "sqlite_omit_load_extension",
 		"-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "svc/...").CombinedOutput()
 	require.NoError(t, err, string(out))
-
-	// allowed lists, per package prefix, the module packages it may import;
-	// forbidden lists outside packages it must not touch.
-	rules := []struct {
-		name      string
-		pkg       string
-		allowed   []string
-		forbidden []string
-	}{
-		{name: "gen imports nothing of ours", pkg: "svc/gen", allowed: []string{"svc/gen"}},
-		{name: "store stays transport-free", pkg: "svc/store", allowed: []string{"svc/store"},
-			forbidden: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "net/http"}},
-		{name: "server uses store, gen and itself", pkg: "svc/server",
-			allowed: []string{"svc/server", "svc/store", "svc/gen"}, forbidden: []string{"svc/store/sqlite"}},
-		{name: "gateway uses server and gen", pkg: "svc/gateway",
-			allowed: []string{"svc/gateway", "svc/server", "svc/gen"}},
-	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.NotEmpty(t, lines)
-	for _, tc := range rules {
-		t.Run(tc.name, func(t *testing.T) {
-			checked := 0
-			for _, line := range lines {
-				fields := strings.Fields(line)
-				pkg, imports := fields[0], fields[1:]
-				if pkg != tc.pkg && !strings.HasPrefix(pkg, tc.pkg+"/") {
-					continue
-				}
-				checked++
-				for _, imp := range imports {
-					if strings.HasPrefix(imp, "svc/") && !hasAnyPrefix(imp, tc.allowed) {
-						t.Errorf("%s imports %s", pkg, imp)
-					}
-					if hasAnyPrefix(imp, tc.forbidden) {
-						t.Errorf("%s imports forbidden %s", pkg, imp)
-					}
-				}
+	for _, r := range importRules {
+		t.Run(r.name, func(t *testing.T) {
+			checked, violations := checkImports(lines, r)
+			require.Empty(t, violations)
+			if !r.future {
+				require.Positive(t, checked, "no package matched %s", r.pkg)
 			}
-			require.Positive(t, checked, "no package matched %s", tc.pkg)
 		})
-	}
-	for _, line := range lines {
-		for _, imp := range strings.Fields(line)[1:] {
-			require.False(t, strings.HasPrefix(imp, "svc/cmd"), "%s imports %s: nothing imports cmd", strings.Fields(line)[0], imp)
-		}
 	}
 }
 
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if s == p || strings.HasPrefix(s, p+"/") {
+// Each rule catches what it forbids, so a rule that could never fail
+// cannot pass unnoticed.
+func TestImportRulesCatchViolations(t *testing.T) {
+	rule := func(name string) importRule {
+		for _, r := range importRules {
+			if r.name == name {
+				return r
+			}
+		}
+		t.Fatalf("no rule %q", name)
+		return importRule{}
+	}
+	tests := []struct {
+		rule string
+		line string
+		want int // violations; -1: the rule does not cover the package
+	}{
+		{"gen imports nothing of ours", "svc/gen/svc/v1 svc/store", 1},
+		{"gen imports nothing of ours", "svc/gen/svc/v1 google.golang.org/grpc", 0},
+		{"store stays transport-free", "svc/store/sqlite net/http", 1},
+		{"store stays transport-free", "svc/store/sqlite svc/gen/svc/v1", 1},
+		{"store stays transport-free", "svc/store/sqlite svc/store database/sql", 0},
+		{"server uses store, gen and itself", "svc/server svc/store/sqlite", 1},
+		{"server uses store, gen and itself", "svc/server svc/gateway", 1},
+		{"engines never import the server root or the gateway", "svc/server/hub svc/server", 1},
+		{"engines never import the server root or the gateway", "svc/server/egress svc/gateway", 1},
+		{"engines never import the server root or the gateway", "svc/server/teamconfig svc/server/auth svc/server/kek", 0},
+		{"engines never import the server root or the gateway", "svc/server svc/server/hub", -1},
+		{"gateway uses server and gen", "svc/gateway svc/store", 1},
+		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/client svc/server/auth", 2},
+		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/mcp svc/store", 2},
+		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/runner svc/gen/svc/v1 svc/cmd/internal/client google.golang.org/grpc", 0},
+		{"nothing outside cmd imports cmd", "svc/server svc/cmd/internal/client", 1},
+		{"nothing outside cmd imports cmd", "svc/cmd/svc svc/cmd/internal/client", -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.rule+": "+tc.line, func(t *testing.T) {
+			checked, violations := checkImports([]string{tc.line}, rule(tc.rule))
+			if tc.want < 0 {
+				require.Zero(t, checked)
+				return
+			}
+			require.Equal(t, 1, checked)
+			require.Len(t, violations, tc.want, "%v", violations)
+		})
+	}
+}
+
+// checkImports applies r to lines of "package import import ...": how many
+// packages it covered, and what broke it.
+func checkImports(lines []string, r importRule) (checked int, violations []string) {
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		pkg, imports := fields[0], fields[1:]
+		if !matches(pkg, []string{r.pkg}) || matches(pkg, r.except) {
+			continue
+		}
+		checked++
+		for _, imp := range imports {
+			if r.allowed != nil && strings.HasPrefix(imp, "svc/") && !matches(imp, r.allowed) {
+				violations = append(violations, fmt.Sprintf("%s imports %s", pkg, imp))
+			}
+			if matches(imp, r.forbidden) {
+				violations = append(violations, fmt.Sprintf("%s imports forbidden %s", pkg, imp))
+			}
+		}
+	}
+	return checked, violations
+}
+
+// matches reports whether p is one of the packages, or under one; an entry
+// ending in "!" matches that package alone.
+func matches(p string, packages []string) bool {
+	for _, q := range packages {
+		if exact, ok := strings.CutSuffix(q, "!"); ok {
+			if p == exact {
+				return true
+			}
+			continue
+		}
+		if p == q || strings.HasPrefix(p, q+"/") {
 			return true
 		}
 	}
