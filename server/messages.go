@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -268,6 +269,9 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 		if len(req.GetThread()) > maxThreadID || !utf8.ValidString(req.GetThread()) {
 			return nil, invalid("thread", "at most %d bytes", maxThreadID)
 		}
+		if err := b.threadReadable(ctx, p, req.GetThread()); err != nil {
+			return nil, err
+		}
 		f.Thread, f.Viewer = req.GetThread(), p.Member
 		if f.Since, err = b.memberSince(ctx, p.Member); err != nil {
 			return nil, err
@@ -284,6 +288,40 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 		resp.Messages = append(resp.Messages, messageToProto(m))
 	}
 	return resp, nil
+}
+
+// threadReadable refuses the history of a thread (other than a channel)
+// the caller does not belong to: a thread you may not read is refused
+// (403), never shown empty. An objective's thread belongs to its
+// originator, assignee, watchers and every members.manage holder; a DM
+// thread to its two members. Nobody belongs to the registry threads (hook:,
+// tool:, secret:) until their registries exist. An unknown objective is
+// 404; a thread of no known kind is 400.
+func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, thread string) error {
+	kind, id, _ := strings.Cut(thread, ":")
+	switch kind {
+	case "obj":
+		o, err := b.store.GetObjective(ctx, id)
+		if err != nil {
+			return objectiveErr(err, id)
+		}
+		if !p.Has(auth.MembersManage) && !slices.Contains(participants(o), p.Member) {
+			return fmt.Errorf("%w: you are not in the thread of objective %s", auth.ErrForbidden, o.ID)
+		}
+		return nil
+	case "dm":
+		x, y, ok := strings.Cut(id, ":")
+		if !ok || !teamconfig.ValidName(x) || !teamconfig.ValidName(y) {
+			return invalid("thread", "a DM thread is dm:<member>:<member>")
+		}
+		if p.Member != x && p.Member != y {
+			return fmt.Errorf("%w: you are not in the thread %s", auth.ErrForbidden, thread)
+		}
+		return nil
+	case "hook", "tool", "secret":
+		return fmt.Errorf("%w: you are not in the thread %s", auth.ErrForbidden, thread)
+	}
+	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug> or secret:<slug>")
 }
 
 // readableChannel returns a channel whose history the caller may read.

@@ -802,7 +802,7 @@ func TestHistory(t *testing.T) {
 				{name: "channel read by a non-member manager", caller: "admin", query: obj{"channel": opsID}, want: []string{"o2", "o1"}},
 				{name: "general scrollback", caller: "carol", query: obj{}, want: []string{"g2", "g1"}},
 				{name: "general by channel id", caller: "carol", query: obj{"channel": "general"}, want: []string{"g2", "g1"}},
-				{name: "a thread with nothing of the caller's", caller: "alice", query: obj{"thread": "obj:nope"}, want: []string{}},
+				{name: "own dm thread by its thread id", caller: "bob", query: obj{"thread": "dm:alice:bob"}, want: []string{"ab2", "ba1", "ab1"}},
 				{name: "limit", caller: "alice", query: obj{"with": "bob", "limit": 2}, want: []string{"ab2", "ba1"}},
 				{name: "before", caller: "alice", query: obj{"with": "bob", "before": cut}, want: beforeWant},
 			}
@@ -832,6 +832,12 @@ func TestHistory(t *testing.T) {
 				{name: "with and channel", caller: "alice", query: obj{"with": "bob", "channel": opsID}, code: "bad_request"},
 				{name: "with and thread", caller: "alice", query: obj{"with": "bob", "thread": "obj:1"}, code: "bad_request"},
 				{name: "channel and thread", caller: "alice", query: obj{"channel": opsID, "thread": "obj:1"}, code: "bad_request"},
+				{name: "thread of an unknown objective", caller: "alice", query: obj{"thread": "obj:nope"}, code: "not_found"},
+				{name: "another pair's dm thread", caller: "carol", query: obj{"thread": "dm:alice:bob"}, code: "forbidden"},
+				{name: "another pair's dm thread, even for a manager", caller: "admin", query: obj{"thread": "dm:alice:bob"}, code: "forbidden"},
+				{name: "malformed dm thread", caller: "alice", query: obj{"thread": "dm:alice"}, code: "bad_request"},
+				{name: "registry thread", caller: "alice", query: obj{"thread": "hook:github"}, code: "forbidden"},
+				{name: "thread of no known kind", caller: "alice", query: obj{"thread": "nope:1"}, code: "bad_request"},
 				{name: "limit zero", caller: "alice", query: obj{"limit": 0}, code: "bad_request"},
 				{name: "negative limit", caller: "alice", query: obj{"limit": -1}, code: "bad_request"},
 			}
