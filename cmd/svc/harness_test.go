@@ -50,6 +50,9 @@ const (
 	// watchEnv makes the child exit when its stdin closes: the parent holds
 	// the other end, so a broker never outlives a crashed test binary.
 	watchEnv = "SVC_E2E_WATCH_STDIN"
+	// nofileEnv sets the child's soft and hard RLIMIT_NOFILE before main
+	// runs, as `prlimit --nofile=N:N svc serve` would.
+	nofileEnv = "SVC_E2E_NOFILE"
 
 	startTimeout = 20 * time.Second
 	// stopTimeout is the contract's bound on SIGTERM (CONTRACT §5).
@@ -80,6 +83,16 @@ func runChild() {
 			_, _ = io.Copy(io.Discard, os.Stdin)
 			os.Exit(98)
 		}()
+	}
+	if v := os.Getenv(nofileEnv); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err == nil {
+			err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n})
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "e2e child: %s: %v\n", nofileEnv, err)
+			os.Exit(97)
+		}
 	}
 	os.Args = append([]string{"svc"}, args...)
 	main()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -23,26 +24,40 @@ const prefaceTimeout = 10 * time.Second
 type splitListener struct {
 	root   net.Listener
 	h1, h2 *chanListener
+	log    *slog.Logger
 }
 
-func newSplitListener(root net.Listener) *splitListener {
-	return &splitListener{root: root, h1: newChanListener(root.Addr()), h2: newChanListener(root.Addr())}
+func newSplitListener(root net.Listener, log *slog.Logger) *splitListener {
+	return &splitListener{root: root, h1: newChanListener(root.Addr()), h2: newChanListener(root.Addr()), log: log}
 }
+
+// Backoff after a failed accept, as net/http's Serve does: from
+// minAcceptDelay, doubling, up to maxAcceptDelay.
+const (
+	minAcceptDelay = 5 * time.Millisecond
+	maxAcceptDelay = time.Second
+)
 
 // serve accepts until the root listener closes, then closes both halves.
+// Any other accept error (out of file descriptors, a connection aborted
+// before it was accepted) is logged and retried after a backoff: the
+// listener must outlive a moment of exhaustion.
 func (s *splitListener) serve() {
 	defer s.h1.Close()
 	defer s.h2.Close()
+	var delay time.Duration
 	for {
 		c, err := s.root.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			delay = min(max(2*delay, minAcceptDelay), maxAcceptDelay)
+			s.log.Error("accept failed; retrying", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
 		}
+		delay = 0
 		go s.classify(c)
 	}
 }

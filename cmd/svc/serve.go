@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -49,6 +50,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	raiseFileLimit(log)
 
 	k, err := loadKEK(cfg, log)
 	if err != nil {
@@ -127,7 +129,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	split := newSplitListener(lis)
+	split := newSplitListener(lis, log)
 	h1 := &http.Server{Handler: gw, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	h1.Protocols = new(http.Protocols)
 	h1.Protocols.SetHTTP1(true)
@@ -188,6 +190,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// raiseFileLimit raises the soft limit on open files to the hard limit:
+// every connection, stream and store file costs a descriptor, and running
+// out stops accepting. (Go raises it at start too; doing it here also says
+// what the limit is.)
+func raiseFileLimit(log *slog.Logger) {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		log.Warn("cannot read the open-file limit", "err", err)
+		return
+	}
+	if r.Cur < r.Max {
+		r.Cur = r.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+			log.Warn("cannot raise the open-file limit", "err", err)
+		}
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r)
+	}
+	log.Info("open-file limit", "soft", r.Cur, "hard", r.Max)
 }
 
 func ignoreClosed(err error) error {
