@@ -14,6 +14,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -21,6 +22,7 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server"
 	"svc/server/auth"
+	"svc/server/connguard"
 )
 
 // DefaultMaxBody caps JSON request bodies of REST routes. Routes with other
@@ -65,6 +67,9 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 			if b, ok := r.Body.(*limitedBody); ok && b.hit {
 				err = server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", b.limit)
 			}
+			if bodyTooSlow(r) {
+				err = errBodyTooSlow
+			}
 			writeError(w, g.log, r, err)
 		}),
 		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
@@ -76,6 +81,11 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 			}
 		}),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
+		// The client's address, for the services' connection accounting:
+		// the interceptors trust it only on the in-process connection.
+		runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
+			return metadata.Pairs(server.RemoteAddrMD, r.RemoteAddr)
+		}),
 		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
 		runtime.WithForwardResponseOption(forwardResponse),
 	)
@@ -101,12 +111,12 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		}
 		mux.Handle(pattern, rh)
 	}
-	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
+	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, g.withAuthBeforeBody(bodyless(gw))))
 	fsRead, err := g.route(fsReadRoute, g.handleFsRead)
 	if err != nil {
 		return nil, err
 	}
-	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(withFsRead(fsRead, mux)))))
+	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(withBodyGuard(withFsRead(fsRead, mux))))))
 	return g, nil
 }
 
@@ -116,6 +126,14 @@ func handleOpenAPI(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) er
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(openapi.JSON)
 	return err
+}
+
+// guard is the connection guard of the server, nil when there is none.
+func (g *Gateway) guard() *connguard.Guard {
+	if g.srv == nil {
+		return nil
+	}
+	return g.srv.ConnGuard()
 }
 
 // ServeHTTP implements http.Handler.
@@ -160,7 +178,10 @@ func forwardResponse(ctx context.Context, w http.ResponseWriter, _ proto.Message
 		cookies := w.Header().Values("Set-Cookie")
 		w.Header().Del("Set-Cookie")
 		for _, c := range cookies {
-			w.Header().Add("Set-Cookie", c+"; Secure")
+			if !strings.HasSuffix(c, "; Secure") {
+				c += "; Secure"
+			}
+			w.Header().Add("Set-Cookie", c)
 		}
 	}
 	md, ok := runtime.ServerMetadataFromContext(ctx)
@@ -249,6 +270,8 @@ func (g *Gateway) withBodyLimit(limit int64, next http.Handler) http.Handler {
 			writeError(w, g.log, r, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", limit))
 			return
 		}
+		// A shallow copy, as in withBodyGuard.
+		r = r.WithContext(r.Context())
 		r.Body = &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit}
 		next.ServeHTTP(w, r)
 	})

@@ -82,7 +82,8 @@ func (b *fakeBroker) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*apiv1
 }
 
 // newMuxGateway serves fakeBroker over bufconn and returns the gateway in
-// front of it.
+// front of it, authenticating with newTestCreds's credentials (bob's
+// bearer is in testBearer).
 func newMuxGateway(t *testing.T) (*Gateway, *fakeBroker) {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
@@ -105,8 +106,14 @@ func newMuxGateway(t *testing.T) (*Gateway, *fakeBroker) {
 	})
 	g, err := New(context.Background(), conn, nil)
 	require.NoError(t, err)
+	creds := newTestCreds(t)
+	g.authn = creds.authn
+	testBearer = creds.bobBearer
 	return g, fb
 }
+
+// testBearer is the bearer of the last newMuxGateway.
+var testBearer string
 
 func TestGatewayRoutes(t *testing.T) {
 	g, _ := newMuxGateway(t)
@@ -126,20 +133,23 @@ func TestGatewayRoutes(t *testing.T) {
 		wantEmpty   bool
 		wantRetry   string
 		wantCookies []string
+		anonymous   bool // no Authorization header
 	}{
-		{name: "health", method: http.MethodGet, path: "/healthz", wantStatus: 200, wantBody: `{"status":"ok","version":"1.2.3"}`},
+		{name: "health", method: http.MethodGet, path: "/healthz", anonymous: true, wantStatus: 200, wantBody: `{"status":"ok","version":"1.2.3"}`},
+		{name: "a body without credentials is refused before it is read", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, anonymous: true, wantStatus: 401, wantCode: server.CodeUnauthenticated},
+		{name: "a body with a bad credential is refused before it is read", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, header: map[string]string{"Authorization": "Bearer svc_nope"}, wantStatus: 401, wantCode: server.CodeUnauthenticated},
 		{name: "create answers 201", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, wantStatus: 201},
 		{name: "delete answers 204 with an empty body", method: http.MethodDelete, path: "/members/bob", wantStatus: 204, wantEmpty: true},
 		{name: "logout clears the cookie", method: http.MethodPost, path: "/session/logout", body: `{}`, wantStatus: 204, wantEmpty: true, wantCookies: []string{auth.ClearSessionCookie()}},
 		{name: "logout over tls marks the cookie Secure", method: http.MethodPost, path: "/session/logout", body: `{}`, tls: true, wantStatus: 204, wantEmpty: true, wantCookies: []string{auth.ClearSessionCookie() + "; Secure"}},
 		{name: "domain error keeps its code", method: http.MethodDelete, path: "/members/bob/tokens/t1", wantStatus: 410, wantCode: server.CodeGone},
-		{name: "rate limit sets Retry-After", method: http.MethodPost, path: "/session/totp", body: `{"code":"123456"}`, wantStatus: 429, wantCode: server.CodeRateLimited, wantRetry: "62"},
+		{name: "rate limit sets Retry-After", method: http.MethodPost, path: "/session/totp", body: `{"code":"123456"}`, anonymous: true, wantStatus: 429, wantCode: server.CodeRateLimited, wantRetry: "62"},
 		{name: "unknown route", method: http.MethodGet, path: "/no/such/route", wantStatus: 404, wantCode: server.CodeNotFound},
 		{name: "wrong method", method: http.MethodPut, path: "/healthz", wantStatus: 404, wantCode: server.CodeNotFound},
 		{name: "unimplemented rpc", method: http.MethodGet, path: "/roster", wantStatus: 404, wantCode: server.CodeNotFound},
 		{name: "malformed json", method: http.MethodPost, path: "/members", body: `{"name":`, wantStatus: 400, wantCode: server.CodeBadRequest},
 		{name: "unsupported protocol", method: http.MethodGet, path: "/healthz", header: map[string]string{"X-SVC-Protocol": "2"}, wantStatus: 400, wantCode: server.CodeUnsupportedProtocol},
-		{name: "cross-origin cookie write", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, header: map[string]string{"Cookie": session, "Origin": "https://evil.example"}, wantStatus: 403, wantCode: server.CodeForbidden},
+		{name: "cross-origin cookie write", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, anonymous: true, header: map[string]string{"Cookie": session, "Origin": "https://evil.example"}, wantStatus: 403, wantCode: server.CodeForbidden},
 		{name: "declared oversize body", method: http.MethodPost, path: "/members", body: `{"name":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, wantStatus: 413, wantCode: server.CodePayloadTooLarge},
 		{name: "chunked oversize body", method: http.MethodPost, path: "/members", body: `{"name":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, chunked: true, wantStatus: 413, wantCode: server.CodePayloadTooLarge},
 	}
@@ -158,6 +168,9 @@ func TestGatewayRoutes(t *testing.T) {
 			}
 			if tc.body != "" {
 				req.Header.Set("Content-Type", "application/json")
+			}
+			if !tc.anonymous {
+				req.Header.Set("Authorization", testBearer)
 			}
 			for k, v := range tc.header {
 				req.Header.Set(k, v)
@@ -196,6 +209,7 @@ func TestGatewayForwardsOnlyKnownHeaders(t *testing.T) {
 	req.Header.Set("X-SVC-Protocol", "1")
 	req.Header.Set("Grpc-Metadata-X-Member", "root")
 	req.Header.Set("Grpc-Metadata-Authorization", "Bearer forged")
+	req.Header.Set("Grpc-Metadata-X-Svc-Remote-Addr", "10.9.9.9:1")
 	req.Header.Set("X-Http-Code", "201")
 	rec := httptest.NewRecorder()
 	g.ServeHTTP(rec, req)
@@ -208,6 +222,7 @@ func TestGatewayForwardsOnlyKnownHeaders(t *testing.T) {
 	require.Empty(t, md.Get("x-member"))
 	require.Empty(t, md.Get("x-http-code"))
 	require.Empty(t, md.Get("cookie"))
+	require.Equal(t, []string{req.RemoteAddr}, md.Get(server.RemoteAddrMD), "the client's own address, never a forged one")
 
 	// The credentials the services read are exactly what the client sent.
 	creds := auth.CredentialsFromMetadata(md)

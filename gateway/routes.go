@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"svc/server/auth"
 )
@@ -44,6 +45,42 @@ var routeRules = map[string]routeRule{
 	"GET /fs/read/": {plane: planeDual, rule: auth.AnyMember},
 }
 
+// publicBodyRoutes are the REST routes of public gRPC methods that take a
+// body: every other request with a body is authenticated before its body
+// is read (withAuthBeforeBody). TestPublicBodyRoutes derives the list from
+// the OpenAPI document and the permission table.
+var publicBodyRoutes = map[string]bool{
+	"POST /session/totp": true,
+}
+
+// withAuthBeforeBody authenticates a request to a gRPC-backed route that
+// carries a body before anything reads the body: whoever holds no
+// credential is answered 401 at once, never by reading (and waiting for)
+// what it sends. The interceptors authenticate again, as for every call;
+// the services' table decides what the caller may do.
+func (g *Gateway) withAuthBeforeBody(next http.Handler) http.Handler {
+	anyMember := routeRule{plane: planeDual, rule: auth.AnyMember}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && !publicBodyRoutes[r.Method+" "+r.URL.Path] {
+			if _, err := g.admit(w, r, anyMember); err != nil {
+				refuseUnread(w)
+				writeError(w, g.log, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuseUnread closes the connection after this response without reading
+// its request body: net/http would otherwise wait for (up to 256 KiB of)
+// the body, at whatever pace the client sends it, before answering and
+// again before closing.
+func refuseUnread(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
 // routeFunc is a hand-written route's handler: p is the authenticated
 // caller, nil on planeNone.
 type routeFunc func(w http.ResponseWriter, r *http.Request, p *auth.Principal) error
@@ -59,6 +96,9 @@ func (g *Gateway) route(pattern string, h routeFunc) (http.Handler, error) {
 	return g.handle(func(w http.ResponseWriter, r *http.Request) error {
 		p, err := g.admit(w, r, rr)
 		if err != nil {
+			if r.ContentLength != 0 {
+				refuseUnread(w)
+			}
 			return err
 		}
 		return h(w, r, p)
@@ -85,6 +125,9 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, rr routeRule) (*
 	}
 	if err := rr.rule.Admit(p); err != nil {
 		return nil, err
+	}
+	if guard := g.guard(); guard != nil {
+		guard.Authenticated(r.RemoteAddr)
 	}
 	if c := p.RefreshedCookie(); c != "" {
 		if r.TLS != nil {

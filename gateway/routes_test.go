@@ -3,16 +3,19 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"svc/gen/openapi"
 	"svc/server"
 	"svc/server/auth"
 	"svc/store"
@@ -42,10 +45,19 @@ func (m members) MemberPermissions(name string) ([]string, bool) {
 	return p, ok
 }
 
-// TestAdmit drives the planes and rules of hand-written routes with real
-// credentials: a bearer token of bob (no permissions) and of ann
-// (members.manage), and a session of bob last seen a minute ago.
-func TestAdmit(t *testing.T) {
+// testCreds is an authenticator over an in-memory store with members ann
+// (members.manage) and bob (none), bearer tokens of both, and a session
+// of bob last seen a minute ago.
+type testCreds struct {
+	st                   store.Store
+	authn                *auth.Authenticator
+	bobBearer, annBearer string
+	sid                  string
+	shash                store.SessionHash
+}
+
+func newTestCreds(t *testing.T) *testCreds {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, "")
 	require.NoError(t, err)
@@ -60,13 +72,22 @@ func TestAdmit(t *testing.T) {
 		require.NoError(t, st.CreateToken(ctx, store.Token{ID: id, Member: member, Hash: hash, Origin: "bootstrap", CreatedAt: now}))
 		return "Bearer " + plain
 	}
-	bobBearer, annBearer := token("tb", "bob"), token("ta", "ann")
-	sid, shash, err := auth.NewSessionID()
+	c := &testCreds{st: st, bobBearer: token("tb", "bob"), annBearer: token("ta", "ann")}
+	c.sid, c.shash, err = auth.NewSessionID()
 	require.NoError(t, err)
-	require.NoError(t, st.CreateSession(ctx, store.Session{Hash: shash, Member: "bob", CreatedAt: now, LastSeenAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}))
-	bobCookie := auth.SessionCookieName + "=" + sid
+	require.NoError(t, st.CreateSession(ctx, store.Session{Hash: c.shash, Member: "bob", CreatedAt: now, LastSeenAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}))
+	c.authn = auth.NewAuthenticator(st, st, members{"ann": {auth.MembersManage}, "bob": {}}, time.Now, slog.New(slog.DiscardHandler))
+	return c
+}
 
-	g := &Gateway{authn: auth.NewAuthenticator(st, st, members{"ann": {auth.MembersManage}, "bob": {}}, time.Now, slog.New(slog.DiscardHandler))}
+// TestAdmit drives the planes and rules of hand-written routes with real
+// credentials.
+func TestAdmit(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCreds(t)
+	st, sid, shash, bobBearer, annBearer := c.st, c.sid, c.shash, c.bobBearer, c.annBearer
+	bobCookie := auth.SessionCookieName + "=" + sid
+	g := &Gateway{authn: c.authn}
 	dual := routeRule{plane: planeDual, rule: auth.AnyMember}
 	tests := []struct {
 		name     string
@@ -132,4 +153,40 @@ func TestAdmit(t *testing.T) {
 			require.Equal(t, []string{want}, cookies)
 		})
 	}
+}
+
+// publicBodyRoutes is exactly the set of routes of public methods that
+// carry a body, read from the OpenAPI document and the permission table: a
+// new public route with a body cannot be refused by withAuthBeforeBody
+// unnoticed, and no route is let through without being public.
+func TestPublicBodyRoutes(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+			Parameters  []struct {
+				In string `json:"in"`
+			} `json:"parameters"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(openapi.JSON, &doc))
+	want := map[string]bool{}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			svc, name, ok := strings.Cut(op.OperationID, "_")
+			require.True(t, ok, "operationId %q", op.OperationID)
+			rule, known := auth.RuleFor("/svc.v1." + svc + "/" + name)
+			require.True(t, known, "%s has no permission rule", op.OperationID)
+			hasBody := slices.ContainsFunc(op.Parameters, func(p struct {
+				In string `json:"in"`
+			}) bool {
+				return p.In == "body"
+			})
+			if rule.Public && hasBody {
+				require.NotContains(t, path, "{", "a public body route with path parameters needs a pattern match")
+				want[strings.ToUpper(method)+" "+path] = true
+			}
+		}
+	}
+	require.NotEmpty(t, want)
+	require.Equal(t, want, publicBodyRoutes)
 }

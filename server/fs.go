@@ -339,6 +339,12 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 	case errors.Is(err, vfs.ErrTooLarge):
 		return none, false, errTooLarge(f.maxFileSize)
 	case err != nil:
+		// The body's reader may refuse the client (it sent too slowly):
+		// that answer wins over the cancellation it causes.
+		var refused *Error
+		if errors.As(err, &refused) {
+			return none, false, refused
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return none, false, ctxErr
 		}

@@ -9,9 +9,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/connguard"
 )
 
 // ProtocolVersion is the only X-SVC-Protocol value served.
@@ -29,9 +31,16 @@ func setHTTPStatus(ctx context.Context, code int) {
 	_ = grpc.SetHeader(ctx, metadata.Pairs(httpCodeMD, fmt.Sprint(code)))
 }
 
+// RemoteAddrMD carries the HTTP client's address from the gateway to the
+// interceptors over the in-process connection, for the connection guard.
+// It is trusted only there: on any other connection the peer's own address
+// is used.
+const RemoteAddrMD = "x-svc-remote-addr"
+
 // chain holds what the interceptors need.
 type chain struct {
 	authn *auth.Authenticator
+	guard *connguard.Guard // nil: connections are not counted
 	log   *slog.Logger
 }
 
@@ -90,10 +99,28 @@ func (c *chain) admit(ctx context.Context, method string) (context.Context, erro
 	if err != nil {
 		return ctx, err
 	}
+	if c.guard != nil {
+		c.guard.Authenticated(remoteAddr(ctx, md))
+	}
 	if err := rule.Admit(p); err != nil {
 		return ctx, err
 	}
 	return auth.WithPrincipal(ctx, p), nil
+}
+
+// remoteAddr is the client address of a call: the peer's, or, on the
+// gateway's in-process connection, the HTTP client's the gateway named.
+func remoteAddr(ctx context.Context, md metadata.MD) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	if p.Addr.Network() == "bufconn" {
+		if v := md.Get(RemoteAddrMD); len(v) > 0 {
+			return v[0]
+		}
+	}
+	return p.Addr.String()
 }
 
 func (c *chain) panicked(ctx context.Context, method string, r any) error {

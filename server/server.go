@@ -12,6 +12,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/connguard"
 	"svc/server/egress"
 	"svc/server/hub"
 	"svc/server/kek"
@@ -41,6 +42,7 @@ type options struct {
 	egress        egress.Policy
 	blobs         *vfs.Blobs
 	maxFileSize   int64
+	guard         *connguard.Guard
 }
 
 // WithLogger sets the logger; the default discards.
@@ -60,6 +62,10 @@ func WithWebPush(subject string, allowHTTP bool) Option {
 // public addresses only.
 func WithEgress(p egress.Policy) Option { return func(o *options) { o.egress = p } }
 
+// WithConnGuard counts connections out of g once a call on them
+// authenticates (g bounds the unauthenticated ones per client address).
+func WithConnGuard(g *connguard.Guard) Option { return func(o *options) { o.guard = g } }
+
 // WithFiles enables the virtual filesystem: content lives in blobs, and one
 // file holds at most maxFileSize bytes. Without it every filesystem call
 // answers 404.
@@ -72,6 +78,7 @@ func WithFiles(blobs *vfs.Blobs, maxFileSize int64) Option {
 type Server struct {
 	grpc  *grpc.Server
 	authn *auth.Authenticator
+	guard *connguard.Guard
 	core  *core
 	fs    *Fs
 	// run are the background loops Run starts: the message committer, the
@@ -101,7 +108,8 @@ func New(d Deps, opts ...Option) *Server {
 	}
 
 	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log)
-	ch := &chain{authn: s.authn, log: o.log}
+	s.guard = o.guard
+	ch := &chain{authn: s.authn, guard: o.guard, log: o.log}
 	s.grpc = grpc.NewServer(
 		grpc.ChainUnaryInterceptor(ch.unary),
 		grpc.ChainStreamInterceptor(ch.stream),
@@ -142,6 +150,9 @@ func (s *Server) Attach(ctx context.Context, p *auth.Principal, after int64, res
 
 // Fs returns the filesystem service, for the hand-written byte routes.
 func (s *Server) Fs() *Fs { return s.fs }
+
+// ConnGuard returns the connection guard, nil when there is none.
+func (s *Server) ConnGuard() *connguard.Guard { return s.guard }
 
 // GRPC returns the gRPC server.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }

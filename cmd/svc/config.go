@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"svc/server/egress"
@@ -18,6 +19,12 @@ const (
 	// defaultAddr is loopback: exposing the broker is an explicit choice.
 	defaultAddr = "127.0.0.1:7433"
 )
+
+// defaultMaxUnauthConns bounds the connections one client address may hold
+// before presenting a valid credential: far above what a browser (6), a
+// runner (a few) or our load tools (100 opening at once) need, far below
+// what exhausts descriptors.
+const defaultMaxUnauthConns = 256
 
 // Config is the process configuration of `svc serve`: flags over SVC_*
 // environment over defaults. The team config file it names holds the rest.
@@ -38,6 +45,10 @@ type Config struct {
 	// requests may reach (SVC_EGRESS_ALLOW, comma-separated CIDRs); empty
 	// means public addresses only.
 	Egress egress.Policy
+	// MaxUnauthConns bounds, per client address, the connections that have
+	// not yet presented a valid credential (SVC_MAX_UNAUTHENTICATED_CONNS;
+	// 0 is unbounded).
+	MaxUnauthConns int
 	// PprofAddr serves the Go profiler on this loopback address
 	// (SVC_PPROF_ADDR); empty means off.
 	PprofAddr string
@@ -81,6 +92,9 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	if c.Egress, err = egress.ParsePolicy(os.Getenv("SVC_EGRESS_ALLOW")); err != nil {
 		return c, &exitError{code: 2, err: fmt.Errorf("SVC_EGRESS_ALLOW: %w", err)}
 	}
+	if c.MaxUnauthConns, err = envInt("SVC_MAX_UNAUTHENTICATED_CONNS", defaultMaxUnauthConns); err != nil {
+		return c, err
+	}
 	if c.ConfigPath == "" {
 		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}
 	}
@@ -100,6 +114,19 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 		c.ActivityDBPath = ""
 	}
 	return c, nil
+}
+
+// envInt reads a whole number >= 0 from the environment; def when unset.
+func envInt(key string, def int) (int, error) {
+	v, ok := os.LookupEnv(key)
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, &exitError{code: 2, err: fmt.Errorf("%s: must be a whole number of at least 0, got %q", key, v)}
+	}
+	return n, nil
 }
 
 func isMemory(p string) bool { return p == "" || p == ":memory:" }

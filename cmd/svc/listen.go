@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"svc/server/connguard"
 )
 
 // http2Preface opens every cleartext HTTP/2 connection (RFC 9113 §3.4).
@@ -139,3 +141,28 @@ func (l *chanListener) Close() error {
 }
 
 func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// guardedListener hands out only the connections the guard admits; a
+// client address at its bound of unauthenticated connections has further
+// ones closed at once.
+type guardedListener struct {
+	net.Listener
+	guard *connguard.Guard
+	log   *slog.Logger
+}
+
+func (l *guardedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		gc, ok := l.guard.Accept(c)
+		if ok {
+			return gc, nil
+		}
+		l.log.Debug("connection refused: too many unauthenticated connections from its address",
+			"remote", c.RemoteAddr().String(), "max", l.guard.Max())
+		_ = c.Close()
+	}
+}

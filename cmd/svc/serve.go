@@ -25,6 +25,7 @@ import (
 	"svc/gateway"
 	"svc/server"
 	"svc/server/auth"
+	"svc/server/connguard"
 	"svc/server/kek"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
@@ -41,8 +42,12 @@ const shutdownTimeout = 8 * time.Second
 const maxInprocMessage = 128 << 20
 
 // readHeaderTimeout bounds slow headers. No Read/WriteTimeout: they would cut
-// SSE and streams (notes/toolchain.md).
+// SSE and streams; bodies have their own pace (gateway.withBodyGuard).
 const readHeaderTimeout = 10 * time.Second
+
+// idleTimeout closes a keep-alive connection that carries no request for
+// this long; a stream in progress is not idle.
+const idleTimeout = 90 * time.Second
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseServeConfig(args, stderr)
@@ -82,7 +87,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srvOpts := []server.Option{server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP), server.WithEgress(cfg.Egress)}
+	guard := connguard.New(cfg.MaxUnauthConns)
+	srvOpts := []server.Option{
+		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP),
+		server.WithEgress(cfg.Egress), server.WithConnGuard(guard),
+	}
 	if file.Files != nil {
 		blobs, maxFileSize, err := openFiles(ctx, cfg, file.Files, st, log)
 		if err != nil {
@@ -129,8 +138,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	split := newSplitListener(lis, log)
-	h1 := &http.Server{Handler: gw, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	split := newSplitListener(&guardedListener{Listener: lis, guard: guard, log: log}, log)
+	h1 := &http.Server{Handler: gw, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	h1.Protocols = new(http.Protocols)
 	h1.Protocols.SetHTTP1(true)
 
@@ -138,7 +147,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tlsSrv *http.Server
 	var tlsLis net.Listener
 	if file.HTTPS != nil {
-		if tlsSrv, tlsLis, err = listenTLS(cfg.Addr, file.HTTPS, srv.GRPC(), gw, log); err != nil {
+		if tlsSrv, tlsLis, err = listenTLS(cfg.Addr, file.HTTPS, srv.GRPC(), gw, guard, log); err != nil {
 			_ = lis.Close()
 			return err
 		}
@@ -159,6 +168,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
+		"max_unauthenticated_conns", cfg.MaxUnauthConns,
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
 
 	g.Go(func() error {
@@ -222,7 +232,7 @@ func ignoreClosed(err error) error {
 // listenTLS serves the https block: the same API over TLS on https.port of
 // the configured host. Over TLS, browsers negotiate HTTP/2 too, so gRPC is
 // routed by content type through grpc.Server.ServeHTTP.
-func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler, log *slog.Logger) (*http.Server, net.Listener, error) {
+func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler, guard *connguard.Guard, log *slog.Logger) (*http.Server, net.Listener, error) {
 	cert, err := tls.LoadX509KeyPair(h.Cert, h.Key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("https: %w", err)
@@ -237,6 +247,7 @@ func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler
 	}
 	s := &http.Server{
 		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
@@ -248,7 +259,7 @@ func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	log.Info("svc listening (tls)", "addr", lis.Addr().String())
-	return s, tls.NewListener(lis, s.TLSConfig), nil
+	return s, tls.NewListener(&guardedListener{Listener: lis, guard: guard, log: log}, s.TLSConfig), nil
 }
 
 // loadKEK takes SVC_KEK when set, else the KEK file beside the config,
