@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 // replayPage is how many stored messages a resuming stream reads at once;
 // it bounds the memory of a resume (a message is at most ~200 KiB).
 const replayPage = 100
+
+// streamRetryAfter is the Retry-After of a stream refused because the
+// member holds the most it may.
+const streamRetryAfter = 5 * time.Second
 
 // errFellBehind ends a stream the hub cut off.
 var errFellBehind = Errorf(CodeUnavailable, "subscriber fell behind; resume with the last id")
@@ -40,6 +45,10 @@ func (c *core) attach(ctx context.Context, p *auth.Principal, after int64, resum
 	sub, err := c.hub.Subscribe(member, streamCred(p))
 	if errors.Is(err, hub.ErrClosed) {
 		return nil, errShuttingDown
+	}
+	if errors.Is(err, hub.ErrTooMany) {
+		return nil, &Error{Code: CodeRateLimited, RetryAfter: streamRetryAfter,
+			Message: fmt.Sprintf("%s holds %d live streams, the most one member may: close one first", member, c.maxStreams)}
 	}
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	apiv1 "svc/gen/svc/v1"
@@ -18,6 +19,17 @@ import (
 	"svc/server/kek"
 	"svc/server/vfs"
 	"svc/store"
+)
+
+// gRPC connection bounds.
+const (
+	// maxConcurrentStreams bounds the calls one connection carries at
+	// once: one client cannot open unbounded streams over one connection
+	// (a member's live streams are bounded separately).
+	maxConcurrentStreams = 1024
+	// grpcIdleTimeout closes a gRPC connection that has carried no call
+	// for this long; clients reconnect on their next call.
+	grpcIdleTimeout = 5 * time.Minute
 )
 
 // Deps are the required dependencies of a Server.
@@ -43,6 +55,7 @@ type options struct {
 	blobs         *vfs.Blobs
 	maxFileSize   int64
 	guard         *connguard.Guard
+	maxStreams    int
 }
 
 // WithLogger sets the logger; the default discards.
@@ -65,6 +78,10 @@ func WithEgress(p egress.Policy) Option { return func(o *options) { o.egress = p
 // WithConnGuard counts connections out of g once a call on them
 // authenticates (g bounds the unauthenticated ones per client address).
 func WithConnGuard(g *connguard.Guard) Option { return func(o *options) { o.guard = g } }
+
+// WithMaxStreamsPerMember bounds the live streams (SSE and gRPC together)
+// one member may hold; n <= 0 is unbounded.
+func WithMaxStreamsPerMember(n int) Option { return func(o *options) { o.maxStreams = n } }
 
 // WithFiles enables the virtual filesystem: content lives in blobs, and one
 // file holds at most maxFileSize bytes. Without it every filesystem call
@@ -98,7 +115,8 @@ func New(d Deps, opts ...Option) *Server {
 		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
 		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, now: o.now, log: o.log,
 	}
-	c.hub = hub.New(hub.WithOnChange(c.presence.touch))
+	c.hub = hub.New(hub.WithOnChange(c.presence.touch), hub.WithMaxPerMember(o.maxStreams))
+	c.maxStreams = o.maxStreams
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
@@ -113,6 +131,8 @@ func New(d Deps, opts ...Option) *Server {
 	s.grpc = grpc.NewServer(
 		grpc.ChainUnaryInterceptor(ch.unary),
 		grpc.ChainStreamInterceptor(ch.stream),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout}),
 	)
 	apiv1.RegisterBrokerServer(s.grpc, newBroker(c, push))
 	apiv1.RegisterObjectivesServer(s.grpc, &Objectives{core: c})

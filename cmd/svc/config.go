@@ -26,6 +26,11 @@ const (
 // what exhausts descriptors.
 const defaultMaxUnauthConns = 256
 
+// defaultMaxStreamsPerMember bounds one member's live streams (SSE and
+// gRPC together): a browser with a few tabs and a runner need a handful;
+// 64 leaves room and stops one token from opening thousands.
+const defaultMaxStreamsPerMember = 64
+
 // Config is the process configuration of `svc serve`: flags over SVC_*
 // environment over defaults. The team config file it names holds the rest.
 type Config struct {
@@ -49,6 +54,9 @@ type Config struct {
 	// not yet presented a valid credential (SVC_MAX_UNAUTHENTICATED_CONNS;
 	// 0 is unbounded).
 	MaxUnauthConns int
+	// MaxStreamsPerMember bounds one member's live streams
+	// (SVC_MAX_STREAMS_PER_MEMBER; 0 is unbounded).
+	MaxStreamsPerMember int
 	// PprofAddr serves the Go profiler on this loopback address
 	// (SVC_PPROF_ADDR); empty means off.
 	PprofAddr string
@@ -93,6 +101,9 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 		return c, &exitError{code: 2, err: fmt.Errorf("SVC_EGRESS_ALLOW: %w", err)}
 	}
 	if c.MaxUnauthConns, err = envInt("SVC_MAX_UNAUTHENTICATED_CONNS", defaultMaxUnauthConns); err != nil {
+		return c, err
+	}
+	if c.MaxStreamsPerMember, err = envInt("SVC_MAX_STREAMS_PER_MEMBER", defaultMaxStreamsPerMember); err != nil {
 		return c, err
 	}
 	if c.ConfigPath == "" {

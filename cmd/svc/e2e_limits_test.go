@@ -15,6 +15,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	apiv1 "svc/gen/svc/v1"
 )
 
 // A broker that runs out of file descriptors keeps its listener: accept
@@ -246,4 +250,55 @@ func TestUnauthenticatedConnectionsPerAddress(t *testing.T) {
 	// Closing one of the idle connections makes room.
 	require.NoError(t, idle[0].Close())
 	require.Eventually(t, func() bool { return served(dial(), "") }, 5*time.Second, 50*time.Millisecond)
+}
+
+// One member holds a bounded number of live streams, SSE and gRPC together;
+// past it a stream is refused with 429 / RESOURCE_EXHAUSTED, other members
+// are unaffected, and a closed stream frees its place.
+func TestLiveStreamsPerMember(t *testing.T) {
+	t.Parallel()
+	const bound = 3
+	p := mustStartSvc(t, procOpts{env: []string{"SVC_MAX_STREAMS_PER_MEMBER=" + strconv.Itoa(bound)}})
+	admin := p.adminToken(t)
+	d := restDriver{p: p}
+	bob := createMember(t, d, bearer(admin), "bob")
+
+	first := p.subscribeSSE(t, admin, "admin", "")
+	p.subscribeGRPC(t, admin, "admin", "")
+	p.subscribeSSE(t, admin, "admin", "")
+
+	p.sseFail(t, "/subscribe?name=admin", "rate_limited", withBearer(admin))
+	_, _, err := p.grpcSubscribe(t, bearer(admin), &apiv1.SubscribeRequest{Name: "admin"})
+	requireGRPCError(t, err, "rate_limited")
+	require.Equal(t, codes.ResourceExhausted, status.Code(err))
+
+	p.subscribeSSE(t, bob, "bob", "")
+	connected := map[string]float64{}
+	for _, c := range listOf(t, p.do(t, http.MethodGet, "/roster", nil, withBearer(admin)).body, "connected") {
+		connected[c["name"].(string)] = c["connected"].(float64)
+	}
+	require.Equal(t, map[string]float64{"admin": bound, "bob": 1}, connected)
+
+	first.close()
+	require.Eventually(t, func() bool {
+		resp, _, cancel := p.sseGet(t, "/subscribe?name=admin", sseOpts{}, withBearer(admin))
+		defer cancel()
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond, "a closed stream frees its place")
+}
+
+// The default bound is 64 streams a member.
+func TestLiveStreamsPerMemberDefault(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := p.adminToken(t)
+	for range 64 {
+		p.subscribeGRPC(t, admin, "admin", "")
+	}
+	_, _, err := p.grpcSubscribe(t, bearer(admin), &apiv1.SubscribeRequest{Name: "admin"})
+	requireGRPCError(t, err, "rate_limited")
+	r := p.do(t, http.MethodGet, "/subscribe?name=admin", nil, withBearer(admin))
+	require.Equal(t, http.StatusTooManyRequests, r.status)
+	require.Equal(t, "5", r.header.Get("Retry-After"))
 }

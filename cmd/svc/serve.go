@@ -91,6 +91,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	srvOpts := []server.Option{
 		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP),
 		server.WithEgress(cfg.Egress), server.WithConnGuard(guard),
+		server.WithMaxStreamsPerMember(cfg.MaxStreamsPerMember),
 	}
 	if file.Files != nil {
 		blobs, maxFileSize, err := openFiles(ctx, cfg, file.Files, st, log)
@@ -168,7 +169,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
-		"max_unauthenticated_conns", cfg.MaxUnauthConns,
+		"max_unauthenticated_conns", cfg.MaxUnauthConns, "max_streams_per_member", cfg.MaxStreamsPerMember,
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
 
 	g.Go(func() error {

@@ -30,7 +30,7 @@ const (
 	readyTimeout = 30 * time.Second
 	attachBatch  = 100             // streams opened at once, so the accept queue never overflows
 	drainIdle    = 3 * time.Second // a delivery run ends this long after its last receipt
-	listeners    = 4               // members whose streams receive the broadcasts
+	listeners    = 32              // members whose streams receive the broadcasts: 1000 streams stay under 64 a member
 	pubsPerConn  = 4               // gRPC publishers sharing one ClientConn
 	manySubs     = 1000            // subscribers of the big fan-out and memory runs
 	publisher    = "pub"

@@ -16,8 +16,14 @@ import (
 // from holding memory or slowing publishers.
 const DefaultBuffer = 256
 
-// ErrClosed is returned by Subscribe after Close.
-var ErrClosed = errors.New("hub closed")
+// Errors of Subscribe.
+var (
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("hub closed")
+	// ErrTooMany is returned when the member already holds the most
+	// subscriptions WithMaxPerMember allows.
+	ErrTooMany = errors.New("too many live subscriptions for one member")
+)
 
 // Event is one committed message as every subscriber sees it. It is shared
 // read-only between subscribers; its JSON is rendered once, on first use.
@@ -55,6 +61,8 @@ type Hub struct {
 	// closed is set under mu by Close.
 	closed bool
 	buffer int
+	// maxPerMember bounds one member's subscriptions; <= 0 is unbounded.
+	maxPerMember int
 	// onChange, when set, is called outside the lock after a member's
 	// subscription count changes.
 	onChange func(member string)
@@ -65,6 +73,10 @@ type Option func(*Hub)
 
 // WithBuffer sets the per-subscription buffer.
 func WithBuffer(n int) Option { return func(h *Hub) { h.buffer = max(n, 1) } }
+
+// WithMaxPerMember bounds how many live subscriptions one member may hold;
+// n <= 0 is unbounded.
+func WithMaxPerMember(n int) Option { return func(h *Hub) { h.maxPerMember = n } }
 
 // WithOnChange sets a callback run after a member's subscription count
 // changes.
@@ -101,6 +113,10 @@ func (h *Hub) Subscribe(member, cred string) (*Subscription, error) {
 		return nil, ErrClosed
 	}
 	set := h.subs[member]
+	if h.maxPerMember > 0 && len(set) >= h.maxPerMember {
+		h.mu.Unlock()
+		return nil, ErrTooMany
+	}
 	if set == nil {
 		set = map[*Subscription]struct{}{}
 		h.subs[member] = set

@@ -197,3 +197,28 @@ func BenchmarkPublish(b *testing.B) {
 		})
 	}
 }
+
+func TestMaxPerMember(t *testing.T) {
+	h := New(WithMaxPerMember(2))
+	a1, err := h.Subscribe("ann", "t1")
+	require.NoError(t, err)
+	_, err = h.Subscribe("ann", "t2")
+	require.NoError(t, err)
+	_, err = h.Subscribe("ann", "t3")
+	require.ErrorIs(t, err, ErrTooMany, "a third stream of one member is refused")
+	_, err = h.Subscribe("bob", "t4")
+	require.NoError(t, err, "other members are not affected")
+	require.Equal(t, 2, h.Connected("ann"))
+
+	a1.Close()
+	_, err = h.Subscribe("ann", "t5")
+	require.NoError(t, err, "a closed stream frees its place")
+	_, err = h.Subscribe("ann", "t6")
+	require.ErrorIs(t, err, ErrTooMany)
+
+	unbounded := New()
+	for i := range 100 {
+		_, err := unbounded.Subscribe("ann", strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+}
