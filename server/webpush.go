@@ -150,10 +150,10 @@ func (n *pushNotifier) deliver(ctx context.Context, j pushJob) {
 			// else meanwhile is theirs now.
 			if err := n.store.DeletePushSubscription(ctx, s.Member, s.ID); err == nil {
 				n.forget(s.Member)
-				n.log.Info("web push subscription expired and removed", "member", s.Member, "status", res.Status)
+				n.log.Info("web push subscription expired and removed", "member", s.Member, "host", webpush.EndpointHost(s.Endpoint), "status", res.Status)
 			}
 		case err != nil:
-			n.log.Warn("web push failed", "member", s.Member, "err", err)
+			n.log.Warn("web push failed", "member", s.Member, "host", webpush.EndpointHost(s.Endpoint), "err", err)
 		}
 	}
 }

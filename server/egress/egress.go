@@ -62,11 +62,72 @@ func (p Policy) Permits(ip netip.Addr) bool {
 	return Public(ip)
 }
 
-// Public reports whether ip is a routable public address.
+// specialPurpose are the ranges a request to a member-chosen address must
+// never reach: the IANA IPv4 and IPv6 Special-Purpose Address Registries
+// (every entry that is not plainly global unicast, and the translation
+// prefixes that embed an IPv4 address, which could lead back inside), plus
+// multicast and the reserved space.
+var specialPurpose = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{
+		// IPv4 (RFC 6890 and updates)
+		"0.0.0.0/8",          // "this network"
+		"10.0.0.0/8",         // private
+		"100.64.0.0/10",      // shared address space (carrier-grade NAT)
+		"127.0.0.0/8",        // loopback
+		"169.254.0.0/16",     // link local
+		"172.16.0.0/12",      // private
+		"192.0.0.0/24",       // IETF protocol assignments
+		"192.0.2.0/24",       // documentation (TEST-NET-1)
+		"192.31.196.0/24",    // AS112-v4
+		"192.52.193.0/24",    // AMT
+		"192.88.99.0/24",     // deprecated 6to4 relay anycast
+		"192.168.0.0/16",     // private
+		"192.175.48.0/24",    // direct delegation AS112
+		"198.18.0.0/15",      // benchmarking
+		"198.51.100.0/24",    // documentation (TEST-NET-2)
+		"203.0.113.0/24",     // documentation (TEST-NET-3)
+		"224.0.0.0/4",        // multicast
+		"240.0.0.0/4",        // reserved for future use
+		"255.255.255.255/32", // limited broadcast
+		// IPv6 (RFC 6890 and updates)
+		"::/128",            // unspecified
+		"::1/128",           // loopback
+		"::/96",             // IPv4-compatible (deprecated)
+		"::ffff:0:0/96",     // IPv4-mapped (checked as IPv4 too)
+		"64:ff9b::/96",      // IPv4/IPv6 translation (NAT64)
+		"64:ff9b:1::/48",    // local-use IPv4/IPv6 translation
+		"100::/64",          // discard-only
+		"100:0:0:1::/64",    // dummy prefix
+		"2001::/23",         // IETF protocol assignments (Teredo, ORCHID, ...)
+		"2001:db8::/32",     // documentation
+		"2002::/16",         // 6to4
+		"2620:4f:8000::/48", // direct delegation AS112
+		"3fff::/20",         // documentation
+		"5f00::/16",         // segment routing (SRv6) SIDs
+		"fc00::/7",          // unique local
+		"fe80::/10",         // link local
+		"fec0::/10",         // site local (deprecated)
+		"ff00::/8",          // multicast
+	} {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}()
+
+// Public reports whether ip is a routable public address: valid, and in
+// none of the special-purpose ranges.
 func Public(ip netip.Addr) bool {
+	if !ip.IsValid() || ip.Zone() != "" {
+		return false
+	}
 	ip = ip.Unmap()
-	return ip.IsValid() && !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast())
+	for _, p := range specialPurpose {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
 }
 
 // Options configure a client.

@@ -33,6 +33,32 @@ func TestPermits(t *testing.T) {
 		{"::", Policy{}, false},
 		{"224.0.0.1", Policy{}, false},
 		{"::ffff:127.0.0.1", Policy{}, false},
+		{"100.64.0.1", Policy{}, false},
+		{"100.127.255.254", Policy{}, false},
+		{"100.128.0.1", Policy{}, true},
+		{"198.18.0.1", Policy{}, false},
+		{"198.19.255.255", Policy{}, false},
+		{"198.20.0.1", Policy{}, true},
+		{"192.0.0.170", Policy{}, false},
+		{"192.0.2.1", Policy{}, false},
+		{"198.51.100.7", Policy{}, false},
+		{"203.0.113.9", Policy{}, false},
+		{"240.0.0.1", Policy{}, false},
+		{"255.255.255.255", Policy{}, false},
+		{"64:ff9b::7f00:1", Policy{}, false},
+		{"64:ff9b::5db8:d822", Policy{}, false},
+		{"64:ff9b:1::a00:1", Policy{}, false},
+		{"2002:7f00:1::1", Policy{}, false},
+		{"2001::1", Policy{}, false},
+		{"2001:db8::1", Policy{}, false},
+		{"100::1", Policy{}, false},
+		{"::7f00:1", Policy{}, false},
+		{"fec0::1", Policy{}, false},
+		{"ff02::1", Policy{}, false},
+		{"3fff::1", Policy{}, false},
+		{"2a00:1450:4001:81b::200e", Policy{}, true},
+		{"8.8.8.8", Policy{}, true},
+		{"1.1.1.1", Policy{}, true},
 		{"10.1.2.3", lan, true},
 		{"10.2.0.1", lan, false},
 		{"::1", lan, true},
@@ -111,4 +137,22 @@ func TestClientNoRedirect(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusFound, resp.StatusCode)
 	require.NoError(t, resp.Body.Close())
+}
+
+// Whatever Public admits is none of what the standard library calls
+// local, and no IPv4 address hides behind an IPv6 form of it.
+func FuzzPublic(f *testing.F) {
+	for _, s := range []string{"8.8.8.8", "127.0.0.1", "::1", "64:ff9b::a00:1", "::ffff:10.0.0.1", "fe80::1", "100.64.1.1"} {
+		f.Add(netip.MustParseAddr(s).AsSlice())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ip, ok := netip.AddrFromSlice(b)
+		if !ok || !Public(ip) {
+			return
+		}
+		u := ip.Unmap()
+		require.False(t, u.IsLoopback() || u.IsPrivate() || u.IsLinkLocalUnicast() || u.IsLinkLocalMulticast() ||
+			u.IsUnspecified() || u.IsMulticast() || u.IsInterfaceLocalMulticast(), "%s", ip)
+		require.True(t, Public(u), "an IPv4-mapped address is judged as its IPv4 address")
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -66,6 +67,17 @@ type StatusError struct {
 // Error implements error.
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("webpush: push service answered %d %s", e.Code, http.StatusText(e.Code))
+}
+
+// EndpointHost is the host of a subscription endpoint, the one part of it
+// that may be logged: the path identifies (and authorizes pushes to) one
+// browser.
+func EndpointHost(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return "(unparsable endpoint)"
+	}
+	return u.Host
 }
 
 // Sender encrypts and delivers push messages signed with one VAPID key pair. It is safe for concurrent use.
@@ -161,6 +173,12 @@ func (s *Sender) Send(ctx context.Context, sub Subscription, payload []byte) (Re
 		VAPIDPrivateKey: s.privateKey,
 	})
 	if err != nil {
+		// A subscription's endpoint URL is a bearer-like secret: an error
+		// names its host only, never the URL net/http puts in its errors.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("%s %s: %w", ue.Op, EndpointHost(sub.Endpoint), ue.Err)
+		}
 		return Result{}, fmt.Errorf("webpush: send: %w", err)
 	}
 	defer resp.Body.Close()

@@ -242,3 +242,19 @@ func mustDecode(tb testing.TB, s string) []byte {
 	require.NoError(tb, err)
 	return b
 }
+
+// An endpoint URL is a bearer-like secret: a transport error names the
+// endpoint's host, never its path.
+func TestSendErrorNamesTheHostOnly(t *testing.T) {
+	sender, _ := mustSender(t)
+	sub := webpush.Subscription{Endpoint: "http://127.0.0.1:1/push/secret-subscription-id", P256dh: "", Auth: ""}
+	svc := webpushtest.NewService(t)
+	good := svc.NewSubscriber("/x")
+	sub.P256dh, sub.Auth = good.P256dh(), good.Auth()
+	_, err := sender.Send(t.Context(), sub, []byte("x"))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "127.0.0.1:1")
+	require.NotContains(t, err.Error(), "secret-subscription-id")
+	require.Equal(t, "push.example:8443", webpush.EndpointHost("https://push.example:8443/a/b?c"))
+	require.Equal(t, "(unparsable endpoint)", webpush.EndpointHost("::"))
+}
