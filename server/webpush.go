@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -146,8 +147,7 @@ func (n *pushNotifier) deliver(ctx context.Context, j pushJob) {
 		res, err := n.sender.Send(ctx, webpush.Subscription{Endpoint: s.Endpoint, P256dh: s.P256dh, Auth: s.Auth}, j.payload)
 		switch {
 		case res.Gone:
-			// Scoped to the member: an endpoint re-registered by someone
-			// else meanwhile is theirs now.
+			// Scoped to the member, as every subscription is.
 			if err := n.store.DeletePushSubscription(ctx, s.Member, s.ID); err == nil {
 				n.forget(s.Member)
 				n.log.Info("web push subscription expired and removed", "member", s.Member, "host", webpush.EndpointHost(s.Endpoint), "status", res.Status)
@@ -252,33 +252,29 @@ func (b *brokerWebPush) CreatePushSubscription(ctx context.Context, req *apiv1.C
 	if err := webpush.ValidateKeys(req.GetKeys().GetP256Dh(), req.GetKeys().GetAuth()); err != nil {
 		return nil, invalid("keys", "%v", err)
 	}
-	prev, err := b.store.ListPushSubscriptions(ctx, "")
+	prev, err := b.store.ListPushSubscriptions(ctx, p.Member)
 	if err != nil {
 		return nil, err
 	}
-	mine, known := 0, false
-	for _, o := range prev {
-		if o.Member == p.Member {
-			mine++
-		}
-		known = known || (o.Endpoint == req.GetEndpoint() && o.Member == p.Member)
-	}
-	if mine >= maxPushSubscriptions && !known {
+	known := slices.ContainsFunc(prev, func(o store.PushSubscription) bool { return o.Endpoint == req.GetEndpoint() })
+	if len(prev) >= maxPushSubscriptions && !known {
 		return nil, Errorf(CodeConflict, "at most %d push subscriptions per member; delete one first", maxPushSubscriptions)
 	}
 	s, err := b.store.PutPushSubscription(ctx, store.PushSubscription{
 		ID: newID(), Member: p.Member, Endpoint: req.GetEndpoint(),
 		P256dh: req.GetKeys().GetP256Dh(), Auth: req.GetKeys().GetAuth(), CreatedAt: b.now(),
 	})
+	if errors.Is(err, store.ErrConflict) {
+		// A subscription belongs to the member who made it: another member
+		// posting its endpoint must not end the owner's notifications.
+		return nil, Errorf(CodeConflict, "this push endpoint is registered by another member")
+	}
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range prev {
-		if o.Endpoint == s.Endpoint {
-			b.push.forget(o.Member) // moved, not added
-		}
+	if !known {
+		b.push.added(p.Member)
 	}
-	b.push.added(p.Member)
 	return &apiv1.CreatePushSubscriptionResponse{Subscription: &apiv1.PushSubscription{Id: s.ID, Endpoint: s.Endpoint, CreatedAt: ms(s.CreatedAt)}}, nil
 }
 

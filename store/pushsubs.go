@@ -17,8 +17,11 @@ type PushSubscription struct {
 
 // PushSubscriptionStore keeps browser push subscriptions.
 type PushSubscriptionStore interface {
-	// PutPushSubscription stores s, or, when its endpoint is known, moves that
-	// subscription to s.Member with s's keys and returns it with its old id.
+	// PutPushSubscription stores s, or, when s.Member already registered
+	// its endpoint, sets that subscription's keys and returns it with its
+	// old id and creation time. A subscription belongs to the member who
+	// made it: an endpoint another member registered is ErrConflict, and
+	// nothing changes.
 	PutPushSubscription(ctx context.Context, s PushSubscription) (PushSubscription, error)
 	// ListPushSubscriptions returns the member's subscriptions; every
 	// member's when member is empty.

@@ -131,13 +131,18 @@ func TestWebPush(t *testing.T) {
 			mustFail(t, d, as("bob"), "DeletePushSubscription", obj{"id": id}, "not_found")
 			mustFail(t, g, as("bob"), "DeletePushSubscription", obj{"id": id}, "not_found")
 			mustFail(t, d, as("alice"), "DeletePushSubscription", obj{"id": "no-such-id"}, "not_found")
-			// Registering the endpoint again keeps its id and moves it.
-			require.Equal(t, id, subscribeBrowser(t, g, as("bob"), good))
-			mustFail(t, d, as("alice"), "DeletePushSubscription", obj{"id": id}, "not_found")
-			mustCall(t, g, as("bob"), "DeletePushSubscription", obj{"id": id})
+			// Registering the endpoint again keeps its id; it stays alice's.
+			require.Equal(t, id, subscribeBrowser(t, g, as("alice"), good))
+			// Another member posting alice's endpoint cannot take it over.
+			req := obj{"endpoint": good.Endpoint(), "keys": obj{"p256dh": good.P256dh(), "auth": good.Auth()}}
+			mustFail(t, d, as("bob"), "CreatePushSubscription", req, "conflict")
+			mustFail(t, g, as("bob"), "CreatePushSubscription", req, "conflict")
 			mustFail(t, d, as("bob"), "DeletePushSubscription", obj{"id": id}, "not_found")
-			id = subscribeBrowser(t, d, as("alice"), good)
-			mustCall(t, d, as("alice"), "DeletePushSubscription", obj{"id": id})
+			mustCall(t, g, as("alice"), "DeletePushSubscription", obj{"id": id})
+			mustFail(t, d, as("alice"), "DeletePushSubscription", obj{"id": id}, "not_found")
+			// Once alice dropped it, the endpoint is free to register.
+			id = subscribeBrowser(t, d, as("bob"), good)
+			mustCall(t, d, as("bob"), "DeletePushSubscription", obj{"id": id})
 		})
 	})
 

@@ -2,19 +2,29 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 
 	"svc/store"
 )
 
 const pushSubColumns = `id, member, endpoint, p256dh, auth, created_at`
 
-// PutPushSubscription stores s, or moves the subscription of the same
-// endpoint to s.Member with s's keys, keeping its id and creation time.
+// PutPushSubscription stores s or, when s.Member already registered its
+// endpoint, updates that subscription's keys, keeping its id and creation
+// time. An endpoint another member registered is ErrConflict, unchanged.
 func (q queries) PutPushSubscription(ctx context.Context, s store.PushSubscription) (store.PushSubscription, error) {
 	row := q.w.QueryRowContext(ctx, `INSERT INTO push_subscriptions (`+pushSubColumns+`) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (endpoint) DO UPDATE SET member = excluded.member, p256dh = excluded.p256dh, auth = excluded.auth
+ON CONFLICT (endpoint) DO UPDATE SET p256dh = excluded.p256dh, auth = excluded.auth
+WHERE push_subscriptions.member = excluded.member
 RETURNING `+pushSubColumns, s.ID, s.Member, s.Endpoint, s.P256dh, s.Auth, q.orNow(s.CreatedAt).UnixMilli())
 	out, err := scanPushSub(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		// The conflicting row is another member's: the update's WHERE
+		// refused it.
+		return store.PushSubscription{}, fmt.Errorf("put push subscription: endpoint of another member: %w", store.ErrConflict)
+	}
 	return out, translate("put push subscription", err)
 }
 

@@ -15,7 +15,7 @@ import (
 // them.
 var pushSubTests = []suiteTest{
 	{"PutListPushSubscriptions", testPutListPushSubscriptions},
-	{"PutPushSubscriptionMoves", testPutPushSubscriptionMoves},
+	{"PutPushSubscriptionOwned", testPutPushSubscriptionOwned},
 	{"PutPushSubscriptionUnknownMember", testPutPushSubscriptionUnknownMember},
 	{"DeletePushSubscription", testDeletePushSubscription},
 }
@@ -90,44 +90,44 @@ func testPutListPushSubscriptions(t *testing.T, s store.Store) {
 	}
 }
 
-func testPutPushSubscriptionMoves(t *testing.T, s store.Store) {
+func testPutPushSubscriptionOwned(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	mustPutMembers(t, s, "alice", "bob")
 	const endpoint = "https://push.example/shared"
 	orig := pushSub("p1", "alice", endpoint)
 	other := pushSub("p2", "alice", "https://push.example/other")
 	mustPutPushSubs(t, s, orig, other)
+	current := orig
 
 	steps := []struct {
-		name string
-		put  store.PushSubscription
+		name     string
+		put      store.PushSubscription
+		conflict bool
 	}{
-		{"same member, new keys", store.PushSubscription{ID: "p3", Member: "alice", Endpoint: endpoint, P256dh: "k2", Auth: "a2", CreatedAt: at(time.Hour)}},
-		{"other member", store.PushSubscription{ID: "p4", Member: "bob", Endpoint: endpoint, P256dh: "k3", Auth: "a3", CreatedAt: at(2 * time.Hour)}},
-		{"back again", store.PushSubscription{ID: "p5", Member: "alice", Endpoint: endpoint, P256dh: "k4", Auth: "a4"}},
+		{name: "same member, new keys", put: store.PushSubscription{ID: "p3", Member: "alice", Endpoint: endpoint, P256dh: "k2", Auth: "a2", CreatedAt: at(time.Hour)}},
+		{name: "other member", put: store.PushSubscription{ID: "p4", Member: "bob", Endpoint: endpoint, P256dh: "k3", Auth: "a3", CreatedAt: at(2 * time.Hour)}, conflict: true},
+		{name: "same member again", put: store.PushSubscription{ID: "p5", Member: "alice", Endpoint: endpoint, P256dh: "k4", Auth: "a4"}},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
-			want := orig // id and creation time stay
-			want.Member, want.P256dh, want.Auth = step.put.Member, step.put.P256dh, step.put.Auth
-
 			got, err := s.PutPushSubscription(t.Context(), step.put)
-			require.NoError(t, err)
-			require.Equal(t, viewPushSub(want), viewPushSub(got))
-
+			if step.conflict {
+				require.ErrorIs(t, err, store.ErrConflict)
+			} else {
+				require.NoError(t, err)
+				// The id and creation time stay; the keys are the new ones.
+				current.P256dh, current.Auth = step.put.P256dh, step.put.Auth
+				require.Equal(t, viewPushSub(current), viewPushSub(got))
+			}
 			all, err := s.ListPushSubscriptions(t.Context(), "")
 			require.NoError(t, err)
-			require.Equal(t, viewPushSubs([]store.PushSubscription{want, other}), viewPushSubs(all))
-			mine, err := s.ListPushSubscriptions(t.Context(), step.put.Member)
+			require.Equal(t, viewPushSubs([]store.PushSubscription{current, other}), viewPushSubs(all))
+			bobs, err := s.ListPushSubscriptions(t.Context(), "bob")
 			require.NoError(t, err)
-			wantMine := []store.PushSubscription{want}
-			if step.put.Member == "alice" {
-				wantMine = append(wantMine, other)
-			}
-			require.Equal(t, viewPushSubs(wantMine), viewPushSubs(mine))
+			require.Empty(t, bobs, "another member's endpoint is never moved")
 		})
 	}
-	// The ids the moves offered were not stored.
+	// The ids the later puts offered were not stored.
 	for _, id := range []string{"p3", "p4", "p5"} {
 		require.ErrorIs(t, s.DeletePushSubscription(ctx, "", id), store.ErrNotFound, id)
 	}
@@ -142,14 +142,16 @@ func testPutPushSubscriptionUnknownMember(t *testing.T, s store.Store) {
 	tests := []struct {
 		name string
 		sub  store.PushSubscription
+		want error
 	}{
-		{"new endpoint", pushSub("p2", "nobody", "https://push.example/2")},
-		{"known endpoint moved to nobody", pushSub("p3", "nobody", orig.Endpoint)},
+		{"new endpoint", pushSub("p2", "nobody", "https://push.example/2"), store.ErrPrecondition},
+		// The endpoint is alice's, whoever asks.
+		{"known endpoint by nobody", pushSub("p3", "nobody", orig.Endpoint), store.ErrConflict},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.PutPushSubscription(t.Context(), tc.sub)
-			require.ErrorIs(t, err, store.ErrPrecondition)
+			require.ErrorIs(t, err, tc.want)
 		})
 	}
 	all, err := s.ListPushSubscriptions(ctx, "")
