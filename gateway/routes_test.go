@@ -75,7 +75,7 @@ func newTestCreds(t *testing.T) *testCreds {
 	c := &testCreds{st: st, bobBearer: token("tb", "bob"), annBearer: token("ta", "ann")}
 	c.sid, c.shash, err = auth.NewSessionID()
 	require.NoError(t, err)
-	require.NoError(t, st.CreateSession(ctx, store.Session{Hash: c.shash, Member: "bob", CreatedAt: now, LastSeenAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}))
+	require.NoError(t, st.CreateSession(ctx, store.Session{ID: "sb", Hash: c.shash, Member: "bob", CreatedAt: now, LastSeenAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)}))
 	c.authn = auth.NewAuthenticator(st, st, members{"ann": {auth.MembersManage}, "bob": {}}, time.Now, slog.New(slog.DiscardHandler))
 	return c
 }

@@ -81,13 +81,19 @@ func (c *core) attach(ctx context.Context, p *auth.Principal, after int64, resum
 // ends the stream.
 func streamCred(p *auth.Principal) string {
 	if p.Via == auth.ViaSession {
-		return "session:" + hex.EncodeToString(p.Session[:])
+		return sessionCred(p.Session)
 	}
 	return "token:" + p.TokenID
 }
 
+// sessionCred names a session as the credential of its streams.
+func sessionCred(h store.SessionHash) string { return "session:" + hex.EncodeToString(h[:]) }
+
 // isTokenCred reports whether a stream credential is a bearer token.
 func isTokenCred(c string) bool { return strings.HasPrefix(c, "token:") }
+
+// isSessionCred reports whether a stream credential is a session.
+func isSessionCred(c string) bool { return strings.HasPrefix(c, "session:") }
 
 // Close ends the feed's live subscription.
 func (f *Feed) Close() { f.sub.Close() }

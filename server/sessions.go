@@ -67,12 +67,18 @@ func (b *brokerSessions) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRe
 	if err != nil {
 		return nil, err
 	}
+	// The authenticator bound before is gone, and so is every session it
+	// opened: they end in the same transaction as the config write.
 	if err := b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
 		m.TOTPSecret = sealed
 		return nil
-	}, nil); err != nil {
+	}, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.DeleteMemberSessions(ctx, req.GetName())
+		return err
+	}); err != nil {
 		return nil, err
 	}
+	b.hub.Disconnect(req.GetName(), isSessionCred)
 	b.stepMu.Lock()
 	delete(b.lastStep, req.GetName())
 	b.stepMu.Unlock()
@@ -95,7 +101,7 @@ func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSes
 		return nil, err
 	}
 	now := b.now()
-	s := store.Session{Hash: hash, Member: matched, CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(auth.SessionTTL)}
+	s := store.Session{ID: newID(), Hash: hash, Member: matched, CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(auth.SessionTTL)}
 	if err := b.store.CreateSession(ctx, s); err != nil {
 		return nil, err
 	}
@@ -189,6 +195,54 @@ func (b *brokerSessions) GetSession(ctx context.Context, _ *apiv1.GetSessionRequ
 		return nil, auth.ErrUnauthenticated
 	}
 	return &apiv1.GetSessionResponse{Session: sessionToProto(m, p.ExpiresAt)}, nil
+}
+
+// ListSessions implements apiv1.BrokerServer: the member's live sessions,
+// oldest first, the caller's own marked current.
+func (b *brokerSessions) ListSessions(ctx context.Context, req *apiv1.ListSessionsRequest) (*apiv1.ListSessionsResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := b.manageOrSelf(p, req.GetName()); err != nil {
+		return nil, err
+	}
+	sessions, err := b.store.ListSessions(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	resp := &apiv1.ListSessionsResponse{Sessions: []*apiv1.SessionInfo{}}
+	for _, s := range sessions {
+		if !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt) {
+			continue // expired; the hourly sweep deletes it
+		}
+		resp.Sessions = append(resp.Sessions, &apiv1.SessionInfo{
+			Id: s.ID, CreatedAt: ms(s.CreatedAt), LastSeenAt: ms(s.LastSeenAt), ExpiresAt: optMS(s.ExpiresAt),
+			Current: p.Via == auth.ViaSession && p.Session == s.Hash,
+		})
+	}
+	return resp, nil
+}
+
+// RevokeSession implements apiv1.BrokerServer: the session ends at once,
+// with its live streams; ending the caller's own also clears its cookie.
+func (b *brokerSessions) RevokeSession(ctx context.Context, req *apiv1.RevokeSessionRequest) (*apiv1.RevokeSessionResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := b.manageOrSelf(p, req.GetName()); err != nil {
+		return nil, err
+	}
+	s, err := b.store.DeleteSessionByID(ctx, req.GetName(), req.GetId())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "no session %q of member %q", req.GetId(), req.GetName())
+	}
+	if err != nil {
+		return nil, err
+	}
+	ended := sessionCred(s.Hash)
+	b.hub.Disconnect(s.Member, func(c string) bool { return c == ended })
+	if p.Via == auth.ViaSession && p.Session == s.Hash {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
+	}
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.RevokeSessionResponse{}, nil
 }
 
 // Logout implements apiv1.BrokerServer.

@@ -971,20 +971,6 @@ func TestRevocationEndsStreams(t *testing.T) {
 	p := mustStartSvc(t, procOpts{})
 	admin := bearer(p.adminToken(t))
 	d := restDriver{p}
-	sseEnds := func(t *testing.T, s *sseStream) {
-		t.Helper()
-		deadline := time.After(streamWait)
-		for {
-			select {
-			case _, ok := <-s.events:
-				if !ok {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("SSE stream still open after %s", streamWait)
-			}
-		}
-	}
 	tokenID := func(t *testing.T, name string) string {
 		t.Helper()
 		toks := listOf(t, mustCall(t, d, admin, "ListTokens", obj{"name": name}), "tokens")
@@ -1000,7 +986,7 @@ func TestRevocationEndsStreams(t *testing.T) {
 		g := p.subscribeGRPC(t, tok, "revokee", "")
 		keep := p.subscribeSSE(t, other, "revokee2", "")
 		mustCall(t, d, admin, "RevokeToken", obj{"name": "revokee", "id": tokenID(t, "revokee")})
-		sseEnds(t, sse)
+		sse.requireEnds(t)
 		require.Error(t, g.endErr(t, streamWait))
 		// Another member's stream is untouched.
 		mustCall(t, d, admin, "Push", obj{"to": "revokee2", "body": "still here"})
@@ -1011,7 +997,7 @@ func TestRevocationEndsStreams(t *testing.T) {
 		tok := createMember(t, d, admin, "rotatee")
 		sse := p.subscribeSSE(t, tok, "rotatee", "")
 		mustCall(t, d, admin, "RotateToken", obj{"name": "rotatee"})
-		sseEnds(t, sse)
+		sse.requireEnds(t)
 	})
 	t.Run("deleted member", func(t *testing.T) {
 		t.Parallel()
@@ -1019,7 +1005,7 @@ func TestRevocationEndsStreams(t *testing.T) {
 		sse := p.subscribeSSE(t, tok, "deletee", "")
 		g := p.subscribeGRPC(t, tok, "deletee", "")
 		mustCall(t, d, admin, "DeleteMember", obj{"name": "deletee"})
-		sseEnds(t, sse)
+		sse.requireEnds(t)
 		require.Error(t, g.endErr(t, streamWait))
 	})
 }

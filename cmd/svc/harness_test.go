@@ -649,6 +649,8 @@ var rpcs = map[string]rpcSpec{
 	"CreateSession": {http.MethodPost, "/session/totp", http.StatusOK, "session", unary(apiv1.BrokerClient.CreateSession)},
 	"GetSession":    {http.MethodGet, "/session", http.StatusOK, "session", unary(apiv1.BrokerClient.GetSession)},
 	"Logout":        {http.MethodPost, "/session/logout", http.StatusNoContent, "", unary(apiv1.BrokerClient.Logout)},
+	"ListSessions":  {http.MethodGet, "/members/{name}/sessions", http.StatusOK, "", unary(apiv1.BrokerClient.ListSessions)},
+	"RevokeSession": {http.MethodDelete, "/members/{name}/sessions/{id}", http.StatusNoContent, "", unary(apiv1.BrokerClient.RevokeSession)},
 
 	"Push":                   {http.MethodPost, "/push", http.StatusOK, "", unary(apiv1.BrokerClient.Push)},
 	"History":                {http.MethodGet, "/history", http.StatusOK, "", unary(apiv1.BrokerClient.History)},

@@ -192,6 +192,23 @@ func (s *sseStream) read(ctx context.Context) {
 	close(s.events)
 }
 
+// requireEnds waits (bounded) until the broker ends the stream, skipping
+// whatever events come before the end.
+func (s *sseStream) requireEnds(t testing.TB) {
+	t.Helper()
+	deadline := time.After(streamWait)
+	for {
+		select {
+		case _, ok := <-s.events:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("SSE stream still open after %s", streamWait)
+		}
+	}
+}
+
 // endErr is why the stream ended.
 func (s *sseStream) endErr() error {
 	s.mu.Lock()

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"encoding/hex"
 	"log/slog"
 	"sync"
 	"testing"
@@ -86,7 +87,7 @@ func mustSession(tb testing.TB, st store.SessionStore, member string, tmpl store
 	tb.Helper()
 	id, hash, err := auth.NewSessionID()
 	require.NoError(tb, err)
-	tmpl.Hash, tmpl.Member = hash, member
+	tmpl.ID, tmpl.Hash, tmpl.Member = hex.EncodeToString(hash[:8]), hash, member
 	require.NoError(tb, st.CreateSession(context.Background(), tmpl))
 	return id
 }

@@ -45,6 +45,8 @@ var methodRules = map[string]Rule{
 	apiv1.Broker_EnrollTotp_FullMethodName:    AnyMember, // manage/self
 	apiv1.Broker_CreateSession_FullMethodName: Public,
 	apiv1.Broker_GetSession_FullMethodName:    AnyMember,
+	apiv1.Broker_ListSessions_FullMethodName:  AnyMember, // manage/self
+	apiv1.Broker_RevokeSession_FullMethodName: AnyMember, // manage/self
 	apiv1.Broker_Logout_FullMethodName:        AnyMember,
 
 	apiv1.Broker_Push_FullMethodName:                   AnyMember,

@@ -321,7 +321,7 @@ func TestClockFillsZeroTimes(t *testing.T) {
 	require.Equal(t, now, tok.RevokedAt)
 	require.True(t, tok.ExpiresAt.IsZero())
 
-	require.NoError(t, db.CreateSession(ctx, store.Session{Hash: store.SessionHash{1}, Member: "alice"}))
+	require.NoError(t, db.CreateSession(ctx, store.Session{ID: "s1", Hash: store.SessionHash{1}, Member: "alice"}))
 	s, err := db.GetSession(ctx, store.SessionHash{1})
 	require.NoError(t, err)
 	require.Equal(t, now, s.CreatedAt)
@@ -370,7 +370,7 @@ func TestDuplicateSession(t *testing.T) {
 	db := MustOpen(t, ":memory:")
 	ctx := t.Context()
 	require.NoError(t, db.PutMember(ctx, store.Member{Name: "alice"}))
-	s := store.Session{Hash: store.SessionHash{7}, Member: "alice", ExpiresAt: time.Now().Add(time.Hour)}
+	s := store.Session{ID: "s7", Hash: store.SessionHash{7}, Member: "alice", ExpiresAt: time.Now().Add(time.Hour)}
 	require.NoError(t, db.CreateSession(ctx, s))
 	require.ErrorIs(t, db.CreateSession(ctx, s), store.ErrConflict)
 }

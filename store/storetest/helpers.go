@@ -57,6 +57,7 @@ func token(id, memberName string) store.Token {
 
 func session(key, memberName string) store.Session {
 	return store.Session{
+		ID:         "id-" + key,
 		Hash:       sessionHash(key),
 		Member:     memberName,
 		CreatedAt:  at(0),
@@ -142,13 +143,14 @@ func tokenIDs(ts []store.Token) []string {
 
 // sessionView is a Session with comparable times.
 type sessionView struct {
+	ID                               string
 	Hash                             store.SessionHash
 	Member                           string
 	CreatedAt, LastSeenAt, ExpiresAt int64
 }
 
 func viewSession(s store.Session) sessionView {
-	return sessionView{s.Hash, s.Member, ms(s.CreatedAt), ms(s.LastSeenAt), ms(s.ExpiresAt)}
+	return sessionView{s.ID, s.Hash, s.Member, ms(s.CreatedAt), ms(s.LastSeenAt), ms(s.ExpiresAt)}
 }
 
 // eventView is an ActivityEvent with a comparable time.

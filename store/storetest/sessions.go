@@ -17,6 +17,10 @@ var sessionTests = []suiteTest{
 	{"TouchSession", testTouchSession},
 	{"DeleteSession", testDeleteSession},
 	{"DeleteExpiredSessions", testDeleteExpiredSessions},
+	{"CreateSessionIDs", testCreateSessionIDs},
+	{"ListSessions", testListSessions},
+	{"DeleteSessionByID", testDeleteSessionByID},
+	{"DeleteMemberSessions", testDeleteMemberSessions},
 }
 
 func testCreateGetSession(t *testing.T, s store.Store) {
@@ -125,4 +129,85 @@ func testDeleteExpiredSessions(t *testing.T, s store.Store) {
 	n, err = s.DeleteExpiredSessions(ctx, now)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+func testCreateSessionIDs(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice")
+	require.NoError(t, s.CreateSession(ctx, session("s1", "alice")))
+	noID := session("s2", "alice")
+	noID.ID = ""
+	require.ErrorIs(t, s.CreateSession(ctx, noID), store.ErrPrecondition, "a session needs an id")
+	dup := session("s3", "alice")
+	dup.ID = "id-s1"
+	require.ErrorIs(t, s.CreateSession(ctx, dup), store.ErrConflict, "ids are unique")
+	for _, h := range []store.SessionHash{sessionHash("s2"), sessionHash("s3")} {
+		_, err := s.GetSession(ctx, h)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	}
+}
+
+func testListSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob")
+	a1, a2, b1 := session("a1", "alice"), session("a2", "alice"), session("b1", "bob")
+	a2.CreatedAt, a2.ExpiresAt = at(time.Minute), at(-time.Hour) // expired: listed too
+	for _, sess := range []store.Session{a2, b1, a1} {
+		require.NoError(t, s.CreateSession(ctx, sess))
+	}
+	got, err := s.ListSessions(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, []sessionView{viewSession(a1), viewSession(a2)}, viewSessions(got), "oldest first")
+	got, err = s.ListSessions(ctx, "nobody")
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	require.Empty(t, got)
+}
+
+func testDeleteSessionByID(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob")
+	a1, a2, b1 := session("a1", "alice"), session("a2", "alice"), session("b1", "bob")
+	for _, sess := range []store.Session{a1, a2, b1} {
+		require.NoError(t, s.CreateSession(ctx, sess))
+	}
+	_, err := s.DeleteSessionByID(ctx, "bob", a1.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "another member's session is not found")
+	got, err := s.DeleteSessionByID(ctx, "alice", a1.ID)
+	require.NoError(t, err)
+	require.Equal(t, viewSession(a1), viewSession(got))
+	_, err = s.GetSession(ctx, a1.Hash)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.DeleteSessionByID(ctx, "alice", a1.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	left, err := s.ListSessions(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, []sessionView{viewSession(a2)}, viewSessions(left))
+}
+
+func testDeleteMemberSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob")
+	for _, sess := range []store.Session{session("a1", "alice"), session("a2", "alice"), session("b1", "bob")} {
+		require.NoError(t, s.CreateSession(ctx, sess))
+	}
+	n, err := s.DeleteMemberSessions(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	left, err := s.ListSessions(ctx, "alice")
+	require.NoError(t, err)
+	require.Empty(t, left)
+	_, err = s.GetSession(ctx, sessionHash("b1"))
+	require.NoError(t, err, "other members keep theirs")
+	n, err = s.DeleteMemberSessions(ctx, "alice")
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func viewSessions(ss []store.Session) []sessionView {
+	out := make([]sessionView, len(ss))
+	for i, s := range ss {
+		out[i] = viewSession(s)
+	}
+	return out
 }

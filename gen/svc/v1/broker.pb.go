@@ -1381,6 +1381,182 @@ func (x *GetSessionResponse) GetSession() *Session {
 	return nil
 }
 
+type ListSessionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsRequest) Reset() {
+	*x = ListSessionsRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsRequest) ProtoMessage() {}
+
+func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListSessionsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListSessionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sessions      []*SessionInfo         `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsResponse) Reset() {
+	*x = ListSessionsResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsResponse) ProtoMessage() {}
+
+func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+type RevokeSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeSessionRequest) Reset() {
+	*x = RevokeSessionRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeSessionRequest) ProtoMessage() {}
+
+func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeSessionRequest.ProtoReflect.Descriptor instead.
+func (*RevokeSessionRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RevokeSessionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeSessionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeSessionResponse) Reset() {
+	*x = RevokeSessionResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeSessionResponse) ProtoMessage() {}
+
+func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeSessionResponse.ProtoReflect.Descriptor instead.
+func (*RevokeSessionResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{31}
+}
+
 type LogoutRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1389,7 +1565,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[28]
+	mi := &file_svc_v1_broker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1577,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[28]
+	mi := &file_svc_v1_broker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1590,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{28}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{32}
 }
 
 type LogoutResponse struct {
@@ -1425,7 +1601,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[29]
+	mi := &file_svc_v1_broker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1613,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[29]
+	mi := &file_svc_v1_broker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1626,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{29}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{33}
 }
 
 type PushRequest struct {
@@ -1470,7 +1646,7 @@ type PushRequest struct {
 
 func (x *PushRequest) Reset() {
 	*x = PushRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[30]
+	mi := &file_svc_v1_broker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1658,7 @@ func (x *PushRequest) String() string {
 func (*PushRequest) ProtoMessage() {}
 
 func (x *PushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[30]
+	mi := &file_svc_v1_broker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1671,7 @@ func (x *PushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
 func (*PushRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{30}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PushRequest) GetTo() string {
@@ -1552,7 +1728,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_svc_v1_broker_proto_msgTypes[31]
+	mi := &file_svc_v1_broker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1740,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[31]
+	mi := &file_svc_v1_broker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1753,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{31}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Delivery) GetLive() int32 {
@@ -1605,7 +1781,7 @@ type PushResponse struct {
 
 func (x *PushResponse) Reset() {
 	*x = PushResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[32]
+	mi := &file_svc_v1_broker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1793,7 @@ func (x *PushResponse) String() string {
 func (*PushResponse) ProtoMessage() {}
 
 func (x *PushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[32]
+	mi := &file_svc_v1_broker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1806,7 @@ func (x *PushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
 func (*PushResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{32}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PushResponse) GetDelivery() *Delivery {
@@ -1660,7 +1836,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[33]
+	mi := &file_svc_v1_broker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1848,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[33]
+	mi := &file_svc_v1_broker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1861,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{33}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubscribeRequest) GetName() string {
@@ -1712,7 +1888,7 @@ type Ready struct {
 
 func (x *Ready) Reset() {
 	*x = Ready{}
-	mi := &file_svc_v1_broker_proto_msgTypes[34]
+	mi := &file_svc_v1_broker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1900,7 @@ func (x *Ready) String() string {
 func (*Ready) ProtoMessage() {}
 
 func (x *Ready) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[34]
+	mi := &file_svc_v1_broker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1913,7 @@ func (x *Ready) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ready.ProtoReflect.Descriptor instead.
 func (*Ready) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{34}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Ready) GetMember() string {
@@ -1760,7 +1936,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[35]
+	mi := &file_svc_v1_broker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1948,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[35]
+	mi := &file_svc_v1_broker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1961,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{35}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -1851,7 +2027,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[36]
+	mi := &file_svc_v1_broker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2039,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[36]
+	mi := &file_svc_v1_broker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2052,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{36}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HistoryRequest) GetWith() string {
@@ -1930,7 +2106,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[37]
+	mi := &file_svc_v1_broker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2118,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[37]
+	mi := &file_svc_v1_broker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2131,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{37}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HistoryResponse) GetMessages() []*Message {
@@ -1973,7 +2149,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[38]
+	mi := &file_svc_v1_broker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2161,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[38]
+	mi := &file_svc_v1_broker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2174,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{38}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{42}
 }
 
 type ListChannelsResponse struct {
@@ -2010,7 +2186,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[39]
+	mi := &file_svc_v1_broker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2198,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[39]
+	mi := &file_svc_v1_broker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2211,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{39}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*ChannelSummary {
@@ -2054,7 +2230,7 @@ type CreateChannelRequest struct {
 
 func (x *CreateChannelRequest) Reset() {
 	*x = CreateChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[40]
+	mi := &file_svc_v1_broker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2242,7 @@ func (x *CreateChannelRequest) String() string {
 func (*CreateChannelRequest) ProtoMessage() {}
 
 func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[40]
+	mi := &file_svc_v1_broker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2255,7 @@ func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelRequest.ProtoReflect.Descriptor instead.
 func (*CreateChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{40}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateChannelRequest) GetSlug() string {
@@ -2098,7 +2274,7 @@ type CreateChannelResponse struct {
 
 func (x *CreateChannelResponse) Reset() {
 	*x = CreateChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[41]
+	mi := &file_svc_v1_broker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2286,7 @@ func (x *CreateChannelResponse) String() string {
 func (*CreateChannelResponse) ProtoMessage() {}
 
 func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[41]
+	mi := &file_svc_v1_broker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2299,7 @@ func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelResponse.ProtoReflect.Descriptor instead.
 func (*CreateChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{41}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateChannelResponse) GetChannel() *Channel {
@@ -2142,7 +2318,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	mi := &file_svc_v1_broker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2330,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	mi := &file_svc_v1_broker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2343,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{42}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetChannelRequest) GetChannel() string {
@@ -2187,7 +2363,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	mi := &file_svc_v1_broker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2375,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	mi := &file_svc_v1_broker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2388,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{43}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -2239,7 +2415,7 @@ type RenameChannelRequest struct {
 
 func (x *RenameChannelRequest) Reset() {
 	*x = RenameChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	mi := &file_svc_v1_broker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2427,7 @@ func (x *RenameChannelRequest) String() string {
 func (*RenameChannelRequest) ProtoMessage() {}
 
 func (x *RenameChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	mi := &file_svc_v1_broker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2440,7 @@ func (x *RenameChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameChannelRequest.ProtoReflect.Descriptor instead.
 func (*RenameChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{44}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RenameChannelRequest) GetChannel() string {
@@ -2290,7 +2466,7 @@ type RenameChannelResponse struct {
 
 func (x *RenameChannelResponse) Reset() {
 	*x = RenameChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	mi := &file_svc_v1_broker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2478,7 @@ func (x *RenameChannelResponse) String() string {
 func (*RenameChannelResponse) ProtoMessage() {}
 
 func (x *RenameChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	mi := &file_svc_v1_broker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2491,7 @@ func (x *RenameChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameChannelResponse.ProtoReflect.Descriptor instead.
 func (*RenameChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{45}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RenameChannelResponse) GetChannel() *Channel {
@@ -2334,7 +2510,7 @@ type ArchiveChannelRequest struct {
 
 func (x *ArchiveChannelRequest) Reset() {
 	*x = ArchiveChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	mi := &file_svc_v1_broker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2522,7 @@ func (x *ArchiveChannelRequest) String() string {
 func (*ArchiveChannelRequest) ProtoMessage() {}
 
 func (x *ArchiveChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	mi := &file_svc_v1_broker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2535,7 @@ func (x *ArchiveChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveChannelRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{46}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ArchiveChannelRequest) GetChannel() string {
@@ -2377,7 +2553,7 @@ type ArchiveChannelResponse struct {
 
 func (x *ArchiveChannelResponse) Reset() {
 	*x = ArchiveChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	mi := &file_svc_v1_broker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2565,7 @@ func (x *ArchiveChannelResponse) String() string {
 func (*ArchiveChannelResponse) ProtoMessage() {}
 
 func (x *ArchiveChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	mi := &file_svc_v1_broker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2578,7 @@ func (x *ArchiveChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveChannelResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{47}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{51}
 }
 
 type AddChannelMemberRequest struct {
@@ -2417,7 +2593,7 @@ type AddChannelMemberRequest struct {
 
 func (x *AddChannelMemberRequest) Reset() {
 	*x = AddChannelMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[48]
+	mi := &file_svc_v1_broker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2605,7 @@ func (x *AddChannelMemberRequest) String() string {
 func (*AddChannelMemberRequest) ProtoMessage() {}
 
 func (x *AddChannelMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[48]
+	mi := &file_svc_v1_broker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2618,7 @@ func (x *AddChannelMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddChannelMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{48}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AddChannelMemberRequest) GetChannel() string {
@@ -2474,7 +2650,7 @@ type AddChannelMemberResponse struct {
 
 func (x *AddChannelMemberResponse) Reset() {
 	*x = AddChannelMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[49]
+	mi := &file_svc_v1_broker_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2662,7 @@ func (x *AddChannelMemberResponse) String() string {
 func (*AddChannelMemberResponse) ProtoMessage() {}
 
 func (x *AddChannelMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[49]
+	mi := &file_svc_v1_broker_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2675,7 @@ func (x *AddChannelMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddChannelMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{49}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{53}
 }
 
 type RemoveChannelMemberRequest struct {
@@ -2512,7 +2688,7 @@ type RemoveChannelMemberRequest struct {
 
 func (x *RemoveChannelMemberRequest) Reset() {
 	*x = RemoveChannelMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[50]
+	mi := &file_svc_v1_broker_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2700,7 @@ func (x *RemoveChannelMemberRequest) String() string {
 func (*RemoveChannelMemberRequest) ProtoMessage() {}
 
 func (x *RemoveChannelMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[50]
+	mi := &file_svc_v1_broker_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2713,7 @@ func (x *RemoveChannelMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveChannelMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveChannelMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{50}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RemoveChannelMemberRequest) GetChannel() string {
@@ -2562,7 +2738,7 @@ type RemoveChannelMemberResponse struct {
 
 func (x *RemoveChannelMemberResponse) Reset() {
 	*x = RemoveChannelMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[51]
+	mi := &file_svc_v1_broker_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2574,7 +2750,7 @@ func (x *RemoveChannelMemberResponse) String() string {
 func (*RemoveChannelMemberResponse) ProtoMessage() {}
 
 func (x *RemoveChannelMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[51]
+	mi := &file_svc_v1_broker_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2587,7 +2763,7 @@ func (x *RemoveChannelMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveChannelMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveChannelMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{51}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{55}
 }
 
 type SetActivityRequest struct {
@@ -2602,7 +2778,7 @@ type SetActivityRequest struct {
 
 func (x *SetActivityRequest) Reset() {
 	*x = SetActivityRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[52]
+	mi := &file_svc_v1_broker_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +2790,7 @@ func (x *SetActivityRequest) String() string {
 func (*SetActivityRequest) ProtoMessage() {}
 
 func (x *SetActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[52]
+	mi := &file_svc_v1_broker_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +2803,7 @@ func (x *SetActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActivityRequest.ProtoReflect.Descriptor instead.
 func (*SetActivityRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{52}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetActivityRequest) GetState() string {
@@ -2652,7 +2828,7 @@ type SetActivityResponse struct {
 
 func (x *SetActivityResponse) Reset() {
 	*x = SetActivityResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[53]
+	mi := &file_svc_v1_broker_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2840,7 @@ func (x *SetActivityResponse) String() string {
 func (*SetActivityResponse) ProtoMessage() {}
 
 func (x *SetActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[53]
+	mi := &file_svc_v1_broker_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2853,7 @@ func (x *SetActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActivityResponse.ProtoReflect.Descriptor instead.
 func (*SetActivityResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{53}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{57}
 }
 
 type GetVapidPublicKeyRequest struct {
@@ -2688,7 +2864,7 @@ type GetVapidPublicKeyRequest struct {
 
 func (x *GetVapidPublicKeyRequest) Reset() {
 	*x = GetVapidPublicKeyRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[54]
+	mi := &file_svc_v1_broker_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2876,7 @@ func (x *GetVapidPublicKeyRequest) String() string {
 func (*GetVapidPublicKeyRequest) ProtoMessage() {}
 
 func (x *GetVapidPublicKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[54]
+	mi := &file_svc_v1_broker_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2889,7 @@ func (x *GetVapidPublicKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVapidPublicKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetVapidPublicKeyRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{54}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{58}
 }
 
 type GetVapidPublicKeyResponse struct {
@@ -2725,7 +2901,7 @@ type GetVapidPublicKeyResponse struct {
 
 func (x *GetVapidPublicKeyResponse) Reset() {
 	*x = GetVapidPublicKeyResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[55]
+	mi := &file_svc_v1_broker_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2913,7 @@ func (x *GetVapidPublicKeyResponse) String() string {
 func (*GetVapidPublicKeyResponse) ProtoMessage() {}
 
 func (x *GetVapidPublicKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[55]
+	mi := &file_svc_v1_broker_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2926,7 @@ func (x *GetVapidPublicKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVapidPublicKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetVapidPublicKeyResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{55}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetVapidPublicKeyResponse) GetPublicKey() string {
@@ -2771,7 +2947,7 @@ type PushSubscriptionKeys struct {
 
 func (x *PushSubscriptionKeys) Reset() {
 	*x = PushSubscriptionKeys{}
-	mi := &file_svc_v1_broker_proto_msgTypes[56]
+	mi := &file_svc_v1_broker_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2959,7 @@ func (x *PushSubscriptionKeys) String() string {
 func (*PushSubscriptionKeys) ProtoMessage() {}
 
 func (x *PushSubscriptionKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[56]
+	mi := &file_svc_v1_broker_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2972,7 @@ func (x *PushSubscriptionKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushSubscriptionKeys.ProtoReflect.Descriptor instead.
 func (*PushSubscriptionKeys) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{56}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PushSubscriptionKeys) GetP256Dh() string {
@@ -2823,7 +2999,7 @@ type CreatePushSubscriptionRequest struct {
 
 func (x *CreatePushSubscriptionRequest) Reset() {
 	*x = CreatePushSubscriptionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[57]
+	mi := &file_svc_v1_broker_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +3011,7 @@ func (x *CreatePushSubscriptionRequest) String() string {
 func (*CreatePushSubscriptionRequest) ProtoMessage() {}
 
 func (x *CreatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[57]
+	mi := &file_svc_v1_broker_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +3024,7 @@ func (x *CreatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*CreatePushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{57}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreatePushSubscriptionRequest) GetEndpoint() string {
@@ -2876,7 +3052,7 @@ type PushSubscription struct {
 
 func (x *PushSubscription) Reset() {
 	*x = PushSubscription{}
-	mi := &file_svc_v1_broker_proto_msgTypes[58]
+	mi := &file_svc_v1_broker_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2888,7 +3064,7 @@ func (x *PushSubscription) String() string {
 func (*PushSubscription) ProtoMessage() {}
 
 func (x *PushSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[58]
+	mi := &file_svc_v1_broker_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2901,7 +3077,7 @@ func (x *PushSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushSubscription.ProtoReflect.Descriptor instead.
 func (*PushSubscription) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{58}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PushSubscription) GetId() string {
@@ -2934,7 +3110,7 @@ type CreatePushSubscriptionResponse struct {
 
 func (x *CreatePushSubscriptionResponse) Reset() {
 	*x = CreatePushSubscriptionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[59]
+	mi := &file_svc_v1_broker_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3122,7 @@ func (x *CreatePushSubscriptionResponse) String() string {
 func (*CreatePushSubscriptionResponse) ProtoMessage() {}
 
 func (x *CreatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[59]
+	mi := &file_svc_v1_broker_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3135,7 @@ func (x *CreatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*CreatePushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{59}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreatePushSubscriptionResponse) GetSubscription() *PushSubscription {
@@ -2978,7 +3154,7 @@ type DeletePushSubscriptionRequest struct {
 
 func (x *DeletePushSubscriptionRequest) Reset() {
 	*x = DeletePushSubscriptionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[60]
+	mi := &file_svc_v1_broker_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3166,7 @@ func (x *DeletePushSubscriptionRequest) String() string {
 func (*DeletePushSubscriptionRequest) ProtoMessage() {}
 
 func (x *DeletePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[60]
+	mi := &file_svc_v1_broker_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3179,7 @@ func (x *DeletePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*DeletePushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{60}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeletePushSubscriptionRequest) GetId() string {
@@ -3021,7 +3197,7 @@ type DeletePushSubscriptionResponse struct {
 
 func (x *DeletePushSubscriptionResponse) Reset() {
 	*x = DeletePushSubscriptionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[61]
+	mi := &file_svc_v1_broker_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3209,7 @@ func (x *DeletePushSubscriptionResponse) String() string {
 func (*DeletePushSubscriptionResponse) ProtoMessage() {}
 
 func (x *DeletePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[61]
+	mi := &file_svc_v1_broker_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3222,7 @@ func (x *DeletePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*DeletePushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{61}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{65}
 }
 
 var File_svc_v1_broker_proto protoreflect.FileDescriptor
@@ -3134,7 +3310,15 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\v2\x0f.svc.v1.SessionR\asession\"\x13\n" +
 	"\x11GetSessionRequest\"?\n" +
 	"\x12GetSessionResponse\x12)\n" +
-	"\asession\x18\x01 \x01(\v2\x0f.svc.v1.SessionR\asession\"\x0f\n" +
+	"\asession\x18\x01 \x01(\v2\x0f.svc.v1.SessionR\asession\")\n" +
+	"\x13ListSessionsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"G\n" +
+	"\x14ListSessionsResponse\x12/\n" +
+	"\bsessions\x18\x01 \x03(\v2\x13.svc.v1.SessionInfoR\bsessions\":\n" +
+	"\x14RevokeSessionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x17\n" +
+	"\x15RevokeSessionResponse\"\x0f\n" +
 	"\rLogoutRequest\"\x10\n" +
 	"\x0eLogoutResponse\"\xb8\x01\n" +
 	"\vPushRequest\x12\x13\n" +
@@ -3226,7 +3410,7 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\fsubscription\x18\x01 \x01(\v2\x18.svc.v1.PushSubscriptionR\fsubscription\"/\n" +
 	"\x1dDeletePushSubscriptionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\" \n" +
-	"\x1eDeletePushSubscriptionResponse2\xde\x16\n" +
+	"\x1eDeletePushSubscriptionResponse2\xc0\x18\n" +
 	"\x06Broker\x12I\n" +
 	"\x06Health\x12\x15.svc.v1.HealthRequest\x1a\x16.svc.v1.HealthResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/healthz\x12Y\n" +
@@ -3245,7 +3429,9 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"EnrollTotp\x12\x19.svc.v1.EnrollTotpRequest\x1a\x1a.svc.v1.EnrollTotpResponse\"&\x82\xd3\xe4\x93\x02 :\x01*\"\x1b/members/{name}/enroll-totp\x12o\n" +
 	"\rCreateSession\x12\x1c.svc.v1.CreateSessionRequest\x1a\x1d.svc.v1.CreateSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*b\asession\"\r/session/totp\x12^\n" +
 	"\n" +
-	"GetSession\x12\x19.svc.v1.GetSessionRequest\x1a\x1a.svc.v1.GetSessionResponse\"\x19\x82\xd3\xe4\x93\x02\x13b\asession\x12\b/session\x12S\n" +
+	"GetSession\x12\x19.svc.v1.GetSessionRequest\x1a\x1a.svc.v1.GetSessionResponse\"\x19\x82\xd3\xe4\x93\x02\x13b\asession\x12\b/session\x12k\n" +
+	"\fListSessions\x12\x1b.svc.v1.ListSessionsRequest\x1a\x1c.svc.v1.ListSessionsResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/members/{name}/sessions\x12s\n" +
+	"\rRevokeSession\x12\x1c.svc.v1.RevokeSessionRequest\x1a\x1d.svc.v1.RevokeSessionResponse\"%\x82\xd3\xe4\x93\x02\x1f*\x1d/members/{name}/sessions/{id}\x12S\n" +
 	"\x06Logout\x12\x15.svc.v1.LogoutRequest\x1a\x16.svc.v1.LogoutResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/session/logout\x12C\n" +
 	"\x04Push\x12\x13.svc.v1.PushRequest\x1a\x14.svc.v1.PushResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	":\x01*\"\x05/push\x12B\n" +
@@ -3277,7 +3463,7 @@ func file_svc_v1_broker_proto_rawDescGZIP() []byte {
 	return file_svc_v1_broker_proto_rawDescData
 }
 
-var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_svc_v1_broker_proto_goTypes = []any{
 	(*HealthRequest)(nil),                  // 0: svc.v1.HealthRequest
 	(*HealthResponse)(nil),                 // 1: svc.v1.HealthResponse
@@ -3307,148 +3493,158 @@ var file_svc_v1_broker_proto_goTypes = []any{
 	(*CreateSessionResponse)(nil),          // 25: svc.v1.CreateSessionResponse
 	(*GetSessionRequest)(nil),              // 26: svc.v1.GetSessionRequest
 	(*GetSessionResponse)(nil),             // 27: svc.v1.GetSessionResponse
-	(*LogoutRequest)(nil),                  // 28: svc.v1.LogoutRequest
-	(*LogoutResponse)(nil),                 // 29: svc.v1.LogoutResponse
-	(*PushRequest)(nil),                    // 30: svc.v1.PushRequest
-	(*Delivery)(nil),                       // 31: svc.v1.Delivery
-	(*PushResponse)(nil),                   // 32: svc.v1.PushResponse
-	(*SubscribeRequest)(nil),               // 33: svc.v1.SubscribeRequest
-	(*Ready)(nil),                          // 34: svc.v1.Ready
-	(*SubscribeResponse)(nil),              // 35: svc.v1.SubscribeResponse
-	(*HistoryRequest)(nil),                 // 36: svc.v1.HistoryRequest
-	(*HistoryResponse)(nil),                // 37: svc.v1.HistoryResponse
-	(*ListChannelsRequest)(nil),            // 38: svc.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),           // 39: svc.v1.ListChannelsResponse
-	(*CreateChannelRequest)(nil),           // 40: svc.v1.CreateChannelRequest
-	(*CreateChannelResponse)(nil),          // 41: svc.v1.CreateChannelResponse
-	(*GetChannelRequest)(nil),              // 42: svc.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),             // 43: svc.v1.GetChannelResponse
-	(*RenameChannelRequest)(nil),           // 44: svc.v1.RenameChannelRequest
-	(*RenameChannelResponse)(nil),          // 45: svc.v1.RenameChannelResponse
-	(*ArchiveChannelRequest)(nil),          // 46: svc.v1.ArchiveChannelRequest
-	(*ArchiveChannelResponse)(nil),         // 47: svc.v1.ArchiveChannelResponse
-	(*AddChannelMemberRequest)(nil),        // 48: svc.v1.AddChannelMemberRequest
-	(*AddChannelMemberResponse)(nil),       // 49: svc.v1.AddChannelMemberResponse
-	(*RemoveChannelMemberRequest)(nil),     // 50: svc.v1.RemoveChannelMemberRequest
-	(*RemoveChannelMemberResponse)(nil),    // 51: svc.v1.RemoveChannelMemberResponse
-	(*SetActivityRequest)(nil),             // 52: svc.v1.SetActivityRequest
-	(*SetActivityResponse)(nil),            // 53: svc.v1.SetActivityResponse
-	(*GetVapidPublicKeyRequest)(nil),       // 54: svc.v1.GetVapidPublicKeyRequest
-	(*GetVapidPublicKeyResponse)(nil),      // 55: svc.v1.GetVapidPublicKeyResponse
-	(*PushSubscriptionKeys)(nil),           // 56: svc.v1.PushSubscriptionKeys
-	(*CreatePushSubscriptionRequest)(nil),  // 57: svc.v1.CreatePushSubscriptionRequest
-	(*PushSubscription)(nil),               // 58: svc.v1.PushSubscription
-	(*CreatePushSubscriptionResponse)(nil), // 59: svc.v1.CreatePushSubscriptionResponse
-	(*DeletePushSubscriptionRequest)(nil),  // 60: svc.v1.DeletePushSubscriptionRequest
-	(*DeletePushSubscriptionResponse)(nil), // 61: svc.v1.DeletePushSubscriptionResponse
-	nil,                                    // 62: svc.v1.Team.PermissionPresetsEntry
-	(*Member)(nil),                         // 63: svc.v1.Member
-	(*Teammate)(nil),                       // 64: svc.v1.Teammate
-	(*Objective)(nil),                      // 65: svc.v1.Objective
-	(*Presence)(nil),                       // 66: svc.v1.Presence
-	(*Role)(nil),                           // 67: svc.v1.Role
-	(*structpb.ListValue)(nil),             // 68: google.protobuf.ListValue
-	(*TokenInfo)(nil),                      // 69: svc.v1.TokenInfo
-	(*structpb.Struct)(nil),                // 70: google.protobuf.Struct
-	(*Message)(nil),                        // 71: svc.v1.Message
-	(*ChannelSummary)(nil),                 // 72: svc.v1.ChannelSummary
-	(*Channel)(nil),                        // 73: svc.v1.Channel
-	(*ChannelMember)(nil),                  // 74: svc.v1.ChannelMember
+	(*ListSessionsRequest)(nil),            // 28: svc.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 29: svc.v1.ListSessionsResponse
+	(*RevokeSessionRequest)(nil),           // 30: svc.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),          // 31: svc.v1.RevokeSessionResponse
+	(*LogoutRequest)(nil),                  // 32: svc.v1.LogoutRequest
+	(*LogoutResponse)(nil),                 // 33: svc.v1.LogoutResponse
+	(*PushRequest)(nil),                    // 34: svc.v1.PushRequest
+	(*Delivery)(nil),                       // 35: svc.v1.Delivery
+	(*PushResponse)(nil),                   // 36: svc.v1.PushResponse
+	(*SubscribeRequest)(nil),               // 37: svc.v1.SubscribeRequest
+	(*Ready)(nil),                          // 38: svc.v1.Ready
+	(*SubscribeResponse)(nil),              // 39: svc.v1.SubscribeResponse
+	(*HistoryRequest)(nil),                 // 40: svc.v1.HistoryRequest
+	(*HistoryResponse)(nil),                // 41: svc.v1.HistoryResponse
+	(*ListChannelsRequest)(nil),            // 42: svc.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),           // 43: svc.v1.ListChannelsResponse
+	(*CreateChannelRequest)(nil),           // 44: svc.v1.CreateChannelRequest
+	(*CreateChannelResponse)(nil),          // 45: svc.v1.CreateChannelResponse
+	(*GetChannelRequest)(nil),              // 46: svc.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),             // 47: svc.v1.GetChannelResponse
+	(*RenameChannelRequest)(nil),           // 48: svc.v1.RenameChannelRequest
+	(*RenameChannelResponse)(nil),          // 49: svc.v1.RenameChannelResponse
+	(*ArchiveChannelRequest)(nil),          // 50: svc.v1.ArchiveChannelRequest
+	(*ArchiveChannelResponse)(nil),         // 51: svc.v1.ArchiveChannelResponse
+	(*AddChannelMemberRequest)(nil),        // 52: svc.v1.AddChannelMemberRequest
+	(*AddChannelMemberResponse)(nil),       // 53: svc.v1.AddChannelMemberResponse
+	(*RemoveChannelMemberRequest)(nil),     // 54: svc.v1.RemoveChannelMemberRequest
+	(*RemoveChannelMemberResponse)(nil),    // 55: svc.v1.RemoveChannelMemberResponse
+	(*SetActivityRequest)(nil),             // 56: svc.v1.SetActivityRequest
+	(*SetActivityResponse)(nil),            // 57: svc.v1.SetActivityResponse
+	(*GetVapidPublicKeyRequest)(nil),       // 58: svc.v1.GetVapidPublicKeyRequest
+	(*GetVapidPublicKeyResponse)(nil),      // 59: svc.v1.GetVapidPublicKeyResponse
+	(*PushSubscriptionKeys)(nil),           // 60: svc.v1.PushSubscriptionKeys
+	(*CreatePushSubscriptionRequest)(nil),  // 61: svc.v1.CreatePushSubscriptionRequest
+	(*PushSubscription)(nil),               // 62: svc.v1.PushSubscription
+	(*CreatePushSubscriptionResponse)(nil), // 63: svc.v1.CreatePushSubscriptionResponse
+	(*DeletePushSubscriptionRequest)(nil),  // 64: svc.v1.DeletePushSubscriptionRequest
+	(*DeletePushSubscriptionResponse)(nil), // 65: svc.v1.DeletePushSubscriptionResponse
+	nil,                                    // 66: svc.v1.Team.PermissionPresetsEntry
+	(*Member)(nil),                         // 67: svc.v1.Member
+	(*Teammate)(nil),                       // 68: svc.v1.Teammate
+	(*Objective)(nil),                      // 69: svc.v1.Objective
+	(*Presence)(nil),                       // 70: svc.v1.Presence
+	(*Role)(nil),                           // 71: svc.v1.Role
+	(*structpb.ListValue)(nil),             // 72: google.protobuf.ListValue
+	(*TokenInfo)(nil),                      // 73: svc.v1.TokenInfo
+	(*SessionInfo)(nil),                    // 74: svc.v1.SessionInfo
+	(*structpb.Struct)(nil),                // 75: google.protobuf.Struct
+	(*Message)(nil),                        // 76: svc.v1.Message
+	(*ChannelSummary)(nil),                 // 77: svc.v1.ChannelSummary
+	(*Channel)(nil),                        // 78: svc.v1.Channel
+	(*ChannelMember)(nil),                  // 79: svc.v1.ChannelMember
 }
 var file_svc_v1_broker_proto_depIdxs = []int32{
-	62, // 0: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
-	63, // 1: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
+	66, // 0: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
+	67, // 1: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
 	3,  // 2: svc.v1.GetBriefingResponse.team:type_name -> svc.v1.Team
-	64, // 3: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
-	65, // 4: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
-	64, // 5: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
-	66, // 6: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
-	63, // 7: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
-	67, // 8: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
-	64, // 9: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
-	67, // 10: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
-	68, // 11: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
-	64, // 12: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
-	69, // 13: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
-	69, // 14: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
-	67, // 15: svc.v1.Session.role:type_name -> svc.v1.Role
+	68, // 3: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
+	69, // 4: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
+	68, // 5: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
+	70, // 6: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
+	67, // 7: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
+	71, // 8: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
+	68, // 9: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
+	71, // 10: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
+	72, // 11: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
+	68, // 12: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
+	73, // 13: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
+	73, // 14: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
+	71, // 15: svc.v1.Session.role:type_name -> svc.v1.Role
 	23, // 16: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
 	23, // 17: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
-	70, // 18: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
-	31, // 19: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
-	71, // 20: svc.v1.PushResponse.message:type_name -> svc.v1.Message
-	34, // 21: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
-	71, // 22: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
-	71, // 23: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
-	72, // 24: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
-	73, // 25: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
-	73, // 26: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
-	74, // 27: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
-	73, // 28: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
-	56, // 29: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
-	58, // 30: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
-	68, // 31: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
-	0,  // 32: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
-	2,  // 33: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
-	5,  // 34: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
-	7,  // 35: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
-	9,  // 36: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
-	11, // 37: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
-	13, // 38: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
-	15, // 39: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
-	17, // 40: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
-	19, // 41: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
-	21, // 42: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
-	24, // 43: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
-	26, // 44: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
-	28, // 45: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
-	30, // 46: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
-	33, // 47: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
-	36, // 48: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
-	38, // 49: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
-	40, // 50: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
-	42, // 51: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
-	44, // 52: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
-	46, // 53: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
-	48, // 54: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
-	50, // 55: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
-	52, // 56: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
-	54, // 57: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
-	57, // 58: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
-	60, // 59: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
-	1,  // 60: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
-	4,  // 61: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
-	6,  // 62: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
-	8,  // 63: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
-	10, // 64: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
-	12, // 65: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
-	14, // 66: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
-	16, // 67: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
-	18, // 68: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
-	20, // 69: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
-	22, // 70: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
-	25, // 71: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
-	27, // 72: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
-	29, // 73: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
-	32, // 74: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
-	35, // 75: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
-	37, // 76: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
-	39, // 77: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
-	41, // 78: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
-	43, // 79: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
-	45, // 80: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
-	47, // 81: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
-	49, // 82: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
-	51, // 83: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
-	53, // 84: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
-	55, // 85: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
-	59, // 86: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
-	61, // 87: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
-	60, // [60:88] is the sub-list for method output_type
-	32, // [32:60] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	74, // 18: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
+	75, // 19: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
+	35, // 20: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
+	76, // 21: svc.v1.PushResponse.message:type_name -> svc.v1.Message
+	38, // 22: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
+	76, // 23: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
+	76, // 24: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
+	77, // 25: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
+	78, // 26: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
+	78, // 27: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
+	79, // 28: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
+	78, // 29: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
+	60, // 30: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
+	62, // 31: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
+	72, // 32: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
+	0,  // 33: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
+	2,  // 34: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
+	5,  // 35: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
+	7,  // 36: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
+	9,  // 37: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
+	11, // 38: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
+	13, // 39: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
+	15, // 40: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
+	17, // 41: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
+	19, // 42: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
+	21, // 43: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
+	24, // 44: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
+	26, // 45: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
+	28, // 46: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
+	30, // 47: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
+	32, // 48: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
+	34, // 49: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
+	37, // 50: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
+	40, // 51: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
+	42, // 52: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
+	44, // 53: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
+	46, // 54: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
+	48, // 55: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
+	50, // 56: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
+	52, // 57: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
+	54, // 58: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
+	56, // 59: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
+	58, // 60: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
+	61, // 61: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
+	64, // 62: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
+	1,  // 63: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
+	4,  // 64: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
+	6,  // 65: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
+	8,  // 66: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
+	10, // 67: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
+	12, // 68: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
+	14, // 69: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
+	16, // 70: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
+	18, // 71: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
+	20, // 72: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
+	22, // 73: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
+	25, // 74: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
+	27, // 75: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
+	29, // 76: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
+	31, // 77: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
+	33, // 78: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
+	36, // 79: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
+	39, // 80: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
+	41, // 81: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
+	43, // 82: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
+	45, // 83: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
+	47, // 84: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
+	49, // 85: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
+	51, // 86: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
+	53, // 87: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
+	55, // 88: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
+	57, // 89: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
+	59, // 90: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
+	63, // 91: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
+	65, // 92: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
+	63, // [63:93] is the sub-list for method output_type
+	33, // [33:63] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_broker_proto_init() }
@@ -3461,21 +3657,21 @@ func file_svc_v1_broker_proto_init() {
 	file_svc_v1_broker_proto_msgTypes[11].OneofWrappers = []any{}
 	file_svc_v1_broker_proto_msgTypes[23].OneofWrappers = []any{}
 	file_svc_v1_broker_proto_msgTypes[24].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[30].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[35].OneofWrappers = []any{
+	file_svc_v1_broker_proto_msgTypes[34].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[39].OneofWrappers = []any{
 		(*SubscribeResponse_Ready)(nil),
 		(*SubscribeResponse_Message)(nil),
 	}
-	file_svc_v1_broker_proto_msgTypes[36].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[48].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[40].OneofWrappers = []any{}
 	file_svc_v1_broker_proto_msgTypes[52].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[56].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_broker_proto_rawDesc), len(file_svc_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   63,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

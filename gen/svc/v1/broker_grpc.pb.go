@@ -32,6 +32,8 @@ const (
 	Broker_EnrollTotp_FullMethodName             = "/svc.v1.Broker/EnrollTotp"
 	Broker_CreateSession_FullMethodName          = "/svc.v1.Broker/CreateSession"
 	Broker_GetSession_FullMethodName             = "/svc.v1.Broker/GetSession"
+	Broker_ListSessions_FullMethodName           = "/svc.v1.Broker/ListSessions"
+	Broker_RevokeSession_FullMethodName          = "/svc.v1.Broker/RevokeSession"
 	Broker_Logout_FullMethodName                 = "/svc.v1.Broker/Logout"
 	Broker_Push_FullMethodName                   = "/svc.v1.Broker/Push"
 	Broker_Subscribe_FullMethodName              = "/svc.v1.Broker/Subscribe"
@@ -83,6 +85,11 @@ type BrokerClient interface {
 	CreateSession(ctx context.Context, in *CreateSessionRequest, opts ...grpc.CallOption) (*CreateSessionResponse, error)
 	// GetSession describes the caller's session.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
+	// ListSessions lists the member's live sessions (manage/self).
+	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// RevokeSession ends one of the member's sessions and its streams
+	// (manage/self).
+	RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error)
 	// Logout ends the caller's session and clears the cookie.
 	Logout(ctx context.Context, in *LogoutRequest, opts ...grpc.CallOption) (*LogoutResponse, error)
 	// Push sends a message: a DM (to), a channel post (data.thread =
@@ -252,6 +259,26 @@ func (c *brokerClient) GetSession(ctx context.Context, in *GetSessionRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetSessionResponse)
 	err := c.cc.Invoke(ctx, Broker_GetSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSessionsResponse)
+	err := c.cc.Invoke(ctx, Broker_ListSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeSessionResponse)
+	err := c.cc.Invoke(ctx, Broker_RevokeSession_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -451,6 +478,11 @@ type BrokerServer interface {
 	CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error)
 	// GetSession describes the caller's session.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
+	// ListSessions lists the member's live sessions (manage/self).
+	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// RevokeSession ends one of the member's sessions and its streams
+	// (manage/self).
+	RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error)
 	// Logout ends the caller's session and clears the cookie.
 	Logout(context.Context, *LogoutRequest) (*LogoutResponse, error)
 	// Push sends a message: a DM (to), a channel post (data.thread =
@@ -534,6 +566,12 @@ func (UnimplementedBrokerServer) CreateSession(context.Context, *CreateSessionRe
 }
 func (UnimplementedBrokerServer) GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSession not implemented")
+}
+func (UnimplementedBrokerServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedBrokerServer) RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeSession not implemented")
 }
 func (UnimplementedBrokerServer) Logout(context.Context, *LogoutRequest) (*LogoutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Logout not implemented")
@@ -831,6 +869,42 @@ func _Broker_GetSession_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BrokerServer).GetSession(ctx, req.(*GetSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_ListSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).ListSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_ListSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).ListSessions(ctx, req.(*ListSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_RevokeSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).RevokeSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_RevokeSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).RevokeSession(ctx, req.(*RevokeSessionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1156,6 +1230,14 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSession",
 			Handler:    _Broker_GetSession_Handler,
+		},
+		{
+			MethodName: "ListSessions",
+			Handler:    _Broker_ListSessions_Handler,
+		},
+		{
+			MethodName: "RevokeSession",
+			Handler:    _Broker_RevokeSession_Handler,
 		},
 		{
 			MethodName: "Logout",

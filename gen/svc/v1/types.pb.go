@@ -300,6 +300,85 @@ func (x *TokenInfo) GetCreatedBy() string {
 	return ""
 }
 
+// SessionInfo describes one human session; the cookie value is never part
+// of it.
+type SessionInfo struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CreatedAt  float64                `protobuf:"fixed64,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	LastSeenAt float64                `protobuf:"fixed64,3,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
+	ExpiresAt  *float64               `protobuf:"fixed64,4,opt,name=expires_at,json=expiresAt,proto3,oneof" json:"expires_at,omitempty"`
+	// current is true for the session the request came with.
+	Current       bool `protobuf:"varint,5,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionInfo) Reset() {
+	*x = SessionInfo{}
+	mi := &file_svc_v1_types_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionInfo) ProtoMessage() {}
+
+func (x *SessionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_types_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
+func (*SessionInfo) Descriptor() ([]byte, []int) {
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SessionInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SessionInfo) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetLastSeenAt() float64 {
+	if x != nil {
+		return x.LastSeenAt
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetExpiresAt() float64 {
+	if x != nil && x.ExpiresAt != nil {
+		return *x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *SessionInfo) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
 // Presence is the live connection and activity state of one member.
 type Presence struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -318,7 +397,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_svc_v1_types_proto_msgTypes[4]
+	mi := &file_svc_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +409,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_types_proto_msgTypes[4]
+	mi := &file_svc_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +422,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_svc_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Presence) GetName() string {
@@ -408,7 +487,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_svc_v1_types_proto_msgTypes[5]
+	mi := &file_svc_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +499,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_types_proto_msgTypes[5]
+	mi := &file_svc_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +512,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_svc_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Attachment) GetPath() string {
@@ -487,7 +566,7 @@ type Objective struct {
 
 func (x *Objective) Reset() {
 	*x = Objective{}
-	mi := &file_svc_v1_types_proto_msgTypes[6]
+	mi := &file_svc_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +578,7 @@ func (x *Objective) String() string {
 func (*Objective) ProtoMessage() {}
 
 func (x *Objective) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_types_proto_msgTypes[6]
+	mi := &file_svc_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +591,7 @@ func (x *Objective) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Objective.ProtoReflect.Descriptor instead.
 func (*Objective) Descriptor() ([]byte, []int) {
-	return file_svc_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Objective) GetId() string {
@@ -635,7 +714,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_svc_v1_types_proto_msgTypes[7]
+	mi := &file_svc_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +726,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_types_proto_msgTypes[7]
+	mi := &file_svc_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +739,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_svc_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Message) GetId() string {
@@ -747,7 +826,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_svc_v1_types_proto_msgTypes[8]
+	mi := &file_svc_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +838,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_types_proto_msgTypes[8]
+	mi := &file_svc_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +851,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_svc_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Channel) GetId() string {
@@ -827,7 +906,7 @@ type ChannelSummary struct {
 
 func (x *ChannelSummary) Reset() {
 	*x = ChannelSummary{}
-	mi := &file_svc_v1_types_proto_msgTypes[9]
+	mi := &file_svc_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +918,7 @@ func (x *ChannelSummary) String() string {
 func (*ChannelSummary) ProtoMessage() {}
 
 func (x *ChannelSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_types_proto_msgTypes[9]
+	mi := &file_svc_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +931,7 @@ func (x *ChannelSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelSummary.ProtoReflect.Descriptor instead.
 func (*ChannelSummary) Descriptor() ([]byte, []int) {
-	return file_svc_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ChannelSummary) GetId() string {
@@ -916,7 +995,7 @@ type ChannelMember struct {
 
 func (x *ChannelMember) Reset() {
 	*x = ChannelMember{}
-	mi := &file_svc_v1_types_proto_msgTypes[10]
+	mi := &file_svc_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1007,7 @@ func (x *ChannelMember) String() string {
 func (*ChannelMember) ProtoMessage() {}
 
 func (x *ChannelMember) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_types_proto_msgTypes[10]
+	mi := &file_svc_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1020,7 @@ func (x *ChannelMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelMember.ProtoReflect.Descriptor instead.
 func (*ChannelMember) Descriptor() ([]byte, []int) {
-	return file_svc_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_svc_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ChannelMember) GetMember() string {
@@ -989,6 +1068,16 @@ const file_svc_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"created_by\x18\a \x01(\tR\tcreatedByB\x0f\n" +
 	"\r_last_used_atB\r\n" +
+	"\v_expires_at\"\xab\x01\n" +
+	"\vSessionInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x02 \x01(\x01R\tcreatedAt\x12 \n" +
+	"\flast_seen_at\x18\x03 \x01(\x01R\n" +
+	"lastSeenAt\x12\"\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\x01H\x00R\texpiresAt\x88\x01\x01\x12\x18\n" +
+	"\acurrent\x18\x05 \x01(\bR\acurrentB\r\n" +
 	"\v_expires_at\"\xea\x01\n" +
 	"\bPresence\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -1084,28 +1173,29 @@ func file_svc_v1_types_proto_rawDescGZIP() []byte {
 	return file_svc_v1_types_proto_rawDescData
 }
 
-var file_svc_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_svc_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_svc_v1_types_proto_goTypes = []any{
 	(*Role)(nil),            // 0: svc.v1.Role
 	(*Member)(nil),          // 1: svc.v1.Member
 	(*Teammate)(nil),        // 2: svc.v1.Teammate
 	(*TokenInfo)(nil),       // 3: svc.v1.TokenInfo
-	(*Presence)(nil),        // 4: svc.v1.Presence
-	(*Attachment)(nil),      // 5: svc.v1.Attachment
-	(*Objective)(nil),       // 6: svc.v1.Objective
-	(*Message)(nil),         // 7: svc.v1.Message
-	(*Channel)(nil),         // 8: svc.v1.Channel
-	(*ChannelSummary)(nil),  // 9: svc.v1.ChannelSummary
-	(*ChannelMember)(nil),   // 10: svc.v1.ChannelMember
-	(*structpb.Struct)(nil), // 11: google.protobuf.Struct
+	(*SessionInfo)(nil),     // 4: svc.v1.SessionInfo
+	(*Presence)(nil),        // 5: svc.v1.Presence
+	(*Attachment)(nil),      // 6: svc.v1.Attachment
+	(*Objective)(nil),       // 7: svc.v1.Objective
+	(*Message)(nil),         // 8: svc.v1.Message
+	(*Channel)(nil),         // 9: svc.v1.Channel
+	(*ChannelSummary)(nil),  // 10: svc.v1.ChannelSummary
+	(*ChannelMember)(nil),   // 11: svc.v1.ChannelMember
+	(*structpb.Struct)(nil), // 12: google.protobuf.Struct
 }
 var file_svc_v1_types_proto_depIdxs = []int32{
 	0,  // 0: svc.v1.Member.role:type_name -> svc.v1.Role
 	0,  // 1: svc.v1.Teammate.role:type_name -> svc.v1.Role
 	0,  // 2: svc.v1.Presence.role:type_name -> svc.v1.Role
-	5,  // 3: svc.v1.Objective.attachments:type_name -> svc.v1.Attachment
-	11, // 4: svc.v1.Message.data:type_name -> google.protobuf.Struct
-	11, // 5: svc.v1.Message.meta:type_name -> google.protobuf.Struct
+	6,  // 3: svc.v1.Objective.attachments:type_name -> svc.v1.Attachment
+	12, // 4: svc.v1.Message.data:type_name -> google.protobuf.Struct
+	12, // 5: svc.v1.Message.meta:type_name -> google.protobuf.Struct
 	6,  // [6:6] is the sub-list for method output_type
 	6,  // [6:6] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
@@ -1121,17 +1211,18 @@ func file_svc_v1_types_proto_init() {
 	file_svc_v1_types_proto_msgTypes[1].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[3].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[4].OneofWrappers = []any{}
-	file_svc_v1_types_proto_msgTypes[6].OneofWrappers = []any{}
+	file_svc_v1_types_proto_msgTypes[5].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[8].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
+	file_svc_v1_types_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_types_proto_rawDesc), len(file_svc_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
