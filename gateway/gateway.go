@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -24,6 +25,10 @@ import (
 	"svc/server/auth"
 	"svc/server/connguard"
 )
+
+// maxDecodeDepth bounds how deeply messages of a JSON request body may
+// nest while the gateway decodes it.
+const maxDecodeDepth = 1000
 
 // DefaultMaxBody caps JSON request bodies of REST routes. Routes with other
 // caps (file writes, tool args) set their own.
@@ -58,8 +63,12 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 	}
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{EmitDefaultValues: true},
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+			MarshalOptions: protojson.MarshalOptions{EmitDefaultValues: true},
+			// Deeper than this is refused while decoding (400); the
+			// services refuse JSON values past 64 levels with a clearer
+			// message, and the decoders' own limit (10,000) is never
+			// reached.
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDecodeDepth},
 		}),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			// grpc-gateway reports a body cut off by the cap as a decoding
@@ -116,7 +125,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 	if err != nil {
 		return nil, err
 	}
-	g.handler = g.withRecovery(g.withProtocol(g.withOrigin(withTLSFlag(withBodyGuard(withFsRead(fsRead, mux))))))
+	g.handler = g.withRecovery(g.withProtocol(g.withUTF8(g.withOrigin(withTLSFlag(withBodyGuard(withFsRead(fsRead, mux)))))))
 	return g, nil
 }
 
@@ -239,6 +248,39 @@ func (g *Gateway) withProtocol(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// withUTF8 refuses (400) a request whose path or query, once decoded, is
+// not UTF-8: every path and query value becomes a protobuf string, which
+// must be, and the refusal belongs before anything else looks at them.
+func (g *Gateway) withUTF8(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !utf8.ValidString(r.URL.Path) {
+			writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "path: must be UTF-8 once decoded"))
+			return
+		}
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "query: %v", err))
+			return
+		}
+		for k, vs := range q {
+			if !utf8.ValidString(k) || !allUTF8(vs) {
+				writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "query: parameters must be UTF-8 once decoded"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func allUTF8(vs []string) bool {
+	for _, v := range vs {
+		if !utf8.ValidString(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // withOrigin refuses cross-origin state changes carried by the session

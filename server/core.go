@@ -37,9 +37,9 @@ type core struct {
 	maxFileSize int64
 	// maxStreams bounds one member's live streams; <= 0 is unbounded.
 	maxStreams int
-	version     string
-	now         func() time.Time
-	log         *slog.Logger
+	version    string
+	now        func() time.Time
+	log        *slog.Logger
 }
 
 // commit runs fn in the transaction of the message committer's next batch,

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
@@ -57,6 +58,11 @@ func (c *chain) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	ctx, err = c.admit(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
+	}
+	if m, ok := req.(proto.Message); ok {
+		if err := checkNesting(m); err != nil {
+			return nil, err
+		}
 	}
 	if p, ok := auth.PrincipalFrom(ctx); ok && info.FullMethod != logoutMethod {
 		if c := p.RefreshedCookie(); c != "" {
