@@ -35,6 +35,9 @@ type core struct {
 	blobs    *vfs.Blobs // nil when the filesystem is disabled
 	// maxFileSize is the most bytes one file may hold.
 	maxFileSize int64
+	// quotaBytes is the most bytes one member's home may hold; <= 0 is
+	// unlimited.
+	quotaBytes int64
 	// maxStreams bounds one member's live streams; <= 0 is unbounded.
 	maxStreams int
 	version    string

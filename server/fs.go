@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
@@ -83,13 +84,21 @@ func (f *Fs) ListFiles(ctx context.Context, req *apiv1.ListFilesRequest) (*apiv1
 	if err != nil {
 		return nil, err
 	}
-	entries, err := f.list(ctx, p, vp)
+	page, err := listPage(req.Limit, req.GetAfter())
+	if err != nil {
+		return nil, err
+	}
+	entries, more, err := f.list(ctx, p, vp, page)
 	if err != nil {
 		return nil, err
 	}
 	out := &apiv1.ListFilesResponse{Entries: make([]*apiv1.FsEntry, 0, len(entries))}
 	for _, e := range entries {
 		out.Entries = append(out.Entries, FsEntryToProto(e))
+	}
+	if more {
+		next := entries[len(entries)-1].Name()
+		out.Next = &next
 	}
 	return out, nil
 }
@@ -234,6 +243,11 @@ func (f *Fs) Move(ctx context.Context, req *apiv1.MoveRequest) (*apiv1.MoveRespo
 		if err := ensureParents(ctx, tx, to); err != nil {
 			return err
 		}
+		if to.Home() != from.Home() {
+			if err := f.withinQuota(ctx, tx, to.Home(), src.Size, store.FsEntry{}, false); err != nil {
+				return err
+			}
+		}
 		var err error
 		out, err = tx.MoveEntry(ctx, store.FsMove{From: from.String(), To: to.String(), Owner: to.Home()})
 		switch {
@@ -256,18 +270,28 @@ func (f *Fs) Move(ctx context.Context, req *apiv1.MoveRequest) (*apiv1.MoveRespo
 
 // ListShared implements apiv1.FsServer: the files outside the caller's home
 // granted to it or to everyone, by path.
-func (f *Fs) ListShared(ctx context.Context, _ *apiv1.ListSharedRequest) (*apiv1.ListSharedResponse, error) {
+func (f *Fs) ListShared(ctx context.Context, req *apiv1.ListSharedRequest) (*apiv1.ListSharedResponse, error) {
 	p := mustPrincipal(ctx)
 	if !f.Enabled() {
 		return nil, errFsDisabled
 	}
-	shared, err := f.store.SharedWith(ctx, p.Member)
+	page, err := listPage(req.Limit, req.GetAfter())
 	if err != nil {
 		return nil, err
 	}
+	// One more than asked says whether a next page exists.
+	shared, err := f.store.SharedWith(ctx, p.Member, store.Page{After: page.After, Limit: page.Limit + 1})
+	if err != nil {
+		return nil, err
+	}
+	more := len(shared) > page.Limit
+	shared = shared[:min(len(shared), page.Limit)]
 	out := &apiv1.ListSharedResponse{Entries: make([]*apiv1.FsEntry, 0, len(shared))}
 	for _, e := range shared {
 		out.Entries = append(out.Entries, FsEntryToProto(e))
+	}
+	if more {
+		out.Next = &shared[len(shared)-1].Path
 	}
 	return out, nil
 }
@@ -322,6 +346,7 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		return none, false, errTooLarge(f.maxFileSize)
 	}
 	// Refuse what is certain to fail before reading a large body.
+	var replaced int64 // what an overwrite gives back to the quota
 	switch cur, err := f.store.GetEntry(ctx, vp.String()); {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -330,12 +355,31 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		return none, false, Errorf(CodeConflict, "%s is a directory", vp)
 	case collide == CollideError:
 		return none, false, Errorf(CodeConflict, "%s exists; write with collide=overwrite or collide=suffix", vp)
+	case collide == CollideOverwrite:
+		replaced = cur.Size
+	}
+	// The body may hold no more than the file limit, nor than what the
+	// home's quota leaves (checked again, exactly, in the commit).
+	limit, byQuota := f.maxFileSize, false
+	if f.quotaBytes > 0 {
+		used, err := f.store.Usage(ctx, vp.Home())
+		if err != nil {
+			return none, false, err
+		}
+		if left := f.quotaBytes - used + replaced; left < limit {
+			limit, byQuota = max(left, 0), true
+		}
+		if w.Size > limit {
+			return none, false, f.errOverQuota(vp.Home(), used, w.Size-replaced)
+		}
 	}
 
 	// The lock protocol of vfs.Blobs: the blob is in place and its sha
 	// locked before the transaction; unlock after it, then purge outside.
-	placed, err := f.blobs.Put(ctx, w.Body, f.maxFileSize)
+	placed, err := f.blobs.Put(ctx, w.Body, limit)
 	switch {
+	case errors.Is(err, vfs.ErrTooLarge) && byQuota:
+		return none, false, f.errOverQuota(vp.Home(), -1, limit+1)
 	case errors.Is(err, vfs.ErrTooLarge):
 		return none, false, errTooLarge(f.maxFileSize)
 	case err != nil:
@@ -365,6 +409,9 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		}
 		target := vp
 		cur, err := tx.GetEntry(ctx, vp.String())
+		if err := f.withinQuota(ctx, tx, vp.Home(), placed.Size, cur, collide == CollideOverwrite && err == nil); err != nil {
+			return err
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
@@ -461,11 +508,11 @@ func (f *Fs) checkWrite(p *auth.Principal, vp vfs.Path) error {
 // the directories leading to a file granted to p.
 func (f *Fs) visible(ctx context.Context, p *auth.Principal, vp vfs.Path) (store.FsEntry, error) {
 	if !ownsOrManages(p, vp) {
-		shared, err := f.store.SharedWith(ctx, p.Member)
+		ok, err := f.store.SharedBelow(ctx, p.Member, vp.String())
 		if err != nil {
 			return store.FsEntry{}, err
 		}
-		if !leadsToShared(vp, shared) {
+		if !ok {
 			return store.FsEntry{}, errNotReadable(vp)
 		}
 	}
@@ -476,62 +523,93 @@ func (f *Fs) visible(ctx context.Context, p *auth.Principal, vp vfs.Path) (store
 	return e, nil
 }
 
-// list returns what ListFiles shows of vp to p.
-func (f *Fs) list(ctx context.Context, p *auth.Principal, vp vfs.Path) ([]store.FsEntry, error) {
-	var shared []store.FsEntry
+// list returns a page of what ListFiles shows of vp to p, and whether more
+// follows it.
+func (f *Fs) list(ctx context.Context, p *auth.Principal, vp vfs.Path, page store.Page) ([]store.FsEntry, bool, error) {
 	limited := vp.IsRoot() && !p.Has(auth.MembersManage) || !vp.IsRoot() && !ownsOrManages(p, vp)
-	if limited {
-		var err error
-		if shared, err = f.store.SharedWith(ctx, p.Member); err != nil {
-			return nil, err
+	if limited && !vp.IsRoot() {
+		ok, err := f.store.SharedBelow(ctx, p.Member, vp.String())
+		if err != nil {
+			return nil, false, err
 		}
-		if !vp.IsRoot() && !leadsToShared(vp, shared) {
-			return nil, errNotReadable(vp)
+		if !ok {
+			return nil, false, errNotReadable(vp)
 		}
 	}
 	if !vp.IsRoot() {
 		e, err := f.store.GetEntry(ctx, vp.String())
 		if err != nil {
-			return nil, notFound(vp, err)
+			return nil, false, notFound(vp, err)
 		}
 		if e.Kind == store.FsFile {
-			return []store.FsEntry{e}, nil
+			return []store.FsEntry{e}, false, nil
 		}
 	}
-	entries, err := f.store.ListDir(ctx, vp.String())
-	switch {
-	case errors.Is(err, store.ErrPrecondition):
-		// A directory turned into a file since the lookup.
-		return nil, Errorf(CodeConflict, "%s is not a directory", vp)
-	case err != nil:
-		return nil, notFound(vp, err)
-	}
-	if !limited {
-		return entries, nil
-	}
-	out := make([]store.FsEntry, 0, len(entries))
-	for _, e := range entries {
-		ep, err := vfs.Parse(e.Path)
-		if err != nil {
-			continue
+	// A limited view filters what the store lists: it reads on, a page at
+	// a time, until its page is full or the directory ends. One entry more
+	// than asked says whether a next page exists.
+	out := make([]store.FsEntry, 0, min(page.Limit, 64))
+	after := page.After
+	for {
+		entries, err := f.store.ListDir(ctx, vp.String(), store.Page{After: after, Limit: page.Limit + 1})
+		switch {
+		case errors.Is(err, store.ErrPrecondition):
+			// A directory turned into a file since the lookup.
+			return nil, false, Errorf(CodeConflict, "%s is not a directory", vp)
+		case err != nil:
+			return nil, false, notFound(vp, err)
 		}
-		if ep.Home() == p.Member || leadsToShared(ep, shared) {
+		for _, e := range entries {
+			if limited {
+				shown, err := f.shownTo(ctx, p, e)
+				if err != nil {
+					return nil, false, err
+				}
+				if !shown {
+					continue
+				}
+			}
+			if len(out) == page.Limit {
+				return out, true, nil
+			}
 			out = append(out, e)
 		}
+		if len(entries) <= page.Limit {
+			return out, false, nil
+		}
+		after = entries[len(entries)-1].Name()
 	}
-	return out, nil
 }
 
-// leadsToShared reports whether vp is one of the shared files or a
-// directory above one.
-func leadsToShared(vp vfs.Path, shared []store.FsEntry) bool {
-	for _, s := range shared {
-		sp, err := vfs.Parse(s.Path)
-		if err == nil && sp.Within(vp) {
-			return true
-		}
+// shownTo reports whether a limited listing shows e to p: p's own home, and
+// what leads to a file shared with p.
+func (f *Fs) shownTo(ctx context.Context, p *auth.Principal, e store.FsEntry) (bool, error) {
+	if e.Path == "/"+p.Member {
+		return true, nil
 	}
-	return false
+	return f.store.SharedBelow(ctx, p.Member, e.Path)
+}
+
+// Listing pages (ls, shared): 1000 entries when the caller names no limit,
+// never more.
+const (
+	defaultListLimit = 1000
+	maxListLimit     = 1000
+)
+
+// listPage reads a listing's limit and after.
+func listPage(limit *int32, after string) (store.Page, error) {
+	p := store.Page{After: after, Limit: defaultListLimit}
+	if limit != nil {
+		if *limit < 1 {
+			return p, invalid("limit", "must be at least 1")
+		}
+		p.Limit = int(min(*limit, maxListLimit))
+	}
+	if len(after) > vfs.MaxPathLen || !utf8.ValidString(after) {
+		return p, invalid("after", "must be a name or path from a previous page")
+	}
+	return p, nil
 }
 
 // parseFsPath validates a virtual path from a request field.
@@ -632,6 +710,37 @@ func notFound(vp vfs.Path, err error) error {
 // not.
 func errNotReadable(vp vfs.Path) error {
 	return fmt.Errorf("%w: %s is not readable by you", auth.ErrForbidden, vp)
+}
+
+// withinQuota refuses (413) adding size bytes to home when its quota
+// would not hold them; an overwrite of cur gives cur's bytes back first.
+// It runs inside the commit, so concurrent writes cannot both squeeze
+// under the quota.
+func (f *Fs) withinQuota(ctx context.Context, tx store.Tx, home string, size int64, cur store.FsEntry, overwrite bool) error {
+	if f.quotaBytes <= 0 {
+		return nil
+	}
+	used, err := tx.Usage(ctx, home)
+	if err != nil {
+		return err
+	}
+	grows := size
+	if overwrite && cur.Kind == store.FsFile {
+		grows -= cur.Size
+	}
+	if used+grows > f.quotaBytes {
+		return f.errOverQuota(home, used, grows)
+	}
+	return nil
+}
+
+// errOverQuota says why a write does not fit home's quota; used < 0 when
+// not known.
+func (f *Fs) errOverQuota(home string, used, needs int64) error {
+	if used < 0 {
+		return Errorf(CodePayloadTooLarge, "/%s is over its quota of %d bytes (files.quotaBytes): the body is larger than what is left", home, f.quotaBytes)
+	}
+	return Errorf(CodePayloadTooLarge, "/%s would be over its quota of %d bytes (files.quotaBytes): %d used, this needs %d more", home, f.quotaBytes, used, needs)
 }
 
 func errTooLarge(limit int64) error {

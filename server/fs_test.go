@@ -39,7 +39,7 @@ func newFsEnv(t *testing.T, dbPath string, maxFileSize int64) *fsEnv {
 	root := filepath.Join(t.TempDir(), "files")
 	blobs, err := vfs.Open(root)
 	require.NoError(t, err)
-	srv := startTestServer(t, st, perms, Deps{}, WithFiles(blobs, maxFileSize))
+	srv := startTestServer(t, st, perms, Deps{}, WithFiles(blobs, maxFileSize, 0))
 	return &fsEnv{fs: srv.Fs(), st: st, root: root, perms: perms}
 }
 

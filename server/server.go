@@ -54,6 +54,7 @@ type options struct {
 	egress        egress.Policy
 	blobs         *vfs.Blobs
 	maxFileSize   int64
+	quotaBytes    int64
 	guard         *connguard.Guard
 	maxStreams    int
 }
@@ -83,11 +84,12 @@ func WithConnGuard(g *connguard.Guard) Option { return func(o *options) { o.guar
 // one member may hold; n <= 0 is unbounded.
 func WithMaxStreamsPerMember(n int) Option { return func(o *options) { o.maxStreams = n } }
 
-// WithFiles enables the virtual filesystem: content lives in blobs, and one
-// file holds at most maxFileSize bytes. Without it every filesystem call
-// answers 404.
-func WithFiles(blobs *vfs.Blobs, maxFileSize int64) Option {
-	return func(o *options) { o.blobs, o.maxFileSize = blobs, maxFileSize }
+// WithFiles enables the virtual filesystem: content lives in blobs, one
+// file holds at most maxFileSize bytes and one member's home at most
+// quotaBytes (<= 0: unlimited). Without it every filesystem call answers
+// 404.
+func WithFiles(blobs *vfs.Blobs, maxFileSize, quotaBytes int64) Option {
+	return func(o *options) { o.blobs, o.maxFileSize, o.quotaBytes = blobs, maxFileSize, quotaBytes }
 }
 
 // Server owns the gRPC server, the shared core and the services registered
@@ -113,7 +115,8 @@ func New(d Deps, opts ...Option) *Server {
 	}
 	c := &core{
 		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
-		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, now: o.now, log: o.log,
+		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, quotaBytes: o.quotaBytes,
+		now: o.now, log: o.log,
 	}
 	c.hub = hub.New(hub.WithOnChange(c.presence.touch), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams

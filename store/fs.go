@@ -44,6 +44,13 @@ func (e FsEntry) Name() string {
 	return e.Path
 }
 
+// Page selects a window of an ordered listing: the entries after After
+// ("" from the start), at most Limit of them (<= 0: all).
+type Page struct {
+	After string
+	Limit int
+}
+
 // FsContent is the new content of a file for ReplaceFile.
 type FsContent struct {
 	Blob      string // hex SHA-256 of the content
@@ -72,10 +79,11 @@ type FsStore interface {
 	// GetEntry returns the entry at path, a home as a directory of its
 	// member; ErrNotFound when there is none.
 	GetEntry(ctx context.Context, path string) (FsEntry, error)
-	// ListDir returns the direct children of dir ordered by name. For "/"
-	// it returns every home (one per member). ErrNotFound when dir does not
-	// exist; ErrPrecondition when dir is a file.
-	ListDir(ctx context.Context, dir string) ([]FsEntry, error)
+	// ListDir returns the direct children of dir ordered by name, the page
+	// p of them (After a name). For "/" it returns the homes (one per
+	// member). ErrNotFound when dir does not exist; ErrPrecondition when
+	// dir is a file.
+	ListDir(ctx context.Context, dir string, p Page) ([]FsEntry, error)
 	// ListTree returns every entry below dir (dir itself excluded) ordered
 	// by path, bytewise; below "/" that is every stored entry. Homes are not
 	// included. An absent dir gives an empty list.
@@ -120,8 +128,15 @@ type FsStore interface {
 	// Everyone; false when there is no such file.
 	HasGrant(ctx context.Context, path, member string) (bool, error)
 	// SharedWith returns the files granted to member or to Everyone that
-	// lie outside member's own home, ordered by path.
-	SharedWith(ctx context.Context, member string) ([]FsEntry, error)
+	// lie outside member's own home, ordered by path, the page p of them
+	// (After a path).
+	SharedWith(ctx context.Context, member string, p Page) ([]FsEntry, error)
+	// SharedBelow reports whether a file of SharedWith(member) is at path
+	// or below it: whether path is, or leads to, a file shared with member.
+	SharedBelow(ctx context.Context, member, path string) (bool, error)
+	// Usage returns the bytes the files in member's home hold (each file
+	// counts its size, however its content is shared).
+	Usage(ctx context.Context, member string) (int64, error)
 	// BlobReferenced reports whether any file entry references sha.
 	BlobReferenced(ctx context.Context, sha string) (bool, error)
 }

@@ -35,7 +35,7 @@ func init() {
 	rpcs["Remove"] = fsOp(http.MethodDelete, "/fs/rm", http.StatusNoContent, unaryOn(apiv1.NewFsClient, apiv1.FsClient.Remove))
 	rpcs["Move"] = fsOp(http.MethodPost, "/fs/mv", http.StatusOK, unaryOn(apiv1.NewFsClient, apiv1.FsClient.Move))
 	rpcs["ListShared"] = fsOp(http.MethodGet, "/fs/shared", http.StatusOK, unaryOn(apiv1.NewFsClient, apiv1.FsClient.ListShared))
-	for _, op := range []string{"ListFiles", "StatFile", "Remove"} {
+	for _, op := range []string{"ListFiles", "StatFile", "Remove", "ListShared"} {
 		queryOps[op] = true
 	}
 }

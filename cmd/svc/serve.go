@@ -98,7 +98,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		srvOpts = append(srvOpts, server.WithFiles(blobs, maxFileSize))
+		srvOpts = append(srvOpts, server.WithFiles(blobs, maxFileSize, file.Files.QuotaBytes))
 	}
 	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version}, srvOpts...)
 	// The committer runs until the listeners have drained, so in-flight
@@ -355,7 +355,7 @@ func openFiles(ctx context.Context, cfg Config, files *teamconfig.Files, st stor
 	if maxFileSize == 0 {
 		maxFileSize = teamconfig.DefaultMaxFileSize
 	}
-	log.Info("filesystem ready", "root", root, "max_file_size", maxFileSize, "swept", n)
+	log.Info("filesystem ready", "root", root, "max_file_size", maxFileSize, "quota_bytes", files.QuotaBytes, "swept", n)
 	return blobs, maxFileSize, nil
 }
 

@@ -94,6 +94,9 @@ type JWT struct {
 type Files struct {
 	Root        string `json:"root"`
 	MaxFileSize int64  `json:"maxFileSize,omitempty"`
+	// QuotaBytes bounds the bytes of the files in one member's home; 0 or
+	// absent is unlimited.
+	QuotaBytes int64 `json:"quotaBytes,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -244,6 +247,9 @@ func (f *File) Validate() error {
 	}
 	if f.Files != nil && f.Files.MaxFileSize < 0 {
 		return entryErr("files.maxFileSize", "must not be negative")
+	}
+	if f.Files != nil && f.Files.QuotaBytes < 0 {
+		return entryErr("files.quotaBytes", "must not be negative")
 	}
 	if f.WebPush != nil && len(f.WebPush.VAPIDPrivateKey) > 0 {
 		if _, _, err := decodeSecretField(f.WebPush.VAPIDPrivateKey); err != nil {

@@ -109,6 +109,7 @@ func TestParseRejects(t *testing.T) {
 		{name: "https port zero", data: `{"team":{"name":"t"},"store":{"members":[]},"https":{"port":0,"cert":"c","key":"k"}}`, wantEntry: "https.port"},
 		{name: "https without key", data: `{"team":{"name":"t"},"store":{"members":[]},"https":{"port":443,"cert":"c"}}`, wantEntry: "https"},
 		{name: "negative maxFileSize", data: `{"team":{"name":"t"},"store":{"members":[]},"files":{"root":"/x","maxFileSize":-1}}`, wantEntry: "files.maxFileSize"},
+		{name: "negative quotaBytes", data: `{"team":{"name":"t"},"store":{"members":[]},"files":{"root":"/x","quotaBytes":-1}}`, wantEntry: "files.quotaBytes"},
 		{name: "vapid private key number", data: `{"team":{"name":"t"},"store":{"members":[]},"webPush":{"vapidPublicKey":"x","vapidPrivateKey":7}}`, wantEntry: "webPush.vapidPrivateKey"},
 		{name: "vapid private key empty", data: `{"team":{"name":"t"},"store":{"members":[]},"webPush":{"vapidPublicKey":"x","vapidPrivateKey":""}}`, wantEntry: "webPush.vapidPrivateKey"},
 	}

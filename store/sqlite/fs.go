@@ -65,11 +65,12 @@ func (q queries) GetEntry(ctx context.Context, p string) (store.FsEntry, error) 
 	return e, translate(op, err)
 }
 
-// ListDir returns dir's children ordered by name, or every home for "/".
-func (q queries) ListDir(ctx context.Context, dir string) ([]store.FsEntry, error) {
+// ListDir returns a page of dir's children ordered by name, or of the
+// homes for "/".
+func (q queries) ListDir(ctx context.Context, dir string, p store.Page) ([]store.FsEntry, error) {
 	const op = "list fs dir"
 	if dir == "/" {
-		return q.homes(ctx, op)
+		return q.homes(ctx, op, p)
 	}
 	d, err := q.GetEntry(ctx, dir)
 	if err != nil {
@@ -79,7 +80,20 @@ func (q queries) ListDir(ctx context.Context, dir string) ([]store.FsEntry, erro
 		return nil, fmt.Errorf("%s: %s is not a directory: %w", op, dir, store.ErrPrecondition)
 	}
 	// Siblings share the parent prefix, so path order is name order.
-	return q.queryFsEntries(ctx, op, q.r, `SELECT `+fsColumns+` FROM fs_entries WHERE parent = ? ORDER BY path`, dir)
+	after := ""
+	if p.After != "" {
+		after = dir + "/" + p.After
+	}
+	return q.queryFsEntries(ctx, op, q.r, `SELECT `+fsColumns+` FROM fs_entries WHERE parent = ? AND path > ? ORDER BY path LIMIT ?`,
+		dir, after, limitOrAll(p.Limit))
+}
+
+// limitOrAll renders a page's limit for SQL, where -1 is no limit.
+func limitOrAll(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // ListTree returns every entry below dir ordered by path.
@@ -275,12 +289,32 @@ WHERE e.path = ? AND e.kind = 'file' AND g.grantee IN (?, '*'))`, p, member).Sca
 
 // SharedWith returns the files granted to member or Everyone outside
 // member's home, ordered by path.
-func (q queries) SharedWith(ctx context.Context, member string) ([]store.FsEntry, error) {
+func (q queries) SharedWith(ctx context.Context, member string, p store.Page) ([]store.FsEntry, error) {
 	lo, hi := below("/" + member)
 	return q.queryFsEntries(ctx, "fs shared with", q.r, `SELECT `+fsColumns+` FROM fs_entries
-WHERE kind = 'file' AND NOT (path >= ? AND path < ?)
+WHERE kind = 'file' AND path > ? AND NOT (path >= ? AND path < ?)
 	AND id IN (SELECT entry_id FROM fs_grants WHERE grantee IN (?, '*'))
-ORDER BY path`, lo, hi, member)
+ORDER BY path LIMIT ?`, p.After, lo, hi, member, limitOrAll(p.Limit))
+}
+
+// SharedBelow reports whether a file shared with member is at p or below.
+func (q queries) SharedBelow(ctx context.Context, member, p string) (bool, error) {
+	homeLo, homeHi := below("/" + member)
+	lo, hi := below(p)
+	var ok bool
+	err := q.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM fs_entries e JOIN fs_grants g ON g.entry_id = e.id
+WHERE g.grantee IN (?, '*') AND e.kind = 'file'
+	AND (e.path = ? OR (e.path >= ? AND e.path < ?))
+	AND NOT (e.path >= ? AND e.path < ?))`, member, p, lo, hi, homeLo, homeHi).Scan(&ok)
+	return ok, translate("fs shared below", err)
+}
+
+// Usage returns the bytes of the files in member's home.
+func (q queries) Usage(ctx context.Context, member string) (int64, error) {
+	lo, hi := below("/" + member)
+	var n int64
+	err := q.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(size), 0) FROM fs_entries WHERE kind = 'file' AND path >= ? AND path < ?`, lo, hi).Scan(&n)
+	return n, translate("fs usage", err)
 }
 
 // BlobReferenced reports whether a file entry references sha.
@@ -360,8 +394,8 @@ func (q queries) home(ctx context.Context, op string, h dbtx, p string) (store.F
 }
 
 // homes returns every member's home ordered by name.
-func (q queries) homes(ctx context.Context, op string) ([]store.FsEntry, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT name, created_at, updated_at FROM members ORDER BY name`)
+func (q queries) homes(ctx context.Context, op string, p store.Page) ([]store.FsEntry, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT name, created_at, updated_at FROM members WHERE name > ? ORDER BY name LIMIT ?`, p.After, limitOrAll(p.Limit))
 	if err != nil {
 		return nil, translate(op, err)
 	}

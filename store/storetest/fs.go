@@ -36,6 +36,9 @@ var fsTests = []struct {
 	{"FsGrantEntriesDeletedID", testFsGrantEntriesDeletedID},
 	{"FsGrantsGoWithMember", testFsGrantsGoWithMember},
 	{"FsSharedWith", testFsSharedWith},
+	{"FsPages", testFsPages},
+	{"FsSharedBelow", testFsSharedBelow},
+	{"FsUsage", testFsUsage},
 	{"FsWithTxRollback", testFsWithTxRollback},
 	{"FsWithTxConflictKeepsTx", testFsWithTxConflictKeepsTx},
 }
@@ -163,7 +166,7 @@ func testFsHomes(t *testing.T, s store.Store) {
 	}, viewFsEntry(home))
 	require.Zero(t, home.ID)
 
-	homes, err := s.ListDir(ctx, "/")
+	homes, err := s.ListDir(ctx, "/", store.Page{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"/alice", "/bob"}, fsPaths(homes))
 	for _, h := range homes {
@@ -293,14 +296,14 @@ func testFsListDir(t *testing.T, s store.Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := s.ListDir(t.Context(), tc.dir)
+			got, err := s.ListDir(t.Context(), tc.dir, store.Page{})
 			require.NoError(t, err)
 			require.Equal(t, tc.want, fsPaths(got))
 		})
 	}
 
 	mustPutMembers(t, s, "carol")
-	empty, err := s.ListDir(ctx, "/carol")
+	empty, err := s.ListDir(ctx, "/carol", store.Page{})
 	require.NoError(t, err)
 	require.NotNil(t, empty)
 	require.Empty(t, empty)
@@ -316,7 +319,7 @@ func testFsListDir(t *testing.T, s store.Store) {
 	}
 	for _, tc := range errTests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.ListDir(t.Context(), tc.dir)
+			_, err := s.ListDir(t.Context(), tc.dir, store.Page{})
 			require.ErrorIs(t, err, tc.want)
 		})
 	}
@@ -582,7 +585,7 @@ func testFsDeleteTreeDepartedMember(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.False(t, ref, "the departed member's blob is left for the sweep")
 	mustPutMembers(t, s, "alice")
-	entries, err := s.ListDir(ctx, "/alice")
+	entries, err := s.ListDir(ctx, "/alice", store.Page{})
 	require.NoError(t, err)
 	require.Empty(t, entries)
 	_, _, err = s.DeleteTree(ctx, "/nobody")
@@ -617,10 +620,10 @@ func testFsMoveEntry(t *testing.T, s store.Store) {
 	require.Equal(t, "bob", got.Owner)
 	require.Equal(t, "/bob/g", got.Path)
 	require.False(t, got.UpdatedAt.IsZero())
-	list, err := s.ListDir(ctx, "/bob")
+	list, err := s.ListDir(ctx, "/bob", store.Page{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"/bob/g"}, fsPaths(list))
-	list, err = s.ListDir(ctx, "/alice/d")
+	list, err = s.ListDir(ctx, "/alice/d", store.Page{})
 	require.NoError(t, err)
 	require.Empty(t, list)
 
@@ -712,7 +715,7 @@ func testFsGrantEntries(t *testing.T, s store.Store) {
 			requireGrant(t, s, tc.path, tc.member, tc.want)
 		})
 	}
-	shared, err := s.SharedWith(ctx, "bob")
+	shared, err := s.SharedWith(ctx, "bob", store.Page{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"/alice/a", "/alice/b", "/alice/kept", "/alice/pub"}, fsPaths(shared))
 
@@ -766,7 +769,7 @@ func testFsGrantEntriesFollowMove(t *testing.T, s store.Store) {
 			requireGrant(t, s, tc.path, "bob", tc.want)
 		})
 	}
-	shared, err := s.SharedWith(ctx, "bob")
+	shared, err := s.SharedWith(ctx, "bob", store.Page{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"/alice/d/before", "/carol/after"}, fsPaths(shared))
 }
@@ -835,7 +838,7 @@ func testFsSharedWith(t *testing.T, s store.Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := s.SharedWith(t.Context(), tc.member)
+			got, err := s.SharedWith(t.Context(), tc.member, store.Page{})
 			require.NoError(t, err)
 			require.Equal(t, tc.want, fsPaths(got))
 			for _, e := range got {
@@ -843,6 +846,96 @@ func testFsSharedWith(t *testing.T, s store.Store) {
 				require.NotZero(t, e.ID)
 			}
 		})
+	}
+}
+
+// Listings page by the last name (ListDir) or path (SharedWith) seen.
+func testFsPages(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob", "carol", "dave")
+	var files []store.FsEntry
+	for _, n := range []string{"a", "b0", "b.txt", "c", "d"} {
+		files = append(files, fsFile("alice", "/alice/"+n, n))
+	}
+	mustCreateEntries(t, s, append(files, fsDir("alice", "/alice/b"), fsDir("alice", "/alice/b/x"), fsFile("alice", "/alice/b/x/y", "y"))...)
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/a", "/alice/b.txt", "/alice/b/x/y", "/alice/d"}, []string{"bob"}))
+
+	tests := []struct {
+		name string
+		list func(p store.Page) ([]store.FsEntry, error)
+		page store.Page
+		want []string
+	}{
+		{"dir, first page", func(p store.Page) ([]store.FsEntry, error) { return s.ListDir(ctx, "/alice", p) }, store.Page{Limit: 2}, []string{"/alice/a", "/alice/b"}},
+		{"dir, after a name", func(p store.Page) ([]store.FsEntry, error) { return s.ListDir(ctx, "/alice", p) }, store.Page{After: "b", Limit: 2}, []string{"/alice/b.txt", "/alice/b0"}},
+		{"dir, last page", func(p store.Page) ([]store.FsEntry, error) { return s.ListDir(ctx, "/alice", p) }, store.Page{After: "b0", Limit: 5}, []string{"/alice/c", "/alice/d"}},
+		{"dir, past the end", func(p store.Page) ([]store.FsEntry, error) { return s.ListDir(ctx, "/alice", p) }, store.Page{After: "z"}, []string{}},
+		{"homes, paged", func(p store.Page) ([]store.FsEntry, error) { return s.ListDir(ctx, "/", p) }, store.Page{After: "alice", Limit: 2}, []string{"/bob", "/carol"}},
+		{"shared, first page", func(p store.Page) ([]store.FsEntry, error) { return s.SharedWith(ctx, "bob", p) }, store.Page{Limit: 2}, []string{"/alice/a", "/alice/b.txt"}},
+		{"shared, after a path", func(p store.Page) ([]store.FsEntry, error) { return s.SharedWith(ctx, "bob", p) }, store.Page{After: "/alice/b.txt"}, []string{"/alice/b/x/y", "/alice/d"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.list(tc.page)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, fsPaths(got))
+		})
+	}
+}
+
+func testFsSharedBelow(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob", "carol")
+	mustCreateEntries(t, s,
+		fsDir("alice", "/alice/d"),
+		fsDir("alice", "/alice/d/e"),
+		fsFile("alice", "/alice/d/e/f", "f"),
+		fsFile("alice", "/alice/d/private", "p"),
+		fsFile("alice", "/alice/pub", "pub"),
+		fsFile("alice", "/alice/dd", "dd"),
+		fsFile("bob", "/bob/mine", "m"),
+	)
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/d/e/f", "/bob/mine"}, []string{"bob"}))
+	require.NoError(t, GrantPaths(ctx, s, []string{"/alice/pub"}, []string{store.Everyone}))
+	tests := []struct {
+		member, path string
+		want         bool
+	}{
+		{"bob", "/alice", true},
+		{"bob", "/alice/d", true},
+		{"bob", "/alice/d/e", true},
+		{"bob", "/alice/d/e/f", true},
+		{"bob", "/alice/d/private", false},
+		{"bob", "/alice/dd", false},
+		{"bob", "/alice/pub", true},
+		{"bob", "/bob", false}, // his own files are never "shared with" him
+		{"carol", "/alice", true},
+		{"carol", "/alice/d", false},
+		{"carol", "/bob", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.member+" "+tc.path, func(t *testing.T) {
+			got, err := s.SharedBelow(ctx, tc.member, tc.path)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func testFsUsage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "al", "bob")
+	mustCreateEntries(t, s,
+		fsDir("alice", "/alice/d"),
+		fsFile("alice", "/alice/d/x", "12345"),
+		fsFile("alice", "/alice/y", "123"),
+		fsFile("alice", "/alice/same", "123"), // the same content counts again
+		fsFile("al", "/al/z", "1234567"),
+	)
+	for member, want := range map[string]int64{"alice": 11, "al": 7, "bob": 0, "nobody": 0} {
+		got, err := s.Usage(ctx, member)
+		require.NoError(t, err)
+		require.Equal(t, want, got, member)
 	}
 }
 
@@ -870,7 +963,7 @@ func testFsWithTxRollback(t *testing.T, s store.Store) {
 		if ok, err := tx.BlobReferenced(ctx, blobOf("new")); err != nil || !ok {
 			return errors.Join(err, errors.New("created blob not referenced inside the transaction"))
 		}
-		if list, err := tx.ListDir(ctx, "/alice/d"); err != nil || len(list) != 1 {
+		if list, err := tx.ListDir(ctx, "/alice/d", store.Page{}); err != nil || len(list) != 1 {
 			return errors.Join(err, errors.New("created file not listed inside the transaction"))
 		}
 		return errAbort

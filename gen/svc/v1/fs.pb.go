@@ -125,8 +125,12 @@ func (x *FsEntry) GetUpdatedAt() float64 {
 }
 
 type ListFilesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// limit is the most entries to return: 1000 when absent, at most 1000.
+	Limit *int32 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	// after is the name to list after: the next of the previous page.
+	After         string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,9 +172,26 @@ func (x *ListFilesRequest) GetPath() string {
 	return ""
 }
 
+func (x *ListFilesRequest) GetLimit() int32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ListFilesRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
 type ListFilesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entries       []*FsEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*FsEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// next, present when more entries follow, is the after of the
+	// following page.
+	Next          *string `protobuf:"bytes,2,opt,name=next,proto3,oneof" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -210,6 +231,13 @@ func (x *ListFilesResponse) GetEntries() []*FsEntry {
 		return x.Entries
 	}
 	return nil
+}
+
+func (x *ListFilesResponse) GetNext() string {
+	if x != nil && x.Next != nil {
+		return *x.Next
+	}
+	return ""
 }
 
 type StatFileRequest struct {
@@ -581,7 +609,11 @@ func (x *MoveResponse) GetEntry() *FsEntry {
 }
 
 type ListSharedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit is the most entries to return: 1000 when absent, at most 1000.
+	Limit *int32 `protobuf:"varint,1,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	// after is the path to list after: the next of the previous page.
+	After         string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -616,9 +648,26 @@ func (*ListSharedRequest) Descriptor() ([]byte, []int) {
 	return file_svc_v1_fs_proto_rawDescGZIP(), []int{11}
 }
 
+func (x *ListSharedRequest) GetLimit() int32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ListSharedRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
 type ListSharedResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entries       []*FsEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*FsEntry             `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// next, present when more entries follow, is the after of the
+	// following page.
+	Next          *string `protobuf:"bytes,2,opt,name=next,proto3,oneof" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +709,13 @@ func (x *ListSharedResponse) GetEntries() []*FsEntry {
 	return nil
 }
 
+func (x *ListSharedResponse) GetNext() string {
+	if x != nil && x.Next != nil {
+		return *x.Next
+	}
+	return ""
+}
+
 var File_svc_v1_fs_proto protoreflect.FileDescriptor
 
 const file_svc_v1_fs_proto_rawDesc = "" +
@@ -675,11 +731,16 @@ const file_svc_v1_fs_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\a \x01(\x01R\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\b \x01(\x01R\tupdatedAt\"&\n" +
+	"updated_at\x18\b \x01(\x01R\tupdatedAt\"a\n" +
 	"\x10ListFilesRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\">\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x19\n" +
+	"\x05limit\x18\x02 \x01(\x05H\x00R\x05limit\x88\x01\x01\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05afterB\b\n" +
+	"\x06_limit\"`\n" +
 	"\x11ListFilesResponse\x12)\n" +
-	"\aentries\x18\x01 \x03(\v2\x0f.svc.v1.FsEntryR\aentries\"%\n" +
+	"\aentries\x18\x01 \x03(\v2\x0f.svc.v1.FsEntryR\aentries\x12\x17\n" +
+	"\x04next\x18\x02 \x01(\tH\x00R\x04next\x88\x01\x01B\a\n" +
+	"\x05_next\"%\n" +
 	"\x0fStatFileRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"9\n" +
 	"\x10StatFileResponse\x12%\n" +
@@ -697,10 +758,15 @@ const file_svc_v1_fs_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"5\n" +
 	"\fMoveResponse\x12%\n" +
-	"\x05entry\x18\x01 \x01(\v2\x0f.svc.v1.FsEntryR\x05entry\"\x13\n" +
-	"\x11ListSharedRequest\"?\n" +
+	"\x05entry\x18\x01 \x01(\v2\x0f.svc.v1.FsEntryR\x05entry\"N\n" +
+	"\x11ListSharedRequest\x12\x19\n" +
+	"\x05limit\x18\x01 \x01(\x05H\x00R\x05limit\x88\x01\x01\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05afterB\b\n" +
+	"\x06_limit\"a\n" +
 	"\x12ListSharedResponse\x12)\n" +
-	"\aentries\x18\x01 \x03(\v2\x0f.svc.v1.FsEntryR\aentries2\xe1\x03\n" +
+	"\aentries\x18\x01 \x03(\v2\x0f.svc.v1.FsEntryR\aentries\x12\x17\n" +
+	"\x04next\x18\x02 \x01(\tH\x00R\x04next\x88\x01\x01B\a\n" +
+	"\x05_next2\xe1\x03\n" +
 	"\x02Fs\x12P\n" +
 	"\tListFiles\x12\x18.svc.v1.ListFilesRequest\x1a\x19.svc.v1.ListFilesResponse\"\x0e\x82\xd3\xe4\x93\x02\b\x12\x06/fs/ls\x12O\n" +
 	"\bStatFile\x12\x17.svc.v1.StatFileRequest\x1a\x18.svc.v1.StatFileResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
@@ -770,6 +836,10 @@ func file_svc_v1_fs_proto_init() {
 	if File_svc_v1_fs_proto != nil {
 		return
 	}
+	file_svc_v1_fs_proto_msgTypes[1].OneofWrappers = []any{}
+	file_svc_v1_fs_proto_msgTypes[2].OneofWrappers = []any{}
+	file_svc_v1_fs_proto_msgTypes[11].OneofWrappers = []any{}
+	file_svc_v1_fs_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -194,11 +194,19 @@ func local_request_Fs_Move_0(ctx context.Context, marshaler runtime.Marshaler, s
 	return msg, metadata, err
 }
 
+var filter_Fs_ListShared_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
 func request_Fs_ListShared_0(ctx context.Context, marshaler runtime.Marshaler, client FsClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ListSharedRequest
 		metadata runtime.ServerMetadata
 	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_Fs_ListShared_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
 	}
@@ -211,6 +219,12 @@ func local_request_Fs_ListShared_0(ctx context.Context, marshaler runtime.Marsha
 		protoReq ListSharedRequest
 		metadata runtime.ServerMetadata
 	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_Fs_ListShared_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	msg, err := server.ListShared(ctx, &protoReq)
 	return msg, metadata, err
 }
