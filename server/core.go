@@ -56,15 +56,16 @@ func (c *core) commit(ctx context.Context, fn func(ctx context.Context, tx store
 	}, nil, nil).err
 }
 
-// memberSince is when the member's current incarnation was created: a
-// name deleted and created again must not inherit the old member's DMs and
-// thread messages.
-func (c *core) memberSince(ctx context.Context, name string) (time.Time, error) {
+// memberSince is the newest message id when the member's current
+// incarnation was created: a name deleted and created again must not
+// inherit the old member's DMs and thread messages, and ids (the commit
+// order) decide that, never a clock that may step back.
+func (c *core) memberSince(ctx context.Context, name string) (int64, error) {
 	m, err := c.store.GetMember(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return time.Time{}, nil
+		return 0, nil
 	}
-	return m.CreatedAt, err
+	return m.SinceSeq, err
 }
 
 // channel finds a channel by slug or id.

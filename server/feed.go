@@ -29,7 +29,7 @@ var errFellBehind = Errorf(CodeUnavailable, "subscriber fell behind; resume with
 type Feed struct {
 	c       *core
 	member  string
-	since   time.Time // replay skips what was addressed to an earlier member of this name
+	since   int64 // replay skips ids at or below it: an earlier member of this name
 	sub     *hub.Subscription
 	last    int64
 	backlog []store.Message
@@ -107,7 +107,7 @@ func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, err
 			m := f.backlog[0]
 			f.backlog = f.backlog[1:]
 			f.last = m.Seq
-			if m.CreatedAt.Before(f.since) {
+			if m.Seq <= f.since {
 				continue
 			}
 			return hub.NewEvent(m.Seq, messageToProto(m)), nil

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +132,55 @@ func TestFeedReportsFallingBehindAndShutdown(t *testing.T) {
 	require.ErrorIs(t, err, errShuttingDown)
 	_, err = b.attach(context.Background(), bobPrincipal, 0, false)
 	require.ErrorIs(t, err, errShuttingDown)
+}
+
+// A member deleted and created again under its name sees nothing that was
+// addressed to the earlier member, in history or in a replay, even when
+// the clock stepped back between the two: the commit order decides, not
+// the time.
+func TestRecreatedMemberByCommitOrder(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.UnixMilli(1_800_000_000_000)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	srv := startTestServer(t, mustMemStore(t), map[string][]string{"admin": {auth.MembersManage}, "alice": {}, "bob": {}}, Deps{}, WithNow(clock))
+	b := newBroker(srv.core, nil)
+	as := func(name string, perms ...string) context.Context {
+		return auth.WithPrincipal(context.Background(), &auth.Principal{Member: name, Permissions: perms, Via: auth.ViaBearer, TokenID: name})
+	}
+	admin := as("admin", auth.MembersManage)
+	_, err := b.Push(as("bob"), &apiv1.PushRequest{To: ptr("alice"), Body: "for the first alice"})
+	require.NoError(t, err)
+
+	_, err = b.DeleteMember(admin, &apiv1.DeleteMemberRequest{Name: "alice"})
+	require.NoError(t, err)
+	mu.Lock()
+	now = now.Add(-time.Hour) // the clock steps back
+	mu.Unlock()
+	_, err = b.CreateMember(admin, &apiv1.CreateMemberRequest{Name: "alice"})
+	require.NoError(t, err)
+	_, err = b.Push(as("bob"), &apiv1.PushRequest{To: ptr("alice"), Body: "for the new alice"})
+	require.NoError(t, err)
+
+	bodies := func(msgs []*apiv1.Message) []string {
+		var out []string
+		for _, m := range msgs {
+			out = append(out, m.GetBody())
+		}
+		return out
+	}
+	for _, req := range []*apiv1.HistoryRequest{{With: "bob"}, {Thread: dmThread("alice", "bob")}} {
+		h, err := b.History(as("alice"), req)
+		require.NoError(t, err)
+		require.Equal(t, []string{"for the new alice"}, bodies(h.GetMessages()), "history %v", req)
+	}
+	f, err := srv.core.attach(context.Background(), &auth.Principal{Member: "alice", Via: auth.ViaBearer, TokenID: "alice"}, 0, true)
+	require.NoError(t, err)
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e, err := f.Next(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, "for the new alice", e.Message.GetBody(), "a replay from the start skips the earlier member's messages")
 }

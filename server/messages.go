@@ -252,7 +252,7 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 			return nil, invalid("with", "must be a member name")
 		}
 		f.Thread = dmThread(p.Member, req.GetWith())
-		if f.Since, err = b.memberSince(ctx, p.Member); err != nil {
+		if f.AfterSeq, err = b.memberSince(ctx, p.Member); err != nil {
 			return nil, err
 		}
 	case req.GetChannel() != "" || strings.HasPrefix(req.GetThread(), "chan:"):
@@ -273,7 +273,7 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 			return nil, err
 		}
 		f.Thread, f.Viewer = req.GetThread(), p.Member
-		if f.Since, err = b.memberSince(ctx, p.Member); err != nil {
+		if f.AfterSeq, err = b.memberSince(ctx, p.Member); err != nil {
 			return nil, err
 		}
 	default:

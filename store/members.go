@@ -21,6 +21,10 @@ type Member struct {
 	Permissions  []string
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// SinceSeq is the newest message Seq when this member was created, set
+	// by the store: messages at or before it were addressed to an earlier
+	// member of the name, if any.
+	SinceSeq int64
 }
 
 // MemberStore keeps the mirror of the config file's members.
@@ -29,7 +33,8 @@ type MemberStore interface {
 	// every given member and deletes the others, cascading to their tokens
 	// and sessions.
 	ReplaceMembers(ctx context.Context, members []Member) error
-	// PutMember inserts or updates one member.
+	// PutMember inserts or updates one member. An insert stamps SinceSeq;
+	// an update keeps it.
 	PutMember(ctx context.Context, m Member) error
 	// GetMember returns ErrNotFound for an unknown name.
 	GetMember(ctx context.Context, name string) (Member, error)

@@ -35,9 +35,9 @@ type MessageFilter struct {
 	Before time.Time // exclusive; zero means unbounded
 	// BeforeSeq keeps only messages older than this Seq; 0 means unbounded.
 	BeforeSeq int64
-	// Since keeps only messages created at or after it; zero means unbounded.
-	Since time.Time
-	Limit int // at most this many; <= 0 means 50
+	// AfterSeq keeps only messages with a Seq above it; 0 means unbounded.
+	AfterSeq int64
+	Limit    int // at most this many; <= 0 means 50
 }
 
 // MessageStore keeps chat messages.

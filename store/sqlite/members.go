@@ -9,7 +9,7 @@ import (
 	"svc/store"
 )
 
-const memberColumns = `name, role, instructions, permissions, created_at, updated_at`
+const memberColumns = `name, role, instructions, permissions, created_at, updated_at, since_seq`
 
 // roleJSON fixes the stored encoding of store.Role independently of its Go
 // field names.
@@ -72,8 +72,10 @@ func (q queries) putMember(ctx context.Context, m store.Member) error {
 	if updated.IsZero() {
 		updated = now
 	}
+	// A new member's since_seq is the newest message now, read in the
+	// same statement: every earlier message is at or below it.
 	_, err = q.w.ExecContext(ctx, `INSERT INTO members (`+memberColumns+`)
-VALUES (?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM messages))
 ON CONFLICT (name) DO UPDATE SET
 	role = excluded.role,
 	instructions = excluded.instructions,
@@ -134,7 +136,7 @@ func scanMember(s scanner) (store.Member, error) {
 		perms            string
 		created, updated int64
 	)
-	if err := s.Scan(&m.Name, &role, &m.Instructions, &perms, &created, &updated); err != nil {
+	if err := s.Scan(&m.Name, &role, &m.Instructions, &perms, &created, &updated, &m.SinceSeq); err != nil {
 		return store.Member{}, err
 	}
 	if role.Valid {

@@ -72,9 +72,9 @@ func (q queries) ListMessages(ctx context.Context, f store.MessageFilter) ([]sto
 		sb.WriteString(` AND created_at < ?`)
 		args = append(args, f.Before.UnixMilli())
 	}
-	if !f.Since.IsZero() {
-		sb.WriteString(` AND created_at >= ?`)
-		args = append(args, f.Since.UnixMilli())
+	if f.AfterSeq > 0 {
+		sb.WriteString(` AND seq > ?`)
+		args = append(args, f.AfterSeq)
 	}
 	if f.BeforeSeq > 0 {
 		sb.WriteString(` AND seq < ?`)

@@ -20,6 +20,7 @@ var memberTests = []suiteTest{
 	{"ReplaceMembers", testReplaceMembers},
 	{"ReplaceMembersEmpty", testReplaceMembersEmpty},
 	{"DeleteMember", testDeleteMember},
+	{"MemberSinceSeq", testMemberSinceSeq},
 	{"DeleteMemberCascades", testMemberRemovalCascades(func(t *testing.T, s store.Store) {
 		require.NoError(t, s.DeleteMember(t.Context(), "bob"))
 	})},
@@ -285,5 +286,37 @@ func testMemberRemovalCascades(remove func(t *testing.T, s store.Store)) func(t 
 		subs, err = s.ListPushSubscriptions(ctx, "bob")
 		require.NoError(t, err)
 		require.Empty(t, subs)
+	}
+}
+
+// A member's SinceSeq is the newest message when it was inserted; updates
+// keep it, and a member deleted and inserted again gets a new one.
+func testMemberSinceSeq(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob")
+	since := func(name string) int64 {
+		m, err := s.GetMember(ctx, name)
+		require.NoError(t, err)
+		return m.SinceSeq
+	}
+	require.Zero(t, since("alice"), "no message yet")
+	sent := mustAppend(t, s, message("bob", "dm:alice:bob", "one", 0), message("bob", "dm:alice:bob", "two", 0))
+	newest := sent[1].Seq
+
+	updated := member("alice")
+	updated.Instructions = "changed"
+	require.NoError(t, s.PutMember(ctx, updated))
+	require.Zero(t, since("alice"), "an update keeps it")
+
+	require.NoError(t, s.DeleteMember(ctx, "alice"))
+	require.NoError(t, s.PutMember(ctx, member("alice")))
+	require.Equal(t, newest, since("alice"), "a new member starts after every message so far")
+	require.NoError(t, s.ReplaceMembers(ctx, []store.Member{member("alice"), member("carol")}))
+	require.Equal(t, newest, since("alice"))
+	require.Equal(t, newest, since("carol"))
+	list, err := s.ListMembers(ctx)
+	require.NoError(t, err)
+	for _, m := range list {
+		require.Equal(t, newest, m.SinceSeq, m.Name)
 	}
 }

@@ -20,6 +20,7 @@ var messageTests = []suiteTest{
 	{"ListMessages", testListMessages},
 	{"ListMessagesDefaultLimit", testListMessagesDefaultLimit},
 	{"ListMessagesViewer", testListMessagesViewer},
+	{"ListMessagesAfterSeq", testListMessagesAfterSeq},
 	{"MessagesFor", testMessagesFor},
 	{"MessagesForPaging", testMessagesForPaging},
 }
@@ -519,5 +520,28 @@ func testMessagesForPaging(t *testing.T, s store.Store) {
 				require.Equal(t, want, got, "limit %d", limit)
 			}
 		})
+	}
+}
+
+func testListMessagesAfterSeq(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob")
+	// Creation times run backwards: the filter goes by Seq alone.
+	sent := mustAppend(t, s,
+		message("alice", "t", "a", 3*time.Second),
+		message("alice", "t", "b", 2*time.Second),
+		message("alice", "t", "c", time.Second),
+	)
+	for _, tc := range []struct {
+		after int64
+		want  []int64
+	}{
+		{0, reversed(seqsOf(sent))},
+		{sent[0].Seq, []int64{sent[2].Seq, sent[1].Seq}},
+		{sent[2].Seq, []int64{}},
+	} {
+		got, err := s.ListMessages(ctx, store.MessageFilter{Thread: "t", AfterSeq: tc.after})
+		require.NoError(t, err)
+		require.Equal(t, tc.want, seqsOf(got), "after %d", tc.after)
 	}
 }

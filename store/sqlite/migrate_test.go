@@ -1,0 +1,70 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
+)
+
+// upTo is the main migrations up to and including version, as an older
+// build would have applied them.
+func upTo(t *testing.T, version string) fs.FS {
+	t.Helper()
+	out := fstest.MapFS{}
+	all := subFS(mainMigrations)
+	names, err := fs.Glob(all, "*.sql")
+	require.NoError(t, err)
+	for _, n := range names {
+		if n <= version+"_~" {
+			b, err := fs.ReadFile(all, n)
+			require.NoError(t, err)
+			out[n] = &fstest.MapFile{Data: b}
+		}
+	}
+	return out
+}
+
+// Data written by an older schema comes through the later migrations:
+// sessions get ids, members get the message id they start after.
+func TestMigrationsKeepOlderData(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	require.NoError(t, migrate(ctx, raw, upTo(t, "0004"), newOptions(nil)))
+	for _, q := range []string{
+		`INSERT INTO members (name, created_at, updated_at) VALUES ('early', 1000, 1000)`,
+		`INSERT INTO messages (sender, thread, body, level, created_at, all_members) VALUES ('early', 'chan:general', 'one', 'info', 2000, 1)`,
+		`INSERT INTO messages (sender, thread, body, level, created_at, all_members) VALUES ('early', 'chan:general', 'two', 'info', 3000, 1)`,
+		`INSERT INTO members (name, created_at, updated_at) VALUES ('late', 2500, 2500)`,
+		`INSERT INTO sessions (hash, member, created_at, last_seen_at, expires_at) VALUES (randomblob(32), 'early', 1, 1, NULL)`,
+		`INSERT INTO sessions (hash, member, created_at, last_seen_at, expires_at) VALUES (randomblob(32), 'late', 1, 1, NULL)`,
+	} {
+		_, err := raw.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	require.NoError(t, raw.Close())
+
+	db, err := Open(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	for name, want := range map[string]int64{"early": 0, "late": 1} {
+		m, err := db.GetMember(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, want, m.SinceSeq, "%s starts after the messages created before it", name)
+	}
+	for _, member := range []string{"early", "late"} {
+		ss, err := db.ListSessions(ctx, member)
+		require.NoError(t, err)
+		require.Len(t, ss, 1)
+		require.Len(t, ss[0].ID, 32)
+		require.Empty(t, strings.Trim(ss[0].ID, "0123456789abcdef"))
+	}
+}
