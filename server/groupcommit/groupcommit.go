@@ -12,14 +12,15 @@ var ErrStopped = errors.New("group commit stopped")
 // Queue is the queue of one group-commit loop.
 type Queue[T any] struct {
 	queue    chan T
-	stop     chan struct{} // closed when Run returns
+	stop     chan struct{} // closed when Run stops taking batches
+	drained  chan struct{} // closed once Run has refused what was queued
 	maxBatch int
 }
 
 // New returns a queue that holds up to size waiting items and hands Run's
 // commit batches of at most maxBatch.
 func New[T any](size, maxBatch int) *Queue[T] {
-	return &Queue[T]{queue: make(chan T, size), stop: make(chan struct{}), maxBatch: max(maxBatch, 1)}
+	return &Queue[T]{queue: make(chan T, size), stop: make(chan struct{}), drained: make(chan struct{}), maxBatch: max(maxBatch, 1)}
 }
 
 // Len is how many items wait for the next batch.
@@ -31,6 +32,7 @@ func (q *Queue[T]) Len() int { return len(q.queue) }
 func (q *Queue[T]) Run(ctx context.Context, commit func(ctx context.Context, batch []T), refuse func(T)) {
 	defer func() {
 		close(q.stop)
+		defer close(q.drained)
 		for {
 			select {
 			case x := <-q.queue:
@@ -87,9 +89,10 @@ func Submit[T, R any](ctx context.Context, q *Queue[T], x T, done <-chan R, fail
 	select {
 	case r := <-done:
 		return r
-	case <-q.stop:
-		// Run answers everything it took before it stops, so an answer, if
-		// any, is already here.
+	case <-q.drained:
+		// Run answered everything it took or refused before drained
+		// closed, so an answer, if any, is already here; an item queued
+		// after the drain is never taken.
 		select {
 		case r := <-done:
 			return r
