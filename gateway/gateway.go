@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime/debug"
@@ -40,6 +41,8 @@ type Gateway struct {
 	srv     *server.Server
 	authn   *auth.Authenticator
 	handler http.Handler
+	// rpcRoutes maps the REST routes of the gRPC services to their methods.
+	rpcRoutes map[string]string
 	// registered are the hand-written routes New registered, for the test
 	// that holds them to routeRules.
 	registered []string
@@ -54,7 +57,11 @@ func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
 // New builds the REST facade over conn, a client connection to the server's
 // own gRPC server (so interceptors, and with them auth, always run).
 func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ...Option) (*Gateway, error) {
-	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil)), srv: srv}
+	routes, err := rpcRoutes()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{log: slog.New(slog.NewTextHandler(io.Discard, nil)), srv: srv, rpcRoutes: routes}
 	if srv != nil {
 		g.authn = srv.Authenticator()
 	}
@@ -90,13 +97,15 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 			}
 		}),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
-		// The client's address, for the services' connection accounting:
-		// the interceptors trust it only on the in-process connection.
+		// The client's connection, for the services' connection
+		// accounting: the interceptors trust it only on the in-process
+		// connection.
 		runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
-			return metadata.Pairs(server.RemoteAddrMD, r.RemoteAddr)
+			return metadata.Pairs(server.ConnKeyMD, connKey(r))
 		}),
 		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
 		runtime.WithForwardResponseOption(forwardResponse),
+		runtime.WithMiddlewares(g.authBeforeBody),
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		apiv1.RegisterBrokerHandler,
@@ -120,7 +129,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		}
 		mux.Handle(pattern, rh)
 	}
-	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, g.withAuthBeforeBody(bodyless(gw))))
+	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
 	fsRead, err := g.route(fsReadRoute, g.handleFsRead)
 	if err != nil {
 		return nil, err
@@ -135,6 +144,15 @@ func handleOpenAPI(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) er
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(openapi.JSON)
 	return err
+}
+
+// connKey names the connection r came on (connguard.Key).
+func connKey(r *http.Request) string {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local == nil {
+		return ""
+	}
+	return connguard.Key(local.String(), r.RemoteAddr)
 }
 
 // guard is the connection guard of the server, nil when there is none.
@@ -259,11 +277,9 @@ func (g *Gateway) withUTF8(next http.Handler) http.Handler {
 			writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "path: must be UTF-8 once decoded"))
 			return
 		}
-		q, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "query: %v", err))
-			return
-		}
+		// Pairs that do not parse (a stray '%', a ';') are dropped, as the
+		// routes' own query parsing drops them; only what parses is read.
+		q, _ := url.ParseQuery(r.URL.RawQuery)
 		for k, vs := range q {
 			if !utf8.ValidString(k) || !allUTF8(vs) {
 				writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "query: parameters must be UTF-8 once decoded"))

@@ -138,6 +138,10 @@ func TestGatewayRoutes(t *testing.T) {
 		{name: "health", method: http.MethodGet, path: "/healthz", anonymous: true, wantStatus: 200, wantBody: `{"status":"ok","version":"1.2.3"}`},
 		{name: "a body without credentials is refused before it is read", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, anonymous: true, wantStatus: 401, wantCode: server.CodeUnauthenticated},
 		{name: "a body with a bad credential is refused before it is read", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, header: map[string]string{"Authorization": "Bearer svc_nope"}, wantStatus: 401, wantCode: server.CodeUnauthenticated},
+		{name: "a public route takes a body without credentials", method: http.MethodGet, path: "/healthz", body: `{}`, anonymous: true, wantStatus: 200},
+		{name: "an unknown route with a body is still 404", method: http.MethodPost, path: "/nope", body: `{}`, anonymous: true, wantStatus: 404, wantCode: server.CodeNotFound},
+		{name: "a public route takes a small body only", method: http.MethodPost, path: "/session/totp", body: `{"code":"` + strings.Repeat("1", publicMaxBody) + `"}`, anonymous: true, wantStatus: 413, wantCode: server.CodePayloadTooLarge},
+		{name: "a public route takes a small body only, chunked too", method: http.MethodPost, path: "/session/totp", body: `{"code":"` + strings.Repeat("1", publicMaxBody) + `"}`, chunked: true, anonymous: true, wantStatus: 413, wantCode: server.CodePayloadTooLarge},
 		{name: "create answers 201", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, wantStatus: 201},
 		{name: "delete answers 204 with an empty body", method: http.MethodDelete, path: "/members/bob", wantStatus: 204, wantEmpty: true},
 		{name: "logout clears the cookie", method: http.MethodPost, path: "/session/logout", body: `{}`, wantStatus: 204, wantEmpty: true, wantCookies: []string{auth.ClearSessionCookie()}},
@@ -209,7 +213,7 @@ func TestGatewayForwardsOnlyKnownHeaders(t *testing.T) {
 	req.Header.Set("X-SVC-Protocol", "1")
 	req.Header.Set("Grpc-Metadata-X-Member", "root")
 	req.Header.Set("Grpc-Metadata-Authorization", "Bearer forged")
-	req.Header.Set("Grpc-Metadata-X-Svc-Remote-Addr", "10.9.9.9:1")
+	req.Header.Set("Grpc-Metadata-X-Svc-Conn", "127.0.0.1:7433|10.9.9.9:1")
 	req.Header.Set("X-Http-Code", "201")
 	rec := httptest.NewRecorder()
 	g.ServeHTTP(rec, req)
@@ -222,7 +226,7 @@ func TestGatewayForwardsOnlyKnownHeaders(t *testing.T) {
 	require.Empty(t, md.Get("x-member"))
 	require.Empty(t, md.Get("x-http-code"))
 	require.Empty(t, md.Get("cookie"))
-	require.Equal(t, []string{req.RemoteAddr}, md.Get(server.RemoteAddrMD), "the client's own address, never a forged one")
+	require.Equal(t, []string{""}, md.Get(server.ConnKeyMD), "the client's own connection (none on a recorder), never a forged one")
 
 	// The credentials the services read are exactly what the client sent.
 	creds := auth.CredentialsFromMetadata(md)

@@ -1,10 +1,18 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strings"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+
+	"svc/gen/openapi"
+	apiv1 "svc/gen/svc/v1"
+	"svc/server"
 	"svc/server/auth"
 )
 
@@ -45,31 +53,94 @@ var routeRules = map[string]routeRule{
 	"GET /fs/read/": {plane: planeDual, rule: auth.AnyMember},
 }
 
-// publicBodyRoutes are the REST routes of public gRPC methods that take a
-// body: every other request with a body is authenticated before its body
-// is read (withAuthBeforeBody). TestPublicBodyRoutes derives the list from
-// the OpenAPI document and the permission table.
-var publicBodyRoutes = map[string]bool{
-	"POST /session/totp": true,
+// publicMaxBody caps the bodies of public routes ({code, member} for a
+// login): whoever sends them holds no credential, so a body may not be
+// large, and with the pace guard it cannot be slow for long either.
+const publicMaxBody = 4 << 10
+
+// rpcRoutes maps each REST route of the gRPC services ("POST
+// /members/{name}/rotate-token") to its gRPC method, read from the OpenAPI
+// document the same build generated.
+func rpcRoutes() (map[string]string, error) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.JSON, &doc); err != nil {
+		return nil, fmt.Errorf("gateway: read the OpenAPI document: %w", err)
+	}
+	out := map[string]string{}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			svc, name, ok := strings.Cut(op.OperationID, "_")
+			if !ok {
+				return nil, fmt.Errorf("gateway: operationId %q is not Service_Method", op.OperationID)
+			}
+			out[strings.ToUpper(method)+" "+path] = "/" + string(apiv1.File_svc_v1_broker_proto.Package()) + "." + svc + "/" + name
+		}
+	}
+	return out, nil
 }
 
-// withAuthBeforeBody authenticates a request to a gRPC-backed route that
-// carries a body before anything reads the body: whoever holds no
-// credential is answered 401 at once, never by reading (and waiting for)
-// what it sends. The interceptors authenticate again, as for every call;
-// the services' table decides what the caller may do.
-func (g *Gateway) withAuthBeforeBody(next http.Handler) http.Handler {
-	anyMember := routeRule{plane: planeDual, rule: auth.AnyMember}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 && !publicBodyRoutes[r.Method+" "+r.URL.Path] {
-			if _, err := g.admit(w, r, anyMember); err != nil {
+// patternVarRE matches a variable of a grpc-gateway pattern ("{name=*}").
+var patternVarRE = regexp.MustCompile(`\{([^=}]+)=\*\}`)
+
+// authBeforeBody is the gRPC-backed routes' middleware: it runs once the
+// route is matched (an unknown route stays 404) and before anything reads
+// the body. A request with a body to a route that is not public is
+// authenticated first: whoever holds no credential is answered 401 at once,
+// never by reading (and waiting for) what it sends. The interceptors
+// authenticate again, as for every call, and the permission table decides
+// what the caller may do. A public route takes at most publicMaxBody.
+func (g *Gateway) authBeforeBody(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
+		if r.ContentLength == 0 {
+			next(w, r, params)
+			return
+		}
+		if g.isPublic(r) {
+			if r.ContentLength > publicMaxBody {
 				refuseUnread(w)
-				writeError(w, g.log, r, err)
+				writeError(w, g.log, r, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", publicMaxBody))
 				return
 			}
+			r = r.WithContext(r.Context())
+			r.Body = &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, publicMaxBody), limit: publicMaxBody}
+			next(w, r, params)
+			return
 		}
-		next.ServeHTTP(w, r)
-	})
+		p, err := g.authn.Verify(r.Context(), auth.CredentialsFromHeader(r.Header))
+		if err != nil {
+			refuseUnread(w)
+			writeError(w, g.log, r, err)
+			return
+		}
+		g.authenticated(r, p)
+		next(w, r, params)
+	}
+}
+
+// isPublic reports whether r's matched route is a public method's; a route
+// the table does not know is not (fail closed).
+func (g *Gateway) isPublic(r *http.Request) bool {
+	pat, ok := runtime.HTTPPattern(r.Context())
+	if !ok {
+		return false
+	}
+	method, ok := g.rpcRoutes[r.Method+" "+patternVarRE.ReplaceAllString(pat.String(), "{$1}")]
+	if !ok {
+		return false
+	}
+	rule, ok := auth.RuleFor(method)
+	return ok && rule.Public
+}
+
+// authenticated counts r's connection out of the unauthenticated ones.
+func (g *Gateway) authenticated(r *http.Request, _ *auth.Principal) {
+	if guard := g.guard(); guard != nil {
+		guard.Authenticated(connKey(r))
+	}
 }
 
 // refuseUnread closes the connection after this response without reading
@@ -126,9 +197,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, rr routeRule) (*
 	if err := rr.rule.Admit(p); err != nil {
 		return nil, err
 	}
-	if guard := g.guard(); guard != nil {
-		guard.Authenticated(r.RemoteAddr)
-	}
+	g.authenticated(r, p)
 	if c := p.RefreshedCookie(); c != "" {
 		if r.TLS != nil {
 			c += "; Secure"

@@ -32,11 +32,11 @@ func setHTTPStatus(ctx context.Context, code int) {
 	_ = grpc.SetHeader(ctx, metadata.Pairs(httpCodeMD, fmt.Sprint(code)))
 }
 
-// RemoteAddrMD carries the HTTP client's address from the gateway to the
-// interceptors over the in-process connection, for the connection guard.
-// It is trusted only there: on any other connection the peer's own address
-// is used.
-const RemoteAddrMD = "x-svc-remote-addr"
+// ConnKeyMD carries the HTTP client's connection (connguard.Key) from the
+// gateway to the interceptors over the in-process connection, for the
+// connection guard. It is trusted only there: on any other connection the
+// peer's own addresses are used.
+const ConnKeyMD = "x-svc-conn"
 
 // chain holds what the interceptors need.
 type chain struct {
@@ -106,7 +106,7 @@ func (c *chain) admit(ctx context.Context, method string) (context.Context, erro
 		return ctx, err
 	}
 	if c.guard != nil {
-		c.guard.Authenticated(remoteAddr(ctx, md))
+		c.guard.Authenticated(connKey(ctx, md))
 	}
 	if err := rule.Admit(p); err != nil {
 		return ctx, err
@@ -114,19 +114,20 @@ func (c *chain) admit(ctx context.Context, method string) (context.Context, erro
 	return auth.WithPrincipal(ctx, p), nil
 }
 
-// remoteAddr is the client address of a call: the peer's, or, on the
+// connKey names the connection a call came on: the peer's, or, on the
 // gateway's in-process connection, the HTTP client's the gateway named.
-func remoteAddr(ctx context.Context, md metadata.MD) string {
+func connKey(ctx context.Context, md metadata.MD) string {
 	p, ok := peer.FromContext(ctx)
-	if !ok {
+	if !ok || p.Addr == nil || p.LocalAddr == nil {
 		return ""
 	}
 	if p.Addr.Network() == "bufconn" {
-		if v := md.Get(RemoteAddrMD); len(v) > 0 {
+		if v := md.Get(ConnKeyMD); len(v) > 0 {
 			return v[0]
 		}
+		return ""
 	}
-	return p.Addr.String()
+	return connguard.Key(p.LocalAddr.String(), p.Addr.String())
 }
 
 func (c *chain) panicked(ctx context.Context, method string, r any) error {

@@ -95,11 +95,12 @@ func WithFiles(blobs *vfs.Blobs, maxFileSize, quotaBytes int64) Option {
 // Server owns the gRPC server, the shared core and the services registered
 // on it.
 type Server struct {
-	grpc  *grpc.Server
-	authn *auth.Authenticator
-	guard *connguard.Guard
-	core  *core
-	fs    *Fs
+	grpc   *grpc.Server // network clients
+	inproc *grpc.Server // the gateway's in-process connection
+	authn  *auth.Authenticator
+	guard  *connguard.Guard
+	core   *core
+	fs     *Fs
 	// run are the background loops Run starts: the message committer, the
 	// activity marker writer, the web push workers.
 	run []func(ctx context.Context)
@@ -131,19 +132,26 @@ func New(d Deps, opts ...Option) *Server {
 	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log)
 	s.guard = o.guard
 	ch := &chain{authn: s.authn, guard: o.guard, log: o.log}
-	s.grpc = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(ch.unary),
-		grpc.ChainStreamInterceptor(ch.stream),
+	// Two gRPC servers with the same services and interceptors: one for
+	// clients on the network, whose connections are bounded, and one for the
+	// gateway's single in-process connection, which carries every REST call
+	// and must not be held to one client's share.
+	interceptors := []grpc.ServerOption{grpc.ChainUnaryInterceptor(ch.unary), grpc.ChainStreamInterceptor(ch.stream)}
+	s.grpc = grpc.NewServer(append(interceptors,
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout}),
-	)
-	apiv1.RegisterBrokerServer(s.grpc, newBroker(c, push))
-	apiv1.RegisterObjectivesServer(s.grpc, &Objectives{core: c})
+	)...)
+	s.inproc = grpc.NewServer(interceptors...)
+	broker, objectives := newBroker(c, push), &Objectives{core: c}
 	s.fs = &Fs{core: c}
-	apiv1.RegisterFsServer(s.grpc, s.fs)
-	apiv1.RegisterNotificationsServer(s.grpc, &Notifications{})
-	apiv1.RegisterEnrollmentServer(s.grpc, &Enrollment{})
-	reflection.Register(s.grpc)
+	for _, g := range []*grpc.Server{s.grpc, s.inproc} {
+		apiv1.RegisterBrokerServer(g, broker)
+		apiv1.RegisterObjectivesServer(g, objectives)
+		apiv1.RegisterFsServer(g, s.fs)
+		apiv1.RegisterNotificationsServer(g, &Notifications{})
+		apiv1.RegisterEnrollmentServer(g, &Enrollment{})
+		reflection.Register(g)
+	}
 	return s
 }
 
@@ -177,8 +185,12 @@ func (s *Server) Fs() *Fs { return s.fs }
 // ConnGuard returns the connection guard, nil when there is none.
 func (s *Server) ConnGuard() *connguard.Guard { return s.guard }
 
-// GRPC returns the gRPC server.
+// GRPC returns the gRPC server of network clients.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// Inproc returns the gRPC server of the gateway's in-process connection:
+// the same services, without the bounds of network connections.
+func (s *Server) Inproc() *grpc.Server { return s.inproc }
 
 // Authenticator returns the authenticator the interceptors use, for the
 // hand-written HTTP handlers.

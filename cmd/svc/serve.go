@@ -158,7 +158,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { split.serve(); return nil })
 	g.Go(func() error { return ignoreClosed(srv.GRPC().Serve(split.h2)) })
-	g.Go(func() error { return ignoreClosed(srv.GRPC().Serve(inproc)) })
+	g.Go(func() error { return ignoreClosed(srv.Inproc().Serve(inproc)) })
 	g.Go(func() error { return ignoreClosed(h1.Serve(split.h1)) })
 	if tlsSrv != nil {
 		g.Go(func() error { return ignoreClosed(tlsSrv.Serve(tlsLis)) })
@@ -186,12 +186,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				_ = s.Close()
 			}
 		}
-		stopped := make(chan struct{})
-		go func() { srv.GRPC().GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-sctx.Done():
-			srv.GRPC().Stop()
+		for _, gs := range []*grpc.Server{srv.GRPC(), srv.Inproc()} {
+			stopped := make(chan struct{})
+			go func() { gs.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-sctx.Done():
+				gs.Stop()
+			}
 		}
 		_ = inproc.Close()
 		return nil

@@ -139,17 +139,28 @@ func NewAuthenticator(tokens store.TokenStore, sessions store.SessionStore, memb
 // Authenticate resolves c. A presented bearer is authoritative: when it is
 // invalid the request fails rather than falling back to a cookie.
 func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (*Principal, error) {
+	return a.authenticate(ctx, c, true)
+}
+
+// Verify resolves c as Authenticate does, without recording the use: no
+// lastUsedAt, no sliding expiry. For a check that the request's own
+// authentication follows.
+func (a *Authenticator) Verify(ctx context.Context, c Credentials) (*Principal, error) {
+	return a.authenticate(ctx, c, false)
+}
+
+func (a *Authenticator) authenticate(ctx context.Context, c Credentials, touch bool) (*Principal, error) {
 	switch {
 	case c.Bearer != "":
-		return a.bearer(ctx, c.Bearer)
+		return a.bearer(ctx, c.Bearer, touch)
 	case c.Session != "":
-		return a.session(ctx, c.Session)
+		return a.session(ctx, c.Session, touch)
 	default:
 		return nil, fmt.Errorf("%w: no credentials", ErrUnauthenticated)
 	}
 }
 
-func (a *Authenticator) bearer(ctx context.Context, token string) (*Principal, error) {
+func (a *Authenticator) bearer(ctx context.Context, token string, touch bool) (*Principal, error) {
 	if !strings.HasPrefix(token, TokenPrefix) {
 		return nil, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
 	}
@@ -172,7 +183,7 @@ func (a *Authenticator) bearer(ctx context.Context, token string) (*Principal, e
 	if !ok {
 		return nil, fmt.Errorf("%w: member gone", ErrUnauthenticated)
 	}
-	if now.Sub(t.LastUsedAt) >= touchInterval {
+	if touch && now.Sub(t.LastUsedAt) >= touchInterval {
 		if err := a.tokens.TouchToken(ctx, t.ID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
 			a.log.WarnContext(ctx, "token touch failed", "err", err)
 		}
@@ -180,7 +191,7 @@ func (a *Authenticator) bearer(ctx context.Context, token string) (*Principal, e
 	return &Principal{Member: t.Member, Permissions: perms, Via: ViaBearer, TokenID: t.ID, ExpiresAt: t.ExpiresAt}, nil
 }
 
-func (a *Authenticator) session(ctx context.Context, id string) (*Principal, error) {
+func (a *Authenticator) session(ctx context.Context, id string, touch bool) (*Principal, error) {
 	h, err := ParseSessionID(id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: malformed session", ErrUnauthenticated)
@@ -201,7 +212,7 @@ func (a *Authenticator) session(ctx context.Context, id string) (*Principal, err
 		return nil, fmt.Errorf("%w: member gone", ErrUnauthenticated)
 	}
 	p := &Principal{Member: s.Member, Permissions: perms, Via: ViaSession, Session: h, SessionID: id, ExpiresAt: s.ExpiresAt}
-	if now.Sub(s.LastSeenAt) >= touchInterval {
+	if touch && now.Sub(s.LastSeenAt) >= touchInterval {
 		expires := now.Add(SessionTTL)
 		if err := a.sessions.TouchSession(ctx, h, now, expires); err == nil {
 			p.ExpiresAt, p.Refreshed = expires, true

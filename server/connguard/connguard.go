@@ -7,90 +7,118 @@ import (
 	"sync/atomic"
 )
 
-// Guard counts the unauthenticated connections of each client address.
-// Connections are known by their remote address ("ip:port"), which is
-// unique per open TCP connection and is what both net/http (Request.
-// RemoteAddr) and gRPC (peer.Addr) report.
+// Key names one TCP connection: its local and remote addresses together,
+// unique while it is open even when one guard serves several listeners.
+// net/http gives both (http.LocalAddrContextKey, Request.RemoteAddr), and
+// so does gRPC (peer.Peer).
+func Key(local, remote string) string { return local + "|" + remote }
+
+// totalFactor sets the bound on all unauthenticated connections together:
+// this many client addresses at their bound.
+const totalFactor = 16
+
+// Guard counts the unauthenticated connections of each client address. A
+// client address is an IPv4 address or an IPv6 /64 (one host usually
+// holds a whole /64, so a bound per /128 would bound nothing).
 type Guard struct {
-	max int
+	max, total int
 
 	mu      sync.Mutex
-	pending map[string]netip.Addr // remote address -> client address
-	perIP   map[netip.Addr]int
+	pending map[string]netip.Prefix // connection key -> client address
+	perAddr map[netip.Prefix]int
+	all     int
 	refused atomic.Int64
 }
 
 // New returns a guard that admits at most max unauthenticated connections
-// per client address; max <= 0 admits any number.
+// per client address, and 16 x max of them in all; max <= 0 admits any
+// number.
 func New(max int) *Guard {
-	return &Guard{max: max, pending: map[string]netip.Addr{}, perIP: map[netip.Addr]int{}}
+	return &Guard{max: max, total: max * totalFactor, pending: map[string]netip.Prefix{}, perAddr: map[netip.Prefix]int{}}
 }
 
 // Max is the bound per client address; <= 0 when there is none.
 func (g *Guard) Max() int { return g.max }
 
+// Total is the bound on all unauthenticated connections together; <= 0
+// when there is none.
+func (g *Guard) Total() int { return g.total }
+
+// clientAddr is what a connection from ip counts against.
+func clientAddr(ip netip.Addr) netip.Prefix {
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return netip.PrefixFrom(ip, 32)
+	}
+	p, _ := ip.Prefix(64)
+	return p
+}
+
 // Accept admits a newly accepted connection: it returns c wrapped so that
-// closing it releases its place, and ok false (with c untouched) when the
-// client address is at its bound, in which case the caller closes c.
+// closing it releases its place, and ok false (with c untouched) when its
+// client address, or the broker as a whole, is at its bound; the caller
+// then closes c.
 func (g *Guard) Accept(c net.Conn) (net.Conn, bool) {
-	remote := c.RemoteAddr().String()
-	ap, err := netip.ParseAddrPort(remote)
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
 	if err != nil {
 		// Not an IP connection (a test pipe): nothing to count by.
 		return c, true
 	}
-	ip := ap.Addr().Unmap()
+	key := Key(c.LocalAddr().String(), c.RemoteAddr().String())
+	addr := clientAddr(ap.Addr())
 	g.mu.Lock()
-	if g.max > 0 && g.perIP[ip] >= g.max {
+	if _, dup := g.pending[key]; dup || g.max > 0 && (g.perAddr[addr] >= g.max || g.all >= g.total) {
 		g.mu.Unlock()
 		g.refused.Add(1)
 		return c, false
 	}
-	g.pending[remote] = ip
-	g.perIP[ip]++
+	g.pending[key] = addr
+	g.perAddr[addr]++
+	g.all++
 	g.mu.Unlock()
-	return &conn{Conn: c, g: g, remote: remote}, true
+	return &conn{Conn: c, g: g, key: key}, true
 }
 
-// Authenticated records that a request on the connection from remote
-// presented a valid credential: the connection no longer counts. Unknown
-// addresses (in-process connections, connections already counted out) are
-// ignored.
-func (g *Guard) Authenticated(remote string) { g.release(remote) }
+// Authenticated records that a request on the connection named key (see
+// Key) presented a valid credential: the connection no longer counts.
+// Unknown keys (in-process connections, connections already counted out)
+// are ignored.
+func (g *Guard) Authenticated(key string) { g.release(key) }
 
-// Pending is how many unauthenticated connections the client address ip
+// Pending is how many unauthenticated connections the client address of ip
 // holds.
 func (g *Guard) Pending(ip netip.Addr) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.perIP[ip.Unmap()]
+	return g.perAddr[clientAddr(ip)]
 }
 
 // Refused is how many connections Accept has refused.
 func (g *Guard) Refused() int64 { return g.refused.Load() }
 
-func (g *Guard) release(remote string) {
+func (g *Guard) release(key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ip, ok := g.pending[remote]
+	addr, ok := g.pending[key]
 	if !ok {
 		return
 	}
-	delete(g.pending, remote)
-	if g.perIP[ip]--; g.perIP[ip] <= 0 {
-		delete(g.perIP, ip)
+	delete(g.pending, key)
+	g.all--
+	if g.perAddr[addr]--; g.perAddr[addr] <= 0 {
+		delete(g.perAddr, addr)
 	}
 }
 
 // conn releases its place when closed.
 type conn struct {
 	net.Conn
-	g      *Guard
-	remote string
-	once   sync.Once
+	g    *Guard
+	key  string
+	once sync.Once
 }
 
 func (c *conn) Close() error {
-	c.once.Do(func() { c.g.release(c.remote) })
+	c.once.Do(func() { c.g.release(c.key) })
 	return c.Conn.Close()
 }

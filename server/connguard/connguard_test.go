@@ -9,19 +9,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeConn is a connection from a given remote address.
+// fakeConn is a connection from a given remote address to a given local
+// one.
 type fakeConn struct {
 	net.Conn
-	remote net.Addr
-	closed bool
+	local, remote net.Addr
+	closed        bool
 }
 
+func (f *fakeConn) LocalAddr() net.Addr  { return f.local }
 func (f *fakeConn) RemoteAddr() net.Addr { return f.remote }
 func (f *fakeConn) Close() error         { f.closed = true; return nil }
 
-func from(addr string) *fakeConn {
-	return &fakeConn{remote: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(addr))}
-}
+func tcp(addr string) net.Addr { return net.TCPAddrFromAddrPort(netip.MustParseAddrPort(addr)) }
+
+func from(addr string) *fakeConn { return &fakeConn{local: tcp("127.0.0.1:7433"), remote: tcp(addr)} }
+
+// key is the Key of a connection from addr to the default local address.
+func key(addr string) string { return Key("127.0.0.1:7433", addr) }
 
 func TestGuard(t *testing.T) {
 	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
@@ -63,8 +68,8 @@ func TestGuard(t *testing.T) {
 				require.True(t, ok)
 				conns = append(conns, c)
 			}
-			g.Authenticated("10.0.0.1:1001")
-			g.Authenticated("10.0.0.1:1001")
+			g.Authenticated(key("10.0.0.1:1001"))
+			g.Authenticated(key("10.0.0.1:1001"))
 			g.Authenticated("bufconn")
 			require.Equal(t, 2, g.Pending(a))
 			_, ok := g.Accept(from("10.0.0.1:2000"))
@@ -76,6 +81,45 @@ func TestGuard(t *testing.T) {
 			_, ok := g.Accept(from("[::ffff:10.0.0.1]:1000"))
 			require.True(t, ok)
 			require.Equal(t, 1, g.Pending(a))
+		}},
+		{"an ipv6 /64 is one address", func(t *testing.T, g *Guard) {
+			for _, ip := range []string{"2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::9"} {
+				_, ok := g.Accept(from("[" + ip + "]:1000"))
+				require.True(t, ok)
+			}
+			_, ok := g.Accept(from("[2001:db8:1:2:aaaa::1]:1000"))
+			require.False(t, ok, "a fourth from the same /64 is refused")
+			_, ok = g.Accept(from("[2001:db8:1:3::1]:1000"))
+			require.True(t, ok, "another /64 is another address")
+		}},
+		{"one remote address on two listeners is two connections", func(t *testing.T, g *Guard) {
+			// SO_REUSEADDR lets a client reuse its source port towards the
+			// broker's cleartext and TLS ports at once.
+			c1, ok := g.Accept(&fakeConn{local: tcp("127.0.0.1:7433"), remote: tcp("10.0.0.1:1000")})
+			require.True(t, ok)
+			c2, ok := g.Accept(&fakeConn{local: tcp("127.0.0.1:7443"), remote: tcp("10.0.0.1:1000")})
+			require.True(t, ok)
+			require.Equal(t, 2, g.Pending(a))
+			g.Authenticated(Key("127.0.0.1:7443", "10.0.0.1:1000"))
+			require.Equal(t, 1, g.Pending(a), "authenticating one leaves the other counted")
+			require.NoError(t, c1.Close())
+			require.NoError(t, c2.Close())
+			require.Equal(t, 0, g.Pending(a), "both are released")
+		}},
+		{"a connection key is counted once", func(t *testing.T, g *Guard) {
+			_, ok := g.Accept(from("10.0.0.1:1000"))
+			require.True(t, ok)
+			_, ok = g.Accept(from("10.0.0.1:1000"))
+			require.False(t, ok)
+			require.Equal(t, 1, g.Pending(a))
+		}},
+		{"bounded in all", func(t *testing.T, g *Guard) {
+			for i := range g.Total() {
+				_, ok := g.Accept(from(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i / 256), byte(i % 256)}), 1000).String()))
+				require.True(t, ok)
+			}
+			_, ok := g.Accept(from("10.2.0.1:1000"))
+			require.False(t, ok, "past the total a fresh address is refused too")
 		}},
 	}
 	for _, tc := range tests {

@@ -3,7 +3,7 @@
 // moment it is accepted until a request on it authenticates (or it
 // closes); a client address at its bound has further connections closed
 // at accept, so no client that holds no credential can exhaust the
-// broker's file descriptors with idle or slow connections. Authenticated
-// connections, however many, are bounded elsewhere (live streams per
-// member).
+// broker's file descriptors with idle or slow connections. A client
+// address is an IPv4 address or an IPv6 /64, and all addresses together
+// have a bound too. Authenticated connections are not counted here.
 package connguard
