@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -19,6 +20,20 @@ import (
 
 // fsReadPrefix is the route of file bytes: GET /fs/read/<segment>/...
 const fsReadPrefix = "/fs/read/"
+
+// readChunk is how much of a file goes out between write deadlines.
+const readChunk = 64 << 10
+
+// deadlineWriter arms a write deadline before every write.
+type deadlineWriter struct {
+	w   io.Writer
+	arm func()
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	d.arm()
+	return d.w.Write(p)
+}
 
 // fsReadRoute names the file-bytes route in routeRules.
 const fsReadRoute = "GET " + fsReadPrefix
@@ -91,7 +106,11 @@ func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request, p *auth.P
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	if _, err := io.CopyN(w, f, entry.Size); err != nil {
+	// Each chunk must reach the client within writeTimeout: a reader that
+	// stops reading does not hold the handler and its connection.
+	rc := http.NewResponseController(w)
+	dw := deadlineWriter{w: w, arm: func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }}
+	if _, err := io.CopyBuffer(dw, io.LimitReader(f, entry.Size), make([]byte, readChunk)); err != nil {
 		// Headers are gone; the short body tells the client.
 		g.log.DebugContext(r.Context(), "file read cut short", "path", entry.Path, "err", err)
 	}

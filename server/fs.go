@@ -244,7 +244,13 @@ func (f *Fs) Move(ctx context.Context, req *apiv1.MoveRequest) (*apiv1.MoveRespo
 			return err
 		}
 		if to.Home() != from.Home() {
-			if err := f.withinQuota(ctx, tx, to.Home(), src.Size, store.FsEntry{}, false); err != nil {
+			// The size as it is now, in the commit: an overwrite may have
+			// changed it since the lookup.
+			cur, err := tx.GetEntry(ctx, from.String())
+			if err != nil {
+				return notFound(from, err)
+			}
+			if err := f.withinQuota(ctx, tx, to.Home(), cur.Size, store.FsEntry{}, false); err != nil {
 				return err
 			}
 		}

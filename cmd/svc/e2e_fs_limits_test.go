@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -126,4 +128,23 @@ func TestFsListPages(t *testing.T) {
 			mustFail(t, d, bearer(admin), "ListShared", obj{"limit": -1}, "bad_request")
 		})
 	}
+}
+
+// A download whose client stops reading is cut once a chunk has waited
+// for the client longer than the write timeout: it holds no handler and
+// no connection for good.
+func TestFsReadStalledClientIsCut(t *testing.T) {
+	t.Parallel()
+	p, admin, _ := startFsBroker(t, 0)
+	const size = 32 << 20
+	mustWrite(t, p, admin, "/admin/big.bin", "", randomBytes(t, size))
+	resp, _, cancel := p.sseGet(t, "/fs/read/admin/big.bin", sseOpts{rcvBuf: 4096}, withBearer(admin))
+	defer cancel()
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	// Read nothing while the broker fills the socket buffers and waits.
+	time.Sleep(15 * time.Second)
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.Error(t, err, "the body ends short")
+	require.Less(t, n, int64(size))
 }

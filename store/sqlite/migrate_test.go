@@ -31,7 +31,8 @@ func upTo(t *testing.T, version string) fs.FS {
 }
 
 // Data written by an older schema comes through the later migrations:
-// sessions get ids, members get the message id they start after.
+// sessions get ids, members get the message id they start after, homes
+// get their usage.
 func TestMigrationsKeepOlderData(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
@@ -46,6 +47,11 @@ func TestMigrationsKeepOlderData(t *testing.T) {
 		`INSERT INTO members (name, created_at, updated_at) VALUES ('late', 2500, 2500)`,
 		`INSERT INTO sessions (hash, member, created_at, last_seen_at, expires_at) VALUES (randomblob(32), 'early', 1, 1, NULL)`,
 		`INSERT INTO sessions (hash, member, created_at, last_seen_at, expires_at) VALUES (randomblob(32), 'late', 1, 1, NULL)`,
+		`INSERT INTO fs_entries (path, parent, owner, kind, size, mime_type, blob, created_at, updated_at)
+			VALUES ('/early/a', '/early', 'early', 'file', 5, 'text/plain', '` + strings.Repeat("a", 64) + `', 1, 1)`,
+		`INSERT INTO fs_entries (path, parent, owner, kind, created_at, updated_at) VALUES ('/early/d', '/early', 'early', 'dir', 1, 1)`,
+		`INSERT INTO fs_entries (path, parent, owner, kind, size, mime_type, blob, created_at, updated_at)
+			VALUES ('/early/d/b', '/early/d', 'early', 'file', 7, 'text/plain', '` + strings.Repeat("b", 64) + `', 1, 1)`,
 	} {
 		_, err := raw.ExecContext(ctx, q)
 		require.NoError(t, err, q)
@@ -60,6 +66,9 @@ func TestMigrationsKeepOlderData(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, m.SinceSeq, "%s starts after the messages created before it", name)
 	}
+	used, err := db.Usage(ctx, "early")
+	require.NoError(t, err)
+	require.Equal(t, int64(12), used, "the usage of files written before migration 0007")
 	for _, member := range []string{"early", "late"} {
 		ss, err := db.ListSessions(ctx, member)
 		require.NoError(t, err)

@@ -932,11 +932,46 @@ func testFsUsage(t *testing.T, s store.Store) {
 		fsFile("alice", "/alice/same", "123"), // the same content counts again
 		fsFile("al", "/al/z", "1234567"),
 	)
-	for member, want := range map[string]int64{"alice": 11, "al": 7, "bob": 0, "nobody": 0} {
-		got, err := s.Usage(ctx, member)
-		require.NoError(t, err)
-		require.Equal(t, want, got, member)
+	requireUsage := func(want map[string]int64) {
+		t.Helper()
+		for member, w := range want {
+			got, err := s.Usage(ctx, member)
+			require.NoError(t, err)
+			require.Equal(t, w, got, member)
+		}
 	}
+	requireUsage(map[string]int64{"alice": 11, "al": 7, "bob": 0, "nobody": 0})
+
+	// Every change keeps it: replace, move within and across homes, delete,
+	// delete a tree, a member's files going with the member.
+	_, _, err := s.ReplaceFile(ctx, "/alice/y", store.FsContent{Blob: blobOf("1234567890"), Size: 10, MimeType: "text/plain"})
+	require.NoError(t, err)
+	requireUsage(map[string]int64{"alice": 18})
+	_, err = s.MoveEntry(ctx, store.FsMove{From: "/alice/y", To: "/alice/d/y"})
+	require.NoError(t, err)
+	requireUsage(map[string]int64{"alice": 18})
+	_, err = s.MoveEntry(ctx, store.FsMove{From: "/alice/d/y", To: "/bob/y", Owner: "bob"})
+	require.NoError(t, err)
+	requireUsage(map[string]int64{"alice": 8, "bob": 10})
+	_, err = s.DeleteEntry(ctx, "/alice/same")
+	require.NoError(t, err)
+	requireUsage(map[string]int64{"alice": 5})
+	_, _, err = s.DeleteTree(ctx, "/alice/d")
+	require.NoError(t, err)
+	requireUsage(map[string]int64{"alice": 0, "al": 7, "bob": 10})
+	require.NoError(t, s.DeleteMember(ctx, "bob"))
+	requireUsage(map[string]int64{"bob": 0})
+	rollback := errors.New("roll back")
+	require.ErrorIs(t, s.WithTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.CreateEntry(ctx, fsFile("al", "/al/w", "12")); err != nil {
+			return err
+		}
+		got, err := tx.Usage(ctx, "al")
+		require.NoError(t, err)
+		require.Equal(t, int64(9), got, "inside the transaction of the change")
+		return rollback
+	}), rollback)
+	requireUsage(map[string]int64{"al": 7})
 }
 
 func testFsWithTxRollback(t *testing.T, s store.Store) {
