@@ -40,7 +40,9 @@ type brokerSessions struct {
 	stepMu   sync.Mutex
 	lastStep map[string]int64
 
-	// loginMu serializes TOTP logins; see login.
+	// loginMu serializes TOTP logins with each other and with TOTP
+	// enrollment: a login verified against a secret stores its session
+	// before a re-enrollment can end the member's sessions. See login.
 	loginMu sync.Mutex
 }
 
@@ -68,7 +70,11 @@ func (b *brokerSessions) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRe
 		return nil, err
 	}
 	// The authenticator bound before is gone, and so is every session it
-	// opened: they end in the same transaction as the config write.
+	// opened: they end in the same transaction as the config write, and no
+	// login verified against the old secret is still on its way to a
+	// session (loginMu).
+	b.loginMu.Lock()
+	defer b.loginMu.Unlock()
 	if err := b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
 		m.TOTPSecret = sealed
 		return nil
@@ -92,17 +98,21 @@ func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSes
 	if !totpCodeRE.MatchString(req.GetCode()) {
 		return nil, invalid("code", "must be 6 digits")
 	}
-	matched, err := b.login(req)
-	if err != nil {
-		return nil, err
-	}
 	id, hash, err := auth.NewSessionID()
 	if err != nil {
 		return nil, err
 	}
+	b.loginMu.Lock()
+	matched, err := b.login(req)
+	if err != nil {
+		b.loginMu.Unlock()
+		return nil, err
+	}
 	now := b.now()
 	s := store.Session{ID: newID(), Hash: hash, Member: matched, CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(auth.SessionTTL)}
-	if err := b.store.CreateSession(ctx, s); err != nil {
+	err = b.store.CreateSession(ctx, s)
+	b.loginMu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.SessionCookie(id, int(auth.SessionTTL/time.Second))))
@@ -110,12 +120,11 @@ func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSes
 	return &apiv1.CreateSessionResponse{Session: sessionToProto(m, s.ExpiresAt)}, nil
 }
 
-// login matches a TOTP code to a member under the failure limits. Check,
-// verification and the failure count happen under one lock, so a burst of
-// parallel attempts cannot slip past a limit between check and count.
+// login matches a TOTP code to a member under the failure limits. The
+// caller holds loginMu: check, verification and the failure count happen
+// under it, so a burst of parallel attempts cannot slip past a limit
+// between check and count.
 func (b *brokerSessions) login(req *apiv1.CreateSessionRequest) (string, error) {
-	b.loginMu.Lock()
-	defer b.loginMu.Unlock()
 	named := ""
 	var candidates []teamconfig.Member
 	if req.Member != nil {
