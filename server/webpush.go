@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -265,9 +266,7 @@ func (b *brokerWebPush) CreatePushSubscription(ctx context.Context, req *apiv1.C
 		P256dh: req.GetKeys().GetP256Dh(), Auth: req.GetKeys().GetAuth(), CreatedAt: b.now(),
 	})
 	if errors.Is(err, store.ErrConflict) {
-		// A subscription belongs to the member who made it: another member
-		// posting its endpoint must not end the owner's notifications.
-		return nil, Errorf(CodeConflict, "this push endpoint is registered by another member")
+		s, err = b.takeOver(ctx, p.Member, req)
 	}
 	if err != nil {
 		return nil, err
@@ -276,6 +275,38 @@ func (b *brokerWebPush) CreatePushSubscription(ctx context.Context, req *apiv1.C
 		b.push.added(p.Member)
 	}
 	return &apiv1.CreatePushSubscriptionResponse{Subscription: &apiv1.PushSubscription{Id: s.ID, Endpoint: s.Endpoint, CreatedAt: ms(s.CreatedAt)}}, nil
+}
+
+// takeOver moves another member's subscription of the same endpoint to
+// member when the request carries the subscription's own keys: that proves
+// it is the same browser subscription (a new member signed in on a shared
+// browser), which must not go on showing the previous member's pushes.
+// Knowing the endpoint alone (from a log, say) is not enough: another
+// member posting it is 409, and the owner's notifications go on.
+func (b *brokerWebPush) takeOver(ctx context.Context, member string, req *apiv1.CreatePushSubscriptionRequest) (store.PushSubscription, error) {
+	cur, err := b.store.GetPushSubscriptionByEndpoint(ctx, req.GetEndpoint())
+	if errors.Is(err, store.ErrNotFound) {
+		// Deleted meanwhile: the endpoint is free.
+		return b.store.PutPushSubscription(ctx, store.PushSubscription{
+			ID: newID(), Member: member, Endpoint: req.GetEndpoint(),
+			P256dh: req.GetKeys().GetP256Dh(), Auth: req.GetKeys().GetAuth(), CreatedAt: b.now(),
+		})
+	}
+	if err != nil {
+		return cur, err
+	}
+	same := subtle.ConstantTimeCompare([]byte(cur.P256dh), []byte(req.GetKeys().GetP256Dh())) &
+		subtle.ConstantTimeCompare([]byte(cur.Auth), []byte(req.GetKeys().GetAuth()))
+	if same != 1 {
+		return cur, Errorf(CodeConflict, "this push endpoint is registered by another member")
+	}
+	moved, err := b.store.MovePushSubscription(ctx, req.GetEndpoint(), member)
+	if err != nil {
+		return moved, err
+	}
+	b.push.forget(cur.Member)
+	b.log.InfoContext(ctx, "push subscription moved to the member now signed in on its browser", "from", cur.Member, "to", member)
+	return moved, nil
 }
 
 // DeletePushSubscription implements apiv1.BrokerServer.

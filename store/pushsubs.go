@@ -23,6 +23,13 @@ type PushSubscriptionStore interface {
 	// made it: an endpoint another member registered is ErrConflict, and
 	// nothing changes.
 	PutPushSubscription(ctx context.Context, s PushSubscription) (PushSubscription, error)
+	// GetPushSubscriptionByEndpoint returns the subscription of an
+	// endpoint, whoever's it is; ErrNotFound when there is none.
+	GetPushSubscriptionByEndpoint(ctx context.Context, endpoint string) (PushSubscription, error)
+	// MovePushSubscription gives the subscription of an endpoint to member,
+	// keeping its id, keys and creation time, and returns it; ErrNotFound
+	// when there is none, ErrPrecondition when member does not exist.
+	MovePushSubscription(ctx context.Context, endpoint, member string) (PushSubscription, error)
 	// ListPushSubscriptions returns the member's subscriptions; every
 	// member's when member is empty.
 	ListPushSubscriptions(ctx context.Context, member string) ([]PushSubscription, error)

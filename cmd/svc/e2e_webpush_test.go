@@ -133,8 +133,10 @@ func TestWebPush(t *testing.T) {
 			mustFail(t, d, as("alice"), "DeletePushSubscription", obj{"id": "no-such-id"}, "not_found")
 			// Registering the endpoint again keeps its id; it stays alice's.
 			require.Equal(t, id, subscribeBrowser(t, g, as("alice"), good))
-			// Another member posting alice's endpoint cannot take it over.
-			req := obj{"endpoint": good.Endpoint(), "keys": obj{"p256dh": good.P256dh(), "auth": good.Auth()}}
+			// Another member who knows alice's endpoint but not its keys
+			// cannot take it over.
+			other := svc.NewSubscriber("/other-browser")
+			req := obj{"endpoint": good.Endpoint(), "keys": obj{"p256dh": other.P256dh(), "auth": other.Auth()}}
 			mustFail(t, d, as("bob"), "CreatePushSubscription", req, "conflict")
 			mustFail(t, g, as("bob"), "CreatePushSubscription", req, "conflict")
 			mustFail(t, d, as("bob"), "DeletePushSubscription", obj{"id": id}, "not_found")
@@ -142,7 +144,12 @@ func TestWebPush(t *testing.T) {
 			mustFail(t, d, as("alice"), "DeletePushSubscription", obj{"id": id}, "not_found")
 			// Once alice dropped it, the endpoint is free to register.
 			id = subscribeBrowser(t, d, as("bob"), good)
-			mustCall(t, d, as("bob"), "DeletePushSubscription", obj{"id": id})
+			// The same browser subscription (its own keys) posted by another
+			// member signed in on that browser moves to that member, id and
+			// all: it must not go on showing bob's pushes to alice.
+			require.Equal(t, id, subscribeBrowser(t, g, as("alice"), good))
+			mustFail(t, d, as("bob"), "DeletePushSubscription", obj{"id": id}, "not_found")
+			mustCall(t, d, as("alice"), "DeletePushSubscription", obj{"id": id})
 		})
 	})
 

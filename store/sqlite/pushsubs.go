@@ -28,6 +28,18 @@ RETURNING `+pushSubColumns, s.ID, s.Member, s.Endpoint, s.P256dh, s.Auth, q.orNo
 	return out, translate("put push subscription", err)
 }
 
+// GetPushSubscriptionByEndpoint returns the subscription of an endpoint.
+func (q queries) GetPushSubscriptionByEndpoint(ctx context.Context, endpoint string) (store.PushSubscription, error) {
+	out, err := scanPushSub(q.r.QueryRowContext(ctx, `SELECT `+pushSubColumns+` FROM push_subscriptions WHERE endpoint = ?`, endpoint))
+	return out, translate("get push subscription", err)
+}
+
+// MovePushSubscription gives the subscription of an endpoint to member.
+func (q queries) MovePushSubscription(ctx context.Context, endpoint, member string) (store.PushSubscription, error) {
+	out, err := scanPushSub(q.w.QueryRowContext(ctx, `UPDATE push_subscriptions SET member = ? WHERE endpoint = ? RETURNING `+pushSubColumns, member, endpoint))
+	return out, translate("move push subscription", err)
+}
+
 // ListPushSubscriptions returns the member's subscriptions, or everyone's
 // when member is empty, oldest first.
 func (q queries) ListPushSubscriptions(ctx context.Context, member string) ([]store.PushSubscription, error) {

@@ -16,6 +16,7 @@ import (
 var pushSubTests = []suiteTest{
 	{"PutListPushSubscriptions", testPutListPushSubscriptions},
 	{"PutPushSubscriptionOwned", testPutPushSubscriptionOwned},
+	{"MovePushSubscription", testMovePushSubscription},
 	{"PutPushSubscriptionUnknownMember", testPutPushSubscriptionUnknownMember},
 	{"DeletePushSubscription", testDeletePushSubscription},
 }
@@ -196,4 +197,31 @@ func testDeletePushSubscription(t *testing.T, s store.Store) {
 	// The endpoint of a deleted subscription can be subscribed again.
 	again := pushSub("a3", "bob", a1.Endpoint)
 	mustPutPushSubs(t, s, again)
+}
+
+func testMovePushSubscription(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice", "bob")
+	sub := pushSub("p1", "alice", "https://push.example/shared")
+	mustPutPushSubs(t, s, sub)
+
+	got, err := s.GetPushSubscriptionByEndpoint(ctx, sub.Endpoint)
+	require.NoError(t, err)
+	require.Equal(t, viewPushSub(sub), viewPushSub(got))
+	_, err = s.GetPushSubscriptionByEndpoint(ctx, "https://push.example/none")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	moved, err := s.MovePushSubscription(ctx, sub.Endpoint, "bob")
+	require.NoError(t, err)
+	want := sub
+	want.Member = "bob"
+	require.Equal(t, viewPushSub(want), viewPushSub(moved), "id, keys and creation time stay")
+	alices, err := s.ListPushSubscriptions(ctx, "alice")
+	require.NoError(t, err)
+	require.Empty(t, alices)
+
+	_, err = s.MovePushSubscription(ctx, "https://push.example/none", "bob")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.MovePushSubscription(ctx, sub.Endpoint, "nobody")
+	require.ErrorIs(t, err, store.ErrPrecondition)
 }
