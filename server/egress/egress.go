@@ -14,6 +14,9 @@ import (
 // Options says otherwise.
 const DefaultTimeout = 10 * time.Second
 
+// idleConnTimeout closes a kept connection unused this long.
+const idleConnTimeout = 90 * time.Second
+
 // Policy says which addresses a client may connect to: public ones, and
 // those in Allow.
 type Policy struct {
@@ -168,7 +171,9 @@ func NewClient(o Options) *http.Client {
 			DialContext:         d.DialContext,
 			TLSHandshakeTimeout: timeout,
 			MaxIdleConnsPerHost: o.MaxIdleConnsPerHost,
-			ForceAttemptHTTP2:   true,
+			// Kept connections lead to hosts members chose: not forever.
+			IdleConnTimeout:   idleConnTimeout,
+			ForceAttemptHTTP2: true,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
