@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"svc/server/auth"
+	"svc/server/vfs"
 	"svc/store"
 )
 
@@ -71,8 +72,17 @@ func (c *core) readableFile(ctx context.Context, p *auth.Principal, path string)
 	if vp.IsRoot() {
 		return store.FsEntry{}, invalid("path", "must name an entry inside a home")
 	}
+	return c.entryFor(ctx, p, vp, func(ctx context.Context, member, path string) (bool, error) {
+		return c.store.HasGrant(ctx, path, member)
+	})
+}
+
+// entryFor returns the entry at vp if p owns its home, manages, or shared
+// says the entry is shared with p: 403 otherwise whether or not it exists,
+// 404 when it is absent where p may look.
+func (c *core) entryFor(ctx context.Context, p *auth.Principal, vp vfs.Path, shared func(ctx context.Context, member, path string) (bool, error)) (store.FsEntry, error) {
 	if !ownsOrManages(p, vp) {
-		ok, err := c.store.HasGrant(ctx, vp.String(), p.Member)
+		ok, err := shared(ctx, p.Member, vp.String())
 		if err != nil {
 			return store.FsEntry{}, err
 		}

@@ -513,20 +513,7 @@ func (f *Fs) checkWrite(p *auth.Principal, vp vfs.Path) error {
 // visible returns the entry at vp if p may see it: what p may read, plus
 // the directories leading to a file granted to p.
 func (f *Fs) visible(ctx context.Context, p *auth.Principal, vp vfs.Path) (store.FsEntry, error) {
-	if !ownsOrManages(p, vp) {
-		ok, err := f.store.SharedBelow(ctx, p.Member, vp.String())
-		if err != nil {
-			return store.FsEntry{}, err
-		}
-		if !ok {
-			return store.FsEntry{}, errNotReadable(vp)
-		}
-	}
-	e, err := f.store.GetEntry(ctx, vp.String())
-	if err != nil {
-		return store.FsEntry{}, notFound(vp, err)
-	}
-	return e, nil
+	return f.entryFor(ctx, p, vp, f.store.SharedBelow)
 }
 
 // list returns a page of what ListFiles shows of vp to p, and whether more
