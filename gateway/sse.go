@@ -91,7 +91,7 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 		}
 		for n := 0; ev != nil; n++ {
 			bw.WriteString("id: ")
-			bw.WriteString(ev.Message.GetId())
+			bw.WriteString(f.ID(ev))
 			bw.WriteString("\nevent: message\ndata: ")
 			bw.Write(ev.JSON())
 			bw.WriteString("\n\n")

@@ -24,17 +24,33 @@ const streamRetryAfter = 5 * time.Second
 // errFellBehind ends a stream the hub cut off.
 var errFellBehind = Errorf(CodeUnavailable, "subscriber fell behind; resume with the last id")
 
-// Feed is one member's stream: the messages after a position, replayed
-// from the store in order, then live ones, each exactly once.
+// Feed is one live stream of committed items (a member's messages, a
+// member's activity): the items after a position, replayed from the store
+// in order, then live ones from the hub, each exactly once.
 type Feed struct {
-	c       *core
-	member  string
-	since   int64 // replay skips ids at or below it: an earlier member of this name
 	sub     *hub.Subscription
 	last    int64
-	backlog []store.Message
+	backlog []*hub.Event
 	live    bool // the store has nothing more after last; read the hub
+	page    pager
+	id      func(seq int64) string
 }
+
+// pager reads a page of stored items after position after, oldest first:
+// the events to deliver, the last position it read (items it skips, such
+// as an earlier member's messages, count too), and whether more may follow.
+type pager func(ctx context.Context, after int64, n int) (evs []*hub.Event, last int64, more bool, err error)
+
+// newFeed returns a feed over sub: with resume, the items page reads after
+// position after, then live ones; without, live ones only. The caller
+// subscribed before calling, so nothing falls between replay and live.
+func newFeed(sub *hub.Subscription, after int64, resume bool, page pager, id func(seq int64) string) *Feed {
+	return &Feed{sub: sub, last: after, live: !resume, page: page, id: id}
+}
+
+// ID is the wire id of an event of this feed: the SSE id a client resumes
+// from.
+func (f *Feed) ID(ev *hub.Event) string { return f.id(ev.Seq) }
 
 // attach opens a feed of the caller's messages: with resume, every message
 // after position after, then live ones; without, live ones only. The live
@@ -42,14 +58,7 @@ type Feed struct {
 // between replay and live delivery.
 func (c *core) attach(ctx context.Context, p *auth.Principal, after int64, resume bool) (*Feed, error) {
 	member := p.Member
-	sub, err := c.hub.Subscribe(member, streamCred(p))
-	if errors.Is(err, hub.ErrClosed) {
-		return nil, errShuttingDown
-	}
-	if errors.Is(err, hub.ErrTooMany) {
-		return nil, &Error{Code: CodeRateLimited, RetryAfter: streamRetryAfter,
-			Message: fmt.Sprintf("%s holds %d live streams, the most one member may: close one first", member, c.maxStreams)}
-	}
+	sub, err := c.subscribe(c.hub, member, p)
 	if err != nil {
 		return nil, err
 	}
@@ -67,14 +76,42 @@ func (c *core) attach(ctx context.Context, p *auth.Principal, after int64, resum
 			after = 0
 		}
 	}
-	f := &Feed{c: c, member: member, sub: sub, last: after, live: !resume}
+	var since int64
 	if resume {
-		if f.since, err = c.memberSince(ctx, member); err != nil {
+		if since, err = c.memberSince(ctx, member); err != nil {
 			sub.Close()
 			return nil, err
 		}
 	}
-	return f, nil
+	return newFeed(sub, after, resume, func(ctx context.Context, after int64, n int) ([]*hub.Event, int64, bool, error) {
+		msgs, err := c.store.MessagesFor(ctx, member, after, n)
+		if err != nil || len(msgs) == 0 {
+			return nil, after, false, err
+		}
+		evs := make([]*hub.Event, 0, len(msgs))
+		for _, m := range msgs {
+			// What was addressed to an earlier member of this name is not
+			// this member's.
+			if m.Seq > since {
+				evs = append(evs, hub.NewEvent(m.Seq, messageToProto(m)))
+			}
+		}
+		return evs, msgs[len(msgs)-1].Seq, len(msgs) == n, nil
+	}, formatMessageID), nil
+}
+
+// subscribe takes a live subscription of h for key, opened with p's
+// credential (so revoking it ends the stream), mapping the hub's refusals.
+func (c *core) subscribe(h *hub.Hub, key string, p *auth.Principal) (*hub.Subscription, error) {
+	sub, err := h.Subscribe(key, streamCred(p))
+	switch {
+	case errors.Is(err, hub.ErrClosed):
+		return nil, errShuttingDown
+	case errors.Is(err, hub.ErrTooMany):
+		return nil, &Error{Code: CodeRateLimited, RetryAfter: streamRetryAfter,
+			Message: fmt.Sprintf("%s holds %d live streams, the most one member may: close one first", key, c.maxStreams)}
+	}
+	return sub, err
 }
 
 // streamCred names the credential a stream was opened with, so revoking it
@@ -98,26 +135,23 @@ func isSessionCred(c string) bool { return strings.HasPrefix(c, "session:") }
 // Close ends the feed's live subscription.
 func (f *Feed) Close() { f.sub.Close() }
 
-// Next returns the next message. It returns (nil, nil) when tick fires
-// first (a nil tick never fires), errFellBehind when the hub cut the feed
-// off, errShuttingDown when the hub closed.
+// Next returns the next item. It returns (nil, nil) when tick fires first
+// (a nil tick never fires), errFellBehind when the hub cut the feed off,
+// errShuttingDown when the hub closed.
 func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, error) {
 	for {
 		if len(f.backlog) > 0 {
-			m := f.backlog[0]
+			ev := f.backlog[0]
 			f.backlog = f.backlog[1:]
-			f.last = m.Seq
-			if m.Seq <= f.since {
-				continue
-			}
-			return hub.NewEvent(m.Seq, messageToProto(m)), nil
+			return ev, nil
 		}
 		if !f.live {
-			page, err := f.c.store.MessagesFor(ctx, f.member, f.last, replayPage)
+			evs, last, more, err := f.page(ctx, f.last, replayPage)
 			if err != nil {
 				return nil, err
 			}
-			f.backlog, f.live = page, len(page) < replayPage
+			f.backlog, f.live = evs, !more
+			f.last = max(f.last, last)
 			continue
 		}
 		select {
@@ -141,7 +175,7 @@ func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, err
 	}
 }
 
-// Buffered returns the next message when one is ready without waiting.
+// Buffered returns the next item when one is ready without waiting.
 func (f *Feed) Buffered() *hub.Event {
 	if len(f.backlog) > 0 || !f.live {
 		return nil

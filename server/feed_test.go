@@ -81,7 +81,7 @@ func TestFeedResumingPastTheNewestIDReplaysTheStore(t *testing.T) {
 	for range 3 {
 		e, err := f.Next(context.Background(), nil)
 		require.NoError(t, err)
-		got = append(got, e.Message.GetBody())
+		got = append(got, e.Value.(*apiv1.Message).GetBody())
 	}
 	require.Equal(t, []string{"one", "two", "three"}, got)
 }
@@ -101,7 +101,7 @@ func TestFeedWithoutResumeIsLiveOnly(t *testing.T) {
 	require.NoError(t, err)
 	e, err := f.Next(context.Background(), nil)
 	require.NoError(t, err)
-	require.Equal(t, "new", e.Message.GetBody())
+	require.Equal(t, "new", e.Value.(*apiv1.Message).GetBody())
 }
 
 func TestFeedReportsFallingBehindAndShutdown(t *testing.T) {
@@ -182,5 +182,5 @@ func TestRecreatedMemberByCommitOrder(t *testing.T) {
 	defer cancel()
 	e, err := f.Next(ctx, nil)
 	require.NoError(t, err)
-	require.Equal(t, "for the new alice", e.Message.GetBody(), "a replay from the start skips the earlier member's messages")
+	require.Equal(t, "for the new alice", e.Value.(*apiv1.Message).GetBody(), "a replay from the start skips the earlier member's messages")
 }

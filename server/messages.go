@@ -367,7 +367,7 @@ func (b *brokerMessages) Subscribe(req *apiv1.SubscribeRequest, stream apiv1.Bro
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Message{Message: ev.Message}}); err != nil {
+		if err := stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Message{Message: ev.Value.(*apiv1.Message)}}); err != nil {
 			return err
 		}
 	}

@@ -117,7 +117,7 @@ func TestGroupCommitSharesTransactionsAndPublishesInOrder(t *testing.T) {
 	for range pushes {
 		e := <-sub.C()
 		require.Greater(t, e.Seq, last, "the hub sees commit order")
-		require.Equal(t, formatMessageID(e.Seq), e.Message.GetId())
+		require.Equal(t, formatMessageID(e.Seq), e.Value.(*apiv1.Message).GetId())
 		last = e.Seq
 	}
 }
@@ -195,13 +195,13 @@ func TestChangeFailingApplyRollsBackAlone(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound, "the refused change's write is rolled back")
 	var bodies []string
 	for range 3 {
-		bodies = append(bodies, (<-sub.C()).Message.GetBody())
+		bodies = append(bodies, (<-sub.C()).Value.(*apiv1.Message).GetBody())
 	}
 	require.Equal(t, "first", bodies[0])
 	require.ElementsMatch(t, []string{"made kept", "plain 2"}, bodies[1:])
 	select {
 	case e := <-sub.C():
-		t.Fatalf("unexpected message %q", e.Message.GetBody())
+		t.Fatalf("unexpected message %q", e.Value.(*apiv1.Message).GetBody())
 	default:
 	}
 }

@@ -6,8 +6,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protojson"
-
-	apiv1 "svc/gen/svc/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // DefaultBuffer is how many messages a subscription may fall behind before
@@ -25,35 +24,37 @@ var (
 	ErrTooMany = errors.New("too many live subscriptions for one member")
 )
 
-// Event is one committed message as every subscriber sees it. It is shared
-// read-only between subscribers; its JSON is rendered once, on first use.
+// Event is one committed item (a chat message, an activity row) as every
+// subscriber sees it. It is shared read-only between subscribers; its JSON
+// is rendered once, on first use.
 type Event struct {
-	Seq     int64
-	Message *apiv1.Message
+	Seq   int64
+	Value proto.Message
 
 	once sync.Once
 	json []byte
 }
 
-// NewEvent returns the event of a committed message.
-func NewEvent(seq int64, m *apiv1.Message) *Event { return &Event{Seq: seq, Message: m} }
+// NewEvent returns the event of a committed item.
+func NewEvent(seq int64, v proto.Message) *Event { return &Event{Seq: seq, Value: v} }
 
-// jsonOptions render messages as the REST gateway does.
+// jsonOptions render values as the REST gateway does.
 var jsonOptions = protojson.MarshalOptions{EmitDefaultValues: true}
 
-// JSON returns the message as one line of JSON, rendered once.
+// JSON returns the value as one line of JSON, rendered once.
 func (e *Event) JSON() []byte {
 	e.once.Do(func() {
-		b, err := jsonOptions.Marshal(e.Message)
+		b, err := jsonOptions.Marshal(e.Value)
 		if err != nil {
-			b = []byte(`{}`) // a Message always marshals; keep the stream alive regardless
+			b = []byte(`{}`) // the values svc publishes always marshal; keep the stream alive regardless
 		}
 		e.json = b
 	})
 	return e.json
 }
 
-// Hub maps members to their live subscriptions.
+// Hub maps subscribers (members, or the member an activity stream
+// watches) to their live subscriptions.
 type Hub struct {
 	pubMu sync.Mutex // serializes Publish, so a cut-off subscriber never gets a later event
 	mu    sync.RWMutex
