@@ -21,18 +21,87 @@ type ActivityFilter struct {
 	From   time.Time // inclusive; zero means unbounded
 	To     time.Time // inclusive; zero means unbounded
 	Kinds  []string  // empty means every kind
-	Limit  int       // at most this many rows, newest first; <= 0 means 1000
+	Limit  int       // at most this many rows; <= 0 means 1000
+	// OldestFirst orders by TS then id ascending; the default is newest
+	// first.
+	OldestFirst bool
 }
 
-// ActivityStore is the separate store of activity streams.
+// CorrelationState is the pending telemetry correlation state of one
+// member, kept so that records acknowledged but not yet turned into rows
+// survive a crash.
+type CorrelationState struct {
+	Member    string
+	State     []byte // nil deletes the member's state
+	UpdatedAt time.Time
+}
+
+// ActivityBatch is what one commit of the activity store writes, all or
+// nothing: rows, correlation states, inference records.
+type ActivityBatch struct {
+	Events []ActivityEvent
+	States []CorrelationState // applied in order: a later state of a member wins
+	GenAI  []GenAIRecord      // each with its Raw bytes
+}
+
+// Usage is a sum of model usage.
+type Usage struct {
+	InputTokens         int64
+	OutputTokens        int64
+	CacheReadTokens     int64
+	CacheCreationTokens int64
+	CostUSD             float64
+	Exchanges           int64
+}
+
+// Add sums u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens + v.CacheReadTokens, CacheCreationTokens: u.CacheCreationTokens + v.CacheCreationTokens,
+		CostUSD: u.CostUSD + v.CostUSD, Exchanges: u.Exchanges + v.Exchanges,
+	}
+}
+
+// PruneResult counts what a prune deleted.
+type PruneResult struct {
+	Activity int64 // activity rows
+	GenAI    int64 // inference records
+	Raw      int64 // raw uploads no record references any more
+	States   int64 // correlation states
+}
+
+// ActivityStore is the separate store of activity streams, inference
+// records and telemetry correlation state.
 type ActivityStore interface {
 	// AppendActivity stores events in one transaction and returns them with
 	// their row ids set, in the order given.
 	AppendActivity(ctx context.Context, events []ActivityEvent) ([]ActivityEvent, error)
-	// ListActivity returns matching rows newest first (by TS, then id).
+	// CommitActivity writes a batch in one transaction and returns its
+	// events with their row ids set, in the order given. Inference records
+	// need their ID set; their raw bytes are stored once per SHA-256.
+	CommitActivity(ctx context.Context, b ActivityBatch) ([]ActivityEvent, error)
+	// ListActivity returns matching rows, newest first unless the filter
+	// asks otherwise (by TS, then id).
 	ListActivity(ctx context.Context, f ActivityFilter) ([]ActivityEvent, error)
-	// PruneActivity deletes every row whose TS is before cutoff and returns
-	// how many it deleted.
-	PruneActivity(ctx context.Context, cutoff time.Time) (int64, error)
+	// ActivityAfter returns, oldest first by id, up to limit rows of member
+	// with an id above after: a stream's replay.
+	ActivityAfter(ctx context.Context, member string, after int64, limit int) ([]ActivityEvent, error)
+	// LastActivityID returns the newest row id, 0 when there is none.
+	LastActivityID(ctx context.Context) (int64, error)
+	// ObjectiveMarkers returns the objective_open and objective_close rows
+	// of an objective, of every member, oldest first.
+	ObjectiveMarkers(ctx context.Context, objectiveID string) ([]ActivityEvent, error)
+	// ActivityUsage sums the usage of member's llm_exchange rows and of its
+	// inference records that no exchange carries (by responseId) with a TS
+	// in [from, to] (zero: unbounded).
+	ActivityUsage(ctx context.Context, member string, from, to time.Time) (Usage, error)
+	// CorrelationStates returns every stored correlation state.
+	CorrelationStates(ctx context.Context) ([]CorrelationState, error)
+	GenAIStore
+	// PruneActivity deletes what is older than cutoff: activity rows and
+	// inference records by event time, raw uploads no record references,
+	// correlation states by update time.
+	PruneActivity(ctx context.Context, cutoff time.Time) (PruneResult, error)
 	Close() error
 }

@@ -605,7 +605,7 @@ func TestActivityPruneRefusesWithoutTerminal(t *testing.T) {
 			name:       "--yes prunes",
 			args:       []string{"activity", "prune", "--older-than", "1D", "--yes", "--db-path", dbPath},
 			wantCode:   0,
-			wantStdout: "deleted 0 activity rows\n",
+			wantStdout: "deleted 0 activity rows, 0 inference records, 0 raw uploads, 0 correlation states\n",
 		},
 	}
 	for _, tc := range tests {

@@ -16,7 +16,9 @@ import (
 	"svc/store/sqlite"
 )
 
-// prune deletes activity rows older than --older-than (spec: Retention).
+// prune deletes what the activity store holds older than --older-than
+// (spec: Retention): activity rows and inference records by event time,
+// the raw uploads no record references any more, stale correlation state.
 func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("activity prune", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -43,7 +45,7 @@ func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		if !isTerminal(stdin) {
 			return &exitError{code: 2, err: errors.New("refusing to prune without --yes when not on a terminal")}
 		}
-		fmt.Fprintf(stdout, "Delete every activity row older than %s (before %s) from %s? [y/N] ", *olderThan, cutoff.UTC().Format(time.RFC3339), path)
+		fmt.Fprintf(stdout, "Delete every activity row and inference record older than %s (before %s) from %s? [y/N] ", *olderThan, cutoff.UTC().Format(time.RFC3339), path)
 		line, _ := bufio.NewReader(stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			return &exitError{code: 1, err: errors.New("aborted")}
@@ -61,7 +63,8 @@ func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "deleted %d activity rows\n", n)
+	fmt.Fprintf(stdout, "deleted %d activity rows, %d inference records, %d raw uploads, %d correlation states\n",
+		n.Activity, n.GenAI, n.Raw, n.States)
 	return nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,45 +50,107 @@ func (db *ActivityDB) Close() error { return db.c.Close() }
 // their ids set, in the order given, as ListActivity would return them: TS
 // at millisecond precision and nil Data stored as "{}".
 func (db *ActivityDB) AppendActivity(ctx context.Context, events []store.ActivityEvent) ([]store.ActivityEvent, error) {
-	out := make([]store.ActivityEvent, len(events))
-	if len(events) == 0 {
+	return db.CommitActivity(ctx, store.ActivityBatch{Events: events})
+}
+
+// CommitActivity writes rows, correlation states and inference records in
+// one transaction.
+func (db *ActivityDB) CommitActivity(ctx context.Context, b store.ActivityBatch) ([]store.ActivityEvent, error) {
+	out := make([]store.ActivityEvent, len(b.Events))
+	if len(b.Events) == 0 && len(b.States) == 0 && len(b.GenAI) == 0 {
 		return out, nil
 	}
 	err := db.c.withTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (member, kind, ts, objective_id, data) VALUES (?, ?, ?, ?, ?)`)
-		if err != nil {
+		if err := db.appendEvents(ctx, tx, b.Events, out); err != nil {
 			return err
 		}
-		defer stmt.Close()
-		for i, e := range events {
-			ts := e.TS
-			if ts.IsZero() {
-				ts = db.now()
-			}
-			data := e.Data
-			if data == nil {
-				data = []byte("{}")
-			}
-			objective := sql.NullString{String: e.ObjectiveID, Valid: e.ObjectiveID != ""}
-			res, err := stmt.ExecContext(ctx, e.Member, e.Kind, ts.UnixMilli(), objective, string(data))
-			if err != nil {
+		for _, st := range b.States {
+			if err := putState(ctx, tx, st, db.now); err != nil {
 				return err
 			}
-			id, err := res.LastInsertId()
-			if err != nil {
+		}
+		for _, r := range b.GenAI {
+			if err := db.putGenAI(ctx, tx, r); err != nil {
 				return err
 			}
-			e.ID = id
-			e.TS = fromMS(ts.UnixMilli())
-			e.Data = append([]byte(nil), data...)
-			out[i] = e
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, translate("append activity", err)
+		return nil, translate("commit activity", err)
 	}
 	return out, nil
+}
+
+func (db *ActivityDB) appendEvents(ctx context.Context, tx *sql.Tx, events, out []store.ActivityEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (member, kind, ts, objective_id, data) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i, e := range events {
+		ts := e.TS
+		if ts.IsZero() {
+			ts = db.now()
+		}
+		data := e.Data
+		if data == nil {
+			data = []byte("{}")
+		}
+		objective := sql.NullString{String: e.ObjectiveID, Valid: e.ObjectiveID != ""}
+		res, err := stmt.ExecContext(ctx, e.Member, e.Kind, ts.UnixMilli(), objective, string(data))
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		e.ID = id
+		e.TS = fromMS(ts.UnixMilli())
+		e.Data = append([]byte(nil), data...)
+		out[i] = e
+	}
+	return nil
+}
+
+func putState(ctx context.Context, tx *sql.Tx, st store.CorrelationState, now func() time.Time) error {
+	if st.State == nil {
+		_, err := tx.ExecContext(ctx, `DELETE FROM otlp_state WHERE member = ?`, st.Member)
+		return err
+	}
+	at := st.UpdatedAt
+	if at.IsZero() {
+		at = now()
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO otlp_state (member, state, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (member) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`, st.Member, st.State, at.UnixMilli())
+	return err
+}
+
+// CorrelationStates returns every stored correlation state.
+func (db *ActivityDB) CorrelationStates(ctx context.Context) ([]store.CorrelationState, error) {
+	rows, err := db.c.reader.QueryContext(ctx, `SELECT member, state, updated_at FROM otlp_state ORDER BY member`)
+	if err != nil {
+		return nil, translate("correlation states", err)
+	}
+	defer rows.Close()
+	out := []store.CorrelationState{}
+	for rows.Next() {
+		var (
+			st store.CorrelationState
+			at int64
+		)
+		if err := rows.Scan(&st.Member, &st.State, &at); err != nil {
+			return nil, translate("correlation states", err)
+		}
+		st.UpdatedAt = fromMS(at)
+		out = append(out, st)
+	}
+	return out, translate("correlation states", rows.Err())
 }
 
 // ListActivity returns the member's matching rows newest first, by TS and
@@ -115,12 +179,77 @@ func (db *ActivityDB) ListActivity(ctx context.Context, f store.ActivityFilter) 
 	if limit <= 0 || limit > defaultActivityLimit {
 		limit = defaultActivityLimit
 	}
-	sb.WriteString(` ORDER BY ts DESC, id DESC LIMIT ?`)
+	if f.OldestFirst {
+		sb.WriteString(` ORDER BY ts, id LIMIT ?`)
+	} else {
+		sb.WriteString(` ORDER BY ts DESC, id DESC LIMIT ?`)
+	}
 	args = append(args, limit)
+	return db.queryActivity(ctx, "list activity", sb.String(), args...)
+}
 
-	rows, err := db.c.reader.QueryContext(ctx, sb.String(), args...)
+// ActivityAfter returns up to limit rows of member after id after, oldest
+// first.
+func (db *ActivityDB) ActivityAfter(ctx context.Context, member string, after int64, limit int) ([]store.ActivityEvent, error) {
+	return db.queryActivity(ctx, "activity after", `SELECT `+activityColumns+` FROM activity WHERE member = ? AND id > ? ORDER BY id LIMIT ?`,
+		member, after, limitOr(limit, defaultActivityLimit))
+}
+
+// LastActivityID returns the newest row id.
+func (db *ActivityDB) LastActivityID(ctx context.Context) (int64, error) {
+	var n int64
+	// sqlite_sequence survives a prune that emptied the table.
+	err := db.c.reader.QueryRowContext(ctx, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'activity'), 0)`).Scan(&n)
+	return n, translate("last activity id", err)
+}
+
+// ObjectiveMarkers returns the open and close markers of an objective.
+func (db *ActivityDB) ObjectiveMarkers(ctx context.Context, objectiveID string) ([]store.ActivityEvent, error) {
+	return db.queryActivity(ctx, "objective markers", `SELECT `+activityColumns+` FROM activity
+WHERE objective_id = ? AND kind IN ('objective_open', 'objective_close') ORDER BY ts, id`, objectiveID)
+}
+
+// ActivityUsage sums member's usage in [from, to].
+func (db *ActivityDB) ActivityUsage(ctx context.Context, member string, from, to time.Time) (store.Usage, error) {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if !from.IsZero() {
+		lo = from.UnixMilli()
+	}
+	if !to.IsZero() {
+		hi = to.UnixMilli()
+	}
+	var u store.Usage
+	err := db.c.reader.QueryRowContext(ctx, `SELECT
+	COALESCE(SUM(json_extract(data, '$.usage.inputTokens')), 0),
+	COALESCE(SUM(json_extract(data, '$.usage.outputTokens')), 0),
+	COALESCE(SUM(json_extract(data, '$.usage.cacheReadTokens')), 0),
+	COALESCE(SUM(json_extract(data, '$.usage.cacheCreationTokens')), 0),
+	COALESCE(SUM(json_extract(data, '$.costUsd')), 0),
+	COUNT(*)
+FROM activity WHERE member = ? AND kind = 'llm_exchange' AND ts >= ? AND ts <= ?`, member, lo, hi).
+		Scan(&u.InputTokens, &u.OutputTokens, &u.CacheReadTokens, &u.CacheCreationTokens, &u.CostUSD, &u.Exchanges)
 	if err != nil {
-		return nil, translate("list activity", err)
+		return u, translate("activity usage", err)
+	}
+	// Inference records count unless an exchange carries the same response.
+	var g store.Usage
+	err = db.c.reader.QueryRowContext(ctx, `SELECT
+	COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
+	COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_creation_tokens), 0), COUNT(*)
+FROM genai g WHERE g.member = ? AND g.ts >= ? AND g.ts <= ?
+	AND NOT (g.response_id != '' AND EXISTS (SELECT 1 FROM activity a WHERE a.member = g.member
+		AND a.kind = 'llm_exchange' AND json_extract(a.data, '$.responseId') = g.response_id))`, member, lo, hi).
+		Scan(&g.InputTokens, &g.OutputTokens, &g.CacheReadTokens, &g.CacheCreationTokens, &g.Exchanges)
+	if err != nil {
+		return u, translate("activity usage", err)
+	}
+	return u.Add(g), nil
+}
+
+func (db *ActivityDB) queryActivity(ctx context.Context, op, query string, args ...any) ([]store.ActivityEvent, error) {
+	rows, err := db.c.reader.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []store.ActivityEvent{}
@@ -131,37 +260,55 @@ func (db *ActivityDB) ListActivity(ctx context.Context, f store.ActivityFilter) 
 			objective sql.NullString
 		)
 		if err := rows.Scan(&e.ID, &e.Member, &e.Kind, &ts, &objective, &e.Data); err != nil {
-			return nil, translate("list activity", err)
+			return nil, translate(op, err)
 		}
 		e.TS = fromMS(ts)
 		e.ObjectiveID = objective.String
 		out = append(out, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, translate("list activity", err)
-	}
-	return out, nil
+	return out, translate(op, rows.Err())
 }
 
-// PruneActivity deletes every row whose TS is before cutoff and returns how
-// many it deleted. It deletes in batches, each its own transaction, so a
-// cancelled prune keeps what it already deleted.
-func (db *ActivityDB) PruneActivity(ctx context.Context, cutoff time.Time) (int64, error) {
-	var total int64
-	for {
-		res, err := db.c.writer.ExecContext(ctx,
-			`DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE ts < ? LIMIT ?)`,
-			cutoff.UnixMilli(), pruneBatch)
-		if err != nil {
-			return total, translate("prune activity", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, translate("prune activity", err)
-		}
-		total += n
-		if n < pruneBatch {
-			return total, nil
+// limitOr is n, or def when n is not in (0, def].
+func limitOr(n, def int) int {
+	if n <= 0 || n > def {
+		return def
+	}
+	return n
+}
+
+// PruneActivity deletes what is older than cutoff. It deletes in batches,
+// each its own transaction, so a cancelled prune keeps what it already
+// deleted, and appends queued on the writer wait for short statements.
+func (db *ActivityDB) PruneActivity(ctx context.Context, cutoff time.Time) (store.PruneResult, error) {
+	var r store.PruneResult
+	at := cutoff.UnixMilli()
+	steps := []struct {
+		op, query string
+		args      []any
+		n         *int64
+	}{
+		{"prune activity", `DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE ts < ? LIMIT ?)`, []any{at}, &r.Activity},
+		{"prune genai", `DELETE FROM genai WHERE id IN (SELECT id FROM genai WHERE ts < ? LIMIT ?)`, []any{at}, &r.GenAI},
+		{"prune genai raw", `DELETE FROM genai_raw WHERE sha IN (SELECT sha FROM genai_raw r
+	WHERE NOT EXISTS (SELECT 1 FROM genai g WHERE g.raw_sha = r.sha) LIMIT ?)`, nil, &r.Raw},
+		{"prune correlation state", `DELETE FROM otlp_state WHERE member IN (SELECT member FROM otlp_state WHERE updated_at < ? LIMIT ?)`, []any{at}, &r.States},
+	}
+	for _, st := range steps {
+		for {
+			res, err := db.c.writer.ExecContext(ctx, st.query, append(slices.Clone(st.args), pruneBatch)...)
+			if err != nil {
+				return r, translate(st.op, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return r, translate(st.op, err)
+			}
+			*st.n += n
+			if n < pruneBatch {
+				break
+			}
 		}
 	}
+	return r, nil
 }

@@ -26,6 +26,12 @@ func RunActivity(t *testing.T, newStore func(t *testing.T) store.ActivityStore) 
 		{"ListFilters", testListFilters},
 		{"ListLimitDefaultAndClamp", testListLimitDefaultAndClamp},
 		{"Prune", testPrune},
+		{"PruneTelemetry", testPruneTelemetry},
+		{"CommitActivity", testCommitActivity},
+		{"ActivityAfter", testActivityAfter},
+		{"OldestFirstAndMarkers", testOldestFirstAndMarkers},
+		{"ActivityUsage", testActivityUsage},
+		{"GenAI", testGenAI},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,7 +203,7 @@ func testPrune(t *testing.T, s store.ActivityStore) {
 
 	n, err := s.PruneActivity(ctx, at(2*time.Second))
 	require.NoError(t, err)
-	require.Equal(t, int64(4), n)
+	require.Equal(t, store.PruneResult{Activity: 4}, n)
 
 	alice, err := s.ListActivity(ctx, store.ActivityFilter{Member: "alice"})
 	require.NoError(t, err)
@@ -209,4 +215,214 @@ func testPrune(t *testing.T, s store.ActivityStore) {
 	n, err = s.PruneActivity(ctx, at(2*time.Second))
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// Pruning takes inference records by capture time, the raw uploads no
+// record references any more, and correlation states by update time.
+func testPruneTelemetry(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	_, err := s.CommitActivity(ctx, store.ActivityBatch{
+		GenAI: []store.GenAIRecord{
+			genaiRecord("g1", "alice", at(0), "resp_1", "shared raw"),
+			genaiRecord("g2", "alice", at(time.Hour), "resp_2", "shared raw"),
+			genaiRecord("g3", "alice", at(0), "resp_3", "own raw"),
+		},
+		States: []store.CorrelationState{
+			{Member: "alice", State: []byte(`{"old":true}`), UpdatedAt: at(0)},
+			{Member: "bob", State: []byte(`{"new":true}`), UpdatedAt: at(time.Hour)},
+		},
+	})
+	require.NoError(t, err)
+	n, err := s.PruneActivity(ctx, at(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, store.PruneResult{GenAI: 2, Raw: 1, States: 1}, n, "the shared raw upload stays with g2")
+	left, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice"})
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Equal(t, "g2", left[0].ID)
+	states, err := s.CorrelationStates(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	require.Equal(t, "bob", states[0].Member)
+}
+
+func genaiRecord(id, member string, ts time.Time, responseID, raw string) store.GenAIRecord {
+	return store.GenAIRecord{
+		ID: id, Member: member, TS: ts, Provider: "openai", API: "responses", Model: "gpt-test", ResponseID: responseID,
+		Usage:              store.GenAIUsage{InputTokens: 100, OutputTokens: 10, CacheReadTokens: 5, CacheCreationTokens: 1, ReasoningTokens: 3},
+		SystemInstructions: []byte(`[{"type":"text","content":"be brief"}]`),
+		InputMessages:      []byte(`[{"role":"user","parts":[{"type":"text","content":"hi"}]}]`),
+		OutputMessages:     []byte(`[{"role":"assistant","parts":[{"type":"text","content":"hello"}],"finishReason":"stop"}]`),
+		Raw:                []byte(raw),
+	}
+}
+
+// A batch is written all or nothing, and a member's later state wins.
+func testCommitActivity(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	out, err := s.CommitActivity(ctx, store.ActivityBatch{
+		Events: []store.ActivityEvent{event("alice", "llm_exchange", at(0), 1), event("alice", "tool_action", at(time.Second), 2)},
+		States: []store.CorrelationState{
+			{Member: "alice", State: []byte(`{"v":1}`), UpdatedAt: at(0)},
+			{Member: "alice", State: []byte(`{"v":2}`), UpdatedAt: at(time.Second)},
+			{Member: "bob", State: []byte(`{"v":3}`), UpdatedAt: at(0)},
+		},
+		GenAI: []store.GenAIRecord{genaiRecord("g1", "alice", at(0), "resp_1", "raw")},
+	})
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	require.Positive(t, out[0].ID)
+	require.Greater(t, out[1].ID, out[0].ID)
+	states, err := s.CorrelationStates(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 2)
+	require.Equal(t, `{"v":2}`, string(states[0].State), "the later state of a member wins")
+	require.Equal(t, ms(at(time.Second)), ms(states[0].UpdatedAt))
+
+	// A nil state deletes it.
+	_, err = s.CommitActivity(ctx, store.ActivityBatch{States: []store.CorrelationState{{Member: "bob"}}})
+	require.NoError(t, err)
+	states, err = s.CorrelationStates(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+
+	// A failing record (no id) rolls the whole batch back.
+	last, err := s.LastActivityID(ctx)
+	require.NoError(t, err)
+	bad := genaiRecord("", "alice", at(0), "resp_x", "raw x")
+	_, err = s.CommitActivity(ctx, store.ActivityBatch{Events: []store.ActivityEvent{event("alice", "k", at(0), 3)}, GenAI: []store.GenAIRecord{bad}})
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	rows, err := s.ActivityAfter(ctx, "alice", last, 0)
+	require.NoError(t, err)
+	require.Empty(t, rows, "nothing of a failed batch is stored")
+}
+
+func testActivityAfter(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	last, err := s.LastActivityID(ctx)
+	require.NoError(t, err)
+	require.Zero(t, last)
+	seeded, err := s.AppendActivity(ctx, []store.ActivityEvent{
+		event("alice", "k", at(3*time.Second), 0), // out of TS order: ids decide
+		event("bob", "k", at(0), 1),
+		event("alice", "k", at(time.Second), 2),
+		event("alice", "k", at(2*time.Second), 3),
+	})
+	require.NoError(t, err)
+	got, err := s.ActivityAfter(ctx, "alice", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, viewEvents([]store.ActivityEvent{seeded[0], seeded[2], seeded[3]}), viewEvents(got))
+	got, err = s.ActivityAfter(ctx, "alice", seeded[0].ID, 1)
+	require.NoError(t, err)
+	require.Equal(t, viewEvents(seeded[2:3]), viewEvents(got))
+	last, err = s.LastActivityID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, seeded[3].ID, last)
+	// A prune that empties the store keeps the id sequence.
+	_, err = s.PruneActivity(ctx, at(time.Hour))
+	require.NoError(t, err)
+	last, err = s.LastActivityID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, seeded[3].ID, last)
+}
+
+func testOldestFirstAndMarkers(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	marker := func(member, kind, objective string, ts time.Time) store.ActivityEvent {
+		return store.ActivityEvent{Member: member, Kind: kind, TS: ts, ObjectiveID: objective, Data: []byte(`{}`)}
+	}
+	seeded, err := s.AppendActivity(ctx, []store.ActivityEvent{
+		marker("alice", "objective_open", "o1", at(0)),
+		marker("alice", "llm_exchange", "o1", at(time.Second)),
+		marker("alice", "objective_close", "o1", at(2*time.Second)),
+		marker("bob", "objective_open", "o1", at(3*time.Second)),
+		marker("bob", "objective_open", "o2", at(3*time.Second)),
+	})
+	require.NoError(t, err)
+	got, err := s.ObjectiveMarkers(ctx, "o1")
+	require.NoError(t, err)
+	require.Equal(t, viewEvents([]store.ActivityEvent{seeded[0], seeded[2], seeded[3]}), viewEvents(got))
+	asc, err := s.ListActivity(ctx, store.ActivityFilter{Member: "alice", OldestFirst: true, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, viewEvents(seeded[0:2]), viewEvents(asc))
+}
+
+func testActivityUsage(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	exchange := func(ts time.Time, responseID string, in, out int64, cost float64) store.ActivityEvent {
+		return store.ActivityEvent{Member: "alice", Kind: "llm_exchange", TS: ts, Data: []byte(fmt.Sprintf(
+			`{"model":"m","responseId":%q,"usage":{"inputTokens":%d,"outputTokens":%d,"cacheReadTokens":1,"cacheCreationTokens":2},"costUsd":%g}`,
+			responseID, in, out, cost))}
+	}
+	_, err := s.CommitActivity(ctx, store.ActivityBatch{
+		Events: []store.ActivityEvent{
+			exchange(at(0), "resp_1", 10, 20, 0.5),
+			exchange(at(time.Minute), "resp_2", 30, 40, 0.25),
+			{Member: "alice", Kind: "tool_action", TS: at(0), Data: []byte(`{"usage":{"inputTokens":1000}}`)},
+			{Member: "bob", Kind: "llm_exchange", TS: at(0), Data: []byte(`{"usage":{"inputTokens":1000}}`)},
+		},
+		GenAI: []store.GenAIRecord{
+			genaiRecord("g1", "alice", at(0), "resp_1", "a"), // carried by an exchange: counted once
+			genaiRecord("g2", "alice", at(0), "resp_9", "b"), // on its own
+		},
+	})
+	require.NoError(t, err)
+	u, err := s.ActivityUsage(ctx, "alice", time.Time{}, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, store.Usage{InputTokens: 140, OutputTokens: 70, CacheReadTokens: 7, CacheCreationTokens: 5, CostUSD: 0.75, Exchanges: 3}, u)
+	u, err = s.ActivityUsage(ctx, "alice", at(time.Second), time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, store.Usage{InputTokens: 30, OutputTokens: 40, CacheReadTokens: 1, CacheCreationTokens: 2, CostUSD: 0.25, Exchanges: 1}, u)
+}
+
+func testGenAI(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	recs := []store.GenAIRecord{
+		genaiRecord("g2", "alice", at(time.Second), "resp_2", "same bytes"),
+		genaiRecord("g1", "alice", at(0), "resp_1", "same bytes"),
+		genaiRecord("g3", "alice", at(2*time.Second), "", "other bytes"),
+		genaiRecord("g4", "bob", at(0), "resp_4", "bob bytes"),
+	}
+	_, err := s.CommitActivity(ctx, store.ActivityBatch{GenAI: recs})
+	require.NoError(t, err)
+	ids := func(rs []store.GenAIRecord) []string {
+		out := []string{}
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	all, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"g1", "g2", "g3"}, ids(all), "oldest first")
+	require.JSONEq(t, string(recs[1].InputMessages), string(all[0].InputMessages))
+	require.Equal(t, recs[1].Usage, all[0].Usage)
+	require.Equal(t, ms(at(0)), ms(all[0].TS))
+	require.Len(t, all[0].RawSHA, 64)
+	require.Equal(t, all[0].RawSHA, all[1].RawSHA, "the same bytes are stored once")
+	require.Nil(t, all[0].Raw, "raw bytes are never read back")
+
+	ranged, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice", From: at(time.Second), To: at(time.Second), Summary: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"g2"}, ids(ranged))
+	require.Nil(t, ranged[0].InputMessages, "a summary leaves out the messages")
+	require.Nil(t, ranged[0].OutputMessages)
+	require.Nil(t, ranged[0].SystemInstructions)
+	limited, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice", Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"g1", "g2"}, ids(limited))
+
+	got, err := s.GetGenAI(ctx, "alice", "g3")
+	require.NoError(t, err)
+	require.Equal(t, "g3", got.ID)
+	_, err = s.GetGenAI(ctx, "alice", "g4")
+	require.ErrorIs(t, err, store.ErrNotFound, "another member's record is not found")
+	_, err = s.GetGenAI(ctx, "alice", "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	by, err := s.GenAIByResponse(ctx, "alice", []string{"resp_2", "resp_4", "", "resp_1"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"g1", "g2"}, ids(by))
+	_, err = s.CommitActivity(ctx, store.ActivityBatch{GenAI: []store.GenAIRecord{genaiRecord("g1", "alice", at(0), "", "x")}})
+	require.ErrorIs(t, err, store.ErrConflict, "ids are unique")
 }
