@@ -53,18 +53,22 @@ func (e *Event) JSON() []byte {
 	return e.json
 }
 
-// Hub maps subscribers (members, or the member an activity stream
-// watches) to their live subscriptions.
+// Hub maps keys (the member a chat stream belongs to, or the member an
+// activity stream watches) to their live subscriptions. Each subscription
+// also has a holder, the member who opened it: bounds and disconnects go by
+// holder, delivery by key.
 type Hub struct {
 	pubMu sync.Mutex // serializes Publish, so a cut-off subscriber never gets a later event
 	mu    sync.RWMutex
-	subs  map[string]map[*Subscription]struct{}
+	subs  map[string]map[*Subscription]struct{} // by key
+	held  map[string]map[*Subscription]struct{} // by holder
 	// closed is set under mu by Close.
 	closed bool
 	buffer int
-	// maxPerMember bounds one member's subscriptions; <= 0 is unbounded.
+	// maxPerMember bounds the subscriptions one holder may have open; <= 0
+	// is unbounded.
 	maxPerMember int
-	// onChange, when set, is called outside the lock after a member's
+	// onChange, when set, is called outside the lock after a key's
 	// subscription count changes.
 	onChange func(member string)
 }
@@ -75,27 +79,28 @@ type Option func(*Hub)
 // WithBuffer sets the per-subscription buffer.
 func WithBuffer(n int) Option { return func(h *Hub) { h.buffer = max(n, 1) } }
 
-// WithMaxPerMember bounds how many live subscriptions one member may hold;
-// n <= 0 is unbounded.
+// WithMaxPerMember bounds how many live subscriptions one member may hold
+// open; n <= 0 is unbounded.
 func WithMaxPerMember(n int) Option { return func(h *Hub) { h.maxPerMember = n } }
 
-// WithOnChange sets a callback run after a member's subscription count
+// WithOnChange sets a callback run after a key's subscription count
 // changes.
 func WithOnChange(f func(member string)) Option { return func(h *Hub) { h.onChange = f } }
 
 // New returns an empty hub.
 func New(opts ...Option) *Hub {
-	h := &Hub{subs: map[string]map[*Subscription]struct{}{}, buffer: DefaultBuffer}
+	h := &Hub{subs: map[string]map[*Subscription]struct{}{}, held: map[string]map[*Subscription]struct{}{}, buffer: DefaultBuffer}
 	for _, o := range opts {
 		o(h)
 	}
 	return h
 }
 
-// Subscription is one live stream of one member.
+// Subscription is one live stream of one key.
 type Subscription struct {
 	hub    *Hub
-	member string
+	member string // the key
+	holder string // the member who opened it
 	cred   string // the credential the stream authenticated with
 	c      chan *Event
 	// behind is set when the buffer overflowed: nothing more is sent and the
@@ -104,35 +109,63 @@ type Subscription struct {
 	once   sync.Once
 }
 
-// Subscribe registers a live subscription of member, opened with the
-// credential cred (see Disconnect).
+// Subscribe registers a live subscription of member to its own key, opened
+// with the credential cred (see Disconnect).
 func (h *Hub) Subscribe(member, cred string) (*Subscription, error) {
-	s := &Subscription{hub: h, member: member, cred: cred, c: make(chan *Event, h.buffer)}
+	return h.SubscribeAs(member, member, cred)
+}
+
+// SubscribeAs registers a live subscription of key held by holder, opened
+// with holder's credential cred: it counts toward holder's bound, and
+// Disconnect(holder, …) ends it.
+func (h *Hub) SubscribeAs(key, holder, cred string) (*Subscription, error) {
+	s := &Subscription{hub: h, member: key, holder: holder, cred: cred, c: make(chan *Event, h.buffer)}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return nil, ErrClosed
 	}
-	set := h.subs[member]
-	if h.maxPerMember > 0 && len(set) >= h.maxPerMember {
+	if h.maxPerMember > 0 && len(h.held[holder]) >= h.maxPerMember {
 		h.mu.Unlock()
 		return nil, ErrTooMany
 	}
+	add(h.subs, key, s)
+	add(h.held, holder, s)
+	h.mu.Unlock()
+	h.changed(key)
+	return s, nil
+}
+
+func add(m map[string]map[*Subscription]struct{}, k string, s *Subscription) {
+	set := m[k]
 	if set == nil {
 		set = map[*Subscription]struct{}{}
-		h.subs[member] = set
+		m[k] = set
 	}
 	set[s] = struct{}{}
-	h.mu.Unlock()
-	h.changed(member)
-	return s, nil
+}
+
+// drop removes s from m[k] and reports whether it was there.
+func drop(m map[string]map[*Subscription]struct{}, k string, s *Subscription) bool {
+	set, ok := m[k]
+	if !ok {
+		return false
+	}
+	if _, ok := set[s]; !ok {
+		return false
+	}
+	delete(set, s)
+	if len(set) == 0 {
+		delete(m, k)
+	}
+	return true
 }
 
 // C delivers the subscription's events in commit order. It is closed when
 // the subscription ends: by Close, by the hub closing, or by falling behind.
 func (s *Subscription) C() <-chan *Event { return s.c }
 
-// Member names the subscriber.
+// Member names the key the subscription watches.
 func (s *Subscription) Member() string { return s.member }
 
 // FellBehind reports whether the hub cut the subscription off because its
@@ -143,17 +176,9 @@ func (s *Subscription) FellBehind() bool { return s.behind.Load() }
 func (s *Subscription) Close() { s.hub.remove(s) }
 
 func (h *Hub) remove(s *Subscription) {
-	removed := false
 	h.mu.Lock()
-	if set, ok := h.subs[s.member]; ok {
-		if _, ok := set[s]; ok {
-			delete(set, s)
-			removed = true
-			if len(set) == 0 {
-				delete(h.subs, s.member)
-			}
-		}
-	}
+	removed := drop(h.subs, s.member, s)
+	drop(h.held, s.holder, s)
 	// Closed under the write lock: Publish sends only under the read lock,
 	// so no send can race the close.
 	s.once.Do(func() { close(s.c) })
@@ -213,20 +238,20 @@ func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (
 	return live
 }
 
-// Connected returns how many live subscriptions member has.
+// Connected returns how many live subscriptions key has.
 func (h *Hub) Connected(member string) int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return len(h.subs[member])
 }
 
-// Disconnect ends member's subscriptions whose credential match accepts
-// (every one when match is nil): a deleted member or a revoked credential
-// must not keep a stream.
+// Disconnect ends the subscriptions member holds whose credential match
+// accepts (every one when match is nil): a deleted member or a revoked
+// credential must not keep a stream.
 func (h *Hub) Disconnect(member string, match func(cred string) bool) {
 	var gone []*Subscription
 	h.mu.RLock()
-	for s := range h.subs[member] {
+	for s := range h.held[member] {
 		if match == nil || match(s.cred) {
 			gone = append(gone, s)
 		}

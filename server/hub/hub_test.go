@@ -222,3 +222,32 @@ func TestMaxPerMember(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+func TestSubscribeAsBoundsAndDisconnectsByHolder(t *testing.T) {
+	h := New(WithMaxPerMember(2))
+	// ann watches bob twice: the streams are bob's key but ann's to hold.
+	w1, err := h.SubscribeAs("bob", "ann", "token:a")
+	require.NoError(t, err)
+	w2, err := h.SubscribeAs("bob", "ann", "token:b")
+	require.NoError(t, err)
+	_, err = h.Subscribe("ann", "token:a")
+	require.ErrorIs(t, err, ErrTooMany, "streams on other keys count toward their holder")
+	own, err := h.Subscribe("bob", "token:bob")
+	require.NoError(t, err, "the key's own member is not bounded by its watchers")
+	require.Equal(t, 3, h.Connected("bob"))
+
+	require.Equal(t, 1, h.Publish(NewEvent(1, nil), false, "", []string{"bob"}), "one addressed key, live")
+	for _, s := range []*Subscription{w1, w2, own} {
+		require.Equal(t, int64(1), (<-s.C()).Seq, "every subscription of the key gets the event")
+	}
+
+	h.Disconnect("ann", func(c string) bool { return c == "token:a" })
+	_, open := <-w1.C()
+	require.False(t, open, "the holder's revoked credential ends its stream on another key")
+	h.Disconnect("bob", nil)
+	_, open = <-own.C()
+	require.False(t, open)
+	require.Equal(t, 1, h.Connected("bob"), "disconnecting bob leaves streams ann holds on bob")
+	_, err = h.SubscribeAs("bob", "ann", "token:c")
+	require.NoError(t, err, "a closed stream frees its holder's place")
+}
