@@ -19,8 +19,8 @@ import (
 
 // core is what every service shares: the stores, the team, the KEK, the
 // messenger that commits messages and the changes they report, the live
-// hub, presence, the activity marker writer, the blob store, the clock and
-// the logger. server.New builds one core; every service holds it, and no
+// hubs of chat and of activity, presence, the activity writer, the
+// telemetry correlator, the blob store, the clock and the logger. server.New builds one core; every service holds it, and no
 // service holds another. Checks more than one service makes (attachments,
 // channel lookups, who holds a permission) are core methods.
 type core struct {
@@ -31,8 +31,11 @@ type core struct {
 	msgs     *messenger
 	hub      *hub.Hub
 	presence *presence
-	markers  *markers   // nil without an activity store
-	blobs    *vfs.Blobs // nil when the filesystem is disabled
+	// actHub carries committed activity rows to the streams watching
+	// their member; actWriter commits them (nil without an activity store).
+	actHub    *hub.Hub
+	actWriter *activityWriter
+	blobs     *vfs.Blobs // nil when the filesystem is disabled
 	// maxFileSize is the most bytes one file may hold.
 	maxFileSize int64
 	// quotaBytes is the most bytes one member's home may hold; <= 0 is
@@ -43,6 +46,13 @@ type core struct {
 	version    string
 	now        func() time.Time
 	log        *slog.Logger
+}
+
+// disconnect ends the live streams member holds, chat and activity, whose
+// credential match accepts (every one when match is nil).
+func (c *core) disconnect(member string, match func(cred string) bool) {
+	c.hub.Disconnect(member, match)
+	c.actHub.Disconnect(member, match)
 }
 
 // commit runs fn in the transaction of the message committer's next batch,

@@ -136,6 +136,11 @@ func (b *brokerMembers) UpdateMember(ctx context.Context, req *apiv1.UpdateMembe
 	if err != nil {
 		return nil, err
 	}
+	if req.Permissions != nil && !slices.Contains(updated.Permissions, auth.ActivityRead) {
+		// Streams watching other members' activity need activity.read; the
+		// member's own reconnect at once.
+		b.actHub.Disconnect(updated.Name, nil)
+	}
 	return &apiv1.UpdateMemberResponse{Member: teammateToProto(updated)}, nil
 }
 
@@ -168,7 +173,7 @@ func (b *brokerMembers) DeleteMember(ctx context.Context, req *apiv1.DeleteMembe
 		return nil, err
 	}
 	b.purge(ctx, purged)
-	b.hub.Disconnect(req.GetName(), nil)
+	b.disconnect(req.GetName(), nil)
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.DeleteMemberResponse{}, nil
 }
@@ -200,7 +205,7 @@ func (b *brokerMembers) RotateToken(ctx context.Context, req *apiv1.RotateTokenR
 		return nil, err
 	}
 	// Every token of the member is revoked: so are the streams they opened.
-	b.hub.Disconnect(req.GetName(), isTokenCred)
+	b.disconnect(req.GetName(), isTokenCred)
 	return &apiv1.RotateTokenResponse{Token: plaintext, TokenInfo: tokenToProto(tok)}, nil
 }
 
@@ -254,7 +259,7 @@ func (b *brokerMembers) RevokeToken(ctx context.Context, req *apiv1.RevokeTokenR
 		return nil, err
 	}
 	revokedCred := "token:" + req.GetId()
-	b.hub.Disconnect(req.GetName(), func(c string) bool { return c == revokedCred })
+	b.disconnect(req.GetName(), func(c string) bool { return c == revokedCred })
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.RevokeTokenResponse{}, nil
 }

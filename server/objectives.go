@@ -535,7 +535,7 @@ func participants(o store.Objective) []string {
 // is a separate database, so this follows the commit; a failure is logged,
 // the change stands.
 func (s *Objectives) mark(ctx context.Context, o store.Objective, member, kind, reason string, at time.Time) {
-	if s.markers == nil {
+	if s.actWriter == nil {
 		return
 	}
 	data := map[string]any{"objectiveId": o.ID, "title": o.Title}
@@ -544,9 +544,9 @@ func (s *Objectives) mark(ctx context.Context, o store.Objective, member, kind, 
 	}
 	b, err := json.Marshal(data)
 	if err == nil {
-		err = s.markers.write(context.WithoutCancel(ctx), store.ActivityEvent{
+		_, err = s.actWriter.write(context.WithoutCancel(ctx), store.ActivityBatch{Events: []store.ActivityEvent{{
 			Member: member, Kind: kind, TS: at, ObjectiveID: o.ID, Data: b,
-		})
+		}}})
 	}
 	if err != nil {
 		s.log.ErrorContext(ctx, "activity marker lost", "member", member, "kind", kind, "objective", o.ID, "err", err)

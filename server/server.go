@@ -102,7 +102,7 @@ type Server struct {
 	core   *core
 	fs     *Fs
 	// run are the background loops Run starts: the message committer, the
-	// activity marker writer, the web push workers.
+	// activity writer, the web push workers.
 	run []func(ctx context.Context)
 }
 
@@ -124,9 +124,10 @@ func New(d Deps, opts ...Option) *Server {
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
+	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
 	if d.Activity != nil {
-		c.markers = newMarkers(d.Activity, o.log)
-		s.run = append(s.run, c.markers.run)
+		c.actWriter = newActivityWriter(d.Activity, c.actHub, o.log)
+		s.run = append(s.run, c.actWriter.run)
 	}
 
 	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log)
@@ -171,7 +172,10 @@ func (s *Server) Run(ctx context.Context) error {
 
 // CloseStreams ends every live stream (SSE and gRPC) and refuses new ones,
 // so a shutdown never waits on a subscriber.
-func (s *Server) CloseStreams() { s.core.hub.Close() }
+func (s *Server) CloseStreams() {
+	s.core.hub.Close()
+	s.core.actHub.Close()
+}
 
 // Attach opens a feed of the caller's messages for a hand-written stream
 // (SSE); see Feed.

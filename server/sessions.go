@@ -84,7 +84,7 @@ func (b *brokerSessions) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRe
 	}); err != nil {
 		return nil, err
 	}
-	b.hub.Disconnect(req.GetName(), isSessionCred)
+	b.disconnect(req.GetName(), isSessionCred)
 	b.stepMu.Lock()
 	delete(b.lastStep, req.GetName())
 	b.stepMu.Unlock()
@@ -246,7 +246,7 @@ func (b *brokerSessions) RevokeSession(ctx context.Context, req *apiv1.RevokeSes
 		return nil, err
 	}
 	ended := sessionCred(s.Hash)
-	b.hub.Disconnect(s.Member, func(c string) bool { return c == ended })
+	b.disconnect(s.Member, func(c string) bool { return c == ended })
 	if p.Via == auth.ViaSession && p.Session == s.Hash {
 		_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
 	}
@@ -262,7 +262,7 @@ func (b *brokerSessions) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*a
 			return nil, err
 		}
 		ended := streamCred(p)
-		b.hub.Disconnect(p.Member, func(c string) bool { return c == ended })
+		b.disconnect(p.Member, func(c string) bool { return c == ended })
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
 	setHTTPStatus(ctx, http.StatusNoContent)

@@ -3,6 +3,8 @@ package auth
 import (
 	"fmt"
 
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	"google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
@@ -80,6 +82,20 @@ var methodRules = map[string]Rule{
 	apiv1.Fs_Remove_FullMethodName:     AnyMember,
 	apiv1.Fs_Move_FullMethodName:       AnyMember,
 	apiv1.Fs_ListShared_FullMethodName: AnyMember,
+
+	apiv1.Activity_UploadActivity_FullMethodName:    AnyMember, // self, checked in the service
+	apiv1.Activity_ListActivity_FullMethodName:      AnyMember, // activity.read or self
+	apiv1.Activity_StreamActivity_FullMethodName:    AnyMember, // activity.read or self
+	apiv1.Activity_UploadGenAi_FullMethodName:       AnyMember, // self
+	apiv1.Activity_ListGenAi_FullMethodName:         AnyMember, // activity.read or self
+	apiv1.Activity_GetGenAi_FullMethodName:          AnyMember, // activity.read or self
+	apiv1.Activity_GetUsage_FullMethodName:          AnyMember, // activity.read or self
+	apiv1.Activity_GetObjectiveTrace_FullMethodName: AnyMember, // activity.read or a holder of the objective
+	apiv1.Activity_GetObjectiveUsage_FullMethodName: AnyMember, // activity.read or a holder of the objective
+
+	// OTLP: bearer only, checked in the service; the member is the token's.
+	collogspb.LogsService_Export_FullMethodName:       AnyMember,
+	colmetricspb.MetricsService_Export_FullMethodName: AnyMember,
 
 	// Reflection only describes the API, which /openapi.json publishes too.
 	grpc_reflection_v1.ServerReflection_ServerReflectionInfo_FullMethodName:      Public,

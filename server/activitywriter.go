@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/groupcommit"
+	"svc/server/hub"
+	"svc/store"
+)
+
+// Activity write batching: the writer takes every batch waiting when it
+// starts a transaction, up to activityMaxBatch (an upload is up to 500
+// rows, so this bounds one transaction near 32,000 rows); activityQueue
+// bounds what may wait.
+const (
+	activityMaxBatch = 64
+	activityQueue    = 1024
+)
+
+// activityWriter group-commits writes to the activity store (uploaded rows,
+// objective markers, telemetry rows with their correlation state,
+// inference records): every batch waiting when a write starts goes into
+// that one transaction, so concurrent writers share one fsync. Committed
+// rows go to the live activity streams of their member, in commit order.
+// It shares no lock and no connection with chat's committer.
+type activityWriter struct {
+	store store.ActivityStore
+	hub   *hub.Hub
+	log   *slog.Logger
+	queue *groupcommit.Queue[*pendingActivity]
+}
+
+type pendingActivity struct {
+	b    store.ActivityBatch
+	done chan activityResult
+}
+
+// activityResult is the answer to one batch: its rows with their ids set,
+// or why they are not stored.
+type activityResult struct {
+	rows []store.ActivityEvent
+	err  error
+}
+
+func newActivityWriter(st store.ActivityStore, h *hub.Hub, log *slog.Logger) *activityWriter {
+	return &activityWriter{store: st, hub: h, log: log, queue: groupcommit.New[*pendingActivity](activityQueue, activityMaxBatch)}
+}
+
+// write stores b and returns its rows once they are durable, or why not.
+func (w *activityWriter) write(ctx context.Context, b store.ActivityBatch) ([]store.ActivityEvent, error) {
+	p := &pendingActivity{b: b, done: make(chan activityResult, 1)}
+	r := groupcommit.Submit(ctx, w.queue, p, p.done, func(err error) activityResult { return activityResult{err: stopped(err)} })
+	return r.rows, r.err
+}
+
+// run writes batches until ctx ends, then refuses what is queued.
+func (w *activityWriter) run(ctx context.Context) {
+	w.queue.Run(ctx, w.commit, func(p *pendingActivity) { p.done <- activityResult{err: errShuttingDown} })
+}
+
+// commit writes the batches in one transaction. When that fails and there
+// was more than one, each is tried alone, so one batch the store refuses
+// does not fail the others.
+func (w *activityWriter) commit(ctx context.Context, batch []*pendingActivity) {
+	if len(batch) > 1 {
+		var all store.ActivityBatch
+		for _, p := range batch {
+			all.Events = append(all.Events, p.b.Events...)
+			all.States = append(all.States, p.b.States...)
+			all.GenAI = append(all.GenAI, p.b.GenAI...)
+		}
+		rows, err := w.store.CommitActivity(ctx, all)
+		if err == nil {
+			w.publish(rows)
+			for _, p := range batch {
+				n := len(p.b.Events)
+				p.done <- activityResult{rows: rows[:n:n]}
+				rows = rows[n:]
+			}
+			return
+		}
+		w.log.WarnContext(ctx, "activity batch write failed; writing each alone", "batches", len(batch), "err", err)
+	}
+	for _, p := range batch {
+		rows, err := w.store.CommitActivity(ctx, p.b)
+		if err != nil {
+			w.log.ErrorContext(ctx, "activity write failed", "rows", len(p.b.Events), "err", err)
+		} else {
+			w.publish(rows)
+		}
+		p.done <- activityResult{rows: rows, err: err}
+	}
+}
+
+// publish hands committed rows to the live streams of their members. A row
+// is rendered only when its member has a live stream: a stream opened later
+// replays it from the store, which holds it already.
+func (w *activityWriter) publish(rows []store.ActivityEvent) {
+	for _, r := range rows {
+		if w.hub.Connected(r.Member) == 0 {
+			continue
+		}
+		w.hub.Publish(hub.NewEvent(r.ID, activityRowToProto(r)), false, "", []string{r.Member})
+	}
+}
+
+// activityRowToProto converts a stored row. Data is a JSON object the
+// broker wrote itself; one that does not parse is shown empty rather than
+// failing the read.
+func activityRowToProto(r store.ActivityEvent) *apiv1.ActivityRow {
+	row := &apiv1.ActivityRow{
+		Id: float64(r.ID), Member: r.Member, Kind: r.Kind, Ts: float64(r.TS.UnixMilli()), Data: &structpb.Struct{},
+	}
+	if r.ObjectiveID != "" {
+		row.ObjectiveId = &r.ObjectiveID
+	}
+	if err := protojson.Unmarshal(r.Data, row.Data); err != nil {
+		row.Data = &structpb.Struct{}
+	}
+	return row
+}
+
+// formatActivityID is a row's id on the wire (the SSE id).
+func formatActivityID(id int64) string { return strconv.FormatInt(id, 10) }
