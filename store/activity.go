@@ -25,6 +25,9 @@ type ActivityFilter struct {
 	// OldestFirst orders by TS then id ascending; the default is newest
 	// first.
 	OldestFirst bool
+	// MaxBytes, when > 0, ends the list after the row whose data brings
+	// the total to MaxBytes or more: a list of large rows stays bounded.
+	MaxBytes int
 }
 
 // CorrelationState is the pending telemetry correlation state of one

@@ -45,6 +45,9 @@ type GenAIFilter struct {
 	To      time.Time // inclusive; zero means unbounded
 	Limit   int       // at most this many; <= 0 means 1000
 	Summary bool      // leave out the three message arrays
+	// MaxBytes, when > 0, ends the list after the record whose message
+	// arrays bring the total to MaxBytes or more.
+	MaxBytes int
 }
 
 // GenAIStore keeps inference records.

@@ -185,13 +185,13 @@ func (db *ActivityDB) ListActivity(ctx context.Context, f store.ActivityFilter) 
 		sb.WriteString(` ORDER BY ts DESC, id DESC LIMIT ?`)
 	}
 	args = append(args, limit)
-	return db.queryActivity(ctx, "list activity", sb.String(), args...)
+	return db.queryActivity(ctx, "list activity", f.MaxBytes, sb.String(), args...)
 }
 
 // ActivityAfter returns up to limit rows of member after id after, oldest
 // first.
 func (db *ActivityDB) ActivityAfter(ctx context.Context, member string, after int64, limit int) ([]store.ActivityEvent, error) {
-	return db.queryActivity(ctx, "activity after", `SELECT `+activityColumns+` FROM activity WHERE member = ? AND id > ? ORDER BY id LIMIT ?`,
+	return db.queryActivity(ctx, "activity after", 0, `SELECT `+activityColumns+` FROM activity WHERE member = ? AND id > ? ORDER BY id LIMIT ?`,
 		member, after, limitOr(limit, defaultActivityLimit))
 }
 
@@ -205,7 +205,7 @@ func (db *ActivityDB) LastActivityID(ctx context.Context) (int64, error) {
 
 // ObjectiveMarkers returns the open and close markers of an objective.
 func (db *ActivityDB) ObjectiveMarkers(ctx context.Context, objectiveID string) ([]store.ActivityEvent, error) {
-	return db.queryActivity(ctx, "objective markers", `SELECT `+activityColumns+` FROM activity
+	return db.queryActivity(ctx, "objective markers", 0, `SELECT `+activityColumns+` FROM activity
 WHERE objective_id = ? AND kind IN ('objective_open', 'objective_close') ORDER BY ts, id`, objectiveID)
 }
 
@@ -246,14 +246,17 @@ FROM genai g WHERE g.member = ? AND g.ts >= ? AND g.ts <= ?
 	return u.Add(g), nil
 }
 
-func (db *ActivityDB) queryActivity(ctx context.Context, op, query string, args ...any) ([]store.ActivityEvent, error) {
+// queryActivity reads rows; with maxBytes > 0 it stops after the row whose
+// data brings the total to maxBytes.
+func (db *ActivityDB) queryActivity(ctx context.Context, op string, maxBytes int, query string, args ...any) ([]store.ActivityEvent, error) {
 	rows, err := db.c.reader.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []store.ActivityEvent{}
-	for rows.Next() {
+	size := 0
+	for rows.Next() && (maxBytes <= 0 || size < maxBytes) {
 		var (
 			e         store.ActivityEvent
 			ts        int64
@@ -264,6 +267,7 @@ func (db *ActivityDB) queryActivity(ctx context.Context, op, query string, args 
 		}
 		e.TS = fromMS(ts)
 		e.ObjectiveID = objective.String
+		size += len(e.Data)
 		out = append(out, e)
 	}
 	return out, translate(op, rows.Err())

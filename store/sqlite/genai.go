@@ -66,12 +66,12 @@ func (db *ActivityDB) ListGenAI(ctx context.Context, f store.GenAIFilter) ([]sto
 	}
 	sb.WriteString(` ORDER BY ts, rowid LIMIT ?`)
 	args = append(args, limitOr(f.Limit, defaultActivityLimit))
-	return db.queryGenAI(ctx, "list genai", !f.Summary, sb.String(), args...)
+	return db.queryGenAI(ctx, "list genai", !f.Summary, f.MaxBytes, sb.String(), args...)
 }
 
 // GetGenAI returns member's record id.
 func (db *ActivityDB) GetGenAI(ctx context.Context, member, id string) (store.GenAIRecord, error) {
-	rs, err := db.queryGenAI(ctx, "get genai", true, `SELECT `+genaiColumns+` FROM genai WHERE member = ? AND id = ?`, member, id)
+	rs, err := db.queryGenAI(ctx, "get genai", true, 0, `SELECT `+genaiColumns+` FROM genai WHERE member = ? AND id = ?`, member, id)
 	if err != nil {
 		return store.GenAIRecord{}, err
 	}
@@ -91,18 +91,22 @@ func (db *ActivityDB) GenAIByResponse(ctx context.Context, member string, respon
 	if err != nil {
 		return nil, fmt.Errorf("genai by response: %w", err)
 	}
-	return db.queryGenAI(ctx, "genai by response", true, `SELECT `+genaiColumns+` FROM genai
+	return db.queryGenAI(ctx, "genai by response", true, 0, `SELECT `+genaiColumns+` FROM genai
 WHERE member = ? AND response_id != '' AND response_id IN (SELECT value FROM json_each(?)) ORDER BY ts, rowid`, member, string(ids))
 }
 
-func (db *ActivityDB) queryGenAI(ctx context.Context, op string, full bool, query string, args ...any) ([]store.GenAIRecord, error) {
+// queryGenAI reads records, with their message arrays when full; with
+// maxBytes > 0 it stops after the record whose arrays bring the total to
+// maxBytes.
+func (db *ActivityDB) queryGenAI(ctx context.Context, op string, full bool, maxBytes int, query string, args ...any) ([]store.GenAIRecord, error) {
 	rows, err := db.c.reader.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []store.GenAIRecord{}
-	for rows.Next() {
+	size := 0
+	for rows.Next() && (maxBytes <= 0 || size < maxBytes) {
 		var (
 			r  store.GenAIRecord
 			ts int64
@@ -119,6 +123,7 @@ func (db *ActivityDB) queryGenAI(ctx context.Context, op string, full bool, quer
 		r.TS = fromMS(ts)
 		if full {
 			r.SystemInstructions, r.InputMessages, r.OutputMessages = []byte(sys), []byte(in), []byte(outMsgs)
+			size += len(sys) + len(in) + len(outMsgs)
 		}
 		out = append(out, r)
 	}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func RunActivity(t *testing.T, newStore func(t *testing.T) store.ActivityStore) 
 		{"ActivityAfter", testActivityAfter},
 		{"OldestFirstAndMarkers", testOldestFirstAndMarkers},
 		{"ActivityUsage", testActivityUsage},
+		{"ListMaxBytes", testListMaxBytes},
 		{"GenAI", testGenAI},
 	}
 	for _, tc := range tests {
@@ -411,6 +413,13 @@ func testGenAI(t *testing.T, s store.ActivityStore) {
 	limited, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice", Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, []string{"g1", "g2"}, ids(limited))
+	size := len(all[0].SystemInstructions) + len(all[0].InputMessages) + len(all[0].OutputMessages)
+	budgeted, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice", MaxBytes: size + 1})
+	require.NoError(t, err)
+	require.Equal(t, []string{"g1", "g2"}, ids(budgeted), "the record reaching the byte budget is the last")
+	budgeted, err = s.ListGenAI(ctx, store.GenAIFilter{Member: "alice", MaxBytes: 1, Summary: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"g1", "g2", "g3"}, ids(budgeted), "summaries carry no arrays to count")
 
 	got, err := s.GetGenAI(ctx, "alice", "g3")
 	require.NoError(t, err)
@@ -425,4 +434,33 @@ func testGenAI(t *testing.T, s store.ActivityStore) {
 	require.Equal(t, []string{"g1", "g2"}, ids(by))
 	_, err = s.CommitActivity(ctx, store.ActivityBatch{GenAI: []store.GenAIRecord{genaiRecord("g1", "alice", at(0), "", "x")}})
 	require.ErrorIs(t, err, store.ErrConflict, "ids are unique")
+}
+
+func testListMaxBytes(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	var evs []store.ActivityEvent
+	for i := range 5 {
+		evs = append(evs, store.ActivityEvent{Member: "alice", Kind: "tool_action", TS: at(time.Duration(i) * time.Second),
+			Data: fmt.Appendf(nil, `{"pad":"%s"}`, strings.Repeat("x", 90))}) // 100 bytes each
+	}
+	seeded, err := s.AppendActivity(ctx, evs)
+	require.NoError(t, err)
+	tests := []struct {
+		name     string
+		maxBytes int
+		want     int
+	}{
+		{"unbounded", 0, 5},
+		{"the row reaching the budget is the last", 250, 3},
+		{"exactly at a row's end", 200, 2},
+		{"at least one row", 1, 1},
+		{"over everything", 10_000, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.ListActivity(ctx, store.ActivityFilter{Member: "alice", OldestFirst: true, MaxBytes: tc.maxBytes})
+			require.NoError(t, err)
+			require.Equal(t, viewEvents(seeded[:tc.want]), viewEvents(got))
+		})
+	}
 }
