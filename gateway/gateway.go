@@ -111,6 +111,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		apiv1.RegisterBrokerHandler,
 		apiv1.RegisterObjectivesHandler,
 		apiv1.RegisterFsHandler,
+		apiv1.RegisterActivityHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)
@@ -119,9 +120,13 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 
 	mux := http.NewServeMux()
 	for pattern, h := range map[string]routeFunc{
-		"GET /openapi.json": handleOpenAPI,
-		"GET /subscribe":    g.handleSubscribe,
-		"POST /fs/write":    g.handleFsWrite,
+		"GET /openapi.json":                   handleOpenAPI,
+		"GET /subscribe":                      g.handleSubscribe,
+		"POST /fs/write":                      g.handleFsWrite,
+		"GET /members/{name}/activity/stream": g.handleActivityStream,
+		"POST /members/{name}/genai":          g.handleGenAIUpload,
+		"POST /otlp/v1/logs":                  g.handleOTLPLogs,
+		"POST /otlp/v1/metrics":               g.handleOTLPMetrics,
 	} {
 		rh, err := g.route(pattern, h)
 		if err != nil {

@@ -51,6 +51,11 @@ var routeRules = map[string]routeRule{
 	"POST /fs/write":    {plane: planeDual, rule: auth.AnyMember},
 	// Dispatched before the mux (see withFsRead); HEAD shares it.
 	"GET /fs/read/": {plane: planeDual, rule: auth.AnyMember},
+	// Telemetry: the services check self and read/self.
+	"GET /members/{name}/activity/stream": {plane: planeDual, rule: auth.AnyMember},
+	"POST /members/{name}/genai":          {plane: planeDual, rule: auth.AnyMember},
+	"POST /otlp/v1/logs":                  {plane: planeBearer, rule: auth.AnyMember},
+	"POST /otlp/v1/metrics":               {plane: planeBearer, rule: auth.AnyMember},
 }
 
 // publicMaxBody caps the bodies of public routes ({code, member} for a

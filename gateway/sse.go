@@ -33,21 +33,49 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 	case name != p.Member:
 		return server.Errorf(server.CodeForbidden, "you may only subscribe as yourself")
 	}
-	last := r.Header.Get("Last-Event-ID")
-	if last == "" {
-		last = q.Get("lastEventId")
-	}
+	last := lastEventID(r)
 	after, err := server.ParseMessageID(last)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	f, err := g.srv.Attach(ctx, p, after, last != "")
+	f, err := g.srv.Attach(r.Context(), p, after, last != "")
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	g.serveFeed(w, r, f, "message", p.Member, p.Member)
+	return nil
+}
 
+// handleActivityStream serves GET /members/{name}/activity/stream: the
+// member's activity rows as server-sent events (gate: read/self),
+// resumable by Last-Event-ID (header or lastEventId query) like /subscribe.
+func (g *Gateway) handleActivityStream(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	name := r.PathValue("name")
+	f, err := g.srv.AttachActivity(r.Context(), p, name, lastEventID(r))
+	if err != nil {
+		return err
+	}
+	g.serveFeed(w, r, f, "activity", name, p.Member)
+	return nil
+}
+
+// lastEventID is the position a stream resumes after: the Last-Event-ID
+// header, else the lastEventId query parameter.
+func lastEventID(r *http.Request) string {
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		return last
+	}
+	return r.URL.Query().Get("lastEventId")
+}
+
+// serveFeed writes f as server-sent events named event, after a ready
+// event naming member, until the client leaves or the feed ends; holder is
+// who reads it (for the log). It owns f and closes it. The response has
+// started once it runs, so an end is only logged: the client resumes with
+// its last id.
+func (g *Gateway) serveFeed(w http.ResponseWriter, r *http.Request, f *server.Feed, event, member, holder string) {
+	defer f.Close()
+	ctx := r.Context()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -67,23 +95,21 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 		}
 		return rc.Flush()
 	}
-	ready, _ := json.Marshal(map[string]string{"member": p.Member})
+	ready, _ := json.Marshal(map[string]string{"member": member})
 	arm()
 	bw.WriteString("event: ready\ndata: ")
 	bw.Write(ready)
 	bw.WriteString("\n\n")
 	if err := flush(); err != nil {
-		return nil
+		return
 	}
 	tick := time.NewTicker(pingInterval)
 	defer tick.Stop()
 	for {
 		ev, err := f.Next(ctx, tick.C)
 		if err != nil {
-			// The response has started: the stream just ends, and the
-			// client resumes with its last id.
-			g.log.DebugContext(ctx, "sse stream ended", "member", p.Member, "err", err)
-			return nil
+			g.log.DebugContext(ctx, "sse stream ended", "member", holder, "event", event, "err", err)
+			return
 		}
 		arm()
 		if ev == nil {
@@ -92,7 +118,9 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 		for n := 0; ev != nil; n++ {
 			bw.WriteString("id: ")
 			bw.WriteString(f.ID(ev))
-			bw.WriteString("\nevent: message\ndata: ")
+			bw.WriteString("\nevent: ")
+			bw.WriteString(event)
+			bw.WriteString("\ndata: ")
 			bw.Write(ev.JSON())
 			bw.WriteString("\n\n")
 			if n+1 == maxCoalesce {
@@ -102,9 +130,9 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 		}
 		if err := flush(); err != nil {
 			if !errors.Is(err, http.ErrHandlerTimeout) {
-				g.log.DebugContext(ctx, "sse write failed", "member", p.Member, "err", err)
+				g.log.DebugContext(ctx, "sse write failed", "member", holder, "err", err)
 			}
-			return nil
+			return
 		}
 	}
 }

@@ -35,7 +35,10 @@ type core struct {
 	// their member; actWriter commits them (nil without an activity store).
 	actHub    *hub.Hub
 	actWriter *activityWriter
-	blobs     *vfs.Blobs // nil when the filesystem is disabled
+	// tel correlates OTLP telemetry into activity (nil without an activity
+	// store).
+	tel   *telemetry
+	blobs *vfs.Blobs // nil when the filesystem is disabled
 	// maxFileSize is the most bytes one file may hold.
 	maxFileSize int64
 	// quotaBytes is the most bytes one member's home may hold; <= 0 is

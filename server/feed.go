@@ -100,16 +100,17 @@ func (c *core) attach(ctx context.Context, p *auth.Principal, after int64, resum
 	}, formatMessageID), nil
 }
 
-// subscribe takes a live subscription of h for key, opened with p's
-// credential (so revoking it ends the stream), mapping the hub's refusals.
+// subscribe takes a live subscription of h for key, held by p and opened
+// with p's credential (so revoking it ends the stream), mapping the hub's
+// refusals.
 func (c *core) subscribe(h *hub.Hub, key string, p *auth.Principal) (*hub.Subscription, error) {
-	sub, err := h.Subscribe(key, streamCred(p))
+	sub, err := h.SubscribeAs(key, p.Member, streamCred(p))
 	switch {
 	case errors.Is(err, hub.ErrClosed):
 		return nil, errShuttingDown
 	case errors.Is(err, hub.ErrTooMany):
 		return nil, &Error{Code: CodeRateLimited, RetryAfter: streamRetryAfter,
-			Message: fmt.Sprintf("%s holds %d live streams, the most one member may: close one first", key, c.maxStreams)}
+			Message: fmt.Sprintf("%s holds %d live streams of this kind, the most one member may: close one first", p.Member, c.maxStreams)}
 	}
 	return sub, err
 }

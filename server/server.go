@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
@@ -57,6 +59,7 @@ type options struct {
 	quotaBytes    int64
 	guard         *connguard.Guard
 	maxStreams    int
+	otlpFlush     time.Duration
 }
 
 // WithLogger sets the logger; the default discards.
@@ -83,6 +86,10 @@ func WithConnGuard(g *connguard.Guard) Option { return func(o *options) { o.guar
 // WithMaxStreamsPerMember bounds the live streams (SSE and gRPC together)
 // one member may hold; n <= 0 is unbounded.
 func WithMaxStreamsPerMember(n int) Option { return func(o *options) { o.maxStreams = n } }
+
+// WithOTLPFlushAfter sets how long a telemetry record waits for its partner
+// before it is stored alone; the default is DefaultOTLPFlushAfter.
+func WithOTLPFlushAfter(d time.Duration) Option { return func(o *options) { o.otlpFlush = d } }
 
 // WithFiles enables the virtual filesystem: content lives in blobs, one
 // file holds at most maxFileSize bytes and one member's home at most
@@ -127,7 +134,11 @@ func New(d Deps, opts ...Option) *Server {
 	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
 	if d.Activity != nil {
 		c.actWriter = newActivityWriter(d.Activity, c.actHub, o.log)
-		s.run = append(s.run, c.actWriter.run)
+		c.tel = newTelemetry(c.actWriter, o.otlpFlush, o.now, o.log)
+		if err := c.tel.load(context.Background(), d.Activity); err != nil {
+			o.log.Error("telemetry state not loaded: records waiting for a partner are lost", "err", err)
+		}
+		s.run = append(s.run, c.actWriter.run, c.tel.run)
 	}
 
 	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log)
@@ -149,6 +160,9 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)
 		apiv1.RegisterFsServer(g, s.fs)
+		apiv1.RegisterActivityServer(g, &Activity{core: c})
+		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
+		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
 		apiv1.RegisterNotificationsServer(g, &Notifications{})
 		apiv1.RegisterEnrollmentServer(g, &Enrollment{})
 		reflection.Register(g)
@@ -181,6 +195,24 @@ func (s *Server) CloseStreams() {
 // (SSE); see Feed.
 func (s *Server) Attach(ctx context.Context, p *auth.Principal, after int64, resume bool) (*Feed, error) {
 	return s.core.attach(ctx, p, after, resume)
+}
+
+// AttachActivity opens a feed of member's activity for p, after lastID
+// when it is set (see StreamActivity), for the SSE route.
+func (s *Server) AttachActivity(ctx context.Context, p *auth.Principal, member, lastID string) (*Feed, error) {
+	return s.core.attachActivity(ctx, p, member, lastID)
+}
+
+// ExportLogs takes one OTLP log export of p, for the OTLP/HTTP route.
+func (s *Server) ExportLogs(ctx context.Context, p *auth.Principal, req *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
+	return s.core.exportLogs(ctx, p, req)
+}
+
+// UploadGenAI stores one inference upload of p into member's records, for
+// the raw-bytes route.
+func (s *Server) UploadGenAI(ctx context.Context, p *auth.Principal, member string, body []byte) (*apiv1.UploadGenAiResponse, error) {
+	a := &Activity{core: s.core}
+	return a.UploadGenAi(auth.WithPrincipal(ctx, p), &apiv1.UploadGenAiRequest{Name: member, Body: body})
 }
 
 // Fs returns the filesystem service, for the hand-written byte routes.

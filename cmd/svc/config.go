@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"svc/server/egress"
 )
@@ -57,6 +58,10 @@ type Config struct {
 	// MaxStreamsPerMember bounds one member's live streams
 	// (SVC_MAX_STREAMS_PER_MEMBER; 0 is unbounded).
 	MaxStreamsPerMember int
+	// OTLPFlushAfter is how long a telemetry record waits for its partner
+	// before it is stored alone (SVC_OTLP_FLUSH_AFTER, a Go duration;
+	// default 120s).
+	OTLPFlushAfter time.Duration
 	// PprofAddr serves the Go profiler on this loopback address
 	// (SVC_PPROF_ADDR); empty means off.
 	PprofAddr string
@@ -105,6 +110,11 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	if c.MaxStreamsPerMember, err = envInt("SVC_MAX_STREAMS_PER_MEMBER", defaultMaxStreamsPerMember); err != nil {
 		return c, err
+	}
+	if v := os.Getenv("SVC_OTLP_FLUSH_AFTER"); v != "" {
+		if c.OTLPFlushAfter, err = time.ParseDuration(v); err != nil || c.OTLPFlushAfter < 100*time.Millisecond || c.OTLPFlushAfter > 24*time.Hour {
+			return c, &exitError{code: 2, err: fmt.Errorf("SVC_OTLP_FLUSH_AFTER: must be a duration from 100ms to 24h, got %q", v)}
+		}
 	}
 	if c.ConfigPath == "" {
 		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}

@@ -92,6 +92,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP),
 		server.WithEgress(cfg.Egress), server.WithConnGuard(guard),
 		server.WithMaxStreamsPerMember(cfg.MaxStreamsPerMember),
+		server.WithOTLPFlushAfter(cfg.OTLPFlushAfter),
 	}
 	if file.Files != nil {
 		blobs, maxFileSize, err := openFiles(ctx, cfg, file.Files, st, log)

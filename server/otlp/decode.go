@@ -181,8 +181,14 @@ func encodeJSONValue(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// CheckDepth refuses (ErrTooDeep) a request decoded elsewhere (by gRPC)
+// whose attribute or body values nest deeper than MaxValueDepth, as the
+// decoders here do.
+func CheckDepth(req *collogspb.ExportLogsServiceRequest) error { return checkValueDepth(req) }
+
 // checkValueDepth refuses a request whose attribute or body values nest
 // deeper than MaxValueDepth.
+
 func checkValueDepth(req *collogspb.ExportLogsServiceRequest) error {
 	for _, rl := range req.GetResourceLogs() {
 		if !attrsWithin(rl.GetResource().GetAttributes()) {

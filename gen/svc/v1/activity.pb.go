@@ -753,8 +753,11 @@ type GenAiRecord struct {
 	SystemInstructions *structpb.ListValue    `protobuf:"bytes,8,opt,name=system_instructions,json=systemInstructions,proto3" json:"system_instructions,omitempty"`
 	InputMessages      *structpb.ListValue    `protobuf:"bytes,9,opt,name=input_messages,json=inputMessages,proto3" json:"input_messages,omitempty"`
 	OutputMessages     *structpb.ListValue    `protobuf:"bytes,10,opt,name=output_messages,json=outputMessages,proto3" json:"output_messages,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// api is the provider API: messages (Anthropic), chat.completions or
+	// responses (OpenAI).
+	Api           string `protobuf:"bytes,11,opt,name=api,proto3" json:"api,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenAiRecord) Reset() {
@@ -855,6 +858,13 @@ func (x *GenAiRecord) GetOutputMessages() *structpb.ListValue {
 		return x.OutputMessages
 	}
 	return nil
+}
+
+func (x *GenAiRecord) GetApi() string {
+	if x != nil {
+		return x.Api
+	}
+	return ""
 }
 
 type UploadGenAiRequest struct {
@@ -1589,7 +1599,7 @@ const file_svc_v1_activity_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x01R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x01R\x0fcacheReadTokens\x122\n" +
 	"\x15cache_creation_tokens\x18\x04 \x01(\x01R\x13cacheCreationTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x01R\x0freasoningTokens\"\x97\x03\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x01R\x0freasoningTokens\"\xa9\x03\n" +
 	"\vGenAiRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\tR\x06member\x12\x0e\n" +
@@ -1602,7 +1612,8 @@ const file_svc_v1_activity_proto_rawDesc = "" +
 	"\x13system_instructions\x18\b \x01(\v2\x1a.google.protobuf.ListValueR\x12systemInstructions\x12A\n" +
 	"\x0einput_messages\x18\t \x01(\v2\x1a.google.protobuf.ListValueR\rinputMessages\x12C\n" +
 	"\x0foutput_messages\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.ListValueR\x0eoutputMessages\"<\n" +
+	" \x01(\v2\x1a.google.protobuf.ListValueR\x0eoutputMessages\x12\x10\n" +
+	"\x03api\x18\v \x01(\tR\x03api\"<\n" +
 	"\x12UploadGenAiRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\"H\n" +

@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"svc/server"
+	"svc/server/auth"
+	"svc/server/otlp"
+)
+
+// MaxOTLPBody caps an OTLP/HTTP request body, as sent and once
+// decompressed: Claude Code truncates each raw body near 60 KB, so this
+// holds hundreds of records however they are batched.
+const MaxOTLPBody = 16 << 20
+
+// OTLP/HTTP content types (OTLP specification: protocol).
+const (
+	otlpJSON     = "application/json"
+	otlpProtobuf = "application/x-protobuf"
+)
+
+// otlpBody reads an OTLP/HTTP request body: its content type (JSON or
+// protobuf), decompressed when Content-Encoding is gzip, at most
+// MaxOTLPBody bytes either way.
+func otlpBody(w http.ResponseWriter, r *http.Request) (string, []byte, error) {
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (ct != otlpJSON && ct != otlpProtobuf) {
+		return "", nil, server.Errorf(server.CodeBadRequest, "Content-Type: must be %s or %s", otlpJSON, otlpProtobuf)
+	}
+	if r.ContentLength > MaxOTLPBody {
+		return "", nil, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", MaxOTLPBody)
+	}
+	body := io.Reader(http.MaxBytesReader(w, r.Body, MaxOTLPBody))
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return "", nil, otlpReadErr(err)
+		}
+		defer zr.Close()
+		body = zr
+	default:
+		return "", nil, server.Errorf(server.CodeBadRequest, "Content-Encoding: %q is not supported; send gzip or nothing", enc)
+	}
+	b, err := io.ReadAll(io.LimitReader(body, MaxOTLPBody+1))
+	if err != nil {
+		return "", nil, otlpReadErr(err)
+	}
+	if len(b) > MaxOTLPBody {
+		return "", nil, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes once decompressed", MaxOTLPBody)
+	}
+	return ct, b, nil
+}
+
+// otlpReadErr maps a failure to read a body: over the cap is 413, a gzip
+// stream that does not decode is 400, anything else (the client went) is
+// returned as it is.
+func otlpReadErr(err error) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", MaxOTLPBody)
+	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.Is(err, io.ErrUnexpectedEOF):
+		return server.Errorf(server.CodeBadRequest, "body: not a valid gzip stream")
+	}
+	return err
+}
+
+// handleOTLPLogs serves POST /otlp/v1/logs: an OTLP ExportLogsServiceRequest
+// in JSON or protobuf, answered with an ExportLogsServiceResponse in the
+// same encoding. The member is the bearer token's.
+func (g *Gateway) handleOTLPLogs(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	ct, b, err := otlpBody(w, r)
+	if err != nil {
+		return err
+	}
+	var req *collogspb.ExportLogsServiceRequest
+	if ct == otlpJSON {
+		req, err = otlp.DecodeJSON(b)
+	} else {
+		req, err = otlp.DecodeProto(b)
+	}
+	if err != nil {
+		return server.Errorf(server.CodeBadRequest, "body: not an OTLP logs export: %v", err)
+	}
+	resp, err := g.srv.ExportLogs(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	if ct == otlpProtobuf {
+		return writeProto(w, resp)
+	}
+	// OTLP/JSON: the rejected count as a number (proto3 JSON would quote
+	// the int64), which OTLP receivers and svc's own clients both read.
+	out := map[string]any{}
+	if ps := resp.GetPartialSuccess(); ps != nil {
+		out["partialSuccess"] = map[string]any{"rejectedLogRecords": ps.GetRejectedLogRecords(), "errorMessage": ps.GetErrorMessage()}
+	}
+	w.Header().Set("Content-Type", otlpJSON)
+	return json.NewEncoder(w).Encode(out)
+}
+
+// handleOTLPMetrics serves POST /otlp/v1/metrics: accepted and discarded.
+// The body must still be a metrics export in the declared encoding.
+func (g *Gateway) handleOTLPMetrics(w http.ResponseWriter, r *http.Request, _ *auth.Principal) error {
+	ct, b, err := otlpBody(w, r)
+	if err != nil {
+		return err
+	}
+	if ct == otlpProtobuf {
+		if err := proto.Unmarshal(b, &colmetricspb.ExportMetricsServiceRequest{}); err != nil {
+			return server.Errorf(server.CodeBadRequest, "body: not an OTLP metrics export: %v", err)
+		}
+		return writeProto(w, &colmetricspb.ExportMetricsServiceResponse{})
+	}
+	if !json.Valid(b) || !bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{")) {
+		return server.Errorf(server.CodeBadRequest, "body: not an OTLP metrics export: not a JSON object")
+	}
+	w.Header().Set("Content-Type", otlpJSON)
+	_, err = io.WriteString(w, "{}\n")
+	return err
+}
+
+// writeProto answers m as application/x-protobuf.
+func writeProto(w http.ResponseWriter, m proto.Message) error {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", otlpProtobuf)
+	_, err = w.Write(b)
+	return err
+}
+
+// handleGenAIUpload serves POST /members/{name}/genai: the body, {ts?,
+// request, response}, is kept byte for byte (up to server.MaxGenAIUpload)
+// and parsed into an inference record of the caller.
+func (g *Gateway) handleGenAIUpload(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if r.ContentLength > server.MaxGenAIUpload {
+		return server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", server.MaxGenAIUpload)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return server.Errorf(server.CodeBadRequest, "Content-Type: must be application/json")
+		}
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, server.MaxGenAIUpload))
+	if err != nil {
+		return err
+	}
+	resp, err := g.srv.UploadGenAI(r.Context(), p, r.PathValue("name"), b)
+	if err != nil {
+		return err
+	}
+	out, err := protojson.MarshalOptions{EmitDefaultValues: true}.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("encode inference record: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(out)
+	return err
+}

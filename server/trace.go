@@ -1,0 +1,289 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/store"
+)
+
+// joinSlack widens an exchange's window when an inference record with no
+// response id is placed in it by time: the runner stamps the capture a
+// moment after the exchange's own record.
+const joinSlack = 2 * time.Second
+
+// holding is a time range during which a member held an objective.
+type holding struct {
+	member   string
+	from, to time.Time
+}
+
+// holdings are the intervals each member held o, from its markers (oldest
+// first): every objective_open to the next objective_close of the same
+// member, an open one running to the objective's end (now while it is
+// live), overlapping intervals of one member merged. With no markers at
+// all (an objective from before markers, or whose markers were pruned) it
+// is the assignee's, createdAt to its end.
+func holdings(o store.Objective, markers []store.ActivityEvent, now time.Time) []holding {
+	end := now
+	switch {
+	case !o.CompletedAt.IsZero():
+		end = o.CompletedAt
+	case o.Status == store.StatusCancelled:
+		end = o.UpdatedAt
+	}
+	if len(markers) == 0 {
+		return []holding{{member: o.Assignee, from: o.CreatedAt, to: later(end, o.CreatedAt)}}
+	}
+	markers = slices.Clone(markers)
+	slices.SortStableFunc(markers, func(a, b store.ActivityEvent) int {
+		return cmp.Or(a.TS.Compare(b.TS), cmp.Compare(a.ID, b.ID))
+	})
+	var out []holding
+	open := map[string]time.Time{}
+	for _, m := range markers {
+		switch m.Kind {
+		case activityOpen:
+			if _, ok := open[m.Member]; !ok {
+				open[m.Member] = m.TS
+			}
+		case activityClose:
+			from, ok := open[m.Member]
+			if !ok {
+				// Its open marker is gone (pruned): from the start.
+				from = o.CreatedAt
+			}
+			delete(open, m.Member)
+			out = append(out, holding{member: m.Member, from: from, to: later(m.TS, from)})
+		}
+	}
+	for member, from := range open {
+		out = append(out, holding{member: member, from: from, to: later(end, from)})
+	}
+	slices.SortFunc(out, func(a, b holding) int {
+		return cmp.Or(cmp.Compare(a.member, b.member), a.from.Compare(b.from))
+	})
+	merged := out[:0]
+	for _, h := range out {
+		if n := len(merged); n > 0 && merged[n-1].member == h.member && !h.from.After(merged[n-1].to) {
+			merged[n-1].to = later(merged[n-1].to, h.to)
+			continue
+		}
+		merged = append(merged, h)
+	}
+	return merged
+}
+
+// objectiveHoldings loads objective id and the holdings p may see: every
+// holder's with activity.read, else p's own, which it must have (or be the
+// assignee).
+func (c *core) objectiveHoldings(ctx context.Context, p *auth.Principal, id string) ([]holding, error) {
+	o, err := c.store.GetObjective(ctx, id)
+	if err != nil {
+		return nil, objectiveErr(err, id)
+	}
+	if c.activity == nil {
+		return nil, errNoActivityStore
+	}
+	markers, err := c.activity.ObjectiveMarkers(ctx, o.ID)
+	if err != nil {
+		return nil, err
+	}
+	hs := holdings(o, markers, c.now())
+	if p.Has(auth.ActivityRead) {
+		return hs, nil
+	}
+	mine := slices.DeleteFunc(hs, func(h holding) bool { return h.member != p.Member })
+	if len(mine) == 0 && o.Assignee != p.Member {
+		return nil, fmt.Errorf("%w: an objective's trace needs %s, or to have held the objective", auth.ErrForbidden, auth.ActivityRead)
+	}
+	return mine, nil
+}
+
+// GetObjectiveTrace implements apiv1.ActivityServer: the activity of every
+// holding, oldest first, each llm_exchange joined with the inference record
+// of its responseId (else one its window contains), records no exchange
+// took as rows of their own. At most 1,000 rows, the first ones, with
+// truncated set when there were more.
+func (s *Activity) GetObjectiveTrace(ctx context.Context, req *apiv1.GetObjectiveTraceRequest) (*apiv1.GetObjectiveTraceResponse, error) {
+	p := mustPrincipal(ctx)
+	hs, err := s.objectiveHoldings(ctx, p, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	resp := &apiv1.GetObjectiveTraceResponse{}
+	var rows []*apiv1.TraceRow
+	for _, h := range hs {
+		hr, more, err := s.traceRows(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, hr...)
+		resp.Truncated = resp.Truncated || more
+	}
+	slices.SortStableFunc(rows, func(a, b *apiv1.TraceRow) int { return cmp.Compare(a.GetTs(), b.GetTs()) })
+	if len(rows) > maxActivityRows {
+		rows, resp.Truncated = rows[:maxActivityRows], true
+	}
+	resp.Rows = rows
+	return resp, nil
+}
+
+// exchangeRef is what a join reads of an llm_exchange row.
+type exchangeRef struct {
+	ResponseID string  `json:"responseId"`
+	Model      string  `json:"model"`
+	DurationMs float64 `json:"durationMs"`
+}
+
+// traceRows returns the rows of one holding, oldest first, and whether the
+// holding has more than one answer carries.
+func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, bool, error) {
+	acts, err := s.activity.ListActivity(ctx, store.ActivityFilter{
+		Member: h.member, From: h.from, To: h.to, OldestFirst: true, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2,
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	recs, err := s.activity.ListGenAI(ctx, store.GenAIFilter{Member: h.member, From: h.from, To: h.to, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2})
+	if err != nil {
+		return nil, false, err
+	}
+	more := len(acts) > maxActivityRows || len(recs) > maxActivityRows ||
+		activityBytes(acts) >= maxListBytes/2 || genaiBytes(recs) >= maxListBytes/2
+	acts, recs = acts[:min(len(acts), maxActivityRows)], recs[:min(len(recs), maxActivityRows)]
+
+	refs := make([]exchangeRef, len(acts))
+	byResp := map[string]int{} // response id → index in recs
+	for i, r := range recs {
+		if r.ResponseID != "" {
+			byResp[r.ResponseID] = i
+		}
+	}
+	var missing []string
+	for i, a := range acts {
+		if a.Kind != kindLLMExchange {
+			continue
+		}
+		_ = json.Unmarshal(a.Data, &refs[i])
+		if id := refs[i].ResponseID; id != "" {
+			if _, ok := byResp[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		// A record captured just outside the holding still belongs to the
+		// exchange inside it.
+		extra, err := s.activity.GenAIByResponse(ctx, h.member, missing)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, r := range extra {
+			if _, ok := byResp[r.ResponseID]; !ok {
+				byResp[r.ResponseID] = len(recs)
+				recs = append(recs, r)
+			}
+		}
+	}
+
+	taken := make([]bool, len(recs))
+	joined := make([]int, len(acts)) // index in recs + 1; 0 is none
+	for i, a := range acts {
+		if a.Kind != kindLLMExchange || refs[i].ResponseID == "" {
+			continue
+		}
+		if j, ok := byResp[refs[i].ResponseID]; ok && !taken[j] {
+			taken[j], joined[i] = true, j+1
+		}
+	}
+	// Then by containment: an exchange no record joined by id takes the
+	// nearest record of the same model captured within its window.
+	for i, a := range acts {
+		if a.Kind != kindLLMExchange || joined[i] != 0 {
+			continue
+		}
+		from := a.TS.Add(-time.Duration(refs[i].DurationMs*float64(time.Millisecond)) - joinSlack)
+		to := a.TS.Add(joinSlack)
+		best := -1
+		for j, r := range recs {
+			if taken[j] || r.TS.Before(from) || r.TS.After(to) || (refs[i].Model != "" && r.Model != "" && r.Model != refs[i].Model) {
+				continue
+			}
+			if best < 0 || r.TS.Sub(a.TS).Abs() < recs[best].TS.Sub(a.TS).Abs() {
+				best = j
+			}
+		}
+		if best >= 0 {
+			taken[best], joined[i] = true, best+1
+		}
+	}
+
+	out := make([]*apiv1.TraceRow, 0, len(acts)+len(recs))
+	for i, a := range acts {
+		row := &apiv1.TraceRow{Member: h.member, Ts: ms(a.TS), Activity: activityRowToProto(a)}
+		if j := joined[i]; j != 0 {
+			row.Inference = genaiToProto(recs[j-1])
+		}
+		out = append(out, row)
+	}
+	for j, r := range recs {
+		if !taken[j] && !r.TS.Before(h.from) && !r.TS.After(h.to) {
+			out = append(out, &apiv1.TraceRow{Member: h.member, Ts: ms(r.TS), Inference: genaiToProto(r)})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *apiv1.TraceRow) int { return cmp.Compare(a.GetTs(), b.GetTs()) })
+	return out, more, nil
+}
+
+// GetObjectiveUsage implements apiv1.ActivityServer: the usage of every
+// holding the caller may see, summed.
+func (s *Activity) GetObjectiveUsage(ctx context.Context, req *apiv1.GetObjectiveUsageRequest) (*apiv1.GetObjectiveUsageResponse, error) {
+	p := mustPrincipal(ctx)
+	hs, err := s.objectiveHoldings(ctx, p, req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	var u store.Usage
+	for _, h := range hs {
+		hu, err := s.activity.ActivityUsage(ctx, h.member, h.from, h.to)
+		if err != nil {
+			return nil, err
+		}
+		u = u.Add(hu)
+	}
+	return &apiv1.GetObjectiveUsageResponse{Usage: usageToProto(u)}, nil
+}
+
+// activityBytes is the data size of rows, as the byte budget counts it.
+func activityBytes(rows []store.ActivityEvent) int {
+	n := 0
+	for _, r := range rows {
+		n += len(r.Data)
+	}
+	return n
+}
+
+// genaiBytes is the message-array size of records, as the byte budget
+// counts it.
+func genaiBytes(recs []store.GenAIRecord) int {
+	n := 0
+	for _, r := range recs {
+		n += len(r.SystemInstructions) + len(r.InputMessages) + len(r.OutputMessages)
+	}
+	return n
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
