@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+
+	"svc/server/hub"
+	"svc/store"
+	"svc/store/sqlite"
+)
+
+// failingActivity fails the next fail CommitActivity calls.
+type failingActivity struct {
+	store.ActivityStore
+	fail atomic.Int32
+}
+
+func (f *failingActivity) CommitActivity(ctx context.Context, b store.ActivityBatch) ([]store.ActivityEvent, error) {
+	if f.fail.Add(-1) >= 0 {
+		return nil, errors.New("disk full")
+	}
+	return f.ActivityStore.CommitActivity(ctx, b)
+}
+
+// claudeRecord is a Claude Code log record named name with string
+// attributes.
+func claudeRecord(name string, pairs ...string) *logspb.LogRecord {
+	lr := &logspb.LogRecord{TimeUnixNano: uint64(time.Now().UnixNano())}
+	lr.Attributes = append(lr.Attributes, &commonpb.KeyValue{Key: "event.name", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: name}}})
+	for i := 0; i+1 < len(pairs); i += 2 {
+		lr.Attributes = append(lr.Attributes, &commonpb.KeyValue{Key: pairs[i], Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: pairs[i+1]}}})
+	}
+	return lr
+}
+
+func export(recs ...*logspb.LogRecord) *collogspb.ExportLogsServiceRequest {
+	return &collogspb.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{{ScopeLogs: []*logspb.ScopeLogs{{LogRecords: recs}}}}}
+}
+
+const requestBody = `{"model":"claude-test","system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":"hi"}]}`
+
+func bodyRecord(seq string) *logspb.LogRecord {
+	return claudeRecord("claude_code.api_request_body", "model", "claude-test", "event.sequence", seq, "body", requestBody)
+}
+
+func accountingRecord(requestID string) *logspb.LogRecord {
+	return claudeRecord("claude_code.api_request", "model", "claude-test", "request_id", requestID,
+		"input_tokens", "10", "output_tokens", "5", "cache_read_tokens", "0", "cache_creation_tokens", "0", "cost_usd", "0.5", "duration_ms", "100")
+}
+
+func responseRecord(requestID string) *logspb.LogRecord {
+	return claudeRecord("claude_code.api_response_body", "request_id", requestID,
+		"body", `{"id":"msg_`+requestID+`","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn"}`)
+}
+
+// startTelemetry runs an activity writer and a telemetry component over st.
+func startTelemetry(t *testing.T, st store.ActivityStore, flushAfter time.Duration, now func() time.Time) *telemetry {
+	t.Helper()
+	w := newActivityWriter(st, hub.New(), discardLogger())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	tel := newTelemetry(w, flushAfter, now, discardLogger())
+	require.NoError(t, tel.load(context.Background(), st))
+	return tel
+}
+
+func memActivity(t *testing.T) *sqlite.ActivityDB {
+	t.Helper()
+	act, err := sqlite.OpenActivity(context.Background(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = act.Close() })
+	return act
+}
+
+func exchanges(t *testing.T, st store.ActivityStore, member string) []map[string]any {
+	t.Helper()
+	rows, err := st.ListActivity(context.Background(), store.ActivityFilter{Member: member, Kinds: []string{kindLLMExchange}, OldestFirst: true})
+	require.NoError(t, err)
+	out := make([]map[string]any, len(rows))
+	for i, r := range rows {
+		require.NoError(t, json.Unmarshal(r.Data, &out[i]))
+	}
+	return out
+}
+
+func TestTelemetryCommitsRowsWithTheirState(t *testing.T) {
+	act := memActivity(t)
+	tel := startTelemetry(t, act, time.Hour, time.Now)
+	ctx := context.Background()
+
+	rejected, err := tel.export(ctx, "ann", export(bodyRecord("1"), claudeRecord("claude_code.plugin_loaded")))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rejected, "a record svc does not use is counted")
+	states, err := act.CorrelationStates(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 1, "the queued body is stored with the acknowledgement")
+	require.Equal(t, "ann", states[0].Member)
+
+	// A broker restarted now finds the body and pairs it.
+	tel2 := startTelemetry(t, act, time.Hour, time.Now)
+	_, err = tel2.export(ctx, "ann", export(accountingRecord("req_1"), responseRecord("req_1")))
+	require.NoError(t, err)
+	ex := exchanges(t, act, "ann")
+	require.Len(t, ex, 1)
+	require.Equal(t, "req_1", ex[0]["requestId"])
+	require.NotNil(t, ex[0]["messages"], "the body from before the restart is in the exchange")
+	states, err = act.CorrelationStates(ctx)
+	require.NoError(t, err)
+	require.Empty(t, states, "a member with nothing waiting has no stored state")
+}
+
+func TestTelemetryFailedCommitLeavesStateAsAcknowledged(t *testing.T) {
+	act := &failingActivity{ActivityStore: memActivity(t)}
+	tel := startTelemetry(t, act, time.Hour, time.Now)
+	ctx := context.Background()
+
+	act.fail.Store(1)
+	_, err := tel.export(ctx, "ann", export(bodyRecord("1")))
+	require.Error(t, err, "the export is not acknowledged")
+	// The exporter retries the same records; they must be taken once.
+	_, err = tel.export(ctx, "ann", export(bodyRecord("1")))
+	require.NoError(t, err)
+	_, err = tel.export(ctx, "ann", export(accountingRecord("req_1"), responseRecord("req_1"), accountingRecord("req_2")))
+	require.NoError(t, err)
+	ex := exchanges(t, act, "ann")
+	require.Len(t, ex, 2)
+	byID := map[any]map[string]any{ex[0]["requestId"]: ex[0], ex[1]["requestId"]: ex[1]}
+	require.NotNil(t, byID["req_1"]["messages"], "the retried body pairs with the first accounting record")
+	require.Nil(t, byID["req_2"]["messages"], "no second copy of the body was queued by the failed attempt")
+}
+
+func TestTelemetryFlushRunsOnATimer(t *testing.T) {
+	act := &failingActivity{ActivityStore: memActivity(t)}
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	tel := startTelemetry(t, act, time.Minute, now)
+	ctx := context.Background()
+
+	_, err := tel.export(ctx, "ann", export(bodyRecord("1")))
+	require.NoError(t, err)
+	tel.flush(ctx)
+	require.Empty(t, exchanges(t, act, "ann"), "a body younger than the flush age waits")
+
+	clock.Add(time.Minute.Milliseconds())
+	act.fail.Store(1)
+	tel.flush(ctx)
+	require.Empty(t, exchanges(t, act, "ann"), "a failed flush stores nothing")
+	tel.flush(ctx)
+	ex := exchanges(t, act, "ann")
+	require.Len(t, ex, 1, "the flush that failed is done again, once")
+	require.Equal(t, true, ex[0]["requestOnly"])
+	states, err := act.CorrelationStates(ctx)
+	require.NoError(t, err)
+	require.Empty(t, states, "the flushed member's state is cleared with the row")
+
+	// The loop itself flushes without being asked.
+	_, err = tel.export(ctx, "bob", export(bodyRecord("1")))
+	require.NoError(t, err)
+	clock.Add(time.Minute.Milliseconds())
+	tel.every = 10 * time.Millisecond
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { tel.run(runCtx); close(done) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return len(exchanges(t, act, "bob")) == 1 }, 5*time.Second, 10*time.Millisecond)
+}
