@@ -140,3 +140,26 @@ func TestListParams(t *testing.T) {
 		})
 	}
 }
+
+func FuzzKindFilter(f *testing.F) {
+	for _, s := range []string{"", "tool_action", "llm_exchange,opaque_http", " , ,user_prompt", "nope", "objective_open,objective_open"} {
+		f.Add(s, "objective_close")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		got, err := kindFilter([]string{a, b})
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, k := range got {
+			require.Contains(t, activityKinds, k, "only known kinds pass")
+			require.False(t, seen[k], "each kind once")
+			seen[k] = true
+		}
+		for _, part := range strings.Split(a+","+b, ",") {
+			if p := strings.TrimSpace(part); p != "" {
+				require.True(t, seen[p], "every kind asked for is kept: %q", p)
+			}
+		}
+	})
+}
