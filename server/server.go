@@ -10,6 +10,8 @@ import (
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	"google.golang.org/grpc"
+	// OTLP exporters compress with gzip, which every OTLP server must take.
+	_ "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
@@ -151,6 +153,8 @@ func New(d Deps, opts ...Option) *Server {
 	interceptors := []grpc.ServerOption{grpc.ChainUnaryInterceptor(ch.unary), grpc.ChainStreamInterceptor(ch.stream)}
 	s.grpc = grpc.NewServer(append(interceptors,
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.MaxRecvMsgSize(maxRecvMessage),
+		grpc.InTapHandle(newPreauth(s.authn, o.now).handle),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout}),
 	)...)
 	s.inproc = grpc.NewServer(interceptors...)
