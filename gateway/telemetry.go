@@ -43,13 +43,14 @@ func otlpBody(w http.ResponseWriter, r *http.Request) (string, []byte, error) {
 	if r.ContentLength > MaxOTLPBody {
 		return "", nil, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", MaxOTLPBody)
 	}
-	body := io.Reader(http.MaxBytesReader(w, r.Body, MaxOTLPBody))
+	raw := &readErr{r: http.MaxBytesReader(w, r.Body, MaxOTLPBody)}
+	body := io.Reader(raw)
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 	case "gzip":
 		zr, err := gzip.NewReader(body)
 		if err != nil {
-			return "", nil, otlpReadErr(err)
+			return "", nil, otlpReadErr(raw, err)
 		}
 		defer zr.Close()
 		body = zr
@@ -58,7 +59,7 @@ func otlpBody(w http.ResponseWriter, r *http.Request) (string, []byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(body, MaxOTLPBody+1))
 	if err != nil {
-		return "", nil, otlpReadErr(err)
+		return "", nil, otlpReadErr(raw, err)
 	}
 	if len(b) > MaxOTLPBody {
 		return "", nil, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes once decompressed", MaxOTLPBody)
@@ -66,18 +67,34 @@ func otlpBody(w http.ResponseWriter, r *http.Request) (string, []byte, error) {
 	return ct, b, nil
 }
 
-// otlpReadErr maps a failure to read a body: over the cap is 413, a gzip
-// stream that does not decode is 400, anything else (the client went) is
-// returned as it is.
-func otlpReadErr(err error) error {
+// readErr remembers the error of the reader under a decompressor, so a
+// failure can be told apart: the body's (over the cap, the client gone) or
+// the decompressor's (the bytes are not gzip).
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}
+
+// otlpReadErr maps a failure to read a body: over the cap is 413, the
+// body's own failure (the client went) is returned as it is, anything else
+// is the decompressor refusing the bytes: 400.
+func otlpReadErr(raw *readErr, err error) error {
 	var mbe *http.MaxBytesError
 	switch {
-	case errors.As(err, &mbe):
+	case errors.As(err, &mbe) || errors.As(raw.err, &mbe):
 		return server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", MaxOTLPBody)
-	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.Is(err, io.ErrUnexpectedEOF):
-		return server.Errorf(server.CodeBadRequest, "body: not a valid gzip stream")
+	case raw.err != nil:
+		return raw.err
 	}
-	return err
+	return server.Errorf(server.CodeBadRequest, "body: not a valid gzip stream: %v", err)
 }
 
 // handleOTLPLogs serves POST /otlp/v1/logs: an OTLP ExportLogsServiceRequest
