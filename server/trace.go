@@ -13,11 +13,6 @@ import (
 	"svc/store"
 )
 
-// joinSlack widens an exchange's window when an inference record with no
-// response id is placed in it by time: the runner stamps the capture a
-// moment after the exchange's own record.
-const joinSlack = 2 * time.Second
-
 // holding is a time range during which a member held an objective.
 type holding struct {
 	member   string
@@ -203,17 +198,20 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 			taken[j], joined[i] = true, j+1
 		}
 	}
-	// Then by containment: an exchange no record joined by id takes the
-	// nearest record of the same model captured within its window.
+	// Then by containment (store.JoinSlack): an exchange no record joined
+	// by id takes the nearest record of its model captured within its
+	// window, when the two share no response id to go by.
 	for i, a := range acts {
 		if a.Kind != kindLLMExchange || joined[i] != 0 {
 			continue
 		}
-		from := a.TS.Add(-time.Duration(refs[i].DurationMs*float64(time.Millisecond)) - joinSlack)
-		to := a.TS.Add(joinSlack)
+		dur := min(max(time.Duration(refs[i].DurationMs*float64(time.Millisecond)), 0), store.MaxJoinDuration)
+		from, to := a.TS.Add(-dur-store.JoinSlack), a.TS.Add(store.JoinSlack)
 		best := -1
 		for j, r := range recs {
-			if taken[j] || r.TS.Before(from) || r.TS.After(to) || (refs[i].Model != "" && r.Model != "" && r.Model != refs[i].Model) {
+			if taken[j] || r.TS.Before(from) || r.TS.After(to) ||
+				(refs[i].ResponseID != "" && r.ResponseID != "") ||
+				(refs[i].Model != "" && r.Model != "" && r.Model != refs[i].Model) {
 				continue
 			}
 			if best < 0 || r.TS.Sub(a.TS).Abs() < recs[best].TS.Sub(a.TS).Abs() {

@@ -66,6 +66,16 @@ func (u Usage) Add(v Usage) Usage {
 	}
 }
 
+// How an exchange carries an inference record that has no response id in
+// common with it (either has none): the record's capture time lies within
+// the exchange's window, [ts - durationMs - JoinSlack, ts + JoinSlack],
+// durationMs counted up to MaxJoinDuration, and their models agree (or
+// either has none). Traces and usage both join this way.
+const (
+	JoinSlack       = 2 * time.Second
+	MaxJoinDuration = time.Hour
+)
+
 // PruneResult counts what a prune deleted.
 type PruneResult struct {
 	Activity int64 // activity rows
@@ -96,8 +106,9 @@ type ActivityStore interface {
 	// of an objective, of every member, oldest first.
 	ObjectiveMarkers(ctx context.Context, objectiveID string) ([]ActivityEvent, error)
 	// ActivityUsage sums the usage of member's llm_exchange rows and of its
-	// inference records that no exchange carries (by responseId) with a TS
-	// in [from, to] (zero: unbounded).
+	// inference records with a TS in [from, to] (zero: unbounded), leaving
+	// out each record an exchange in the same range carries: by responseId,
+	// or by window (JoinSlack).
 	ActivityUsage(ctx context.Context, member string, from, to time.Time) (Usage, error)
 	// CorrelationStates returns every stored correlation state.
 	CorrelationStates(ctx context.Context) ([]CorrelationState, error)

@@ -231,14 +231,24 @@ FROM activity WHERE member = ? AND kind = 'llm_exchange' AND ts >= ? AND ts <= ?
 	if err != nil {
 		return u, translate("activity usage", err)
 	}
-	// Inference records count unless an exchange carries the same response.
+	// Inference records count unless an exchange of the range carries them:
+	// by response id, or, when either has none, by window.
+	slack, maxDur := store.JoinSlack.Milliseconds(), store.MaxJoinDuration.Milliseconds()
 	var g store.Usage
 	err = db.c.reader.QueryRowContext(ctx, `SELECT
 	COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
 	COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_creation_tokens), 0), COUNT(*)
-FROM genai g WHERE g.member = ? AND g.ts >= ? AND g.ts <= ?
+FROM genai g WHERE g.member = ?1 AND g.ts >= ?2 AND g.ts <= ?3
 	AND NOT (g.response_id != '' AND EXISTS (SELECT 1 FROM activity a WHERE a.member = g.member
-		AND a.kind = 'llm_exchange' AND json_extract(a.data, '$.responseId') = g.response_id))`, member, lo, hi).
+		AND a.kind = 'llm_exchange' AND a.ts >= ?2 AND a.ts <= ?3
+		AND json_extract(a.data, '$.responseId') = g.response_id))
+	AND NOT EXISTS (SELECT 1 FROM activity a WHERE a.member = g.member
+		AND a.kind = 'llm_exchange' AND a.ts >= ?2 AND a.ts <= ?3
+		AND a.ts >= g.ts - ?4 AND a.ts <= g.ts + ?4 + ?5
+		AND (g.response_id = '' OR COALESCE(json_extract(a.data, '$.responseId'), '') = '')
+		AND g.ts >= a.ts - MIN(MAX(COALESCE(json_extract(a.data, '$.durationMs'), 0), 0), ?5) - ?4
+		AND (g.model = '' OR COALESCE(json_extract(a.data, '$.model'), '') IN ('', g.model)))`,
+		member, lo, hi, slack, maxDur).
 		Scan(&g.InputTokens, &g.OutputTokens, &g.CacheReadTokens, &g.CacheCreationTokens, &g.Exchanges)
 	if err != nil {
 		return u, translate("activity usage", err)

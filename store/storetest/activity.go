@@ -33,6 +33,7 @@ func RunActivity(t *testing.T, newStore func(t *testing.T) store.ActivityStore) 
 		{"OldestFirstAndMarkers", testOldestFirstAndMarkers},
 		{"ActivityUsage", testActivityUsage},
 		{"ListMaxBytes", testListMaxBytes},
+		{"ActivityUsageJoins", testActivityUsageJoins},
 		{"GenAI", testGenAI},
 	}
 	for _, tc := range tests {
@@ -461,6 +462,49 @@ func testListMaxBytes(t *testing.T, s store.ActivityStore) {
 			got, err := s.ListActivity(ctx, store.ActivityFilter{Member: "alice", OldestFirst: true, MaxBytes: tc.maxBytes})
 			require.NoError(t, err)
 			require.Equal(t, viewEvents(seeded[:tc.want]), viewEvents(got))
+		})
+	}
+}
+
+// An inference record counts in usage unless an exchange of the range
+// carries it: by response id, or by window when either has no response id.
+func testActivityUsageJoins(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	exchange := func(member string, ts time.Time, model, responseID string, durationMs int) store.ActivityEvent {
+		return store.ActivityEvent{Member: member, Kind: "llm_exchange", TS: ts, Data: fmt.Appendf(nil,
+			`{"model":%q,"responseId":%q,"durationMs":%d,"usage":{"inputTokens":1000}}`, model, responseID, durationMs)}
+	}
+	record := func(member string, ts time.Time, model, responseID string) store.GenAIRecord {
+		r := genaiRecord("g-"+member, member, ts, responseID, member)
+		r.Model = model
+		return r
+	}
+	const exchangeOnly, both = 1000, 1100 // input tokens: the exchange's, and with the record's 100
+	tests := []struct {
+		name     string
+		ex       store.ActivityEvent
+		rec      store.GenAIRecord
+		from, to time.Time
+		want     int64
+	}{
+		{"window: same model, no ids", exchange("w1", at(10*time.Second), "m", "", 0), record("w1", at(11*time.Second), "m", ""), time.Time{}, time.Time{}, exchangeOnly},
+		{"window: inside the request's duration", exchange("w2", at(10*time.Second), "m", "", 5000), record("w2", at(4*time.Second), "m", ""), time.Time{}, time.Time{}, exchangeOnly},
+		{"window: before the request began", exchange("w3", at(10*time.Second), "m", "", 5000), record("w3", at(2*time.Second), "m", ""), time.Time{}, time.Time{}, both},
+		{"window: too long after", exchange("w4", at(10*time.Second), "m", "", 0), record("w4", at(13*time.Second), "m", ""), time.Time{}, time.Time{}, both},
+		{"window: another model", exchange("w5", at(10*time.Second), "m", "", 0), record("w5", at(10*time.Second), "other", ""), time.Time{}, time.Time{}, both},
+		{"window: the exchange has an id, the record none", exchange("w6", at(10*time.Second), "m", "resp_x", 0), record("w6", at(10*time.Second), "m", ""), time.Time{}, time.Time{}, exchangeOnly},
+		{"window: both have ids, different", exchange("w7", at(10*time.Second), "m", "resp_x", 0), record("w7", at(10*time.Second), "m", "resp_y"), time.Time{}, time.Time{}, both},
+		{"id: carried", exchange("i1", at(10*time.Second), "m", "resp_1", 0), record("i1", at(time.Hour), "other", "resp_1"), time.Time{}, time.Time{}, exchangeOnly},
+		{"id: the exchange is outside the range", exchange("i2", at(10*time.Second), "m", "resp_1", 0), record("i2", at(time.Hour), "m", "resp_1"), at(time.Minute), time.Time{}, 100},
+		{"window: the exchange is outside the range", exchange("w8", at(10*time.Second), "m", "", 0), record("w8", at(11*time.Second), "m", ""), at(10500 * time.Millisecond), time.Time{}, 100},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.CommitActivity(ctx, store.ActivityBatch{Events: []store.ActivityEvent{tc.ex}, GenAI: []store.GenAIRecord{tc.rec}})
+			require.NoError(t, err)
+			u, err := s.ActivityUsage(ctx, tc.ex.Member, tc.from, tc.to)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, u.InputTokens)
 		})
 	}
 }
