@@ -38,7 +38,10 @@ func TestGRPCReflectionListsServices(t *testing.T) {
 		svc = append(svc, s.GetName())
 	}
 	slices.Sort(svc)
-	require.Equal(t, []string{"svc.v1.Broker", "svc.v1.Enrollment", "svc.v1.Fs", "svc.v1.Notifications", "svc.v1.Objectives"}, svc)
+	require.Equal(t, []string{
+		"opentelemetry.proto.collector.logs.v1.LogsService", "opentelemetry.proto.collector.metrics.v1.MetricsService",
+		"svc.v1.Activity", "svc.v1.Broker", "svc.v1.Enrollment", "svc.v1.Fs", "svc.v1.Notifications", "svc.v1.Objectives",
+	}, svc)
 	require.Contains(t, other, "grpc.reflection.v1.ServerReflection")
 
 	// The file of a service resolves too.
