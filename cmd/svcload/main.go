@@ -1,8 +1,9 @@
 // Command svcload drives an svc broker over loopback and prints delivery
 // latency, push throughput, broadcast reach, ordering/loss and memory per
-// subscriber beside their targets, file throughput beside the raw disk's, and
-// objective operations per second. It spawns the broker itself, so it knows
-// the pid whose memory it reads.
+// subscriber beside their targets, file throughput beside the raw disk's,
+// objective operations per second, and telemetry: OTLP ingest and activity
+// upload rates, and chat delivery beside OTLP ingest. It spawns the broker
+// itself, so it knows the pid whose memory it reads.
 package main
 
 import (
@@ -44,7 +45,7 @@ func main() {
 	svcPath := flag.String("svc", "bin/svc", "path to the svc binary to spawn")
 	quick := flag.Bool("quick", false, "short durations for a smoke run")
 	outPath := flag.String("out", "", "also write the summary table to this file")
-	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives (default all)")
+	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry (default all)")
 	flag.Parse()
 
 	p := fullPlan

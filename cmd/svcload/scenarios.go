@@ -138,6 +138,11 @@ func (lg *loadgen) all(ctx context.Context) error {
 			return err
 		}
 	}
+	if lg.runs("telemetry") {
+		if err := lg.telemetry(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -270,9 +275,19 @@ func (lg *loadgen) memory(ctx context.Context) error {
 // delivery latency (or, with reach, the time until the last subscriber got
 // each message) with ordering and loss.
 func (lg *loadgen) fanout(ctx context.Context, n, count int, gap time.Duration, reach bool) error {
-	name := fmt.Sprintf("delivery %s × %d msg/s", subsN(n), int(time.Second/gap))
-	if reach {
+	_, err := lg.fanoutAs(ctx, "", n, count, gap, reach)
+	return err
+}
+
+// fanoutAs is fanout with its rows named name (a name of its own when
+// empty); it returns the p99 of the figures it reports, 0 when none.
+func (lg *loadgen) fanoutAs(ctx context.Context, name string, n, count int, gap time.Duration, reach bool) (time.Duration, error) {
+	switch {
+	case name != "":
+	case reach:
 		name = fmt.Sprintf("broadcast reach %s (%d × %s apart)", subsN(n), count, gap)
+	default:
+		name = fmt.Sprintf("delivery %s × %d msg/s", subsN(n), int(time.Second/gap))
 	}
 	progress("%s", name)
 	base := lg.nextSeqs(count)
@@ -280,7 +295,7 @@ func (lg *loadgen) fanout(ctx context.Context, n, count int, gap time.Duration, 
 	subs, err := lg.attach(sctx, n, base, count)
 	if err != nil {
 		detach(cancel, subs)
-		return fmt.Errorf("%s: %w", name, err)
+		return 0, fmt.Errorf("%s: %w", name, err)
 	}
 
 	sent := make([]int64, count) // send time; -1: the push failed
@@ -310,7 +325,7 @@ func (lg *loadgen) fanout(ctx context.Context, n, count int, gap time.Duration, 
 	cpuUse := cpu()
 	detach(cancel, subs)
 	if err := context.Cause(ctx); err != nil {
-		return err
+		return 0, err
 	}
 
 	var lat, spread []time.Duration
@@ -350,8 +365,9 @@ func (lg *loadgen) fanout(ctx context.Context, n, count int, gap time.Duration, 
 		target = targetP99
 	}
 	r := row{name: name, result: pctls(figures), cpu: cpuUse} // sorts figures
+	p99 := percentile(figures, 99)
 	if target > 0 {
-		r.target, r.met = "p99 ≤ "+ms(target), verdict(len(figures) > 0 && percentile(figures, 99) <= target)
+		r.target, r.met = "p99 ≤ "+ms(target), verdict(len(figures) > 0 && p99 <= target)
 	}
 	extra := ""
 	if reconnects > 0 {
@@ -371,7 +387,7 @@ func (lg *loadgen) fanout(ctx context.Context, n, count int, gap time.Duration, 
 	if len(subErrs) > 0 {
 		lg.broken = append(lg.broken, fmt.Errorf("%s: %d subscribers failed, first: %w", name, len(subErrs), subErrs[0]))
 	}
-	return nil
+	return p99, nil
 }
 
 // drain waits until the subscribers hold want receipts, or none arrived for
