@@ -88,11 +88,20 @@ func (c *chain) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
 }
 
+// checkProtocol refuses a call that names a protocol other than ours. It
+// comes before credentials, in admit and in preauth alike.
+func checkProtocol(md metadata.MD) error {
+	if v := md.Get(protocolMD); len(v) > 0 && v[0] != ProtocolVersion {
+		return Errorf(CodeUnsupportedProtocol, "unsupported X-SVC-Protocol %q; this server speaks %s", v[0], ProtocolVersion)
+	}
+	return nil
+}
+
 // admit checks the protocol header, authenticates and authorizes.
 func (c *chain) admit(ctx context.Context, method string) (context.Context, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(protocolMD); len(v) > 0 && v[0] != ProtocolVersion {
-		return ctx, Errorf(CodeUnsupportedProtocol, "unsupported X-SVC-Protocol %q; this server speaks %s", v[0], ProtocolVersion)
+	if err := checkProtocol(md); err != nil {
+		return ctx, err
 	}
 	rule, known := auth.RuleFor(method)
 	if !known {

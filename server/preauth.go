@@ -43,6 +43,9 @@ func newPreauth(authn *auth.Authenticator, now func() time.Time) *preauth {
 
 // handle implements tap.ServerInHandle.
 func (a *preauth) handle(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if err := checkProtocol(info.Header); err != nil {
+		return ctx, ToStatus(err).Err()
+	}
 	rule, known := auth.RuleFor(info.FullMethodName)
 	if !known || rule.Public {
 		return ctx, nil // unknown methods are refused unread by gRPC; public ones are small

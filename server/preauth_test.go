@@ -38,6 +38,9 @@ func TestPreauth(t *testing.T) {
 		{"a malformed header", upload, metadata.Pairs("authorization", "Basic eA=="), codes.Unauthenticated},
 		{"a public method needs nothing", apiv1.Broker_Health_FullMethodName, nil, codes.OK},
 		{"an unknown method is left to gRPC", "/svc.v1.Nope/Nope", nil, codes.OK},
+		{"another protocol is refused before credentials", upload, metadata.Pairs("x-svc-protocol", "2"), codes.InvalidArgument},
+		{"another protocol with a good token", upload, metadata.Pairs("x-svc-protocol", "2", "authorization", "Bearer "+env.alice), codes.InvalidArgument},
+		{"our protocol with a good token", upload, metadata.Pairs("x-svc-protocol", "1", "authorization", "Bearer "+env.alice), codes.OK},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
