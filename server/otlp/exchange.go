@@ -1,11 +1,15 @@
 package otlp
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 )
 
 // maxBodyBytes bounds a request or response body kept in state: a bigger
@@ -92,29 +96,27 @@ func (u usage) data() map[string]any {
 
 // parseRequest reads an Anthropic Messages request body. A body that is too
 // big, not JSON or not an object (the producer truncates big bodies, which
-// breaks their JSON) gives a truncated request.
+// breaks their JSON) gives a truncated request. Only system, messages and
+// the tools' names are read; the rest is skipped, not decoded.
 func parseRequest(body, bodyID string, ts time.Time) *request {
 	r := &request{TS: ts, BodyID: bodyID}
-	obj, ok := bodyObject(body)
-	if !ok {
+	if !validBody(body) {
 		r.Truncated = true
 		return r
 	}
-	if v, ok := obj["system"]; ok && v != nil {
-		r.System = cleanJSON(v)
+	got := gjson.GetMany(body, "system", "messages", "tools")
+	r.System = cleanRaw(got[0])
+	if got[1].IsArray() {
+		r.Messages = cleanRaw(got[1])
 	}
-	if v, ok := obj["messages"].([]any); ok {
-		r.Messages = cleanJSON(v)
-	}
-	if tools, ok := obj["tools"].([]any); ok {
-		r.Tools = make([]string, 0, len(tools))
-		for _, t := range tools {
-			if m, ok := t.(map[string]any); ok {
-				if name, ok := m["name"].(string); ok {
-					r.Tools = append(r.Tools, name)
-				}
+	if got[2].IsArray() {
+		r.Tools = []string{}
+		got[2].ForEach(func(_, t gjson.Result) bool {
+			if name := t.Get("name"); t.IsObject() && name.Type == gjson.String {
+				r.Tools = append(r.Tools, name.String())
 			}
-		}
+			return true
+		})
 	}
 	if r.size() > maxBodyBytes {
 		return &request{TS: ts, BodyID: bodyID, Truncated: true}
@@ -127,26 +129,24 @@ func parseRequest(body, bodyID string, ts time.Time) *request {
 // message.id attribute) stands in for the body's id when it has none.
 func parseResponse(body, bodyID, messageID string) *response {
 	r := &response{BodyID: bodyID, ID: messageID}
-	obj, ok := bodyObject(body)
-	if !ok {
+	if !validBody(body) {
 		r.Truncated = true
 		return r
 	}
-	if id, ok := obj["id"].(string); ok && id != "" {
-		r.ID = id
+	got := gjson.GetMany(body, "id", "content", "stop_reason", "usage")
+	if got[0].Type == gjson.String && got[0].String() != "" {
+		r.ID = got[0].String()
 	}
-	if v, ok := obj["content"]; ok && v != nil {
-		r.Content = cleanJSON(v)
-	}
-	if s, ok := obj["stop_reason"].(string); ok {
+	r.Content = cleanRaw(got[1])
+	if got[2].Type == gjson.String {
+		s := got[2].String()
 		r.StopReason = &s
 	}
-	if u, ok := obj["usage"].(map[string]any); ok {
+	if u := got[3]; u.IsObject() {
+		n := u.Get
 		r.Usage = usage{
-			Input:         jsonInt(u["input_tokens"]),
-			Output:        jsonInt(u["output_tokens"]),
-			CacheRead:     jsonInt(u["cache_read_input_tokens"]),
-			CacheCreation: jsonInt(u["cache_creation_input_tokens"]),
+			Input: rawInt(n("input_tokens")), Output: rawInt(n("output_tokens")),
+			CacheRead: rawInt(n("cache_read_input_tokens")), CacheCreation: rawInt(n("cache_creation_input_tokens")),
 		}
 	}
 	if r.size() > maxBodyBytes {
@@ -155,18 +155,48 @@ func parseResponse(body, bodyID, messageID string) *response {
 	return r
 }
 
-// bodyObject decodes body as one JSON object, refusing bodies over
-// maxBodyBytes before reading them.
-func bodyObject(body string) (map[string]any, bool) {
+// validBody reports whether body is one JSON object of at most
+// maxBodyBytes, checked before anything is read from it.
+func validBody(body string) bool {
 	if len(body) > maxBodyBytes {
-		return nil, false
+		return false
 	}
-	v, err := decodeJSONValue([]byte(body))
-	if err != nil {
-		return nil, false
+	t := strings.TrimLeft(body, " \t\r\n")
+	return t != "" && t[0] == '{' && gjson.Valid(body)
+}
+
+// rawInt reads a JSON number as an integer, nil when v is not one.
+func rawInt(v gjson.Result) *int64 {
+	if v.Type != gjson.Number {
+		return nil
 	}
-	obj, ok := v.(map[string]any)
-	return obj, ok
+	return parseInt(v.Raw)
+}
+
+// needsCleaning reports whether raw JSON must be decoded and encoded again:
+// it could hold a thinking block (it names one, or spells something with
+// \u escapes, which could name one), or it is not valid UTF-8 (which the
+// round trip replaces, as every JSON reader of the row would need).
+func needsCleaning(b []byte) bool {
+	return bytes.Contains(b, []byte("thinking")) || bytes.Contains(b, []byte(`\u`)) || !utf8.Valid(b)
+}
+
+// cleanRaw returns a value's JSON with its thinking blocks removed (nil for
+// null, absent, or a thinking block itself). JSON that cannot hold one is
+// kept as it came, unread; the rest is decoded, stripped and encoded again.
+func cleanRaw(v gjson.Result) json.RawMessage {
+	if !v.Exists() || v.Type == gjson.Null {
+		return nil
+	}
+	b := json.RawMessage(v.Raw)
+	if !needsCleaning(b) {
+		return b
+	}
+	x, err := decodeJSONValue(b)
+	if err != nil || x == nil {
+		return nil
+	}
+	return cleanJSON(x)
 }
 
 func (r *request) size() int {
@@ -232,15 +262,6 @@ func cleanJSON(v any) json.RawMessage {
 		return nil
 	}
 	return b
-}
-
-// jsonInt reads a JSON number as an integer, nil when v is not one.
-func jsonInt(v any) *int64 {
-	n, ok := v.(json.Number)
-	if !ok {
-		return nil
-	}
-	return parseInt(string(n))
 }
 
 // parseInt reads an integer attribute, accepting an integral float

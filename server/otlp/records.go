@@ -43,7 +43,8 @@ type Record struct {
 	Attrs map[string]string
 	// Body is the log body when it is a string.
 	Body string
-	// Resource holds the resource attributes, rendered as Attrs are.
+	// Resource holds the resource attributes, rendered as Attrs are. The
+	// records of one resource share it: read it, never write it.
 	Resource map[string]string
 }
 
@@ -58,7 +59,7 @@ func Records(req *collogspb.ExportLogsServiceRequest) []Record {
 	var out []Record
 	for _, rl := range req.GetResourceLogs() {
 		res := renderAttrs(rl.GetResource().GetAttributes())
-		codexService := strings.Contains(strings.ToLower(res["service.name"]), "codex")
+		codexService := isCodexService(res)
 		for _, sl := range rl.GetScopeLogs() {
 			for _, lr := range sl.GetLogRecords() {
 				if lr == nil {
@@ -75,10 +76,7 @@ func record(lr *logspb.LogRecord, res map[string]string, codexService bool) Reco
 	r := Record{
 		Attrs:    renderAttrs(lr.GetAttributes()),
 		Time:     unixNano(lr.GetTimeUnixNano()),
-		Resource: make(map[string]string, len(res)),
-	}
-	for k, v := range res {
-		r.Resource[k] = v
+		Resource: res,
 	}
 	if r.Time.IsZero() {
 		r.Time = unixNano(lr.GetObservedTimeUnixNano())
@@ -86,24 +84,35 @@ func record(lr *logspb.LogRecord, res map[string]string, codexService bool) Reco
 	if s, ok := lr.GetBody().GetValue().(*commonpb.AnyValue_StringValue); ok {
 		r.Body = s.StringValue
 	}
-	name := r.Attrs["event.name"]
-	if name == "" {
-		name = lr.GetEventName()
-	}
-	if name == "" {
-		name = r.Body
-	}
-	var ok bool
-	if r.Name, r.Agent, ok = splitName(name); !ok {
-		if bare, agent, ok := splitName(r.Body); ok && bare == name {
-			r.Agent = agent
-		} else if codexService {
-			r.Agent = Codex
-		} else {
-			r.Agent = Claude
-		}
-	}
+	r.Name, r.Agent = nameRecord(r.Attrs, lr.GetEventName(), r.Body, codexService)
 	return r
+}
+
+// isCodexService reports whether resource attributes name a Codex service.
+func isCodexService(res map[string]string) bool {
+	return strings.Contains(strings.ToLower(res["service.name"]), "codex")
+}
+
+// nameRecord names a record and its agent (see Records).
+func nameRecord(attrs map[string]string, eventName, body string, codexService bool) (string, Agent) {
+	name := attrs["event.name"]
+	if name == "" {
+		name = eventName
+	}
+	if name == "" {
+		name = body
+	}
+	bare, agent, ok := splitName(name)
+	if ok {
+		return bare, agent
+	}
+	if b, agent, ok := splitName(body); ok && b == name {
+		return name, agent
+	}
+	if codexService {
+		return name, Codex
+	}
+	return name, Claude
 }
 
 // splitName strips a known agent prefix from name, reporting whether there
