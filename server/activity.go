@@ -168,6 +168,9 @@ func eventFromProto(field string, e *apiv1.ActivityEventInput, now time.Time) (s
 			return ev, invalid(field+".data.reason", "must be one of %s", strings.Join(closeReasons, ", "))
 		}
 	}
+	if ev.Kind == kindLLMExchange {
+		ev.ResponseID = e.GetData().GetFields()["responseId"].GetStringValue()
+	}
 	data, err := protojson.Marshal(e.GetData())
 	if err != nil {
 		return ev, invalid(field+".data", "%v", err)

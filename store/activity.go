@@ -13,6 +13,10 @@ type ActivityEvent struct {
 	TS          time.Time
 	ObjectiveID string // empty when none
 	Data        []byte // kind-specific JSON object
+	// ResponseID is an llm_exchange's data.responseId, which the writer
+	// sets beside Data so the store indexes it without parsing Data; ""
+	// when none. It is not read back.
+	ResponseID string
 }
 
 // ActivityFilter selects activity rows of one member.

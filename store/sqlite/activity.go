@@ -86,7 +86,7 @@ func (db *ActivityDB) appendEvents(ctx context.Context, tx *sql.Tx, events, out 
 	if len(events) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (member, kind, ts, objective_id, data) VALUES (?, ?, ?, ?, ?)`)
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (member, kind, ts, objective_id, data, response_id) VALUES (?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,8 @@ func (db *ActivityDB) appendEvents(ctx context.Context, tx *sql.Tx, events, out 
 			data = []byte("{}")
 		}
 		objective := sql.NullString{String: e.ObjectiveID, Valid: e.ObjectiveID != ""}
-		res, err := stmt.ExecContext(ctx, e.Member, e.Kind, ts.UnixMilli(), objective, string(data))
+		response := sql.NullString{String: e.ResponseID, Valid: e.ResponseID != ""}
+		res, err := stmt.ExecContext(ctx, e.Member, e.Kind, ts.UnixMilli(), objective, string(data), response)
 		if err != nil {
 			return err
 		}
@@ -111,7 +112,7 @@ func (db *ActivityDB) appendEvents(ctx context.Context, tx *sql.Tx, events, out 
 		}
 		e.ID = id
 		e.TS = fromMS(ts.UnixMilli())
-		e.Data = append([]byte(nil), data...)
+		e.Data = data
 		out[i] = e
 	}
 	return nil
@@ -240,12 +241,11 @@ FROM activity WHERE member = ? AND kind = 'llm_exchange' AND ts >= ? AND ts <= ?
 	COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_creation_tokens), 0), COUNT(*)
 FROM genai g WHERE g.member = ?1 AND g.ts >= ?2 AND g.ts <= ?3
 	AND NOT (g.response_id != '' AND EXISTS (SELECT 1 FROM activity a WHERE a.member = g.member
-		AND a.kind = 'llm_exchange' AND a.ts >= ?2 AND a.ts <= ?3
-		AND json_extract(a.data, '$.responseId') = g.response_id))
+		AND a.response_id = g.response_id AND a.kind = 'llm_exchange' AND a.ts >= ?2 AND a.ts <= ?3))
 	AND NOT EXISTS (SELECT 1 FROM activity a WHERE a.member = g.member
 		AND a.kind = 'llm_exchange' AND a.ts >= ?2 AND a.ts <= ?3
 		AND a.ts >= g.ts - ?4 AND a.ts <= g.ts + ?4 + ?5
-		AND (g.response_id = '' OR COALESCE(json_extract(a.data, '$.responseId'), '') = '')
+		AND (g.response_id = '' OR a.response_id IS NULL)
 		AND g.ts >= a.ts - MIN(MAX(COALESCE(json_extract(a.data, '$.durationMs'), 0), 0), ?5) - ?4
 		AND (g.model = '' OR COALESCE(json_extract(a.data, '$.model'), '') IN ('', g.model)))`,
 		member, lo, hi, slack, maxDur).

@@ -8,16 +8,20 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
 // upTo is the main migrations up to and including version, as an older
 // build would have applied them.
-func upTo(t *testing.T, version string) fs.FS {
+func upTo(t *testing.T, version string) fs.FS { return upToIn(t, mainMigrations, version) }
+
+// upToIn is upTo for the migrations of dir.
+func upToIn(t *testing.T, dir, version string) fs.FS {
 	t.Helper()
 	out := fstest.MapFS{}
-	all := subFS(mainMigrations)
+	all := subFS(dir)
 	names, err := fs.Glob(all, "*.sql")
 	require.NoError(t, err)
 	for _, n := range names {
@@ -76,4 +80,34 @@ func TestMigrationsKeepOlderData(t *testing.T) {
 		require.Len(t, ss[0].ID, 32)
 		require.Empty(t, strings.Trim(ss[0].ID, "0123456789abcdef"))
 	}
+}
+
+// Exchanges stored before migration 0004 get their response id column, so
+// usage still counts their inference records once.
+func TestActivityMigrationsKeepOlderData(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old-activity.db")
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	require.NoError(t, migrate(ctx, raw, upToIn(t, activityMigrations, "0003"), newOptions(nil)))
+	for _, q := range []string{
+		`INSERT INTO activity (member, kind, ts, data) VALUES ('ann', 'llm_exchange', 1000, '{"responseId":"resp_1","usage":{"inputTokens":10}}')`,
+		`INSERT INTO activity (member, kind, ts, data) VALUES ('ann', 'llm_exchange', 1000, '{"responseId":7,"usage":{"inputTokens":20}}')`,
+		`INSERT INTO activity (member, kind, ts, data) VALUES ('ann', 'tool_action', 1000, '{"responseId":"resp_2"}')`,
+		`INSERT INTO genai_raw (sha, bytes) VALUES ('s', x'00')`,
+		`INSERT INTO genai (id, member, ts, provider, api, model, response_id, input_tokens, raw_sha) VALUES ('g1', 'ann', 900000, 'anthropic', 'messages', 'm', 'resp_1', 100, 's')`,
+		`INSERT INTO genai (id, member, ts, provider, api, model, response_id, input_tokens, raw_sha) VALUES ('g2', 'ann', 900000, 'anthropic', 'messages', 'm', 'resp_2', 1000, 's')`,
+	} {
+		_, err := raw.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	require.NoError(t, raw.Close())
+
+	db, err := OpenActivity(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	u, err := db.ActivityUsage(ctx, "ann", time.Time{}, time.Time{})
+	require.NoError(t, err)
+	require.Equal(t, int64(10+20+1000), u.InputTokens, "g1 is carried by its exchange; g2's id is only on a tool_action")
 }

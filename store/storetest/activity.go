@@ -353,7 +353,7 @@ func testOldestFirstAndMarkers(t *testing.T, s store.ActivityStore) {
 func testActivityUsage(t *testing.T, s store.ActivityStore) {
 	ctx := t.Context()
 	exchange := func(ts time.Time, responseID string, in, out int64, cost float64) store.ActivityEvent {
-		return store.ActivityEvent{Member: "alice", Kind: "llm_exchange", TS: ts, Data: []byte(fmt.Sprintf(
+		return store.ActivityEvent{Member: "alice", Kind: "llm_exchange", TS: ts, ResponseID: responseID, Data: []byte(fmt.Sprintf(
 			`{"model":"m","responseId":%q,"usage":{"inputTokens":%d,"outputTokens":%d,"cacheReadTokens":1,"cacheCreationTokens":2},"costUsd":%g}`,
 			responseID, in, out, cost))}
 	}
@@ -471,7 +471,7 @@ func testListMaxBytes(t *testing.T, s store.ActivityStore) {
 func testActivityUsageJoins(t *testing.T, s store.ActivityStore) {
 	ctx := t.Context()
 	exchange := func(member string, ts time.Time, model, responseID string, durationMs int) store.ActivityEvent {
-		return store.ActivityEvent{Member: member, Kind: "llm_exchange", TS: ts, Data: fmt.Appendf(nil,
+		return store.ActivityEvent{Member: member, Kind: "llm_exchange", TS: ts, ResponseID: responseID, Data: fmt.Appendf(nil,
 			`{"model":%q,"responseId":%q,"durationMs":%d,"usage":{"inputTokens":1000}}`, model, responseID, durationMs)}
 	}
 	record := func(member string, ts time.Time, model, responseID string) store.GenAIRecord {
