@@ -207,9 +207,10 @@ func (s *Server) AttachActivity(ctx context.Context, p *auth.Principal, member, 
 	return s.core.attachActivity(ctx, p, member, lastID)
 }
 
-// ExportLogs takes one OTLP log export of p, for the OTLP/HTTP route.
-func (s *Server) ExportLogs(ctx context.Context, p *auth.Principal, req *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
-	return s.core.exportLogs(ctx, p, req)
+// ExportLogs takes one OTLP log export of p, for the OTLP/HTTP route: b is
+// the body, encoded as encoding (OTLPProtobuf or OTLPJSON) says.
+func (s *Server) ExportLogs(ctx context.Context, p *auth.Principal, encoding string, b []byte) (*collogspb.ExportLogsServiceResponse, error) {
+	return s.core.exportLogsBody(ctx, p, encoding, b)
 }
 
 // UploadGenAI stores one inference upload of p into member's records, for

@@ -3,10 +3,10 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -41,6 +41,32 @@ type telemetry struct {
 	// members are the members that exported since the broker started (or
 	// had state stored): the team bounds them.
 	members map[string]*memberTelemetry
+	// slots bounds the exports decoded, correlated and committed at once:
+	// ingest is CPU-bound, and left unbounded it takes every core from
+	// chat.
+	slots chan struct{}
+}
+
+// ingestSlots is how many exports are taken at once: half the cores, at
+// least one, so chat always has cores of its own.
+func ingestSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+// slotWait bounds how long an export waits for a slot before it is told to
+// come back (503 with Retry-After, which exporters honour).
+const slotWait = 30 * time.Second
+
+// slot waits for an ingest slot and returns its release.
+func (t *telemetry) slot(ctx context.Context) (func(), error) {
+	timer := time.NewTimer(slotWait)
+	defer timer.Stop()
+	select {
+	case t.slots <- struct{}{}:
+		return func() { <-t.slots }, nil
+	case <-timer.C:
+		return nil, &Error{Code: CodeUnavailable, RetryAfter: 5 * time.Second, Message: "telemetry ingest is saturated; retry later"}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // memberTelemetry serializes one member's exports, so its state is
@@ -61,6 +87,7 @@ func newTelemetry(w *activityWriter, flushAfter time.Duration, now func() time.T
 		writer: w, log: log, now: now,
 		every:   min(max(flushAfter/12, 100*time.Millisecond), 10*time.Second),
 		members: map[string]*memberTelemetry{},
+		slots:   make(chan struct{}, ingestSlots()),
 	}
 }
 
@@ -93,32 +120,68 @@ func (t *telemetry) load(ctx context.Context, st store.ActivityStore) error {
 	return nil
 }
 
-// export correlates one export of member's records and commits what it
-// completed with the member's new state; it returns how many records could
-// not be used.
-func (t *telemetry) export(ctx context.Context, member string, req *collogspb.ExportLogsServiceRequest) (int64, error) {
-	recs := otlp.Records(req)
+// prepared is an export correlated and ready to commit. It holds the
+// flush gate (shared) and its member's lock until commit releases them.
+type prepared struct {
+	member   string
+	m        *memberTelemetry
+	batch    store.ActivityBatch
+	state    []byte
+	rejected int64
+}
+
+// prepare correlates one export of member's records. On success the
+// caller must commit the result.
+func (t *telemetry) prepare(member string, recs []otlp.Record) (*prepared, error) {
+	t.gate.RLock()
+	m := t.member(member)
+	m.mu.Lock()
+	evs, rejected := t.corr.Ingest(member, recs)
+	b, state, err := t.batch(member, evs, m.committed)
+	if err != nil {
+		t.restore(member, m)
+		m.mu.Unlock()
+		t.gate.RUnlock()
+		return nil, err
+	}
+	return &prepared{member: member, m: m, batch: b, state: state, rejected: int64(rejected)}, nil
+}
+
+// commit stores a prepared export (its rows and its member's new state) and
+// releases its locks; it returns how many records could not be used. When
+// the commit fails the state goes back to what was committed, so the
+// exporter's retry finds it as it was.
+func (t *telemetry) commit(ctx context.Context, p *prepared) (int64, error) {
+	defer t.gate.RUnlock()
+	defer p.m.mu.Unlock()
+	if len(p.batch.Events) > 0 || len(p.batch.States) > 0 {
+		if _, err := t.writer.write(ctx, p.batch); err != nil {
+			t.restore(p.member, p.m)
+			return 0, err
+		}
+	}
+	p.m.committed = p.state
+	return p.rejected, nil
+}
+
+// export correlates and commits one export of member's records; it
+// returns how many records could not be used.
+func (t *telemetry) export(ctx context.Context, member string, recs []otlp.Record) (int64, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	t.gate.RLock()
-	defer t.gate.RUnlock()
-	m := t.member(member)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	evs, rejected := t.corr.Ingest(member, recs)
-	b, state, err := t.batch(member, evs, m.committed)
-	if err == nil && (len(b.Events) > 0 || len(b.States) > 0) {
-		_, err = t.writer.write(ctx, b)
-	}
+	p, err := t.prepare(member, recs)
 	if err != nil {
-		if rerr := t.corr.Restore(member, m.committed); rerr != nil {
-			t.log.ErrorContext(ctx, "telemetry state not restored", "member", member, "err", rerr)
-		}
 		return 0, err
 	}
-	m.committed = state
-	return int64(rejected), nil
+	return t.commit(ctx, p)
+}
+
+// restore puts member's correlator state back to what was committed.
+func (t *telemetry) restore(member string, m *memberTelemetry) {
+	if err := t.corr.Restore(member, m.committed); err != nil {
+		t.log.Error("telemetry state not restored", "member", member, "err", err)
+	}
 }
 
 // batch is what committing member's events and current state writes: the
@@ -126,11 +189,15 @@ func (t *telemetry) export(ctx context.Context, member string, req *collogspb.Ex
 func (t *telemetry) batch(member string, evs []otlp.Event, committed []byte) (store.ActivityBatch, []byte, error) {
 	var b store.ActivityBatch
 	for _, ev := range evs {
-		data, err := json.Marshal(ev.Data)
+		data, err := ev.MarshalData()
 		if err != nil {
 			return b, nil, fmt.Errorf("encode %s row: %w", ev.Kind, err)
 		}
-		b.Events = append(b.Events, store.ActivityEvent{Member: member, Kind: ev.Kind, TS: ev.TS, Data: data})
+		row := store.ActivityEvent{Member: member, Kind: ev.Kind, TS: ev.TS, Data: data}
+		if ev.Kind == kindLLMExchange {
+			row.ResponseID, _ = ev.Data["responseId"].(string)
+		}
+		b.Events = append(b.Events, row)
 	}
 	state, err := t.corr.State(member)
 	if err != nil {
@@ -206,21 +273,62 @@ var _ collogspb.LogsServiceServer = (*OTLPLogs)(nil)
 
 // Export implements collogspb.LogsServiceServer.
 func (s *OTLPLogs) Export(ctx context.Context, req *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
-	return s.exportLogs(ctx, mustPrincipal(ctx), req)
+	return s.exportLogs(ctx, mustPrincipal(ctx), func() ([]otlp.Record, error) {
+		if err := otlp.CheckDepth(req); err != nil {
+			return nil, invalid("resourceLogs", "values nest more than %d levels deep", otlp.MaxValueDepth)
+		}
+		return otlp.Records(req), nil
+	})
 }
 
-// exportLogs takes one export of p's records.
-func (c *core) exportLogs(ctx context.Context, p *auth.Principal, req *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
+// Encodings of an OTLP/HTTP body.
+const (
+	OTLPProtobuf = "protobuf"
+	OTLPJSON     = "json"
+)
+
+// exportLogsBody takes one OTLP/HTTP export of p, encoded as encoding
+// says; it is decoded in p's ingest slot.
+func (c *core) exportLogsBody(ctx context.Context, p *auth.Principal, encoding string, b []byte) (*collogspb.ExportLogsServiceResponse, error) {
+	return c.exportLogs(ctx, p, func() ([]otlp.Record, error) {
+		var recs []otlp.Record
+		var err error
+		if encoding == OTLPJSON {
+			var req *collogspb.ExportLogsServiceRequest
+			if req, err = otlp.DecodeJSON(b); err == nil {
+				recs = otlp.Records(req)
+			}
+		} else {
+			recs, err = otlp.DecodeProtoRecords(b)
+		}
+		if err != nil {
+			return nil, &Error{Code: CodeBadRequest, Message: "body: not an OTLP logs export: " + err.Error(), Err: err}
+		}
+		return recs, nil
+	})
+}
+
+// exportLogs takes one export of p's records: it waits for an ingest slot,
+// then decodes (decode), correlates and commits.
+func (c *core) exportLogs(ctx context.Context, p *auth.Principal, decode func() ([]otlp.Record, error)) (*collogspb.ExportLogsServiceResponse, error) {
 	if err := bearerOnly(p); err != nil {
 		return nil, err
 	}
 	if c.tel == nil {
 		return nil, errNoActivityStore
 	}
-	if err := otlp.CheckDepth(req); err != nil {
-		return nil, invalid("resourceLogs", "values nest more than %d levels deep", otlp.MaxValueDepth)
+	// The slot is held through the commit: what one export costs, its
+	// decoding and its write alike, counts against the cores it may take.
+	release, err := c.tel.slot(ctx)
+	if err != nil {
+		return nil, err
 	}
-	rejected, err := c.tel.export(ctx, p.Member, req)
+	defer release()
+	recs, err := decode()
+	if err != nil {
+		return nil, err
+	}
+	rejected, err := c.tel.export(ctx, p.Member, recs)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 
 	"svc/server/hub"
+	"svc/server/otlp"
 	"svc/store"
 	"svc/store/sqlite"
 )
@@ -42,8 +43,8 @@ func claudeRecord(name string, pairs ...string) *logspb.LogRecord {
 	return lr
 }
 
-func export(recs ...*logspb.LogRecord) *collogspb.ExportLogsServiceRequest {
-	return &collogspb.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{{ScopeLogs: []*logspb.ScopeLogs{{LogRecords: recs}}}}}
+func records(recs ...*logspb.LogRecord) []otlp.Record {
+	return otlp.Records(&collogspb.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{{ScopeLogs: []*logspb.ScopeLogs{{LogRecords: recs}}}}})
 }
 
 const requestBody = `{"model":"claude-test","system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":"hi"}]}`
@@ -99,7 +100,7 @@ func TestTelemetryCommitsRowsWithTheirState(t *testing.T) {
 	tel := startTelemetry(t, act, time.Hour, time.Now)
 	ctx := context.Background()
 
-	rejected, err := tel.export(ctx, "ann", export(bodyRecord("1"), claudeRecord("claude_code.plugin_loaded")))
+	rejected, err := tel.export(ctx, "ann", records(bodyRecord("1"), claudeRecord("claude_code.plugin_loaded")))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), rejected, "a record svc does not use is counted")
 	states, err := act.CorrelationStates(ctx)
@@ -109,7 +110,7 @@ func TestTelemetryCommitsRowsWithTheirState(t *testing.T) {
 
 	// A broker restarted now finds the body and pairs it.
 	tel2 := startTelemetry(t, act, time.Hour, time.Now)
-	_, err = tel2.export(ctx, "ann", export(accountingRecord("req_1"), responseRecord("req_1")))
+	_, err = tel2.export(ctx, "ann", records(accountingRecord("req_1"), responseRecord("req_1")))
 	require.NoError(t, err)
 	ex := exchanges(t, act, "ann")
 	require.Len(t, ex, 1)
@@ -126,12 +127,12 @@ func TestTelemetryFailedCommitLeavesStateAsAcknowledged(t *testing.T) {
 	ctx := context.Background()
 
 	act.fail.Store(1)
-	_, err := tel.export(ctx, "ann", export(bodyRecord("1")))
+	_, err := tel.export(ctx, "ann", records(bodyRecord("1")))
 	require.Error(t, err, "the export is not acknowledged")
 	// The exporter retries the same records; they must be taken once.
-	_, err = tel.export(ctx, "ann", export(bodyRecord("1")))
+	_, err = tel.export(ctx, "ann", records(bodyRecord("1")))
 	require.NoError(t, err)
-	_, err = tel.export(ctx, "ann", export(accountingRecord("req_1"), responseRecord("req_1"), accountingRecord("req_2")))
+	_, err = tel.export(ctx, "ann", records(accountingRecord("req_1"), responseRecord("req_1"), accountingRecord("req_2")))
 	require.NoError(t, err)
 	ex := exchanges(t, act, "ann")
 	require.Len(t, ex, 2)
@@ -148,7 +149,7 @@ func TestTelemetryFlushRunsOnATimer(t *testing.T) {
 	tel := startTelemetry(t, act, time.Minute, now)
 	ctx := context.Background()
 
-	_, err := tel.export(ctx, "ann", export(bodyRecord("1")))
+	_, err := tel.export(ctx, "ann", records(bodyRecord("1")))
 	require.NoError(t, err)
 	tel.flush(ctx)
 	require.Empty(t, exchanges(t, act, "ann"), "a body younger than the flush age waits")
@@ -166,7 +167,7 @@ func TestTelemetryFlushRunsOnATimer(t *testing.T) {
 	require.Empty(t, states, "the flushed member's state is cleared with the row")
 
 	// The loop itself flushes without being asked.
-	_, err = tel.export(ctx, "bob", export(bodyRecord("1")))
+	_, err = tel.export(ctx, "bob", records(bodyRecord("1")))
 	require.NoError(t, err)
 	clock.Add(time.Minute.Milliseconds())
 	tel.every = 10 * time.Millisecond
