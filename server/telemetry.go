@@ -45,19 +45,18 @@ type telemetry struct {
 	// ingest is CPU-bound, and left unbounded it takes every core from
 	// chat.
 	slots chan struct{}
+	// slotWait bounds how long an export waits for a slot before it is
+	// told to come back (503 with Retry-After, which exporters honour).
+	slotWait time.Duration
 }
 
 // ingestSlots is how many exports are taken at once: half the cores, at
 // least one, so chat always has cores of its own.
 func ingestSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
-// slotWait bounds how long an export waits for a slot before it is told to
-// come back (503 with Retry-After, which exporters honour).
-const slotWait = 30 * time.Second
-
 // slot waits for an ingest slot and returns its release.
 func (t *telemetry) slot(ctx context.Context) (func(), error) {
-	timer := time.NewTimer(slotWait)
+	timer := time.NewTimer(t.slotWait)
 	defer timer.Stop()
 	select {
 	case t.slots <- struct{}{}:
@@ -85,9 +84,10 @@ func newTelemetry(w *activityWriter, flushAfter time.Duration, now func() time.T
 	return &telemetry{
 		corr:   otlp.NewCorrelator(otlp.Options{FlushAfter: flushAfter, Now: now}),
 		writer: w, log: log, now: now,
-		every:   min(max(flushAfter/12, 100*time.Millisecond), 10*time.Second),
-		members: map[string]*memberTelemetry{},
-		slots:   make(chan struct{}, ingestSlots()),
+		every:    min(max(flushAfter/12, 100*time.Millisecond), 10*time.Second),
+		members:  map[string]*memberTelemetry{},
+		slots:    make(chan struct{}, ingestSlots()),
+		slotWait: 30 * time.Second,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 
+	"svc/server/auth"
 	"svc/server/hub"
 	"svc/server/otlp"
 	"svc/store"
@@ -176,4 +177,46 @@ func TestTelemetryFlushRunsOnATimer(t *testing.T) {
 	go func() { tel.run(runCtx); close(done) }()
 	defer func() { cancel(); <-done }()
 	require.Eventually(t, func() bool { return len(exchanges(t, act, "bob")) == 1 }, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestTelemetryIngestSlots: an export waits for one of a bounded number
+// of slots before anything of it is decoded; one that waits too long is
+// told to come back, with nothing stored, and an abandoned one stops
+// waiting.
+func TestTelemetryIngestSlots(t *testing.T) {
+	act := memActivity(t)
+	tel := startTelemetry(t, act, time.Hour, time.Now)
+	tel.slotWait = 20 * time.Millisecond
+	c := &core{tel: tel}
+	ann := &auth.Principal{Member: "ann", Via: auth.ViaBearer}
+	ctx := context.Background()
+	var decoded atomic.Int32
+	decode := func() ([]otlp.Record, error) {
+		decoded.Add(1)
+		return records(accountingRecord("req_slot")), nil
+	}
+
+	for range cap(tel.slots) {
+		tel.slots <- struct{}{} // every slot busy
+	}
+	_, err := c.exportLogs(ctx, ann, decode)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, CodeUnavailable, e.Code)
+	require.Positive(t, e.RetryAfter, "exporters are told when to come back")
+	require.Zero(t, decoded.Load(), "nothing is decoded without a slot")
+	require.Empty(t, exchanges(t, act, "ann"))
+
+	tel.slotWait = time.Hour
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = c.exportLogs(cctx, ann, decode)
+	require.ErrorIs(t, err, context.Canceled, "a caller that went away stops waiting")
+
+	<-tel.slots // one slot frees
+	_, err = c.exportLogs(ctx, ann, decode)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), decoded.Load())
+	require.Len(t, exchanges(t, act, "ann"), 1)
+	require.Len(t, tel.slots, cap(tel.slots)-1, "the slot is given back after the commit")
 }
