@@ -47,13 +47,7 @@ func FuzzDecodeJSON(f *testing.F) {
 }
 
 func FuzzDecodeProto(f *testing.F) {
-	for _, req := range []proto.Message{sampleRequest(), nestedRequest(MaxValueDepth), nestedRequest(MaxValueDepth + 1)} {
-		b, err := proto.Marshal(req)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addProtoSeeds(f)
 	f.Add([]byte{})
 	f.Add([]byte{0})
 	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})

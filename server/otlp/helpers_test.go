@@ -10,7 +10,20 @@ import (
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
+
+// addProtoSeeds seeds f with the sample export and exports nested at and
+// past the value depth limit, as binary protobuf.
+func addProtoSeeds(f *testing.F) {
+	for _, req := range []proto.Message{sampleRequest(), nestedRequest(MaxValueDepth), nestedRequest(MaxValueDepth + 1)} {
+		b, err := proto.Marshal(req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
 
 // encodeOTLPJSON writes req as OTLP/JSON: protojson, with the LogRecord ids
 // in hex as OTLP/JSON requires. snake selects the proto field names.

@@ -63,10 +63,34 @@ func field(b []byte) (num protowire.Number, typ protowire.Type, val []byte, n in
 	return num, typ, val, n + m, nil
 }
 
-// want checks a known field's wire type; another is uncommon.
-func want(typ, known protowire.Type) error {
-	if typ != known {
-		return errUncommon
+// uncommon lists a field whose presence makes a request uncommon.
+const uncommon protowire.Type = -1
+
+// fields says what a decoder reads of a message: the wire type of each
+// field number it reads. A listed field of another wire type, or one
+// listed as uncommon, makes the request uncommon; fields not listed are
+// skipped (still checked to be well formed), as protobuf skips fields it
+// does not know.
+type fields map[protowire.Number]protowire.Type
+
+// walk calls fn with each field of message b that fs lists, in order.
+func walk(b []byte, fs fields, fn func(num protowire.Number, v []byte) error) error {
+	for len(b) > 0 {
+		num, typ, v, n, err := field(b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+		want, read := fs[num]
+		if !read {
+			continue
+		}
+		if typ != want {
+			return errUncommon
+		}
+		if err := fn(num, v); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -79,72 +103,107 @@ func utf8String(v []byte) (string, error) {
 	return string(v), nil
 }
 
+// checkString checks a string field no record reads.
+func checkString(_ protowire.Number, v []byte) error {
+	_, err := utf8String(v)
+	return err
+}
+
+var (
+	requestFields      = fields{1: protowire.BytesType} // resource_logs
+	resourceLogsFields = fields{
+		1: protowire.BytesType, // resource
+		2: protowire.BytesType, // scope_logs
+		3: protowire.BytesType, // schema_url
+	}
+	resourceFields = fields{
+		1: protowire.BytesType,  // attributes
+		2: protowire.VarintType, // dropped_attributes_count
+		3: uncommon,             // entity_refs
+	}
+	scopeLogsFields = fields{
+		1: protowire.BytesType, // scope
+		2: protowire.BytesType, // log_records
+		3: protowire.BytesType, // schema_url
+	}
+	scopeFields = fields{
+		1: protowire.BytesType,  // name
+		2: protowire.BytesType,  // version
+		3: protowire.BytesType,  // attributes
+		4: protowire.VarintType, // dropped_attributes_count
+	}
+	logRecordFields = fields{
+		1:  protowire.Fixed64Type, // time_unix_nano
+		2:  protowire.VarintType,  // severity_number
+		3:  protowire.BytesType,   // severity_text
+		5:  protowire.BytesType,   // body
+		6:  protowire.BytesType,   // attributes
+		7:  protowire.VarintType,  // dropped_attributes_count
+		8:  protowire.Fixed32Type, // flags
+		9:  protowire.BytesType,   // trace_id
+		10: protowire.BytesType,   // span_id
+		11: protowire.Fixed64Type, // observed_time_unix_nano
+		12: protowire.BytesType,   // event_name
+	}
+	keyValueFields = fields{
+		1: protowire.BytesType, // key
+		2: protowire.BytesType, // value
+		3: uncommon,            // key_strindex
+	}
+	anyValueFields = fields{
+		1: protowire.BytesType,   // string_value
+		2: protowire.VarintType,  // bool_value
+		3: protowire.VarintType,  // int_value
+		4: protowire.Fixed64Type, // double_value
+		5: protowire.BytesType,   // array_value
+		6: protowire.BytesType,   // kvlist_value
+		7: protowire.BytesType,   // bytes_value
+		8: uncommon,              // string_value_strindex
+	}
+)
+
 func decodeRequest(b []byte) ([]Record, error) {
 	var out []Record
-	for len(b) > 0 {
-		num, typ, v, n, err := field(b)
-		if err != nil {
-			return nil, err
-		}
-		b = b[n:]
-		if num != 1 {
-			continue // unknown to the request too
-		}
-		if err := want(typ, protowire.BytesType); err != nil {
-			return nil, err
-		}
-		if out, err = decodeResourceLogs(v, out); err != nil {
-			return nil, err
-		}
+	err := walk(b, requestFields, func(_ protowire.Number, v []byte) (err error) {
+		out, err = decodeResourceLogs(v, out)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 func decodeResourceLogs(b []byte, out []Record) ([]Record, error) {
 	var (
-		scopes      [][]byte
-		res         map[string]string
-		resSeen     bool
-		hasResource bool
+		scopes  [][]byte
+		res     map[string]string
+		resSeen bool
 	)
-	for len(b) > 0 {
-		num, typ, v, n, err := field(b)
-		if err != nil {
-			return nil, err
-		}
-		b = b[n:]
+	err := walk(b, resourceLogsFields, func(num protowire.Number, v []byte) (err error) {
 		switch num {
-		case 1: // resource
-			if err := want(typ, protowire.BytesType); err != nil {
-				return nil, err
-			}
+		case 1:
 			if resSeen {
-				return nil, errUncommon
+				return errUncommon
 			}
-			resSeen, hasResource = true, true
-			if res, err = decodeResource(v); err != nil {
-				return nil, err
-			}
-		case 2: // scope_logs
-			if err := want(typ, protowire.BytesType); err != nil {
-				return nil, err
-			}
+			resSeen = true
+			res, err = decodeResource(v)
+			return err
+		case 2:
 			scopes = append(scopes, v)
-		case 3: // schema_url
-			if err := want(typ, protowire.BytesType); err != nil {
-				return nil, err
-			}
-			if _, err := utf8String(v); err != nil {
-				return nil, err
-			}
+			return nil
+		default:
+			return checkString(num, v)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	if !hasResource {
+	if !resSeen {
 		res = renderAttrs(nil)
 	}
 	codexService := isCodexService(res)
 	for _, s := range scopes {
-		var err error
 		if out, err = decodeScopeLogs(s, res, codexService, out); err != nil {
 			return nil, err
 		}
@@ -154,27 +213,14 @@ func decodeResourceLogs(b []byte, out []Record) ([]Record, error) {
 
 func decodeResource(b []byte) (map[string]string, error) {
 	m := map[string]string{}
-	for len(b) > 0 {
-		num, typ, v, n, err := field(b)
-		if err != nil {
-			return nil, err
+	err := walk(b, resourceFields, func(num protowire.Number, v []byte) error {
+		if num == 1 {
+			return decodeKeyValue(v, m)
 		}
-		b = b[n:]
-		switch num {
-		case 1: // attributes
-			if err := want(typ, protowire.BytesType); err != nil {
-				return nil, err
-			}
-			if err := decodeKeyValue(v, m); err != nil {
-				return nil, err
-			}
-		case 2: // dropped_attributes_count
-			if err := want(typ, protowire.VarintType); err != nil {
-				return nil, err
-			}
-		case 3: // entity_refs
-			return nil, errUncommon
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, k := range privateAttrs {
 		delete(m, k)
@@ -185,37 +231,23 @@ func decodeResource(b []byte) (map[string]string, error) {
 func decodeScopeLogs(b []byte, res map[string]string, codexService bool, out []Record) ([]Record, error) {
 	scopeSeen := false
 	var logs [][]byte
-	for len(b) > 0 {
-		num, typ, v, n, err := field(b)
-		if err != nil {
-			return nil, err
-		}
-		b = b[n:]
+	err := walk(b, scopeLogsFields, func(num protowire.Number, v []byte) error {
 		switch num {
-		case 1: // scope
-			if err := want(typ, protowire.BytesType); err != nil {
-				return nil, err
-			}
+		case 1:
 			if scopeSeen {
-				return nil, errUncommon
+				return errUncommon
 			}
 			scopeSeen = true
-			if err := checkScope(v); err != nil {
-				return nil, err
-			}
-		case 2: // log_records
-			if err := want(typ, protowire.BytesType); err != nil {
-				return nil, err
-			}
+			return checkScope(v)
+		case 2:
 			logs = append(logs, v)
-		case 3: // schema_url
-			if err := want(typ, protowire.BytesType); err != nil {
-				return nil, err
-			}
-			if _, err := utf8String(v); err != nil {
-				return nil, err
-			}
+			return nil
+		default:
+			return checkString(num, v)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, l := range logs {
 		r, err := decodeLogRecord(l, res, codexService)
@@ -231,34 +263,15 @@ func decodeScopeLogs(b []byte, res map[string]string, codexService bool, out []R
 // protobuf would decode it.
 func checkScope(b []byte) error {
 	discard := map[string]string{}
-	for len(b) > 0 {
-		num, typ, v, n, err := field(b)
-		if err != nil {
-			return err
-		}
-		b = b[n:]
+	return walk(b, scopeFields, func(num protowire.Number, v []byte) error {
 		switch num {
-		case 1, 2: // name, version
-			if err := want(typ, protowire.BytesType); err != nil {
-				return err
-			}
-			if _, err := utf8String(v); err != nil {
-				return err
-			}
-		case 3: // attributes
-			if err := want(typ, protowire.BytesType); err != nil {
-				return err
-			}
-			if err := decodeKeyValue(v, discard); err != nil {
-				return err
-			}
-		case 4: // dropped_attributes_count
-			if err := want(typ, protowire.VarintType); err != nil {
-				return err
-			}
+		case 1, 2:
+			return checkString(num, v)
+		case 3:
+			return decodeKeyValue(v, discard)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func decodeLogRecord(b []byte, res map[string]string, codexService bool) (Record, error) {
@@ -269,69 +282,39 @@ func decodeLogRecord(b []byte, res map[string]string, codexService bool) (Record
 		eventName              string
 	)
 	attrs := map[string]string{}
-	for len(b) > 0 {
-		num, typ, v, n, err := field(b)
-		if err != nil {
-			return Record{}, err
-		}
-		b = b[n:]
+	err := walk(b, logRecordFields, func(num protowire.Number, v []byte) error {
 		switch num {
-		case 1, 11: // time_unix_nano, observed_time_unix_nano
-			if err := want(typ, protowire.Fixed64Type); err != nil {
-				return Record{}, err
-			}
-			t, _ := protowire.ConsumeFixed64(v)
-			if num == 1 {
-				timeNano = t
-			} else {
-				observedNano = t
-			}
-		case 2, 7: // severity_number, dropped_attributes_count
-			if err := want(typ, protowire.VarintType); err != nil {
-				return Record{}, err
-			}
-		case 3, 12: // severity_text, event_name
-			if err := want(typ, protowire.BytesType); err != nil {
-				return Record{}, err
-			}
+		case 1:
+			timeNano, _ = protowire.ConsumeFixed64(v)
+		case 11:
+			observedNano, _ = protowire.ConsumeFixed64(v)
+		case 3, 12:
 			s, err := utf8String(v)
 			if err != nil {
-				return Record{}, err
+				return err
 			}
 			if num == 12 {
 				eventName = s
 			}
-		case 5: // body
-			if err := want(typ, protowire.BytesType); err != nil {
-				return Record{}, err
-			}
+		case 5:
 			if bodySeen {
-				return Record{}, errUncommon
+				return errUncommon
 			}
 			bodySeen = true
 			val, err := decodeAnyValue(v)
 			if err != nil {
-				return Record{}, err
+				return err
 			}
 			if val.isString {
 				body = val.s
 			}
-		case 6: // attributes
-			if err := want(typ, protowire.BytesType); err != nil {
-				return Record{}, err
-			}
-			if err := decodeKeyValue(v, attrs); err != nil {
-				return Record{}, err
-			}
-		case 8: // flags
-			if err := want(typ, protowire.Fixed32Type); err != nil {
-				return Record{}, err
-			}
-		case 9, 10: // trace_id, span_id
-			if err := want(typ, protowire.BytesType); err != nil {
-				return Record{}, err
-			}
+		case 6:
+			return decodeKeyValue(v, attrs)
 		}
+		return nil
+	})
+	if err != nil {
+		return Record{}, err
 	}
 	for _, k := range privateAttrs {
 		delete(attrs, k)
@@ -352,34 +335,20 @@ func decodeKeyValue(b []byte, m map[string]string) error {
 		val       anyValue
 		valueSeen bool
 	)
-	for len(b) > 0 {
-		num, typ, v, n, err := field(b)
-		if err != nil {
+	err := walk(b, keyValueFields, func(num protowire.Number, v []byte) (err error) {
+		if num == 1 {
+			key, err = utf8String(v)
 			return err
 		}
-		b = b[n:]
-		switch num {
-		case 1: // key
-			if err := want(typ, protowire.BytesType); err != nil {
-				return err
-			}
-			if key, err = utf8String(v); err != nil {
-				return err
-			}
-		case 2: // value
-			if err := want(typ, protowire.BytesType); err != nil {
-				return err
-			}
-			if valueSeen {
-				return errUncommon
-			}
-			valueSeen = true
-			if val, err = decodeAnyValue(v); err != nil {
-				return err
-			}
-		case 3: // key_strindex
+		if valueSeen {
 			return errUncommon
 		}
+		valueSeen = true
+		val, err = decodeAnyValue(v)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	m[key] = val.s
 	return nil
@@ -401,51 +370,31 @@ func decodeAnyValue(b []byte) (anyValue, error) {
 		out   anyValue
 		cases int
 	)
-	for rest := b; len(rest) > 0; {
-		num, typ, v, n, err := field(rest)
-		if err != nil {
-			return out, err
-		}
-		rest = rest[n:]
+	err := walk(b, anyValueFields, func(num protowire.Number, v []byte) error {
+		cases++
 		switch num {
-		case 1: // string_value
-			if err := want(typ, protowire.BytesType); err != nil {
-				return out, err
-			}
+		case 1:
 			s, err := utf8String(v)
 			if err != nil {
-				return out, err
+				return err
 			}
 			out = anyValue{s: s, isString: true}
-		case 2: // bool_value
-			if err := want(typ, protowire.VarintType); err != nil {
-				return out, err
-			}
+		case 2:
 			x, _ := protowire.ConsumeVarint(v)
 			out = anyValue{s: strconv.FormatBool(x != 0)}
-		case 3: // int_value
-			if err := want(typ, protowire.VarintType); err != nil {
-				return out, err
-			}
+		case 3:
 			x, _ := protowire.ConsumeVarint(v)
 			out = anyValue{s: strconv.FormatInt(int64(x), 10)}
-		case 4: // double_value
-			if err := want(typ, protowire.Fixed64Type); err != nil {
-				return out, err
-			}
+		case 4:
 			x, _ := protowire.ConsumeFixed64(v)
 			out = anyValue{s: strconv.FormatFloat(math.Float64frombits(x), 'g', -1, 64)}
-		case 5, 6, 7: // array_value, kvlist_value, bytes_value
-			if err := want(typ, protowire.BytesType); err != nil {
-				return out, err
-			}
+		default: // array_value, kvlist_value, bytes_value
 			cases += 2 // always the generic path
-		case 8: // string_value_strindex
-			return out, errUncommon
-		default:
-			continue
 		}
-		cases++
+		return nil
+	})
+	if err != nil {
+		return out, err
 	}
 	if cases <= 1 {
 		return out, nil

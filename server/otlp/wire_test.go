@@ -127,13 +127,7 @@ func FuzzDecodeProtoRecords(f *testing.F) {
 	for _, b := range captures(f) {
 		f.Add(b)
 	}
-	for _, req := range []proto.Message{sampleRequest(), nestedRequest(MaxValueDepth), nestedRequest(MaxValueDepth + 1)} {
-		b, err := proto.Marshal(req)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addProtoSeeds(f)
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x02, 0x0a, 0x00, 0x0a, 0x02, 0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -17,6 +17,23 @@ import (
 // build would have applied them.
 func upTo(t *testing.T, version string) fs.FS { return upToIn(t, mainMigrations, version) }
 
+// oldDB creates a database migrated to version of dir's migrations, runs
+// stmts on it, and returns its path.
+func oldDB(t *testing.T, dir, version string, stmts ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	require.NoError(t, err)
+	defer raw.Close()
+	require.NoError(t, migrate(ctx, raw, upToIn(t, dir, version), newOptions(nil)))
+	for _, q := range stmts {
+		_, err := raw.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	return path
+}
+
 // upToIn is upTo for the migrations of dir.
 func upToIn(t *testing.T, dir, version string) fs.FS {
 	t.Helper()
@@ -39,12 +56,7 @@ func upToIn(t *testing.T, dir, version string) fs.FS {
 // get their usage.
 func TestMigrationsKeepOlderData(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	raw, err := sql.Open("sqlite3", "file:"+path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = raw.Close() })
-	require.NoError(t, migrate(ctx, raw, upTo(t, "0004"), newOptions(nil)))
-	for _, q := range []string{
+	path := oldDB(t, mainMigrations, "0004",
 		`INSERT INTO members (name, created_at, updated_at) VALUES ('early', 1000, 1000)`,
 		`INSERT INTO messages (sender, thread, body, level, created_at, all_members) VALUES ('early', 'chan:general', 'one', 'info', 2000, 1)`,
 		`INSERT INTO messages (sender, thread, body, level, created_at, all_members) VALUES ('early', 'chan:general', 'two', 'info', 3000, 1)`,
@@ -52,15 +64,11 @@ func TestMigrationsKeepOlderData(t *testing.T) {
 		`INSERT INTO sessions (hash, member, created_at, last_seen_at, expires_at) VALUES (randomblob(32), 'early', 1, 1, NULL)`,
 		`INSERT INTO sessions (hash, member, created_at, last_seen_at, expires_at) VALUES (randomblob(32), 'late', 1, 1, NULL)`,
 		`INSERT INTO fs_entries (path, parent, owner, kind, size, mime_type, blob, created_at, updated_at)
-			VALUES ('/early/a', '/early', 'early', 'file', 5, 'text/plain', '` + strings.Repeat("a", 64) + `', 1, 1)`,
+			VALUES ('/early/a', '/early', 'early', 'file', 5, 'text/plain', '`+strings.Repeat("a", 64)+`', 1, 1)`,
 		`INSERT INTO fs_entries (path, parent, owner, kind, created_at, updated_at) VALUES ('/early/d', '/early', 'early', 'dir', 1, 1)`,
 		`INSERT INTO fs_entries (path, parent, owner, kind, size, mime_type, blob, created_at, updated_at)
-			VALUES ('/early/d/b', '/early/d', 'early', 'file', 7, 'text/plain', '` + strings.Repeat("b", 64) + `', 1, 1)`,
-	} {
-		_, err := raw.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
-	require.NoError(t, raw.Close())
+			VALUES ('/early/d/b', '/early/d', 'early', 'file', 7, 'text/plain', '`+strings.Repeat("b", 64)+`', 1, 1)`,
+	)
 
 	db, err := Open(ctx, path)
 	require.NoError(t, err)
@@ -86,23 +94,14 @@ func TestMigrationsKeepOlderData(t *testing.T) {
 // usage still counts their inference records once.
 func TestActivityMigrationsKeepOlderData(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old-activity.db")
-	raw, err := sql.Open("sqlite3", "file:"+path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = raw.Close() })
-	require.NoError(t, migrate(ctx, raw, upToIn(t, activityMigrations, "0003"), newOptions(nil)))
-	for _, q := range []string{
+	path := oldDB(t, activityMigrations, "0003",
 		`INSERT INTO activity (member, kind, ts, data) VALUES ('ann', 'llm_exchange', 1000, '{"responseId":"resp_1","usage":{"inputTokens":10}}')`,
 		`INSERT INTO activity (member, kind, ts, data) VALUES ('ann', 'llm_exchange', 1000, '{"responseId":7,"usage":{"inputTokens":20}}')`,
 		`INSERT INTO activity (member, kind, ts, data) VALUES ('ann', 'tool_action', 1000, '{"responseId":"resp_2"}')`,
 		`INSERT INTO genai_raw (sha, bytes) VALUES ('s', x'00')`,
 		`INSERT INTO genai (id, member, ts, provider, api, model, response_id, input_tokens, raw_sha) VALUES ('g1', 'ann', 900000, 'anthropic', 'messages', 'm', 'resp_1', 100, 's')`,
 		`INSERT INTO genai (id, member, ts, provider, api, model, response_id, input_tokens, raw_sha) VALUES ('g2', 'ann', 900000, 'anthropic', 'messages', 'm', 'resp_2', 1000, 's')`,
-	} {
-		_, err := raw.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
-	require.NoError(t, raw.Close())
+	)
 
 	db, err := OpenActivity(ctx, path)
 	require.NoError(t, err)
