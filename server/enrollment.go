@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -122,11 +123,16 @@ func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnroll
 			if err := e.sweep(ctx, tx, now); err != nil {
 				return err
 			}
-			live, err := tx.ListEnrollments(ctx, now)
+			n, err := tx.CountEnrollments(ctx, now)
 			if err != nil {
 				return err
 			}
-			if len(live) >= maxLiveEnrollments {
+			if n >= maxLiveEnrollments {
+				// Rare: list them to tell when the oldest expires.
+				live, err := tx.ListEnrollments(ctx, now)
+				if err != nil {
+					return err
+				}
 				return &Error{Code: CodeRateLimited, Message: "too many pending enrollments", RetryAfter: live[0].ExpiresAt.Sub(now)}
 			}
 			return tx.CreateEnrollment(ctx, rec)
@@ -360,7 +366,7 @@ func (e *Enrollment) RejectEnrollment(ctx context.Context, req *apiv1.RejectEnro
 		return nil, err
 	}
 	e.log.InfoContext(ctx, "enrollment rejected", "by", p.Member)
-	setHTTPStatus(ctx, 204)
+	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.RejectEnrollmentResponse{}, nil
 }
 
