@@ -101,7 +101,16 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		// accounting: the interceptors trust it only on the in-process
 		// connection.
 		runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
-			return metadata.Pairs(server.ConnKeyMD, connKey(r))
+			md := metadata.Pairs(server.ConnKeyMD, connKey(r))
+			// The request's own host and scheme, for enrollment
+			// verification URIs (trusted only on this connection too).
+			scheme := "http"
+			if r.TLS != nil {
+				scheme = "https"
+			}
+			md.Append(server.ForwardedHostMD, r.Host)
+			md.Append(server.ForwardedSchemeMD, scheme)
+			return md
 		}),
 		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
 		runtime.WithForwardResponseOption(forwardResponse),
@@ -112,6 +121,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		apiv1.RegisterObjectivesHandler,
 		apiv1.RegisterFsHandler,
 		apiv1.RegisterActivityHandler,
+		apiv1.RegisterEnrollmentHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)
@@ -180,6 +190,9 @@ func incomingHeader(key string) (string, bool) {
 		return "grpcgateway-cookie", true
 	case "x-svc-protocol":
 		return "x-svc-protocol", true
+	case "user-agent":
+		// Shown to approvers of a device enrollment; never identity.
+		return "grpcgateway-user-agent", true
 	}
 	return "", false
 }

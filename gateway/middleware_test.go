@@ -464,7 +464,7 @@ func TestHeaderMatchers(t *testing.T) {
 		{name: "grpc metadata identity header", header: "Grpc-Metadata-X-Member"},
 		{name: "forwarded for", header: "X-Forwarded-For"},
 		{name: "http code", header: "X-Http-Code"},
-		{name: "user agent", header: "User-Agent"},
+		{name: "user agent", header: "User-Agent", want: "grpcgateway-user-agent", ok: true},
 	}
 	for _, tc := range incoming {
 		t.Run("incoming "+tc.name, func(t *testing.T) {

@@ -36,10 +36,19 @@ const (
 	CodeInternal            Code = "internal"
 	CodeBadGateway          Code = "bad_gateway"
 	CodeUnavailable         Code = "unavailable"
+	// Device polling codes (spec: Errors; RFC 8628 §3.5), all 400.
+	CodeAuthorizationPending Code = "authorization_pending"
+	CodeSlowDown             Code = "slow_down"
+	CodeExpiredToken         Code = "expired_token"
+	CodeAccessDenied         Code = "access_denied"
 )
 
 // errorDomain marks ErrorInfo details written by svc.
 const errorDomain = "svc"
+
+// descriptionKey is the ErrorInfo metadata key carrying an Error's
+// Description over gRPC.
+const descriptionKey = "errorDescription"
 
 // codeTable is the only mapping from wire codes to gRPC codes and HTTP
 // statuses; gRPC, the gateway and hand-written handlers all go through it.
@@ -47,18 +56,22 @@ var codeTable = map[Code]struct {
 	grpc codes.Code
 	http int
 }{
-	CodeBadRequest:          {codes.InvalidArgument, http.StatusBadRequest},
-	CodeUnsupportedProtocol: {codes.InvalidArgument, http.StatusBadRequest},
-	CodeUnauthenticated:     {codes.Unauthenticated, http.StatusUnauthorized},
-	CodeForbidden:           {codes.PermissionDenied, http.StatusForbidden},
-	CodeNotFound:            {codes.NotFound, http.StatusNotFound},
-	CodeConflict:            {codes.AlreadyExists, http.StatusConflict},
-	CodeGone:                {codes.FailedPrecondition, http.StatusGone},
-	CodePayloadTooLarge:     {codes.ResourceExhausted, http.StatusRequestEntityTooLarge},
-	CodeRateLimited:         {codes.ResourceExhausted, http.StatusTooManyRequests},
-	CodeInternal:            {codes.Internal, http.StatusInternalServerError},
-	CodeBadGateway:          {codes.Unavailable, http.StatusBadGateway},
-	CodeUnavailable:         {codes.Unavailable, http.StatusServiceUnavailable},
+	CodeBadRequest:           {codes.InvalidArgument, http.StatusBadRequest},
+	CodeUnsupportedProtocol:  {codes.InvalidArgument, http.StatusBadRequest},
+	CodeUnauthenticated:      {codes.Unauthenticated, http.StatusUnauthorized},
+	CodeForbidden:            {codes.PermissionDenied, http.StatusForbidden},
+	CodeNotFound:             {codes.NotFound, http.StatusNotFound},
+	CodeConflict:             {codes.AlreadyExists, http.StatusConflict},
+	CodeGone:                 {codes.FailedPrecondition, http.StatusGone},
+	CodePayloadTooLarge:      {codes.ResourceExhausted, http.StatusRequestEntityTooLarge},
+	CodeRateLimited:          {codes.ResourceExhausted, http.StatusTooManyRequests},
+	CodeInternal:             {codes.Internal, http.StatusInternalServerError},
+	CodeBadGateway:           {codes.Unavailable, http.StatusBadGateway},
+	CodeUnavailable:          {codes.Unavailable, http.StatusServiceUnavailable},
+	CodeAuthorizationPending: {codes.InvalidArgument, http.StatusBadRequest},
+	CodeSlowDown:             {codes.InvalidArgument, http.StatusBadRequest},
+	CodeExpiredToken:         {codes.InvalidArgument, http.StatusBadRequest},
+	CodeAccessDenied:         {codes.InvalidArgument, http.StatusBadRequest},
 }
 
 // grpcFallback names the wire code of a status that carries no svc
@@ -91,7 +104,10 @@ type Error struct {
 	Message    string
 	RetryAfter time.Duration
 	Details    []FieldViolation
-	Err        error // cause; logged, never sent
+	// Description is the errorDescription of a device polling error
+	// (access_denied carries the approver's reason).
+	Description string
+	Err         error // cause; logged, never sent
 }
 
 func (e *Error) Error() string {
@@ -178,7 +194,11 @@ func ToStatus(err error) *status.Status {
 		row = codeTable[CodeInternal]
 	}
 	st := status.New(row.grpc, e.Message)
-	details := []protoiface.MessageV1{&errdetails.ErrorInfo{Reason: string(e.Code), Domain: errorDomain}}
+	info := &errdetails.ErrorInfo{Reason: string(e.Code), Domain: errorDomain}
+	if e.Description != "" {
+		info.Metadata = map[string]string{descriptionKey: e.Description}
+	}
+	details := []protoiface.MessageV1{info}
 	if e.RetryAfter > 0 {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)})
 	}
@@ -211,11 +231,15 @@ type Rendered struct {
 	RetryAfter time.Duration
 }
 
-// RenderedBody is the JSON error body {error, message, details?}.
+// RenderedBody is the JSON error body {error, message, details?,
+// errorDescription?}.
 type RenderedBody struct {
 	Error   Code             `json:"error"`
 	Message string           `json:"message"`
 	Details []FieldViolation `json:"details,omitempty"`
+	// ErrorDescription is set on device polling errors that carry one
+	// (access_denied with the approver's reason).
+	ErrorDescription string `json:"errorDescription,omitempty"`
 }
 
 // Render maps any error to its REST rendering through ToStatus and the same
@@ -234,6 +258,7 @@ func Render(err error) Rendered {
 				if _, known := codeTable[Code(d.GetReason())]; known {
 					code = Code(d.GetReason())
 				}
+				r.Body.ErrorDescription = d.GetMetadata()[descriptionKey]
 			}
 		case *errdetails.RetryInfo:
 			r.RetryAfter = d.GetRetryDelay().AsDuration()

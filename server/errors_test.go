@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,10 @@ func TestEveryCodeMapsToItsStatus(t *testing.T) {
 		{name: "internal", code: CodeInternal, wantHTTP: http.StatusInternalServerError, wantGRPC: codes.Internal},
 		{name: "bad_gateway", code: CodeBadGateway, wantHTTP: http.StatusBadGateway, wantGRPC: codes.Unavailable},
 		{name: "unavailable", code: CodeUnavailable, wantHTTP: http.StatusServiceUnavailable, wantGRPC: codes.Unavailable},
+		{name: "authorization_pending", code: CodeAuthorizationPending, wantHTTP: http.StatusBadRequest, wantGRPC: codes.InvalidArgument},
+		{name: "slow_down", code: CodeSlowDown, wantHTTP: http.StatusBadRequest, wantGRPC: codes.InvalidArgument},
+		{name: "expired_token", code: CodeExpiredToken, wantHTTP: http.StatusBadRequest, wantGRPC: codes.InvalidArgument},
+		{name: "access_denied", code: CodeAccessDenied, wantHTTP: http.StatusBadRequest, wantGRPC: codes.InvalidArgument},
 	}
 	// The table covers the whole code table, so a new code needs a row.
 	require.Len(t, tests, len(codeTable))
@@ -295,4 +300,27 @@ func TestErrorString(t *testing.T) {
 	e := &Error{Code: CodeNotFound, Message: "no such member", Err: cause}
 	require.Equal(t, "not_found: no such member: row missing", e.Error())
 	require.ErrorIs(t, e, cause)
+}
+
+// An access_denied carries the approver's reason as errorDescription, over
+// gRPC in the ErrorInfo metadata and in the REST body; other errors carry
+// none.
+func TestRenderErrorDescription(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"with description", &Error{Code: CodeAccessDenied, Message: "denied", Description: "not our laptop"}, "not our laptop"},
+		{"without", Errorf(CodeExpiredToken, "expired"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Render(tc.err)
+			require.Equal(t, http.StatusBadRequest, r.HTTPStatus)
+			require.Equal(t, tc.want, r.Body.ErrorDescription)
+			b, err := json.Marshal(r.Body)
+			require.NoError(t, err)
+			require.Equal(t, tc.want != "", strings.Contains(string(b), `"errorDescription"`), "%s", b)
+		})
+	}
 }

@@ -38,31 +38,47 @@ func (b *brokerMembers) ListMembers(ctx context.Context, _ *apiv1.ListMembersReq
 // CreateMember implements apiv1.BrokerServer.
 func (b *brokerMembers) CreateMember(ctx context.Context, req *apiv1.CreateMemberRequest) (*apiv1.CreateMemberResponse, error) {
 	p := mustPrincipal(ctx)
-	if !teamconfig.ValidName(req.GetName()) {
-		return nil, invalid("name", "must be 1 to 64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")
-	}
-	if err := validateRole(req.GetRole()); err != nil {
-		return nil, err
-	}
-	if len(req.GetInstructions()) > maxInstructions {
-		return nil, invalid("instructions", "at most %d bytes", maxInstructions)
-	}
-	_, presets := b.team.Info()
-	perms, err := resolvePermissions(req.GetPermissions(), presets)
-	if err != nil {
-		return nil, err
-	}
 	plaintext, hash, err := auth.NewToken()
 	if err != nil {
 		return nil, err
 	}
+	tok := store.Token{ID: newID(), Hash: hash, Label: "initial", Origin: "bootstrap", CreatedAt: b.now(), CreatedBy: p.Member}
+	entry, err := b.createMember(ctx, req, tok, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.CreateMemberResponse{Member: teammateToProto(entry), Token: plaintext}, nil
+}
+
+// createMember validates and creates a member with its first token tok
+// (tok.Member is set here), kept in the config as the member's tokenHash
+// when inConfig. extra, when set, runs in the same transaction after the
+// token is stored. Every path that creates a member goes through it.
+func (c *core) createMember(ctx context.Context, req *apiv1.CreateMemberRequest, tok store.Token, inConfig bool, extra mirrorFunc) (teamconfig.Member, error) {
+	if !teamconfig.ValidName(req.GetName()) {
+		return teamconfig.Member{}, invalid("name", "must be 1 to 64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")
+	}
+	if err := validateRole(req.GetRole()); err != nil {
+		return teamconfig.Member{}, err
+	}
+	if len(req.GetInstructions()) > maxInstructions {
+		return teamconfig.Member{}, invalid("instructions", "at most %d bytes", maxInstructions)
+	}
+	_, presets := c.team.Info()
+	perms, err := resolvePermissions(req.GetPermissions(), presets)
+	if err != nil {
+		return teamconfig.Member{}, err
+	}
 	entry := teamconfig.Member{
 		Name: req.GetName(), Role: roleFromProto(req.GetRole()), Instructions: req.GetInstructions(),
 		Permissions: perms, RawPermissions: nonNil(slices.Clone(req.GetPermissions())),
-		TokenHash: teamconfig.FormatTokenHash(hash),
 	}
-	now := b.now()
-	err = b.team.change(ctx, func(f *teamconfig.File) error {
+	if inConfig {
+		entry.TokenHash = teamconfig.FormatTokenHash(tok.Hash)
+	}
+	tok.Member = entry.Name
+	now := c.now()
+	err = c.team.change(ctx, func(f *teamconfig.File) error {
 		if f.MemberIndex(entry.Name) >= 0 {
 			return Errorf(CodeConflict, "member %q already exists", entry.Name)
 		}
@@ -77,16 +93,19 @@ func (b *brokerMembers) CreateMember(ctx context.Context, req *apiv1.CreateMembe
 		if err := tx.PutMember(ctx, toStoreMember(entry, now)); err != nil {
 			return err
 		}
-		return tx.CreateToken(ctx, store.Token{
-			ID: newID(), Member: entry.Name, Hash: hash, Label: "initial", Origin: "bootstrap",
-			CreatedAt: now, CreatedBy: p.Member,
-		})
+		if err := tx.CreateToken(ctx, tok); err != nil {
+			return err
+		}
+		if extra != nil {
+			return extra(ctx, tx)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, err
+		return teamconfig.Member{}, err
 	}
-	b.log.InfoContext(ctx, "member created", "member", entry.Name, "by", p.Member)
-	return &apiv1.CreateMemberResponse{Member: teammateToProto(entry), Token: plaintext}, nil
+	c.log.InfoContext(ctx, "member created", "member", entry.Name, "by", tok.CreatedBy)
+	return entry, nil
 }
 
 // UpdateMember implements apiv1.BrokerServer.

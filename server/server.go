@@ -62,6 +62,7 @@ type options struct {
 	guard         *connguard.Guard
 	maxStreams    int
 	otlpFlush     time.Duration
+	publicURL     string
 }
 
 // WithLogger sets the logger; the default discards.
@@ -92,6 +93,11 @@ func WithMaxStreamsPerMember(n int) Option { return func(o *options) { o.maxStre
 // WithOTLPFlushAfter sets how long a telemetry record waits for its partner
 // before it is stored alone; the default is DefaultOTLPFlushAfter.
 func WithOTLPFlushAfter(d time.Duration) Option { return func(o *options) { o.otlpFlush = d } }
+
+// WithPublicURL sets the broker's public base URL (scheme and host, no
+// path), used in enrollment verification URIs; without it they name the
+// scheme and host the client reached.
+func WithPublicURL(u string) Option { return func(o *options) { o.publicURL = u } }
 
 // WithFiles enables the virtual filesystem: content lives in blobs, one
 // file holds at most maxFileSize bytes and one member's home at most
@@ -160,6 +166,8 @@ func New(d Deps, opts ...Option) *Server {
 	s.inproc = grpc.NewServer(interceptors...)
 	broker, objectives := newBroker(c, push), &Objectives{core: c}
 	s.fs = &Fs{core: c}
+	enroll := newEnrollment(c, o.publicURL)
+	s.run = append(s.run, enroll.run)
 	for _, g := range []*grpc.Server{s.grpc, s.inproc} {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)
@@ -168,7 +176,7 @@ func New(d Deps, opts ...Option) *Server {
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
 		apiv1.RegisterNotificationsServer(g, &Notifications{})
-		apiv1.RegisterEnrollmentServer(g, &Enrollment{})
+		apiv1.RegisterEnrollmentServer(g, enroll)
 		reflection.Register(g)
 	}
 	return s
@@ -243,13 +251,4 @@ type Notifications struct {
 	apiv1.UnimplementedNotificationsServer
 }
 
-// Enrollment implements apiv1.EnrollmentServer; its methods arrive with the
-// enrollment issue.
-type Enrollment struct {
-	apiv1.UnimplementedEnrollmentServer
-}
-
-var (
-	_ apiv1.NotificationsServer = (*Notifications)(nil)
-	_ apiv1.EnrollmentServer    = (*Enrollment)(nil)
-)
+var _ apiv1.NotificationsServer = (*Notifications)(nil)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,6 +66,10 @@ type Config struct {
 	// PprofAddr serves the Go profiler on this loopback address
 	// (SVC_PPROF_ADDR); empty means off.
 	PprofAddr string
+	// PublicURL is the broker's public base URL (SVC_PUBLIC_URL, scheme and
+	// host with no path), used in enrollment verification URIs; empty means
+	// the scheme and host each client reached.
+	PublicURL string
 }
 
 // KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
@@ -101,6 +106,13 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	c.WebPushSubject = os.Getenv("SVC_WEBPUSH_SUBJECT")
 	c.WebPushAllowHTTP = os.Getenv("SVC_WEBPUSH_ALLOW_HTTP") == "1"
 	c.PprofAddr = os.Getenv("SVC_PPROF_ADDR")
+	c.PublicURL = strings.TrimRight(os.Getenv("SVC_PUBLIC_URL"), "/")
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return c, &exitError{code: 2, err: fmt.Errorf("SVC_PUBLIC_URL: must be http(s)://host[:port] with no path, got %q", c.PublicURL)}
+		}
+	}
 	var err error
 	if c.Egress, err = egress.ParsePolicy(os.Getenv("SVC_EGRESS_ALLOW")); err != nil {
 		return c, &exitError{code: 2, err: fmt.Errorf("SVC_EGRESS_ALLOW: %w", err)}

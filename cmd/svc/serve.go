@@ -93,6 +93,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		server.WithEgress(cfg.Egress), server.WithConnGuard(guard),
 		server.WithMaxStreamsPerMember(cfg.MaxStreamsPerMember),
 		server.WithOTLPFlushAfter(cfg.OTLPFlushAfter),
+		server.WithPublicURL(cfg.PublicURL),
 	}
 	if file.Files != nil {
 		blobs, maxFileSize, err := openFiles(ctx, cfg, file.Files, st, log)

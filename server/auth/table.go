@@ -93,6 +93,13 @@ var methodRules = map[string]Rule{
 	apiv1.Activity_GetObjectiveTrace_FullMethodName: AnyMember, // activity.read or a holder of the objective
 	apiv1.Activity_GetObjectiveUsage_FullMethodName: AnyMember, // activity.read or a holder of the objective
 
+	// Device enrollment (spec: Authentication rules 6 and 7).
+	apiv1.Enrollment_StartEnrollment_FullMethodName:        Public,
+	apiv1.Enrollment_PollEnrollment_FullMethodName:         Public,
+	apiv1.Enrollment_ListPendingEnrollments_FullMethodName: Require(MembersManage),
+	apiv1.Enrollment_ApproveEnrollment_FullMethodName:      Require(MembersManage),
+	apiv1.Enrollment_RejectEnrollment_FullMethodName:       Require(MembersManage),
+
 	// OTLP: bearer only, checked in the service; the member is the token's.
 	collogspb.LogsService_Export_FullMethodName:       AnyMember,
 	colmetricspb.MetricsService_Export_FullMethodName: AnyMember,

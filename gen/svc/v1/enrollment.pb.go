@@ -7,9 +7,11 @@
 package apiv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -20,21 +22,816 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type StartEnrollmentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// label_hint is what the device suggests as its token's label.
+	LabelHint     *string `protobuf:"bytes,1,opt,name=label_hint,json=labelHint,proto3,oneof" json:"label_hint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartEnrollmentRequest) Reset() {
+	*x = StartEnrollmentRequest{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartEnrollmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartEnrollmentRequest) ProtoMessage() {}
+
+func (x *StartEnrollmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartEnrollmentRequest.ProtoReflect.Descriptor instead.
+func (*StartEnrollmentRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *StartEnrollmentRequest) GetLabelHint() string {
+	if x != nil && x.LabelHint != nil {
+		return *x.LabelHint
+	}
+	return ""
+}
+
+// StartEnrollmentResponse is the DeviceAuthorizationResponse.
+type StartEnrollmentResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DeviceCode string                 `protobuf:"bytes,1,opt,name=device_code,json=deviceCode,proto3" json:"device_code,omitempty"`
+	// user_code is shown as XXXX-XXXX.
+	UserCode                string `protobuf:"bytes,2,opt,name=user_code,json=userCode,proto3" json:"user_code,omitempty"`
+	VerificationUri         string `protobuf:"bytes,3,opt,name=verification_uri,json=verificationUri,proto3" json:"verification_uri,omitempty"`
+	VerificationUriComplete string `protobuf:"bytes,4,opt,name=verification_uri_complete,json=verificationUriComplete,proto3" json:"verification_uri_complete,omitempty"`
+	// expires_in is the lifetime in seconds.
+	ExpiresIn int32 `protobuf:"varint,5,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	// interval is the poll interval in seconds.
+	Interval      int32 `protobuf:"varint,6,opt,name=interval,proto3" json:"interval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartEnrollmentResponse) Reset() {
+	*x = StartEnrollmentResponse{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartEnrollmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartEnrollmentResponse) ProtoMessage() {}
+
+func (x *StartEnrollmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartEnrollmentResponse.ProtoReflect.Descriptor instead.
+func (*StartEnrollmentResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StartEnrollmentResponse) GetDeviceCode() string {
+	if x != nil {
+		return x.DeviceCode
+	}
+	return ""
+}
+
+func (x *StartEnrollmentResponse) GetUserCode() string {
+	if x != nil {
+		return x.UserCode
+	}
+	return ""
+}
+
+func (x *StartEnrollmentResponse) GetVerificationUri() string {
+	if x != nil {
+		return x.VerificationUri
+	}
+	return ""
+}
+
+func (x *StartEnrollmentResponse) GetVerificationUriComplete() string {
+	if x != nil {
+		return x.VerificationUriComplete
+	}
+	return ""
+}
+
+func (x *StartEnrollmentResponse) GetExpiresIn() int32 {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return 0
+}
+
+func (x *StartEnrollmentResponse) GetInterval() int32 {
+	if x != nil {
+		return x.Interval
+	}
+	return 0
+}
+
+type PollEnrollmentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeviceCode    string                 `protobuf:"bytes,1,opt,name=device_code,json=deviceCode,proto3" json:"device_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollEnrollmentRequest) Reset() {
+	*x = PollEnrollmentRequest{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollEnrollmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollEnrollmentRequest) ProtoMessage() {}
+
+func (x *PollEnrollmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollEnrollmentRequest.ProtoReflect.Descriptor instead.
+func (*PollEnrollmentRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PollEnrollmentRequest) GetDeviceCode() string {
+	if x != nil {
+		return x.DeviceCode
+	}
+	return ""
+}
+
+// PollEnrollmentResponse is the DeviceTokenResponse.
+type PollEnrollmentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the bearer plaintext, returned by this one poll only.
+	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// member is the name of the member the token authenticates.
+	Member        string `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PollEnrollmentResponse) Reset() {
+	*x = PollEnrollmentResponse{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PollEnrollmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PollEnrollmentResponse) ProtoMessage() {}
+
+func (x *PollEnrollmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PollEnrollmentResponse.ProtoReflect.Descriptor instead.
+func (*PollEnrollmentResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PollEnrollmentResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *PollEnrollmentResponse) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+type ListPendingEnrollmentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingEnrollmentsRequest) Reset() {
+	*x = ListPendingEnrollmentsRequest{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingEnrollmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingEnrollmentsRequest) ProtoMessage() {}
+
+func (x *ListPendingEnrollmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingEnrollmentsRequest.ProtoReflect.Descriptor instead.
+func (*ListPendingEnrollmentsRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{4}
+}
+
+// PendingEnrollment is one live enrollment record as an approver sees it.
+type PendingEnrollment struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserCode  string                 `protobuf:"bytes,1,opt,name=user_code,json=userCode,proto3" json:"user_code,omitempty"`
+	LabelHint string                 `protobuf:"bytes,2,opt,name=label_hint,json=labelHint,proto3" json:"label_hint,omitempty"`
+	SourceIp  string                 `protobuf:"bytes,3,opt,name=source_ip,json=sourceIp,proto3" json:"source_ip,omitempty"`
+	UserAgent string                 `protobuf:"bytes,4,opt,name=user_agent,json=userAgent,proto3" json:"user_agent,omitempty"`
+	CreatedAt float64                `protobuf:"fixed64,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt float64                `protobuf:"fixed64,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// status is pending, approved (waiting for the device's poll) or
+	// rejected.
+	Status        string `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingEnrollment) Reset() {
+	*x = PendingEnrollment{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingEnrollment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingEnrollment) ProtoMessage() {}
+
+func (x *PendingEnrollment) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingEnrollment.ProtoReflect.Descriptor instead.
+func (*PendingEnrollment) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PendingEnrollment) GetUserCode() string {
+	if x != nil {
+		return x.UserCode
+	}
+	return ""
+}
+
+func (x *PendingEnrollment) GetLabelHint() string {
+	if x != nil {
+		return x.LabelHint
+	}
+	return ""
+}
+
+func (x *PendingEnrollment) GetSourceIp() string {
+	if x != nil {
+		return x.SourceIp
+	}
+	return ""
+}
+
+func (x *PendingEnrollment) GetUserAgent() string {
+	if x != nil {
+		return x.UserAgent
+	}
+	return ""
+}
+
+func (x *PendingEnrollment) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *PendingEnrollment) GetExpiresAt() float64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *PendingEnrollment) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+type ListPendingEnrollmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pending       []*PendingEnrollment   `protobuf:"bytes,1,rep,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingEnrollmentsResponse) Reset() {
+	*x = ListPendingEnrollmentsResponse{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingEnrollmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingEnrollmentsResponse) ProtoMessage() {}
+
+func (x *ListPendingEnrollmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingEnrollmentsResponse.ProtoReflect.Descriptor instead.
+func (*ListPendingEnrollmentsResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListPendingEnrollmentsResponse) GetPending() []*PendingEnrollment {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+// NewEnrollmentMember is the member an approval creates.
+type NewEnrollmentMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Role  *Role                  `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// permissions lists preset names and leaves in any mix.
+	Permissions   []string `protobuf:"bytes,3,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	Instructions  *string  `protobuf:"bytes,4,opt,name=instructions,proto3,oneof" json:"instructions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NewEnrollmentMember) Reset() {
+	*x = NewEnrollmentMember{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NewEnrollmentMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NewEnrollmentMember) ProtoMessage() {}
+
+func (x *NewEnrollmentMember) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NewEnrollmentMember.ProtoReflect.Descriptor instead.
+func (*NewEnrollmentMember) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NewEnrollmentMember) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NewEnrollmentMember) GetRole() *Role {
+	if x != nil {
+		return x.Role
+	}
+	return nil
+}
+
+func (x *NewEnrollmentMember) GetPermissions() []string {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
+func (x *NewEnrollmentMember) GetInstructions() string {
+	if x != nil && x.Instructions != nil {
+		return *x.Instructions
+	}
+	return ""
+}
+
+type ApproveEnrollmentRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	UserCode string                 `protobuf:"bytes,1,opt,name=user_code,json=userCode,proto3" json:"user_code,omitempty"`
+	// member binds the device to an existing member; exactly one of member
+	// and new_member.
+	Member    *string              `protobuf:"bytes,2,opt,name=member,proto3,oneof" json:"member,omitempty"`
+	NewMember *NewEnrollmentMember `protobuf:"bytes,3,opt,name=new_member,json=newMember,proto3" json:"new_member,omitempty"`
+	// label is the token's label; absent is the device's label hint.
+	Label         *string `protobuf:"bytes,4,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveEnrollmentRequest) Reset() {
+	*x = ApproveEnrollmentRequest{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveEnrollmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveEnrollmentRequest) ProtoMessage() {}
+
+func (x *ApproveEnrollmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveEnrollmentRequest.ProtoReflect.Descriptor instead.
+func (*ApproveEnrollmentRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ApproveEnrollmentRequest) GetUserCode() string {
+	if x != nil {
+		return x.UserCode
+	}
+	return ""
+}
+
+func (x *ApproveEnrollmentRequest) GetMember() string {
+	if x != nil && x.Member != nil {
+		return *x.Member
+	}
+	return ""
+}
+
+func (x *ApproveEnrollmentRequest) GetNewMember() *NewEnrollmentMember {
+	if x != nil {
+		return x.NewMember
+	}
+	return nil
+}
+
+func (x *ApproveEnrollmentRequest) GetLabel() string {
+	if x != nil && x.Label != nil {
+		return *x.Label
+	}
+	return ""
+}
+
+type ApproveEnrollmentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        *Teammate              `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	TokenInfo     *TokenInfo             `protobuf:"bytes,2,opt,name=token_info,json=tokenInfo,proto3" json:"token_info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveEnrollmentResponse) Reset() {
+	*x = ApproveEnrollmentResponse{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveEnrollmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveEnrollmentResponse) ProtoMessage() {}
+
+func (x *ApproveEnrollmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveEnrollmentResponse.ProtoReflect.Descriptor instead.
+func (*ApproveEnrollmentResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ApproveEnrollmentResponse) GetMember() *Teammate {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+func (x *ApproveEnrollmentResponse) GetTokenInfo() *TokenInfo {
+	if x != nil {
+		return x.TokenInfo
+	}
+	return nil
+}
+
+type RejectEnrollmentRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	UserCode string                 `protobuf:"bytes,1,opt,name=user_code,json=userCode,proto3" json:"user_code,omitempty"`
+	// reason is shown to the device as errorDescription.
+	Reason        *string `protobuf:"bytes,2,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectEnrollmentRequest) Reset() {
+	*x = RejectEnrollmentRequest{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectEnrollmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectEnrollmentRequest) ProtoMessage() {}
+
+func (x *RejectEnrollmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectEnrollmentRequest.ProtoReflect.Descriptor instead.
+func (*RejectEnrollmentRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RejectEnrollmentRequest) GetUserCode() string {
+	if x != nil {
+		return x.UserCode
+	}
+	return ""
+}
+
+func (x *RejectEnrollmentRequest) GetReason() string {
+	if x != nil && x.Reason != nil {
+		return *x.Reason
+	}
+	return ""
+}
+
+type RejectEnrollmentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectEnrollmentResponse) Reset() {
+	*x = RejectEnrollmentResponse{}
+	mi := &file_svc_v1_enrollment_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectEnrollmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectEnrollmentResponse) ProtoMessage() {}
+
+func (x *RejectEnrollmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_enrollment_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectEnrollmentResponse.ProtoReflect.Descriptor instead.
+func (*RejectEnrollmentResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_enrollment_proto_rawDescGZIP(), []int{11}
+}
+
 var File_svc_v1_enrollment_proto protoreflect.FileDescriptor
 
 const file_svc_v1_enrollment_proto_rawDesc = "" +
 	"\n" +
-	"\x17svc/v1/enrollment.proto\x12\x06svc.v12\f\n" +
+	"\x17svc/v1/enrollment.proto\x12\x06svc.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x12svc/v1/types.proto\"K\n" +
+	"\x16StartEnrollmentRequest\x12\"\n" +
 	"\n" +
-	"EnrollmentB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
+	"label_hint\x18\x01 \x01(\tH\x00R\tlabelHint\x88\x01\x01B\r\n" +
+	"\v_label_hint\"\xf9\x01\n" +
+	"\x17StartEnrollmentResponse\x12\x1f\n" +
+	"\vdevice_code\x18\x01 \x01(\tR\n" +
+	"deviceCode\x12\x1b\n" +
+	"\tuser_code\x18\x02 \x01(\tR\buserCode\x12)\n" +
+	"\x10verification_uri\x18\x03 \x01(\tR\x0fverificationUri\x12:\n" +
+	"\x19verification_uri_complete\x18\x04 \x01(\tR\x17verificationUriComplete\x12\x1d\n" +
+	"\n" +
+	"expires_in\x18\x05 \x01(\x05R\texpiresIn\x12\x1a\n" +
+	"\binterval\x18\x06 \x01(\x05R\binterval\"8\n" +
+	"\x15PollEnrollmentRequest\x12\x1f\n" +
+	"\vdevice_code\x18\x01 \x01(\tR\n" +
+	"deviceCode\"F\n" +
+	"\x16PollEnrollmentResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
+	"\x06member\x18\x02 \x01(\tR\x06member\"\x1f\n" +
+	"\x1dListPendingEnrollmentsRequest\"\xe1\x01\n" +
+	"\x11PendingEnrollment\x12\x1b\n" +
+	"\tuser_code\x18\x01 \x01(\tR\buserCode\x12\x1d\n" +
+	"\n" +
+	"label_hint\x18\x02 \x01(\tR\tlabelHint\x12\x1b\n" +
+	"\tsource_ip\x18\x03 \x01(\tR\bsourceIp\x12\x1d\n" +
+	"\n" +
+	"user_agent\x18\x04 \x01(\tR\tuserAgent\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\x01R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\x01R\texpiresAt\x12\x16\n" +
+	"\x06status\x18\a \x01(\tR\x06status\"U\n" +
+	"\x1eListPendingEnrollmentsResponse\x123\n" +
+	"\apending\x18\x01 \x03(\v2\x19.svc.v1.PendingEnrollmentR\apending\"\xa7\x01\n" +
+	"\x13NewEnrollmentMember\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\x04role\x18\x02 \x01(\v2\f.svc.v1.RoleR\x04role\x12 \n" +
+	"\vpermissions\x18\x03 \x03(\tR\vpermissions\x12'\n" +
+	"\finstructions\x18\x04 \x01(\tH\x00R\finstructions\x88\x01\x01B\x0f\n" +
+	"\r_instructions\"\xc0\x01\n" +
+	"\x18ApproveEnrollmentRequest\x12\x1b\n" +
+	"\tuser_code\x18\x01 \x01(\tR\buserCode\x12\x1b\n" +
+	"\x06member\x18\x02 \x01(\tH\x00R\x06member\x88\x01\x01\x12:\n" +
+	"\n" +
+	"new_member\x18\x03 \x01(\v2\x1b.svc.v1.NewEnrollmentMemberR\tnewMember\x12\x19\n" +
+	"\x05label\x18\x04 \x01(\tH\x01R\x05label\x88\x01\x01B\t\n" +
+	"\a_memberB\b\n" +
+	"\x06_label\"w\n" +
+	"\x19ApproveEnrollmentResponse\x12(\n" +
+	"\x06member\x18\x01 \x01(\v2\x10.svc.v1.TeammateR\x06member\x120\n" +
+	"\n" +
+	"token_info\x18\x02 \x01(\v2\x11.svc.v1.TokenInfoR\ttokenInfo\"^\n" +
+	"\x17RejectEnrollmentRequest\x12\x1b\n" +
+	"\tuser_code\x18\x01 \x01(\tR\buserCode\x12\x1b\n" +
+	"\x06reason\x18\x02 \x01(\tH\x00R\x06reason\x88\x01\x01B\t\n" +
+	"\a_reason\"\x1a\n" +
+	"\x18RejectEnrollmentResponse2\xc9\x04\n" +
+	"\n" +
+	"Enrollment\x12f\n" +
+	"\x0fStartEnrollment\x12\x1e.svc.v1.StartEnrollmentRequest\x1a\x1f.svc.v1.StartEnrollmentResponse\"\x12\x82\xd3\xe4\x93\x02\f:\x01*\"\a/enroll\x12h\n" +
+	"\x0ePollEnrollment\x12\x1d.svc.v1.PollEnrollmentRequest\x1a\x1e.svc.v1.PollEnrollmentResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\f/enroll/poll\x12\x80\x01\n" +
+	"\x16ListPendingEnrollments\x12%.svc.v1.ListPendingEnrollmentsRequest\x1a&.svc.v1.ListPendingEnrollmentsResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/enroll/pending\x12t\n" +
+	"\x11ApproveEnrollment\x12 .svc.v1.ApproveEnrollmentRequest\x1a!.svc.v1.ApproveEnrollmentResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/enroll/approve\x12p\n" +
+	"\x10RejectEnrollment\x12\x1f.svc.v1.RejectEnrollmentRequest\x1a .svc.v1.RejectEnrollmentResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\"\x0e/enroll/rejectB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
 
-var file_svc_v1_enrollment_proto_goTypes = []any{}
+var (
+	file_svc_v1_enrollment_proto_rawDescOnce sync.Once
+	file_svc_v1_enrollment_proto_rawDescData []byte
+)
+
+func file_svc_v1_enrollment_proto_rawDescGZIP() []byte {
+	file_svc_v1_enrollment_proto_rawDescOnce.Do(func() {
+		file_svc_v1_enrollment_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_svc_v1_enrollment_proto_rawDesc), len(file_svc_v1_enrollment_proto_rawDesc)))
+	})
+	return file_svc_v1_enrollment_proto_rawDescData
+}
+
+var file_svc_v1_enrollment_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_svc_v1_enrollment_proto_goTypes = []any{
+	(*StartEnrollmentRequest)(nil),         // 0: svc.v1.StartEnrollmentRequest
+	(*StartEnrollmentResponse)(nil),        // 1: svc.v1.StartEnrollmentResponse
+	(*PollEnrollmentRequest)(nil),          // 2: svc.v1.PollEnrollmentRequest
+	(*PollEnrollmentResponse)(nil),         // 3: svc.v1.PollEnrollmentResponse
+	(*ListPendingEnrollmentsRequest)(nil),  // 4: svc.v1.ListPendingEnrollmentsRequest
+	(*PendingEnrollment)(nil),              // 5: svc.v1.PendingEnrollment
+	(*ListPendingEnrollmentsResponse)(nil), // 6: svc.v1.ListPendingEnrollmentsResponse
+	(*NewEnrollmentMember)(nil),            // 7: svc.v1.NewEnrollmentMember
+	(*ApproveEnrollmentRequest)(nil),       // 8: svc.v1.ApproveEnrollmentRequest
+	(*ApproveEnrollmentResponse)(nil),      // 9: svc.v1.ApproveEnrollmentResponse
+	(*RejectEnrollmentRequest)(nil),        // 10: svc.v1.RejectEnrollmentRequest
+	(*RejectEnrollmentResponse)(nil),       // 11: svc.v1.RejectEnrollmentResponse
+	(*Role)(nil),                           // 12: svc.v1.Role
+	(*Teammate)(nil),                       // 13: svc.v1.Teammate
+	(*TokenInfo)(nil),                      // 14: svc.v1.TokenInfo
+}
 var file_svc_v1_enrollment_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	5,  // 0: svc.v1.ListPendingEnrollmentsResponse.pending:type_name -> svc.v1.PendingEnrollment
+	12, // 1: svc.v1.NewEnrollmentMember.role:type_name -> svc.v1.Role
+	7,  // 2: svc.v1.ApproveEnrollmentRequest.new_member:type_name -> svc.v1.NewEnrollmentMember
+	13, // 3: svc.v1.ApproveEnrollmentResponse.member:type_name -> svc.v1.Teammate
+	14, // 4: svc.v1.ApproveEnrollmentResponse.token_info:type_name -> svc.v1.TokenInfo
+	0,  // 5: svc.v1.Enrollment.StartEnrollment:input_type -> svc.v1.StartEnrollmentRequest
+	2,  // 6: svc.v1.Enrollment.PollEnrollment:input_type -> svc.v1.PollEnrollmentRequest
+	4,  // 7: svc.v1.Enrollment.ListPendingEnrollments:input_type -> svc.v1.ListPendingEnrollmentsRequest
+	8,  // 8: svc.v1.Enrollment.ApproveEnrollment:input_type -> svc.v1.ApproveEnrollmentRequest
+	10, // 9: svc.v1.Enrollment.RejectEnrollment:input_type -> svc.v1.RejectEnrollmentRequest
+	1,  // 10: svc.v1.Enrollment.StartEnrollment:output_type -> svc.v1.StartEnrollmentResponse
+	3,  // 11: svc.v1.Enrollment.PollEnrollment:output_type -> svc.v1.PollEnrollmentResponse
+	6,  // 12: svc.v1.Enrollment.ListPendingEnrollments:output_type -> svc.v1.ListPendingEnrollmentsResponse
+	9,  // 13: svc.v1.Enrollment.ApproveEnrollment:output_type -> svc.v1.ApproveEnrollmentResponse
+	11, // 14: svc.v1.Enrollment.RejectEnrollment:output_type -> svc.v1.RejectEnrollmentResponse
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_enrollment_proto_init() }
@@ -42,18 +839,24 @@ func file_svc_v1_enrollment_proto_init() {
 	if File_svc_v1_enrollment_proto != nil {
 		return
 	}
+	file_svc_v1_types_proto_init()
+	file_svc_v1_enrollment_proto_msgTypes[0].OneofWrappers = []any{}
+	file_svc_v1_enrollment_proto_msgTypes[7].OneofWrappers = []any{}
+	file_svc_v1_enrollment_proto_msgTypes[8].OneofWrappers = []any{}
+	file_svc_v1_enrollment_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_enrollment_proto_rawDesc), len(file_svc_v1_enrollment_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   0,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_svc_v1_enrollment_proto_goTypes,
 		DependencyIndexes: file_svc_v1_enrollment_proto_depIdxs,
+		MessageInfos:      file_svc_v1_enrollment_proto_msgTypes,
 	}.Build()
 	File_svc_v1_enrollment_proto = out.File
 	file_svc_v1_enrollment_proto_goTypes = nil

@@ -7,7 +7,10 @@
 package apiv1
 
 import (
+	context "context"
 	grpc "google.golang.org/grpc"
+	codes "google.golang.org/grpc/codes"
+	status "google.golang.org/grpc/status"
 )
 
 // This is a compile-time assertion to ensure that this generated file
@@ -15,13 +18,38 @@ import (
 // Requires gRPC-Go v1.64.0 or later.
 const _ = grpc.SupportPackageIsVersion9
 
+const (
+	Enrollment_StartEnrollment_FullMethodName        = "/svc.v1.Enrollment/StartEnrollment"
+	Enrollment_PollEnrollment_FullMethodName         = "/svc.v1.Enrollment/PollEnrollment"
+	Enrollment_ListPendingEnrollments_FullMethodName = "/svc.v1.Enrollment/ListPendingEnrollments"
+	Enrollment_ApproveEnrollment_FullMethodName      = "/svc.v1.Enrollment/ApproveEnrollment"
+	Enrollment_RejectEnrollment_FullMethodName       = "/svc.v1.Enrollment/RejectEnrollment"
+)
+
 // EnrollmentClient is the client API for Enrollment service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Enrollment is declared now so that every client sees the full service set; its
-// methods arrive with the issues that implement them.
+// Enrollment onboards devices with an RFC 8628-style device-code flow: a
+// device mints a code pair, a person holding members.manage approves the
+// user code, and the device's next poll receives a bearer token
+// (docs/ENROLLMENT.md).
 type EnrollmentClient interface {
+	// StartEnrollment mints a device code and a user code (public; 10 mints
+	// per client address per hour).
+	StartEnrollment(ctx context.Context, in *StartEnrollmentRequest, opts ...grpc.CallOption) (*StartEnrollmentResponse, error)
+	// PollEnrollment answers the device: the token once approved, else one of
+	// the device-flow error codes (public).
+	PollEnrollment(ctx context.Context, in *PollEnrollmentRequest, opts ...grpc.CallOption) (*PollEnrollmentResponse, error)
+	// ListPendingEnrollments lists the live enrollment records for an
+	// approver (members.manage).
+	ListPendingEnrollments(ctx context.Context, in *ListPendingEnrollmentsRequest, opts ...grpc.CallOption) (*ListPendingEnrollmentsResponse, error)
+	// ApproveEnrollment binds a pending user code to an existing or new
+	// member and mints the device's token (members.manage).
+	ApproveEnrollment(ctx context.Context, in *ApproveEnrollmentRequest, opts ...grpc.CallOption) (*ApproveEnrollmentResponse, error)
+	// RejectEnrollment refuses a pending user code (members.manage); the
+	// device's next poll answers access_denied.
+	RejectEnrollment(ctx context.Context, in *RejectEnrollmentRequest, opts ...grpc.CallOption) (*RejectEnrollmentResponse, error)
 }
 
 type enrollmentClient struct {
@@ -32,13 +60,80 @@ func NewEnrollmentClient(cc grpc.ClientConnInterface) EnrollmentClient {
 	return &enrollmentClient{cc}
 }
 
+func (c *enrollmentClient) StartEnrollment(ctx context.Context, in *StartEnrollmentRequest, opts ...grpc.CallOption) (*StartEnrollmentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartEnrollmentResponse)
+	err := c.cc.Invoke(ctx, Enrollment_StartEnrollment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *enrollmentClient) PollEnrollment(ctx context.Context, in *PollEnrollmentRequest, opts ...grpc.CallOption) (*PollEnrollmentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PollEnrollmentResponse)
+	err := c.cc.Invoke(ctx, Enrollment_PollEnrollment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *enrollmentClient) ListPendingEnrollments(ctx context.Context, in *ListPendingEnrollmentsRequest, opts ...grpc.CallOption) (*ListPendingEnrollmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPendingEnrollmentsResponse)
+	err := c.cc.Invoke(ctx, Enrollment_ListPendingEnrollments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *enrollmentClient) ApproveEnrollment(ctx context.Context, in *ApproveEnrollmentRequest, opts ...grpc.CallOption) (*ApproveEnrollmentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveEnrollmentResponse)
+	err := c.cc.Invoke(ctx, Enrollment_ApproveEnrollment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *enrollmentClient) RejectEnrollment(ctx context.Context, in *RejectEnrollmentRequest, opts ...grpc.CallOption) (*RejectEnrollmentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RejectEnrollmentResponse)
+	err := c.cc.Invoke(ctx, Enrollment_RejectEnrollment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnrollmentServer is the server API for Enrollment service.
 // All implementations must embed UnimplementedEnrollmentServer
 // for forward compatibility.
 //
-// Enrollment is declared now so that every client sees the full service set; its
-// methods arrive with the issues that implement them.
+// Enrollment onboards devices with an RFC 8628-style device-code flow: a
+// device mints a code pair, a person holding members.manage approves the
+// user code, and the device's next poll receives a bearer token
+// (docs/ENROLLMENT.md).
 type EnrollmentServer interface {
+	// StartEnrollment mints a device code and a user code (public; 10 mints
+	// per client address per hour).
+	StartEnrollment(context.Context, *StartEnrollmentRequest) (*StartEnrollmentResponse, error)
+	// PollEnrollment answers the device: the token once approved, else one of
+	// the device-flow error codes (public).
+	PollEnrollment(context.Context, *PollEnrollmentRequest) (*PollEnrollmentResponse, error)
+	// ListPendingEnrollments lists the live enrollment records for an
+	// approver (members.manage).
+	ListPendingEnrollments(context.Context, *ListPendingEnrollmentsRequest) (*ListPendingEnrollmentsResponse, error)
+	// ApproveEnrollment binds a pending user code to an existing or new
+	// member and mints the device's token (members.manage).
+	ApproveEnrollment(context.Context, *ApproveEnrollmentRequest) (*ApproveEnrollmentResponse, error)
+	// RejectEnrollment refuses a pending user code (members.manage); the
+	// device's next poll answers access_denied.
+	RejectEnrollment(context.Context, *RejectEnrollmentRequest) (*RejectEnrollmentResponse, error)
 	mustEmbedUnimplementedEnrollmentServer()
 }
 
@@ -49,6 +144,21 @@ type EnrollmentServer interface {
 // pointer dereference when methods are called.
 type UnimplementedEnrollmentServer struct{}
 
+func (UnimplementedEnrollmentServer) StartEnrollment(context.Context, *StartEnrollmentRequest) (*StartEnrollmentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartEnrollment not implemented")
+}
+func (UnimplementedEnrollmentServer) PollEnrollment(context.Context, *PollEnrollmentRequest) (*PollEnrollmentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PollEnrollment not implemented")
+}
+func (UnimplementedEnrollmentServer) ListPendingEnrollments(context.Context, *ListPendingEnrollmentsRequest) (*ListPendingEnrollmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPendingEnrollments not implemented")
+}
+func (UnimplementedEnrollmentServer) ApproveEnrollment(context.Context, *ApproveEnrollmentRequest) (*ApproveEnrollmentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveEnrollment not implemented")
+}
+func (UnimplementedEnrollmentServer) RejectEnrollment(context.Context, *RejectEnrollmentRequest) (*RejectEnrollmentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RejectEnrollment not implemented")
+}
 func (UnimplementedEnrollmentServer) mustEmbedUnimplementedEnrollmentServer() {}
 func (UnimplementedEnrollmentServer) testEmbeddedByValue()                    {}
 
@@ -70,13 +180,124 @@ func RegisterEnrollmentServer(s grpc.ServiceRegistrar, srv EnrollmentServer) {
 	s.RegisterService(&Enrollment_ServiceDesc, srv)
 }
 
+func _Enrollment_StartEnrollment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartEnrollmentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnrollmentServer).StartEnrollment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Enrollment_StartEnrollment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnrollmentServer).StartEnrollment(ctx, req.(*StartEnrollmentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Enrollment_PollEnrollment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PollEnrollmentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnrollmentServer).PollEnrollment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Enrollment_PollEnrollment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnrollmentServer).PollEnrollment(ctx, req.(*PollEnrollmentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Enrollment_ListPendingEnrollments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPendingEnrollmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnrollmentServer).ListPendingEnrollments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Enrollment_ListPendingEnrollments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnrollmentServer).ListPendingEnrollments(ctx, req.(*ListPendingEnrollmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Enrollment_ApproveEnrollment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveEnrollmentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnrollmentServer).ApproveEnrollment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Enrollment_ApproveEnrollment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnrollmentServer).ApproveEnrollment(ctx, req.(*ApproveEnrollmentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Enrollment_RejectEnrollment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RejectEnrollmentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnrollmentServer).RejectEnrollment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Enrollment_RejectEnrollment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnrollmentServer).RejectEnrollment(ctx, req.(*RejectEnrollmentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Enrollment_ServiceDesc is the grpc.ServiceDesc for Enrollment service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Enrollment_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "svc.v1.Enrollment",
 	HandlerType: (*EnrollmentServer)(nil),
-	Methods:     []grpc.MethodDesc{},
-	Streams:     []grpc.StreamDesc{},
-	Metadata:    "svc/v1/enrollment.proto",
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "StartEnrollment",
+			Handler:    _Enrollment_StartEnrollment_Handler,
+		},
+		{
+			MethodName: "PollEnrollment",
+			Handler:    _Enrollment_PollEnrollment_Handler,
+		},
+		{
+			MethodName: "ListPendingEnrollments",
+			Handler:    _Enrollment_ListPendingEnrollments_Handler,
+		},
+		{
+			MethodName: "ApproveEnrollment",
+			Handler:    _Enrollment_ApproveEnrollment_Handler,
+		},
+		{
+			MethodName: "RejectEnrollment",
+			Handler:    _Enrollment_RejectEnrollment_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "svc/v1/enrollment.proto",
 }

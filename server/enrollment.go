@@ -1,0 +1,606 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/kek"
+	"svc/store"
+)
+
+// Device enrollment limits (spec: Limits; docs/ENROLLMENT.md).
+const (
+	// enrollLifetime is how long a minted code pair may be approved.
+	enrollLifetime = 300 * time.Second
+	// enrollHold is how long an issued token waits for the device's poll.
+	enrollHold = 5 * time.Minute
+	// enrollInterval is the poll interval a device starts with.
+	enrollInterval = 5 * time.Second
+	// enrollSlowDown is what each slow_down adds to a device's interval.
+	enrollSlowDown = 5 * time.Second
+	// maxLiveEnrollments bounds the live records whatever the number of
+	// client addresses: the per-address mint limit alone does not bound
+	// the table against many addresses (an IPv6 block).
+	maxLiveEnrollments = 1000
+	// maxMintKeys bounds the addresses the mint limiter remembers.
+	maxMintKeys = 100_000
+	// enrollSweepEvery is how often the background sweep removes expired
+	// records and revokes the tokens nobody collected.
+	enrollSweepEvery = 15 * time.Second
+	// Field bounds.
+	maxEnrollLabel  = 128
+	maxEnrollReason = 512
+	maxUserAgent    = 256
+	maxDeviceCode   = 256
+)
+
+// userCodeAlphabet is what a person types: 20 consonants without vowels
+// (no words) and without look-alikes (RFC 8628 §6.1); 8 of them carry
+// about 34.6 bits.
+const (
+	userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
+	userCodeLen      = 8
+)
+
+// Metadata the gateway sets on its in-process connection, trusted only
+// there (like ConnKeyMD): the HTTP request's Host, scheme and User-Agent.
+const (
+	ForwardedHostMD   = "x-svc-host"
+	ForwardedSchemeMD = "x-svc-scheme"
+	// gatewayUserAgentMD is grpc-gateway's name for a forwarded
+	// User-Agent header (the gateway's incoming header matcher).
+	gatewayUserAgentMD = "grpcgateway-user-agent"
+)
+
+// Enrollment implements apiv1.EnrollmentServer: the device-code flow.
+type Enrollment struct {
+	apiv1.UnimplementedEnrollmentServer
+	*core
+	mints *auth.WindowLimiter
+	// publicURL is the broker's base URL for verification URIs; empty
+	// means the request's own scheme and host.
+	publicURL string
+}
+
+var _ apiv1.EnrollmentServer = (*Enrollment)(nil)
+
+func newEnrollment(c *core, publicURL string) *Enrollment {
+	return &Enrollment{
+		core:      c,
+		mints:     auth.NewWindowLimiter(auth.EnrollMintLimit, auth.EnrollMintWindow, maxMintKeys, c.now),
+		publicURL: strings.TrimRight(publicURL, "/"),
+	}
+}
+
+// errNoKEK refuses approvals without a KEK to seal the token under.
+var errNoKEK = Errorf(CodeUnavailable, "no active KEK: enrollment tokens cannot be held for the device")
+
+// StartEnrollment implements apiv1.EnrollmentServer.
+func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnrollmentRequest) (*apiv1.StartEnrollmentResponse, error) {
+	label := req.GetLabelHint()
+	if len(label) > maxEnrollLabel {
+		return nil, invalid("labelHint", "at most %d bytes", maxEnrollLabel)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	ip := clientIP(ctx, md)
+	if wait := e.mints.Allow(mintKey(ip)); wait > 0 {
+		return nil, &Error{Code: CodeRateLimited, Message: "enrollment mint limit reached for this address", RetryAfter: wait}
+	}
+	deviceCode, err := randomDeviceCode()
+	if err != nil {
+		return nil, err
+	}
+	now := e.now()
+	rec := store.Enrollment{
+		ID: newID(), DeviceHash: sha256.Sum256([]byte(deviceCode)), LabelHint: label,
+		SourceIP: ip, UserAgent: userAgent(ctx, md), Status: store.EnrollmentPending,
+		CreatedAt: now, ExpiresAt: now.Add(enrollLifetime), Interval: enrollInterval,
+	}
+	// A user code is unique among stored records; a collision (rare: 20^8
+	// codes) draws again.
+	for range 8 {
+		if rec.UserCode, err = newUserCode(); err != nil {
+			return nil, err
+		}
+		err = e.store.WithTx(ctx, func(tx store.Tx) error {
+			if err := e.sweep(ctx, tx, now); err != nil {
+				return err
+			}
+			n, err := tx.CountEnrollments(ctx, now)
+			if err != nil {
+				return err
+			}
+			if n >= maxLiveEnrollments {
+				// Rare: list them to tell when the oldest expires.
+				live, err := tx.ListEnrollments(ctx, now)
+				if err != nil {
+					return err
+				}
+				return &Error{Code: CodeRateLimited, Message: "too many pending enrollments", RetryAfter: live[0].ExpiresAt.Sub(now)}
+			}
+			return tx.CreateEnrollment(ctx, rec)
+		})
+		if !errors.Is(err, store.ErrConflict) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	base := e.baseURL(ctx, md)
+	shown := FormatUserCode(rec.UserCode)
+	return &apiv1.StartEnrollmentResponse{
+		DeviceCode: deviceCode, UserCode: shown,
+		VerificationUri:         base + "/ui/enroll",
+		VerificationUriComplete: base + "/ui/enroll?" + url.Values{"code": {shown}}.Encode(),
+		ExpiresIn:               int32(enrollLifetime / time.Second),
+		Interval:                int32(enrollInterval / time.Second),
+	}, nil
+}
+
+// pollOutcome is what a poll found, decided inside its transaction.
+type pollOutcome struct {
+	err    *Error
+	token  string
+	member string
+}
+
+// PollEnrollment implements apiv1.EnrollmentServer.
+func (e *Enrollment) PollEnrollment(ctx context.Context, req *apiv1.PollEnrollmentRequest) (*apiv1.PollEnrollmentResponse, error) {
+	code := req.GetDeviceCode()
+	if code == "" {
+		return nil, invalid("deviceCode", "is required")
+	}
+	if len(code) > maxDeviceCode {
+		return nil, invalid("deviceCode", "at most %d bytes", maxDeviceCode)
+	}
+	h := store.DeviceCodeHash(sha256.Sum256([]byte(code)))
+	now := e.now()
+	var out pollOutcome
+	err := e.store.WithTx(ctx, func(tx store.Tx) error {
+		out = pollOutcome{}
+		if err := e.sweep(ctx, tx, now); err != nil {
+			return err
+		}
+		rec, err := tx.GetEnrollmentByDeviceHash(ctx, h)
+		if errors.Is(err, store.ErrNotFound) || err == nil && !rec.Live(now) {
+			out.err = Errorf(CodeExpiredToken, "the device code is unknown, expired or already used")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !rec.LastPollAt.IsZero() && now.Sub(rec.LastPollAt) < rec.Interval {
+			rec.Interval += enrollSlowDown
+			rec.LastPollAt = now
+			out.err = Errorf(CodeSlowDown, "polled before the interval elapsed; poll every %d s", int(rec.Interval/time.Second))
+			return tx.UpdateEnrollment(ctx, rec)
+		}
+		rec.LastPollAt = now
+		switch rec.Status {
+		case store.EnrollmentApproved:
+			if e.kek == nil {
+				return errNoKEK
+			}
+			var sealed kek.Sealed
+			if err := json.Unmarshal([]byte(rec.SealedToken), &sealed); err != nil {
+				return fmt.Errorf("enrollment %s: sealed token: %w", rec.ID, err)
+			}
+			plain, err := e.kek.Open(sealed, enrollTokenPurpose(rec.ID))
+			if err != nil {
+				return fmt.Errorf("enrollment %s: %w", rec.ID, err)
+			}
+			out.token, out.member = string(plain), rec.Member
+			// One read: the plaintext goes with the record, in the
+			// transaction that read it.
+			return tx.DeleteEnrollment(ctx, rec.ID)
+		case store.EnrollmentRejected:
+			out.err = &Error{Code: CodeAccessDenied, Message: "the enrollment was rejected", Description: rec.Reason}
+		default:
+			out.err = Errorf(CodeAuthorizationPending, "waiting for approval")
+		}
+		return tx.UpdateEnrollment(ctx, rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out.err != nil {
+		return nil, out.err
+	}
+	return &apiv1.PollEnrollmentResponse{Token: out.token, Member: out.member}, nil
+}
+
+// ListPendingEnrollments implements apiv1.EnrollmentServer.
+func (e *Enrollment) ListPendingEnrollments(ctx context.Context, _ *apiv1.ListPendingEnrollmentsRequest) (*apiv1.ListPendingEnrollmentsResponse, error) {
+	recs, err := e.store.ListEnrollments(ctx, e.now())
+	if err != nil {
+		return nil, err
+	}
+	resp := &apiv1.ListPendingEnrollmentsResponse{Pending: make([]*apiv1.PendingEnrollment, 0, len(recs))}
+	for _, r := range recs {
+		resp.Pending = append(resp.Pending, &apiv1.PendingEnrollment{
+			UserCode: FormatUserCode(r.UserCode), LabelHint: r.LabelHint, SourceIp: r.SourceIP,
+			UserAgent: r.UserAgent, CreatedAt: ms(r.CreatedAt), ExpiresAt: ms(r.ExpiresAt), Status: r.Status,
+		})
+	}
+	return resp, nil
+}
+
+// ApproveEnrollment implements apiv1.EnrollmentServer.
+func (e *Enrollment) ApproveEnrollment(ctx context.Context, req *apiv1.ApproveEnrollmentRequest) (*apiv1.ApproveEnrollmentResponse, error) {
+	p := mustPrincipal(ctx)
+	if e.kek == nil {
+		return nil, errNoKEK
+	}
+	code, err := parseUserCodeField(req.GetUserCode())
+	if err != nil {
+		return nil, err
+	}
+	if (req.Member == nil) == (req.NewMember == nil) {
+		return nil, invalid("member", "exactly one of member and newMember is required")
+	}
+	if req.Label != nil && (req.GetLabel() == "" || len(req.GetLabel()) > maxEnrollLabel) {
+		return nil, invalid("label", "must be 1 to %d bytes", maxEnrollLabel)
+	}
+	if req.Member != nil {
+		if err := e.knownMember("member", req.GetMember()); err != nil {
+			return nil, err
+		}
+	}
+	now := e.now()
+	rec, err := e.decidable(ctx, e.store, p, code, now)
+	if err != nil {
+		return nil, err
+	}
+	label := rec.LabelHint
+	if req.Label != nil {
+		label = req.GetLabel()
+	}
+	if label == "" {
+		label = "enrolled device"
+	}
+	plaintext, hash, err := auth.NewToken()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := e.kek.Seal([]byte(plaintext), enrollTokenPurpose(rec.ID))
+	if err != nil {
+		return nil, err
+	}
+	sealedJSON, err := json.Marshal(sealed)
+	if err != nil {
+		return nil, err
+	}
+	tok := store.Token{ID: newID(), Hash: hash, Label: label, Origin: "enroll", CreatedAt: now, CreatedBy: p.Member}
+	// hold marks the record approved in the transaction that stores the
+	// token, after checking again that nobody decided it meanwhile.
+	hold := func(ctx context.Context, tx store.Tx, member string) error {
+		cur, err := e.decidable(ctx, tx, p, code, now)
+		if err != nil {
+			return err
+		}
+		if cur.ID != rec.ID {
+			return Errorf(CodeNotFound, "no pending enrollment %s", FormatUserCode(code))
+		}
+		cur.Status, cur.Member, cur.TokenID, cur.SealedToken = store.EnrollmentApproved, member, tok.ID, string(sealedJSON)
+		cur.ExpiresAt = now.Add(enrollHold)
+		return tx.UpdateEnrollment(ctx, cur)
+	}
+	var member *apiv1.Teammate
+	if nm := req.GetNewMember(); nm != nil {
+		tok.Member = nm.GetName()
+		entry, err := e.createMember(ctx, &apiv1.CreateMemberRequest{
+			Name: nm.GetName(), Role: nm.GetRole(), Instructions: nm.Instructions, Permissions: nm.GetPermissions(),
+		}, tok, false, func(ctx context.Context, tx store.Tx) error {
+			return hold(ctx, tx, nm.GetName())
+		})
+		if err != nil {
+			return nil, err
+		}
+		member = teammateToProto(entry)
+	} else {
+		name := req.GetMember()
+		tok.Member = name
+		err := e.store.WithTx(ctx, func(tx store.Tx) error {
+			if err := tx.CreateToken(ctx, tok); err != nil {
+				if errors.Is(err, store.ErrPrecondition) {
+					return invalid("member", "no member %q", name)
+				}
+				return err
+			}
+			return hold(ctx, tx, name)
+		})
+		if err != nil {
+			return nil, err
+		}
+		m, ok := e.team.Member(name)
+		if !ok {
+			return nil, invalid("member", "no member %q", name)
+		}
+		member = teammateToProto(m)
+	}
+	e.log.InfoContext(ctx, "enrollment approved", "member", tok.Member, "by", p.Member, "token_id", tok.ID)
+	return &apiv1.ApproveEnrollmentResponse{Member: member, TokenInfo: tokenToProto(tok)}, nil
+}
+
+// RejectEnrollment implements apiv1.EnrollmentServer.
+func (e *Enrollment) RejectEnrollment(ctx context.Context, req *apiv1.RejectEnrollmentRequest) (*apiv1.RejectEnrollmentResponse, error) {
+	p := mustPrincipal(ctx)
+	code, err := parseUserCodeField(req.GetUserCode())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetReason()) > maxEnrollReason {
+		return nil, invalid("reason", "at most %d bytes", maxEnrollReason)
+	}
+	now := e.now()
+	err = e.store.WithTx(ctx, func(tx store.Tx) error {
+		if err := e.sweep(ctx, tx, now); err != nil {
+			return err
+		}
+		rec, err := e.decidable(ctx, tx, p, code, now)
+		if err != nil {
+			return err
+		}
+		rec.Status, rec.Reason = store.EnrollmentRejected, req.GetReason()
+		return tx.UpdateEnrollment(ctx, rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.InfoContext(ctx, "enrollment rejected", "by", p.Member)
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.RejectEnrollmentResponse{}, nil
+}
+
+// enrollmentReader is what decidable reads through: the store or a
+// transaction.
+type enrollmentReader interface {
+	GetEnrollmentByUserCode(ctx context.Context, userCode string) (store.Enrollment, error)
+}
+
+// decidable returns the live record of code for p to approve or reject:
+// 404 when there is none (unknown or expired), 403 when p authenticated
+// with the token this record issued (a device cannot decide its own
+// enrollment), 409 when it is already approved or rejected.
+func (e *Enrollment) decidable(ctx context.Context, r enrollmentReader, p *auth.Principal, code string, now time.Time) (store.Enrollment, error) {
+	rec, err := r.GetEnrollmentByUserCode(ctx, code)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !rec.Live(now) {
+		return rec, Errorf(CodeNotFound, "no pending enrollment %s", FormatUserCode(code))
+	}
+	if err != nil {
+		return rec, err
+	}
+	if p.Via == auth.ViaBearer && rec.TokenID != "" && rec.TokenID == p.TokenID {
+		return rec, fmt.Errorf("%w: a device cannot decide its own enrollment", auth.ErrForbidden)
+	}
+	if rec.Status != store.EnrollmentPending {
+		return rec, Errorf(CodeConflict, "enrollment %s is already %s", FormatUserCode(code), rec.Status)
+	}
+	return rec, nil
+}
+
+// sweep deletes the records expired at now and revokes the tokens of
+// approvals whose hold ended unread: nobody holds their plaintext, so none
+// may stay usable.
+func (e *Enrollment) sweep(ctx context.Context, tx store.Tx, now time.Time) error {
+	gone, err := tx.DeleteExpiredEnrollments(ctx, now)
+	if err != nil {
+		return err
+	}
+	for _, r := range gone {
+		if r.Status != store.EnrollmentApproved || r.TokenID == "" {
+			continue
+		}
+		if _, err := tx.RevokeToken(ctx, r.Member, r.TokenID, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		e.log.InfoContext(ctx, "enrollment token revoked: the device never collected it", "member", r.Member, "token_id", r.TokenID)
+	}
+	return nil
+}
+
+// run sweeps expired records every enrollSweepEvery until ctx ends, so an
+// uncollected token is revoked even when no enrollment call comes.
+func (e *Enrollment) run(ctx context.Context) {
+	t := time.NewTicker(enrollSweepEvery)
+	defer t.Stop()
+	for {
+		err := e.store.WithTx(ctx, func(tx store.Tx) error { return e.sweep(ctx, tx, e.now()) })
+		if err != nil && ctx.Err() == nil {
+			e.log.WarnContext(ctx, "enrollment sweep failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// enrollTokenPurpose binds a sealed token to its record.
+func enrollTokenPurpose(id string) string { return "svc/enrollment-token/" + id }
+
+// baseURL is the broker's base for verification URIs: the configured
+// public URL, else the scheme and host the client reached.
+func (e *Enrollment) baseURL(ctx context.Context, md metadata.MD) string {
+	if e.publicURL != "" {
+		return e.publicURL
+	}
+	scheme, host := "http", ""
+	pr, ok := peer.FromContext(ctx)
+	if ok && pr.Addr != nil && pr.Addr.Network() == "bufconn" {
+		if v := md.Get(ForwardedSchemeMD); len(v) > 0 && v[0] == "https" {
+			scheme = "https"
+		}
+		if v := md.Get(ForwardedHostMD); len(v) > 0 {
+			host = v[0]
+		}
+	} else {
+		if ok && pr.AuthInfo != nil {
+			if _, tls := pr.AuthInfo.(credentials.TLSInfo); tls {
+				scheme = "https"
+			}
+		}
+		if v := md.Get(":authority"); len(v) > 0 {
+			host = v[0]
+		}
+	}
+	if !validHost(host) {
+		host = "localhost"
+		if ok && pr.LocalAddr != nil && pr.Addr.Network() != "bufconn" {
+			host = pr.LocalAddr.String()
+		}
+	}
+	return scheme + "://" + host
+}
+
+// validHost accepts a host[:port] a URL can carry and nothing that could
+// change the URL's shape.
+func validHost(h string) bool {
+	if h == "" || len(h) > 255 {
+		return false
+	}
+	u, err := url.Parse("http://" + h)
+	return err == nil && u.Host == h && u.User == nil && u.Path == "" && u.RawQuery == "" && u.Fragment == "" &&
+		!strings.ContainsAny(h, " \t\\%")
+}
+
+// clientIP is the caller's address: the TCP peer of a native gRPC call,
+// or, on the gateway's in-process connection, the HTTP client's TCP peer
+// the gateway named (never a client-sent X-Forwarded-For).
+func clientIP(ctx context.Context, md metadata.MD) string {
+	key := connKey(ctx, md)
+	_, remote, ok := strings.Cut(key, "|")
+	if !ok {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}
+
+// mintKey is the mint limiter's key of an address: IPv6 clients are
+// counted per /64, which one subscriber usually holds whole.
+func mintKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return a.String()
+}
+
+// userAgent is the caller's User-Agent, made valid UTF-8 and cut to
+// maxUserAgent bytes: the REST client's header as the gateway forwarded
+// it, or a native client's gRPC user agent.
+func userAgent(ctx context.Context, md metadata.MD) string {
+	key := "user-agent"
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil && pr.Addr.Network() == "bufconn" {
+		key = gatewayUserAgentMD
+	}
+	v := md.Get(key)
+	if len(v) == 0 {
+		return ""
+	}
+	return truncateUTF8(strings.ToValidUTF8(v[0], "\uFFFD"), maxUserAgent)
+}
+
+func randomDeviceCode() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// newUserCode draws a normalized user code uniformly from the alphabet.
+func newUserCode() (string, error) {
+	out := make([]byte, userCodeLen)
+	for i := range out {
+		out[i] = userCodeAlphabet[randIndex(len(userCodeAlphabet))]
+	}
+	return string(out), nil
+}
+
+// randIndex returns a uniform index below n (n <= 256) by rejection.
+func randIndex(n int) int {
+	limit := 256 - 256%n
+	var b [1]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if int(b[0]) < limit {
+			return int(b[0]) % n
+		}
+	}
+}
+
+// ParseUserCode normalizes a user code as a person may type it: any case,
+// with or without the dash (and the spaces a copy may bring around it). It
+// returns the 8 alphabet characters, or false.
+func ParseUserCode(s string) (string, bool) {
+	if len(s) > 3*userCodeLen {
+		return "", false
+	}
+	s = strings.TrimSpace(s)
+	if len(s) == userCodeLen+1 && s[userCodeLen/2] == '-' {
+		s = s[:userCodeLen/2] + s[userCodeLen/2+1:]
+	}
+	if len(s) != userCodeLen {
+		return "", false
+	}
+	out := make([]byte, userCodeLen)
+	for i := range userCodeLen {
+		c := s[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		if !strings.ContainsRune(userCodeAlphabet, rune(c)) {
+			return "", false
+		}
+		out[i] = c
+	}
+	return string(out), true
+}
+
+// FormatUserCode shows a normalized user code as XXXX-XXXX.
+func FormatUserCode(code string) string {
+	if len(code) != userCodeLen {
+		return code
+	}
+	return code[:userCodeLen/2] + "-" + code[userCodeLen/2:]
+}
+
+func parseUserCodeField(s string) (string, error) {
+	if s == "" {
+		return "", invalid("userCode", "is required")
+	}
+	code, ok := ParseUserCode(s)
+	if !ok {
+		return "", invalid("userCode", "must be 8 letters from %s, as XXXX-XXXX or without the dash", userCodeAlphabet)
+	}
+	return code, nil
+}
