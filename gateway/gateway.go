@@ -122,6 +122,8 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		apiv1.RegisterFsHandler,
 		apiv1.RegisterActivityHandler,
 		apiv1.RegisterEnrollmentHandler,
+		apiv1.RegisterSecretsHandler,
+		apiv1.RegisterToolSourcesHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)
@@ -145,6 +147,9 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		mux.Handle(pattern, rh)
 	}
 	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
+	// A tool call carries up to 1 MiB of args: its route takes that and the
+	// envelope (the service measures the args themselves).
+	mux.Handle("POST /tool-sources/{slug}/tools/{name}/invoke", g.withBodyLimit(server.MaxInvokeBody, bodyless(gw)))
 	fsRead, err := g.route(fsReadRoute, g.handleFsRead)
 	if err != nil {
 		return nil, err

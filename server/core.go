@@ -39,6 +39,8 @@ type core struct {
 	// store).
 	tel   *telemetry
 	blobs *vfs.Blobs // nil when the filesystem is disabled
+	// tools is the tool-call engine of tool sources.
+	tools ToolEngine
 	// maxFileSize is the most bytes one file may hold.
 	maxFileSize int64
 	// quotaBytes is the most bytes one member's home may hold; <= 0 is

@@ -89,9 +89,6 @@ func newEnrollment(c *core, publicURL string) *Enrollment {
 	}
 }
 
-// errNoKEK refuses approvals without a KEK to seal the token under.
-var errNoKEK = Errorf(CodeUnavailable, "no active KEK: enrollment tokens cannot be held for the device")
-
 // StartEnrollment implements apiv1.EnrollmentServer.
 func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnrollmentRequest) (*apiv1.StartEnrollmentResponse, error) {
 	label := req.GetLabelHint()

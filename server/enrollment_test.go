@@ -90,12 +90,6 @@ func (f *enrollFixture) poll(code string) (*apiv1.PollEnrollmentResponse, error)
 	return f.PollEnrollment(context.Background(), &apiv1.PollEnrollmentRequest{DeviceCode: code})
 }
 
-func requireCode(t *testing.T, err error, code Code, msg ...any) {
-	t.Helper()
-	require.Error(t, err, msg...)
-	require.Equal(t, code, Render(err).Body.Error, "%v %v", err, msg)
-}
-
 func TestEnrollmentMint(t *testing.T) {
 	f := mustEnrollment(t, true)
 	r := f.mint(t)

@@ -91,3 +91,10 @@ func mustMemStore(t *testing.T) store.Store {
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func ptr[T any](v T) *T { return &v }
+
+// requireCode asserts that err is answered with code.
+func requireCode(t *testing.T, err error, code Code, msg ...any) {
+	t.Helper()
+	require.Error(t, err, msg...)
+	require.Equal(t, code, Render(err).Body.Error, "%v %v", err, msg)
+}

@@ -21,6 +21,7 @@ import (
 	"svc/server/egress"
 	"svc/server/hub"
 	"svc/server/kek"
+	"svc/server/toolcall"
 	"svc/server/vfs"
 	"svc/store"
 )
@@ -63,6 +64,7 @@ type options struct {
 	maxStreams    int
 	otlpFlush     time.Duration
 	publicURL     string
+	tools         ToolEngine
 }
 
 // WithLogger sets the logger; the default discards.
@@ -136,6 +138,10 @@ func New(d Deps, opts ...Option) *Server {
 	}
 	c.hub = hub.New(hub.WithOnChange(c.presence.touch), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
+	c.tools = o.tools
+	if c.tools == nil {
+		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress}), toolcall.Options{})}
+	}
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
@@ -173,6 +179,8 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterObjectivesServer(g, objectives)
 		apiv1.RegisterFsServer(g, s.fs)
 		apiv1.RegisterActivityServer(g, &Activity{core: c})
+		apiv1.RegisterSecretsServer(g, &Secrets{core: c})
+		apiv1.RegisterToolSourcesServer(g, &ToolSources{core: c})
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
 		apiv1.RegisterNotificationsServer(g, &Notifications{})

@@ -13,6 +13,8 @@ type Tx interface {
 	ObjectiveStore
 	FsStore
 	EnrollmentStore
+	SecretStore
+	ToolSourceStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction
 	// goes on.

@@ -711,7 +711,7 @@ func (d restDriver) call(t testing.TB, c cred, op string, req obj) result {
 	})
 	var body any
 	switch {
-	case spec.method == http.MethodPost || spec.method == http.MethodPatch:
+	case spec.method == http.MethodPost || spec.method == http.MethodPatch || spec.method == http.MethodPut:
 		body = fields
 	case queryOps[op]:
 		q := url.Values{}

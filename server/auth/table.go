@@ -100,6 +100,31 @@ var methodRules = map[string]Rule{
 	apiv1.Enrollment_ApproveEnrollment_FullMethodName:      Require(MembersManage),
 	apiv1.Enrollment_RejectEnrollment_FullMethodName:       Require(MembersManage),
 
+	apiv1.Secrets_ListSecrets_FullMethodName:         AnyMember, // per-viewer summaries
+	apiv1.Secrets_CreateSecret_FullMethodName:        Require(SecretsManage),
+	apiv1.Secrets_GetSecret_FullMethodName:           AnyMember, // boundMembers for secrets.manage only
+	apiv1.Secrets_ResolveSecrets_FullMethodName:      AnyMember, // the caller's own environment
+	apiv1.Secrets_UpdateSecret_FullMethodName:        Require(SecretsManage),
+	apiv1.Secrets_DeleteSecret_FullMethodName:        Require(SecretsManage),
+	apiv1.Secrets_SetSecretValue_FullMethodName:      Require(SecretsManage),
+	apiv1.Secrets_DeleteSecretValue_FullMethodName:   Require(SecretsManage),
+	apiv1.Secrets_AddSecretBinding_FullMethodName:    Require(SecretsManage),
+	apiv1.Secrets_RemoveSecretBinding_FullMethodName: Require(SecretsManage),
+
+	apiv1.ToolSources_ListToolSources_FullMethodName:      AnyMember, // per-viewer summaries
+	apiv1.ToolSources_CreateToolSource_FullMethodName:     Require(ToolsManage),
+	apiv1.ToolSources_GetToolSource_FullMethodName:        AnyMember, // boundMembers and bindings for tools.manage only
+	apiv1.ToolSources_UpdateToolSource_FullMethodName:     Require(ToolsManage),
+	apiv1.ToolSources_DeleteToolSource_FullMethodName:     Require(ToolsManage),
+	apiv1.ToolSources_SetToolCredential_FullMethodName:    Require(ToolsManage),
+	apiv1.ToolSources_DeleteToolCredential_FullMethodName: Require(ToolsManage),
+	apiv1.ToolSources_AddToolBinding_FullMethodName:       Require(ToolsManage),
+	apiv1.ToolSources_RemoveToolBinding_FullMethodName:    Require(ToolsManage),
+	apiv1.ToolSources_PutTool_FullMethodName:              Require(ToolsManage),
+	apiv1.ToolSources_DeleteTool_FullMethodName:           Require(ToolsManage),
+	apiv1.ToolSources_RefreshToolSource_FullMethodName:    Require(ToolsManage),
+	apiv1.ToolSources_InvokeTool_FullMethodName:           AnyMember, // bound or allMembers, checked in the service
+
 	// OTLP: bearer only, checked in the service; the member is the token's.
 	collogspb.LogsService_Export_FullMethodName:       AnyMember,
 	colmetricspb.MetricsService_Export_FullMethodName: AnyMember,

@@ -19,6 +19,8 @@ var serviceDescs = []*grpc.ServiceDesc{
 	&apiv1.Fs_ServiceDesc,
 	&apiv1.Notifications_ServiceDesc,
 	&apiv1.Enrollment_ServiceDesc,
+	&apiv1.Secrets_ServiceDesc,
+	&apiv1.ToolSources_ServiceDesc,
 	&grpc_reflection_v1.ServerReflection_ServiceDesc,
 	&grpc_reflection_v1alpha.ServerReflection_ServiceDesc,
 }

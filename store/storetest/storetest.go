@@ -21,6 +21,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		messageTests, channelTests, pushSubTests,
 		fsTests, objectiveTests,
 		enrollmentTests,
+		secretTests, toolSourceTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"svc/server/auth"
+	"svc/server/kek"
+	"svc/store"
+)
+
+// Registry event kinds (spec: Events): the data.kind of the messages that
+// report a change of a tool source or a secret.
+const (
+	registryKindToolSource = "tool_source"
+	registryKindSecret     = "secret"
+)
+
+// registryChange is one change of a registry entry, for the message that
+// reports it. It never holds a value or a credential.
+type registryChange struct {
+	kind   string // registryKindToolSource or registryKindSecret
+	slug   string
+	event  string // created, updated, deleted, value_set, binding_added, ...
+	actor  string
+	member string // the member a binding change names
+	tool   string // the tool a tool definition change names
+	// before and after are who could use the entry before and after the
+	// change (its bound members, or every member with allMembers).
+	before, after []string
+	// managers hold the registry's manage leaf.
+	managers []string
+}
+
+// registryThread is the thread a registry entry's events go to:
+// tool:<slug> or secret:<slug>.
+func registryThread(kind, slug string) string {
+	if kind == registryKindToolSource {
+		return "tool:" + slug
+	}
+	return "secret:" + slug
+}
+
+// registryAudience is who may use an entry: every member when allMembers,
+// its bound members otherwise. everyone is the team, read before the
+// change goes to the committer.
+func registryAudience(allMembers bool, bound, everyone []string) []string {
+	if allMembers {
+		return slices.Clone(everyone)
+	}
+	return slices.Clone(bound)
+}
+
+// memberNames are the names of the team's members, sorted.
+func (c *core) memberNames() []string {
+	ms := c.team.Members()
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// message is the thread message that reports ch to everyone who could use
+// the entry before or after it, and the manage holders; ok is false when
+// nobody is to be told.
+func (ch registryChange) message() (store.Message, bool, error) {
+	var to []string
+	for _, set := range [][]string{ch.before, ch.after, ch.managers} {
+		for _, m := range set {
+			if !slices.Contains(to, m) {
+				to = append(to, m)
+			}
+		}
+	}
+	if len(to) == 0 {
+		return store.Message{}, false, nil
+	}
+	slices.Sort(to)
+	noun := "tool source"
+	if ch.kind == registryKindSecret {
+		noun = "secret"
+	}
+	thread := registryThread(ch.kind, ch.slug)
+	body := fmt.Sprintf("%s: %s %s", ch.actor, noun, ch.slug)
+	switch ch.event {
+	case "binding_added":
+		body = fmt.Sprintf("%s bound %s to %s %s", ch.actor, ch.member, noun, ch.slug)
+	case "binding_removed":
+		body = fmt.Sprintf("%s unbound %s from %s %s", ch.actor, ch.member, noun, ch.slug)
+	case "tool_defined", "tool_deleted":
+		body = fmt.Sprintf("%s %s %s %s (%s)", ch.actor, eventVerb(ch.event), noun, ch.slug, ch.tool)
+	default:
+		body = fmt.Sprintf("%s %s %s %s", ch.actor, eventVerb(ch.event), noun, ch.slug)
+	}
+	data := map[string]any{"thread": thread, "kind": ch.kind, "event": ch.event, "slug": ch.slug}
+	if ch.member != "" {
+		data["member"] = ch.member
+	}
+	if ch.tool != "" {
+		data["tool"] = ch.tool
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return store.Message{}, false, err
+	}
+	return store.Message{
+		From: ch.actor, Thread: thread, Title: noun + " " + ch.slug, Body: body, Level: "info",
+		Data: b, Recipients: to,
+	}, true, nil
+}
+
+// eventVerb words a registry event for a message body.
+func eventVerb(event string) string {
+	switch event {
+	case "created":
+		return "created"
+	case "deleted":
+		return "deleted"
+	case "value_set":
+		return "set the value of"
+	case "value_deleted":
+		return "removed the value of"
+	case "credential_set":
+		return "set the credential of"
+	case "credential_deleted":
+		return "removed the credential of"
+	case "tool_defined":
+		return "defined a tool of"
+	case "tool_deleted":
+		return "deleted a tool of"
+	case "refreshed":
+		return "refreshed the tools of"
+	}
+	return "updated"
+}
+
+// registryCommit runs apply on the committer and commits the change it
+// reports with its event message, in one transaction. apply returns nil
+// for a call that changed nothing (no event).
+func (c *core) registryCommit(ctx context.Context, apply func(ctx context.Context, tx store.Tx) (*registryChange, error)) error {
+	return c.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		ch, err := apply(ctx, tx)
+		if err != nil || ch == nil {
+			return nil, err
+		}
+		msg, ok, err := ch.message()
+		if err != nil || !ok {
+			return nil, err
+		}
+		return []store.Message{msg}, nil
+	}, nil, nil).err
+}
+
+// errNoKEK answers a call that must seal or open a write-only secret while
+// no KEK is active.
+var errNoKEK = Errorf(CodeUnavailable, "no key-encryption key is active: write-only secrets cannot be stored or read")
+
+// seal encrypts a write-only value for purpose; errNoKEK without a KEK.
+func (c *core) seal(plaintext []byte, purpose string) ([]byte, error) {
+	if c.kek == nil {
+		return nil, errNoKEK
+	}
+	s, err := c.kek.Seal(plaintext, purpose)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(s)
+}
+
+// open decrypts a value seal made for purpose; errNoKEK without a KEK.
+func (c *core) open(sealed []byte, purpose string) ([]byte, error) {
+	if c.kek == nil {
+		return nil, errNoKEK
+	}
+	var s kek.Sealed
+	if err := json.Unmarshal(sealed, &s); err != nil {
+		return nil, fmt.Errorf("sealed value: %w", err)
+	}
+	return c.kek.Open(s, purpose)
+}
+
+// registrySlugRE is the slug grammar of tool sources and secrets: the
+// channel slug grammar (1 to 32 characters of lowercase letters, digits
+// and single dashes, alphanumeric at both ends). It has no underscore, so
+// a toolbox name <slug>__<tool> splits at its first "__".
+var registrySlugRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)
+
+// reservedSlugs are slugs a route path would shadow.
+var reservedSlugs = []string{"resolve"}
+
+// validRegistrySlug checks a tool source or secret slug.
+func validRegistrySlug(field, s string) error {
+	switch {
+	case s == "":
+		return invalid(field, "is required")
+	case len(s) > 32 || !registrySlugRE.MatchString(s):
+		return invalid(field, "must be 1 to 32 lowercase letters, digits and single dashes, starting and ending with a letter or digit")
+	case slices.Contains(reservedSlugs, s):
+		return invalid(field, "%q is reserved", s)
+	}
+	return nil
+}
+
+// registryThreadReadable admits the history of a registry thread (kind
+// tool or secret) to the holders of its registry's manage leaf and to the
+// members any of its messages was addressed to; History then shows each
+// only the messages addressed to them. Anyone else is refused (403).
+func (c *core) registryThreadReadable(ctx context.Context, p *auth.Principal, kind, thread string) error {
+	leaf := auth.ToolsManage
+	if kind == "secret" {
+		leaf = auth.SecretsManage
+	}
+	if p.Has(leaf) {
+		return nil
+	}
+	since, err := c.memberSince(ctx, p.Member)
+	if err != nil {
+		return err
+	}
+	got, err := c.store.ListMessages(ctx, store.MessageFilter{Thread: thread, Viewer: p.Member, AfterSeq: since, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(got) == 0 {
+		return fmt.Errorf("%w: you are not in the thread %s", auth.ErrForbidden, thread)
+	}
+	return nil
+}

@@ -1,0 +1,409 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/teamconfig"
+	"svc/store"
+)
+
+// Secret bounds.
+const (
+	// maxSecretValue is the most bytes a secret value holds (spec: Limits).
+	maxSecretValue = 32 << 10
+	// maxEnvName bounds an envName: environments take long names, but not
+	// unbounded ones.
+	maxEnvName = 128
+	// maxRegistryDescription bounds a description of a secret or a tool.
+	maxRegistryDescription = 4 << 10
+)
+
+// envNameRE is the envName grammar (CONTRACT §4).
+var envNameRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// reservedEnvNames and reservedEnvPrefixes are names a secret may not set
+// (CONTRACT §4): the runner's own environment and the loader's.
+var (
+	reservedEnvNames    = []string{"PATH", "HOME", "USER", "SHELL", "PWD", "TERM"}
+	reservedEnvPrefixes = []string{"SVC_", "LD_", "DYLD_"}
+)
+
+// validEnvName checks an envName: the grammar, a bounded length, and none
+// of the reserved names.
+func validEnvName(field, s string) error {
+	switch {
+	case s == "":
+		return invalid(field, "is required")
+	case len(s) > maxEnvName || !envNameRE.MatchString(s):
+		return invalid(field, "must match ^[A-Z_][A-Z0-9_]*$ (at most %d characters)", maxEnvName)
+	case slices.Contains(reservedEnvNames, s):
+		return invalid(field, "%s is reserved", s)
+	}
+	for _, p := range reservedEnvPrefixes {
+		if strings.HasPrefix(s, p) {
+			return invalid(field, "names starting with %s are reserved", p)
+		}
+	}
+	return nil
+}
+
+// secretPurpose binds a sealed secret value to its secret.
+func secretPurpose(slug string) string { return "svc/secret/" + slug }
+
+// Secrets implements apiv1.SecretsServer: the registry of environment
+// secrets. Every change runs on the message committer with the event that
+// reports it.
+type Secrets struct {
+	apiv1.UnimplementedSecretsServer
+	*core
+}
+
+var _ apiv1.SecretsServer = (*Secrets)(nil)
+
+// secretToProto is s as viewer p sees it; detail adds boundMembers for
+// secrets.manage holders.
+func secretToProto(s store.Secret, p *auth.Principal, detail bool) *apiv1.Secret {
+	out := &apiv1.Secret{
+		Slug: s.Slug, EnvName: s.EnvName, Enabled: s.Enabled, AllMembers: s.AllMembers,
+		Bound: slices.Contains(s.Bound, p.Member), HasValue: len(s.Value) > 0,
+		CreatedAt: float64(s.CreatedAt.UnixMilli()), UpdatedAt: float64(s.UpdatedAt.UnixMilli()),
+	}
+	if s.Description != "" {
+		out.Description = &s.Description
+	}
+	if detail && p.Has(auth.SecretsManage) {
+		out.BoundMembers = nameList(s.Bound)
+	}
+	return out
+}
+
+// nameList renders names as a JSON array.
+func nameList(names []string) *structpb.ListValue {
+	l := &structpb.ListValue{Values: make([]*structpb.Value, len(names))}
+	for i, n := range names {
+		l.Values[i] = structpb.NewStringValue(n)
+	}
+	return l
+}
+
+// secretErr names an unknown secret.
+func secretErr(err error, slug string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return Errorf(CodeNotFound, "no secret %q", slug)
+	}
+	return err
+}
+
+// ListSecrets implements apiv1.SecretsServer.
+func (s *Secrets) ListSecrets(ctx context.Context, _ *apiv1.ListSecretsRequest) (*apiv1.ListSecretsResponse, error) {
+	p := mustPrincipal(ctx)
+	list, err := s.store.ListSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.ListSecretsResponse{Secrets: make([]*apiv1.Secret, len(list))}
+	for i, x := range list {
+		out.Secrets[i] = secretToProto(x, p, false)
+	}
+	return out, nil
+}
+
+// GetSecret implements apiv1.SecretsServer.
+func (s *Secrets) GetSecret(ctx context.Context, req *apiv1.GetSecretRequest) (*apiv1.GetSecretResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := validRegistrySlug("slug", req.GetSlug()); err != nil {
+		return nil, err
+	}
+	x, err := s.store.GetSecret(ctx, req.GetSlug())
+	if err != nil {
+		return nil, secretErr(err, req.GetSlug())
+	}
+	return &apiv1.GetSecretResponse{Secret: secretToProto(x, p, true)}, nil
+}
+
+// CreateSecret implements apiv1.SecretsServer: 201 with the secret.
+func (s *Secrets) CreateSecret(ctx context.Context, req *apiv1.CreateSecretRequest) (*apiv1.CreateSecretResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := firstErr(
+		validRegistrySlug("slug", req.GetSlug()),
+		validEnvName("envName", req.GetEnvName()),
+		validText("description", req.GetDescription(), maxRegistryDescription, false),
+	); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	x := store.Secret{
+		Slug: req.GetSlug(), EnvName: req.GetEnvName(), Description: req.GetDescription(),
+		Enabled: true, AllMembers: req.GetAllMembers(), CreatedAt: now, UpdatedAt: now,
+	}
+	everyone, managers := s.memberNames(), s.holders(auth.SecretsManage)
+	err := s.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
+		if err := tx.CreateSecret(ctx, x); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				if _, gerr := tx.GetSecret(ctx, x.Slug); gerr == nil {
+					return nil, Errorf(CodeConflict, "slug %q is taken", x.Slug)
+				}
+				return nil, Errorf(CodeConflict, "envName %s is taken", x.EnvName)
+			}
+			return nil, err
+		}
+		return &registryChange{
+			kind: registryKindSecret, slug: x.Slug, event: "created", actor: p.Member,
+			after: registryAudience(x.AllMembers, nil, everyone), managers: managers,
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	setHTTPStatus(ctx, http.StatusCreated)
+	return &apiv1.CreateSecretResponse{Secret: secretToProto(x, p, true)}, nil
+}
+
+// changeSecret loads a secret on the committer, lets fn change it and
+// report the change, and answers the secret as it then is. fn returns a
+// nil change when nothing changed.
+func (s *Secrets) changeSecret(ctx context.Context, slug string, fn func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error)) (store.Secret, error) {
+	p := mustPrincipal(ctx)
+	if err := validRegistrySlug("slug", slug); err != nil {
+		return store.Secret{}, err
+	}
+	everyone, managers := s.memberNames(), s.holders(auth.SecretsManage)
+	var out store.Secret
+	err := s.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
+		x, err := tx.GetSecret(ctx, slug)
+		if err != nil {
+			return nil, secretErr(err, slug)
+		}
+		ch := &registryChange{
+			kind: registryKindSecret, slug: slug, actor: p.Member, managers: managers,
+			before: registryAudience(x.AllMembers, x.Bound, everyone),
+		}
+		changed, err := fn(ctx, tx, &x, ch)
+		if err != nil || !changed {
+			out = x
+			return nil, err
+		}
+		if ch.event != "deleted" {
+			if x, err = tx.GetSecret(ctx, slug); err != nil {
+				return nil, err
+			}
+			ch.after = registryAudience(x.AllMembers, x.Bound, everyone)
+		}
+		out = x
+		return ch, nil
+	})
+	return out, err
+}
+
+// UpdateSecret implements apiv1.SecretsServer.
+func (s *Secrets) UpdateSecret(ctx context.Context, req *apiv1.UpdateSecretRequest) (*apiv1.UpdateSecretResponse, error) {
+	p := mustPrincipal(ctx)
+	if req.EnvName != nil {
+		if err := validEnvName("envName", req.GetEnvName()); err != nil {
+			return nil, err
+		}
+	}
+	if err := validText("description", req.GetDescription(), maxRegistryDescription, false); err != nil {
+		return nil, err
+	}
+	x, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
+		before := *x
+		if req.EnvName != nil {
+			x.EnvName = req.GetEnvName()
+		}
+		if req.Description != nil {
+			x.Description = req.GetDescription()
+		}
+		if req.Enabled != nil {
+			x.Enabled = req.GetEnabled()
+		}
+		if req.AllMembers != nil {
+			x.AllMembers = req.GetAllMembers()
+		}
+		if x.EnvName == before.EnvName && x.Description == before.Description && x.Enabled == before.Enabled && x.AllMembers == before.AllMembers {
+			return false, nil
+		}
+		x.UpdatedAt = s.now()
+		if err := tx.UpdateSecret(ctx, *x); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return false, Errorf(CodeConflict, "envName %s is taken", x.EnvName)
+			}
+			return false, err
+		}
+		ch.event = "updated"
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.UpdateSecretResponse{Secret: secretToProto(x, p, true)}, nil
+}
+
+// DeleteSecret implements apiv1.SecretsServer: 204.
+func (s *Secrets) DeleteSecret(ctx context.Context, req *apiv1.DeleteSecretRequest) (*apiv1.DeleteSecretResponse, error) {
+	_, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
+		ch.event = "deleted"
+		return true, tx.DeleteSecret(ctx, x.Slug)
+	})
+	if err != nil {
+		return nil, err
+	}
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.DeleteSecretResponse{}, nil
+}
+
+// SetSecretValue implements apiv1.SecretsServer: the value is sealed
+// under the KEK (503 without one) and never answered.
+func (s *Secrets) SetSecretValue(ctx context.Context, req *apiv1.SetSecretValueRequest) (*apiv1.SetSecretValueResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := validRegistrySlug("slug", req.GetSlug()); err != nil {
+		return nil, err
+	}
+	v := req.GetValue()
+	switch {
+	case len(v) > maxSecretValue:
+		return nil, Errorf(CodePayloadTooLarge, "value: over %d bytes", maxSecretValue)
+	case v == "":
+		return nil, invalid("value", "is required (DELETE /secrets/%s/value removes it)", req.GetSlug())
+	}
+	sealed, err := s.seal([]byte(v), secretPurpose(req.GetSlug()))
+	if err != nil {
+		return nil, err
+	}
+	x, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
+		ch.event = "value_set"
+		return true, tx.SetSecretValue(ctx, x.Slug, sealed, s.now())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.SetSecretValueResponse{Secret: secretToProto(x, p, true)}, nil
+}
+
+// DeleteSecretValue implements apiv1.SecretsServer: 204, 404 when the
+// secret has no value.
+func (s *Secrets) DeleteSecretValue(ctx context.Context, req *apiv1.DeleteSecretValueRequest) (*apiv1.DeleteSecretValueResponse, error) {
+	_, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
+		if len(x.Value) == 0 {
+			return false, Errorf(CodeNotFound, "secret %q has no value", x.Slug)
+		}
+		ch.event = "value_deleted"
+		return true, tx.SetSecretValue(ctx, x.Slug, nil, s.now())
+	})
+	if err != nil {
+		return nil, err
+	}
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.DeleteSecretValueResponse{}, nil
+}
+
+// AddSecretBinding implements apiv1.SecretsServer: an unknown member is
+// 400, as an unknown assignee or watcher is.
+func (s *Secrets) AddSecretBinding(ctx context.Context, req *apiv1.AddSecretBindingRequest) (*apiv1.AddSecretBindingResponse, error) {
+	p := mustPrincipal(ctx)
+	if err := s.knownMember("member", req.GetMember()); err != nil {
+		return nil, err
+	}
+	x, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
+		if slices.Contains(x.Bound, req.GetMember()) {
+			return false, nil
+		}
+		if err := tx.PutSecretBinding(ctx, x.Slug, req.GetMember()); err != nil {
+			if errors.Is(err, store.ErrPrecondition) {
+				return false, invalid("member", "no member %q", req.GetMember())
+			}
+			return false, err
+		}
+		ch.event, ch.member = "binding_added", req.GetMember()
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.AddSecretBindingResponse{Secret: secretToProto(x, p, true)}, nil
+}
+
+// RemoveSecretBinding implements apiv1.SecretsServer: 204, 404 when the
+// member is not bound; the member is told.
+func (s *Secrets) RemoveSecretBinding(ctx context.Context, req *apiv1.RemoveSecretBindingRequest) (*apiv1.RemoveSecretBindingResponse, error) {
+	if !teamconfig.ValidName(req.GetName()) {
+		return nil, invalid("name", "must be a member name")
+	}
+	_, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
+		if err := tx.DeleteSecretBinding(ctx, x.Slug, req.GetName()); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return false, Errorf(CodeNotFound, "%s is not bound to secret %q", req.GetName(), x.Slug)
+			}
+			return false, err
+		}
+		ch.event, ch.member = "binding_removed", req.GetName()
+		// The member is told even when every member may still use it.
+		ch.before = append(ch.before, req.GetName())
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	setHTTPStatus(ctx, http.StatusNoContent)
+	return &apiv1.RemoveSecretBindingResponse{}, nil
+}
+
+// ResolveSecrets implements apiv1.SecretsServer: the caller's own
+// environment, decrypted (503 without a KEK). A value the KEK cannot open
+// (sealed under another key) is left out and logged.
+func (s *Secrets) ResolveSecrets(ctx context.Context, _ *apiv1.ResolveSecretsRequest) (*apiv1.ResolveSecretsResponse, error) {
+	p := mustPrincipal(ctx)
+	if s.kek == nil {
+		return nil, errNoKEK
+	}
+	env, err := s.memberSecrets(ctx, p.Member, true)
+	if err != nil {
+		return nil, err
+	}
+	out := &apiv1.ResolveSecretsResponse{Env: map[string]string{}}
+	for _, e := range env {
+		out.Env[e.envName] = e.value
+	}
+	return out, nil
+}
+
+// resolvedSecret is one decrypted secret of a member.
+type resolvedSecret struct {
+	envName, value string
+}
+
+// memberSecrets decrypts the secrets member may use that have a value:
+// bound or allMembers. enabledOnly
+// leaves out disabled ones (resolve); redaction takes them all.
+func (c *core) memberSecrets(ctx context.Context, member string, enabledOnly bool) ([]resolvedSecret, error) {
+	if c.kek == nil {
+		return nil, nil
+	}
+	list, err := c.store.ListSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []resolvedSecret
+	for _, x := range list {
+		if len(x.Value) == 0 || (enabledOnly && !x.Enabled) || (!x.AllMembers && !slices.Contains(x.Bound, member)) {
+			continue
+		}
+		v, err := c.open(x.Value, secretPurpose(x.Slug))
+		if err != nil {
+			c.log.WarnContext(ctx, "secret value cannot be opened with the active KEK; set it again", "secret", x.Slug, "err", err)
+			continue
+		}
+		out = append(out, resolvedSecret{envName: x.EnvName, value: string(v)})
+	}
+	return out, nil
+}

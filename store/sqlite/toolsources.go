@@ -1,0 +1,231 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"svc/store"
+)
+
+// toolSourceColumns read a source with its bindings and tools in one
+// statement, so a read never sees a source half changed.
+const toolSourceColumns = `s.slug, s.kind, s.display_name, s.config, s.enabled, s.all_members, s.cred_kind, s.cred_header, s.cred_secret, s.created_at, s.updated_at,
+(SELECT json_group_array(member) FROM (SELECT member FROM tool_bindings b WHERE b.slug = s.slug ORDER BY member)),
+(SELECT json_group_array(json_object('name', name, 'description', description, 'inputSchema', json(input_schema), 'binding', json(binding)))
+ FROM (SELECT * FROM tools t WHERE t.slug = s.slug ORDER BY name))`
+
+// CreateToolSource stores a source.
+func (q queries) CreateToolSource(ctx context.Context, s store.ToolSource) error {
+	created := q.orNow(s.CreatedAt)
+	updated := s.UpdatedAt
+	if updated.IsZero() {
+		updated = created
+	}
+	_, err := q.w.ExecContext(ctx, `INSERT INTO tool_sources (slug, kind, display_name, config, enabled, all_members, cred_kind, cred_header, cred_secret, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.Slug, s.Kind, s.DisplayName, jsonObject(s.Config), s.Enabled, s.AllMembers,
+		s.Credential.Kind, s.Credential.HeaderName, nullBytes(s.Credential.Secret), created.UnixMilli(), updated.UnixMilli())
+	return translate("create tool source", err)
+}
+
+// GetToolSource returns a source with its bindings and tools.
+func (q queries) GetToolSource(ctx context.Context, slug string) (store.ToolSource, error) {
+	s, err := scanToolSource(q.r.QueryRowContext(ctx, `SELECT `+toolSourceColumns+` FROM tool_sources s WHERE s.slug = ?`, slug))
+	return s, translate("get tool source", err)
+}
+
+// ListToolSources returns every source, by slug.
+func (q queries) ListToolSources(ctx context.Context) ([]store.ToolSource, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT `+toolSourceColumns+` FROM tool_sources s ORDER BY s.slug`)
+	if err != nil {
+		return nil, translate("list tool sources", err)
+	}
+	defer rows.Close()
+	out := []store.ToolSource{}
+	for rows.Next() {
+		s, err := scanToolSource(rows)
+		if err != nil {
+			return nil, translate("list tool sources", err)
+		}
+		out = append(out, s)
+	}
+	return out, translate("list tool sources", rows.Err())
+}
+
+// UpdateToolSource replaces a source's mutable fields.
+func (q queries) UpdateToolSource(ctx context.Context, s store.ToolSource) error {
+	res, err := q.w.ExecContext(ctx, `UPDATE tool_sources SET display_name = ?, config = ?, enabled = ?, all_members = ?, updated_at = ? WHERE slug = ?`,
+		s.DisplayName, jsonObject(s.Config), s.Enabled, s.AllMembers, q.orNow(s.UpdatedAt).UnixMilli(), s.Slug)
+	if err != nil {
+		return translate("update tool source", err)
+	}
+	return notFound("update tool source", res)
+}
+
+// DeleteToolSource removes a source; bindings and tools go with it.
+func (q queries) DeleteToolSource(ctx context.Context, slug string) error {
+	res, err := q.w.ExecContext(ctx, `DELETE FROM tool_sources WHERE slug = ?`, slug)
+	if err != nil {
+		return translate("delete tool source", err)
+	}
+	return notFound("delete tool source", res)
+}
+
+// SetToolCredential replaces a source's credential.
+func (q queries) SetToolCredential(ctx context.Context, slug string, c store.ToolCredential, at time.Time) error {
+	if c.Kind == "" {
+		c = store.ToolCredential{}
+	}
+	res, err := q.w.ExecContext(ctx, `UPDATE tool_sources SET cred_kind = ?, cred_header = ?, cred_secret = ?, updated_at = ? WHERE slug = ?`,
+		c.Kind, c.HeaderName, nullBytes(c.Secret), q.orNow(at).UnixMilli(), slug)
+	if err != nil {
+		return translate("set tool credential", err)
+	}
+	return notFound("set tool credential", res)
+}
+
+// PutToolBinding binds a member to a source.
+func (q queries) PutToolBinding(ctx context.Context, slug, member string) error {
+	return putBinding(ctx, q, "tool_sources", "tool_bindings", slug, member)
+}
+
+// DeleteToolBinding removes a binding.
+func (q queries) DeleteToolBinding(ctx context.Context, slug, member string) error {
+	res, err := q.w.ExecContext(ctx, `DELETE FROM tool_bindings WHERE slug = ? AND member = ?`, slug, member)
+	if err != nil {
+		return translate("delete tool binding", err)
+	}
+	return notFound("delete tool binding", res)
+}
+
+// PutTool defines or replaces one tool and touches its source.
+func (q queries) PutTool(ctx context.Context, slug string, t store.Tool, at time.Time) error {
+	if err := q.touchToolSource(ctx, "put tool", slug, at); err != nil {
+		return err
+	}
+	_, err := q.w.ExecContext(ctx, `INSERT INTO tools (slug, name, description, input_schema, binding) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (slug, name) DO UPDATE SET description = excluded.description, input_schema = excluded.input_schema, binding = excluded.binding`,
+		slug, t.Name, t.Description, jsonObject(t.InputSchema), nullText(t.Binding))
+	return translate("put tool", err)
+}
+
+// DeleteTool removes one tool and touches its source.
+func (q queries) DeleteTool(ctx context.Context, slug, name string, at time.Time) error {
+	res, err := q.w.ExecContext(ctx, `DELETE FROM tools WHERE slug = ? AND name = ?`, slug, name)
+	if err != nil {
+		return translate("delete tool", err)
+	}
+	if err := notFound("delete tool", res); err != nil {
+		return err
+	}
+	return q.touchToolSource(ctx, "delete tool", slug, at)
+}
+
+// ReplaceTools makes a source's tools exactly tools.
+func (q queries) ReplaceTools(ctx context.Context, slug string, tools []store.Tool, at time.Time) error {
+	if err := q.touchToolSource(ctx, "replace tools", slug, at); err != nil {
+		return err
+	}
+	if _, err := q.w.ExecContext(ctx, `DELETE FROM tools WHERE slug = ?`, slug); err != nil {
+		return translate("replace tools", err)
+	}
+	for _, t := range tools {
+		if _, err := q.w.ExecContext(ctx, `INSERT INTO tools (slug, name, description, input_schema, binding) VALUES (?, ?, ?, ?, ?)`,
+			slug, t.Name, t.Description, jsonObject(t.InputSchema), nullText(t.Binding)); err != nil {
+			return translate("replace tools", err)
+		}
+	}
+	return nil
+}
+
+// touchToolSource moves a source's updatedAt: ErrNotFound when there is
+// no such source.
+func (q queries) touchToolSource(ctx context.Context, op, slug string, at time.Time) error {
+	res, err := q.w.ExecContext(ctx, `UPDATE tool_sources SET updated_at = ? WHERE slug = ?`, q.orNow(at).UnixMilli(), slug)
+	if err != nil {
+		return translate(op, err)
+	}
+	return notFound(op, res)
+}
+
+// toolJSON is one tool as toolSourceColumns aggregate it.
+type toolJSON struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+	Binding     json.RawMessage `json:"binding"`
+}
+
+func scanToolSource(s scanner) (store.ToolSource, error) {
+	var (
+		out                  store.ToolSource
+		config, bound, tools string
+		secret               []byte
+		created, updated     int64
+	)
+	if err := s.Scan(&out.Slug, &out.Kind, &out.DisplayName, &config, &out.Enabled, &out.AllMembers,
+		&out.Credential.Kind, &out.Credential.HeaderName, &secret, &created, &updated, &bound, &tools); err != nil {
+		return store.ToolSource{}, err
+	}
+	out.Config = []byte(config)
+	if len(secret) > 0 {
+		out.Credential.Secret = secret
+	}
+	out.CreatedAt, out.UpdatedAt = fromMS(created), fromMS(updated)
+	if err := json.Unmarshal([]byte(bound), &out.Bound); err != nil {
+		return store.ToolSource{}, fmt.Errorf("tool bindings: %w", err)
+	}
+	var ts []toolJSON
+	if err := json.Unmarshal([]byte(tools), &ts); err != nil {
+		return store.ToolSource{}, fmt.Errorf("tools: %w", err)
+	}
+	out.Tools = make([]store.Tool, len(ts))
+	for i, t := range ts {
+		out.Tools[i] = store.Tool{Name: t.Name, Description: t.Description, InputSchema: []byte(t.InputSchema)}
+		if len(t.Binding) > 0 && string(t.Binding) != "null" {
+			out.Tools[i].Binding = []byte(t.Binding)
+		}
+	}
+	return out, nil
+}
+
+// jsonObject stores empty JSON as the empty object.
+func jsonObject(b []byte) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
+}
+
+// nullText stores empty bytes as NULL text.
+func nullText(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// PutToolBinding runs its two statements in one transaction.
+func (db *DB) PutToolBinding(ctx context.Context, slug, member string) error {
+	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.PutToolBinding(ctx, slug, member) })
+	return err
+}
+
+// PutTool runs its two statements in one transaction.
+func (db *DB) PutTool(ctx context.Context, slug string, t store.Tool, at time.Time) error {
+	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.PutTool(ctx, slug, t, at) })
+	return err
+}
+
+// DeleteTool runs its two statements in one transaction.
+func (db *DB) DeleteTool(ctx context.Context, slug, name string, at time.Time) error {
+	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.DeleteTool(ctx, slug, name, at) })
+	return err
+}
+
+// ReplaceTools runs its statements in one transaction.
+func (db *DB) ReplaceTools(ctx context.Context, slug string, tools []store.Tool, at time.Time) error {
+	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.ReplaceTools(ctx, slug, tools, at) })
+	return err
+}
