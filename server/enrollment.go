@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -21,7 +20,6 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
-	"svc/server/kek"
 	"svc/store"
 )
 
@@ -193,14 +191,10 @@ func (e *Enrollment) PollEnrollment(ctx context.Context, req *apiv1.PollEnrollme
 		rec.LastPollAt = now
 		switch rec.Status {
 		case store.EnrollmentApproved:
-			if e.kek == nil {
-				return errNoKEK
+			plain, err := e.open([]byte(rec.SealedToken), enrollTokenPurpose(rec.ID))
+			if errors.Is(err, errNoKEK) {
+				return err
 			}
-			var sealed kek.Sealed
-			if err := json.Unmarshal([]byte(rec.SealedToken), &sealed); err != nil {
-				return fmt.Errorf("enrollment %s: sealed token: %w", rec.ID, err)
-			}
-			plain, err := e.kek.Open(sealed, enrollTokenPurpose(rec.ID))
 			if err != nil {
 				return fmt.Errorf("enrollment %s: %w", rec.ID, err)
 			}
@@ -277,11 +271,7 @@ func (e *Enrollment) ApproveEnrollment(ctx context.Context, req *apiv1.ApproveEn
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := e.kek.Seal([]byte(plaintext), enrollTokenPurpose(rec.ID))
-	if err != nil {
-		return nil, err
-	}
-	sealedJSON, err := json.Marshal(sealed)
+	sealedJSON, err := e.seal([]byte(plaintext), enrollTokenPurpose(rec.ID))
 	if err != nil {
 		return nil, err
 	}
