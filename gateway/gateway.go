@@ -112,6 +112,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		apiv1.RegisterObjectivesHandler,
 		apiv1.RegisterFsHandler,
 		apiv1.RegisterActivityHandler,
+		apiv1.RegisterPlatformHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)

@@ -12,6 +12,7 @@ type Tx interface {
 	PushSubscriptionStore
 	ObjectiveStore
 	FsStore
+	PlatformStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction
 	// goes on.

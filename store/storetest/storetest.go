@@ -20,6 +20,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		memberTests, tokenTests, sessionTests, txTests,
 		messageTests, channelTests, pushSubTests,
 		fsTests, objectiveTests,
+		platformTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {
