@@ -197,6 +197,9 @@ func lookupURL(platform string) (*url.URL, error) {
 	if u.RawQuery != "" || u.ForceQuery {
 		return nil, invalid("platformUrl", "must not carry a query")
 	}
+	if u.Path == "" {
+		u.Path, u.RawPath = "/", ""
+	}
 	return u.JoinPath("platform-connect", "lookup"), nil
 }
 

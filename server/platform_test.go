@@ -239,3 +239,41 @@ func TestPairingCodesBounded(t *testing.T) {
 	_, err = e.p.CreatePairingCode(asAdmin(auth.ViaSession), &apiv1.CreatePairingCodeRequest{})
 	require.NoError(t, err, "expired codes free their places")
 }
+
+// FuzzParseLookup feeds the parser of a platform's lookup answer (hostile
+// bytes from an address a member chose). It never panics, and what it
+// accepts is a valid jwt block.
+func FuzzParseLookup(f *testing.F) {
+	for _, s := range []string{goodLookup, ``, `null`, `[]`, `{}`, `{"issuer":1}`, goodLookup + `{}`,
+		`{"issuer":"i","audience":"a","jwksUrl":"file:///x"}`, `{"issuer":"\u0000","audience":"a","jwksUrl":"https://p/j"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := parseLookup(b)
+		if err != nil {
+			require.Equal(t, federation.Config{}, c)
+			return
+		}
+		require.NoError(t, c.Validate())
+	})
+}
+
+// FuzzLookupURL: a platform URL either is refused or yields an http(s)
+// lookup URL on the same host whose path ends in the lookup route.
+func FuzzLookupURL(f *testing.F) {
+	for _, s := range []string{"https://p.example", "https://p.example/base/", "http://127.0.0.1:8080", "ftp://x", "", "https://u:p@x", "https://x/?q", "https://x/#f", "https://x/%2e%2e/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := lookupURL(s)
+		if err != nil {
+			require.Nil(t, u)
+			require.Equal(t, CodeBadRequest, codeOf(err))
+			return
+		}
+		require.Contains(t, []string{"http", "https"}, u.Scheme)
+		require.NotEmpty(t, u.Host)
+		require.Nil(t, u.User)
+		require.True(t, strings.HasSuffix(u.Path, "/platform-connect/lookup"), u.Path)
+	})
+}
