@@ -250,17 +250,23 @@ func TestUnknownKidFloodIsRateLimited(t *testing.T) {
 	e.clk.Advance(federation.DefaultMinRefresh)
 
 	attacker := issuertest.NewECKey(t, "x")
+	toks := make([]string, 200)
+	for i := range toks {
+		toks[i] = issuertest.SignAs(t, jose.ES256, fmt.Sprintf("kid-%d", i), attacker.Priv, e.is.Claims("alice", e.clk.Now()))
+	}
+	errs := make([]error, len(toks))
 	var wg sync.WaitGroup
-	for i := range 200 {
+	for i := range toks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tok := issuertest.SignAs(t, jose.ES256, fmt.Sprintf("kid-%d", i), attacker.Priv, e.is.Claims("alice", e.clk.Now()))
-			_, err := e.v.Verify(ctx, tok)
-			require.ErrorContains(t, err, "unknown kid")
+			_, errs[i] = e.v.Verify(ctx, toks[i])
 		}()
 	}
 	wg.Wait()
+	for _, err := range errs {
+		require.ErrorContains(t, err, "unknown kid")
+	}
 	require.EqualValues(t, 2, e.is.Fetches(), "200 unknown kids cost one fetch")
 
 	// Good tokens keep verifying from the cache meanwhile.
