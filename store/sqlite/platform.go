@@ -38,13 +38,23 @@ func (db *DB) CreatePairingCode(ctx context.Context, c store.PairingCode, max in
 }
 
 // ConsumePairingCode deletes and returns the unexpired code in one
-// statement, so two lookups cannot both have it.
+// statement, so two lookups cannot both have it. The lookup is public:
+// a code that does not exist is answered from the read pool, so guesses
+// never queue for the one writer.
 func (q queries) ConsumePairingCode(ctx context.Context, h store.PairingHash, now time.Time) (store.PairingCode, error) {
 	var (
 		c                store.PairingCode
 		hash             []byte
 		created, expires int64
+		exists           bool
 	)
+	if err := q.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pairing_codes WHERE hash = ? AND expires_at > ?)`,
+		h[:], now.UnixMilli()).Scan(&exists); err != nil {
+		return store.PairingCode{}, translate("consume pairing code", err)
+	}
+	if !exists {
+		return store.PairingCode{}, fmt.Errorf("consume pairing code: %w", store.ErrNotFound)
+	}
 	err := q.w.QueryRowContext(ctx, `DELETE FROM pairing_codes WHERE hash = ? AND expires_at > ? RETURNING `+pairingColumns,
 		h[:], now.UnixMilli()).Scan(&hash, &c.Issuer, &c.Audience, &c.JWKSURL, &c.CreatedBy, &created, &expires)
 	if err != nil {
