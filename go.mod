@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/SherClockHolmes/webpush-go v1.4.0
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.32.0
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/pquerna/otp v1.5.0

@@ -124,6 +124,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		apiv1.RegisterEnrollmentHandler,
 		apiv1.RegisterSecretsHandler,
 		apiv1.RegisterToolSourcesHandler,
+		apiv1.RegisterPlatformHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)

@@ -167,6 +167,6 @@ func TestRPCRoutes(t *testing.T) {
 			public = append(public, route)
 		}
 	}
-	require.ElementsMatch(t, []string{"GET /healthz", "POST /session/totp", "GET /push/vapid-public-key", "POST /enroll", "POST /enroll/poll"}, public)
+	require.ElementsMatch(t, []string{"GET /healthz", "POST /session/totp", "GET /push/vapid-public-key", "POST /enroll", "POST /enroll/poll", "GET /platform-connect/lookup"}, public)
 	require.Equal(t, "/svc.v1.Broker/RevokeToken", routes["DELETE /members/{name}/tokens/{id}"])
 }

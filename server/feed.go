@@ -118,8 +118,12 @@ func (c *core) subscribe(h *hub.Hub, key string, p *auth.Principal) (*hub.Subscr
 // streamCred names the credential a stream was opened with, so revoking it
 // ends the stream.
 func streamCred(p *auth.Principal) string {
-	if p.Via == auth.ViaSession {
+	switch p.Via {
+	case auth.ViaSession:
 		return sessionCred(p.Session)
+	case auth.ViaJWT:
+		// No revocation names a JWT; the member's removal ends its streams.
+		return "jwt:" + p.JWTHash
 	}
 	return "token:" + p.TokenID
 }

@@ -122,7 +122,7 @@ func (b *brokerPresence) GetRoster(context.Context, *apiv1.GetRosterRequest) (*a
 // SetActivity implements apiv1.BrokerServer.
 func (b *brokerPresence) SetActivity(ctx context.Context, req *apiv1.SetActivityRequest) (*apiv1.SetActivityResponse, error) {
 	p := mustPrincipal(ctx)
-	if p.Via != auth.ViaBearer {
+	if !p.BearerPlane() {
 		return nil, fmt.Errorf("%w: activity is reported with a bearer token", auth.ErrForbidden)
 	}
 	var state string

@@ -19,6 +19,7 @@ import (
 	"svc/server/auth"
 	"svc/server/connguard"
 	"svc/server/egress"
+	"svc/server/federation"
 	"svc/server/hub"
 	"svc/server/kek"
 	"svc/server/toolcall"
@@ -65,6 +66,8 @@ type options struct {
 	otlpFlush     time.Duration
 	publicURL     string
 	tools         ToolEngine
+	jwt           *federation.Config
+	jwtOverlay    string
 }
 
 // WithLogger sets the logger; the default discards.
@@ -109,6 +112,13 @@ func WithFiles(blobs *vfs.Blobs, maxFileSize, quotaBytes int64) Option {
 	return func(o *options) { o.blobs, o.maxFileSize, o.quotaBytes = blobs, maxFileSize, quotaBytes }
 }
 
+// WithFederation sets the jwt block the broker starts with (nil: JWTs are
+// refused until a bind) and the overlay file a bind writes (empty: binds
+// answer 503).
+func WithFederation(jwt *federation.Config, overlayPath string) Option {
+	return func(o *options) { o.jwt, o.jwtOverlay = jwt, overlayPath }
+}
+
 // Server owns the gRPC server, the shared core and the services registered
 // on it.
 type Server struct {
@@ -118,6 +128,7 @@ type Server struct {
 	guard  *connguard.Guard
 	core   *core
 	fs     *Fs
+	fed    *federationState
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
 	run []func(ctx context.Context)
@@ -155,7 +166,17 @@ func New(d Deps, opts ...Option) *Server {
 		s.run = append(s.run, c.actWriter.run, c.tel.run)
 	}
 
-	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log)
+	fed := &federationState{
+		verifier: federation.New(federation.Options{
+			Client: egress.NewClient(egress.Options{Policy: o.egress, Timeout: federation.DefaultFetchTimeout}),
+			Now:    o.now, Log: o.log,
+		}),
+		overlay: o.jwtOverlay,
+		client:  egress.NewClient(egress.Options{Policy: o.egress, Timeout: lookupTimeout}),
+	}
+	fed.verifier.SetConfig(o.jwt)
+	s.fed = fed
+	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log, auth.WithJWT(fed.verifier))
 	s.guard = o.guard
 	ch := &chain{authn: s.authn, guard: o.guard, log: o.log}
 	// Two gRPC servers with the same services and interceptors: one for
@@ -185,6 +206,7 @@ func New(d Deps, opts ...Option) *Server {
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
 		apiv1.RegisterNotificationsServer(g, &Notifications{})
 		apiv1.RegisterEnrollmentServer(g, enroll)
+		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
 		reflection.Register(g)
 	}
 	return s

@@ -342,9 +342,10 @@ func (c *core) exportLogs(ctx context.Context, p *auth.Principal, decode func() 
 	return resp, nil
 }
 
-// bearerOnly refuses telemetry sent with a session: exporters hold tokens.
+// bearerOnly refuses telemetry sent with a session: exporters hold tokens
+// (or federation JWTs, which ride the same Authorization header).
 func bearerOnly(p *auth.Principal) error {
-	if p.Via != auth.ViaBearer {
+	if !p.BearerPlane() {
 		return fmt.Errorf("%w: telemetry export needs a bearer token", auth.ErrUnauthenticated)
 	}
 	return nil

@@ -15,6 +15,7 @@ type Tx interface {
 	EnrollmentStore
 	SecretStore
 	ToolSourceStore
+	PlatformStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction
 	// goes on.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"svc/server/egress"
+	"svc/server/teamconfig"
 )
 
 // Defaults of `svc serve` (CONTRACT §1).
@@ -74,6 +75,10 @@ type Config struct {
 
 // KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
 func (c Config) KEKPath() string { return c.ConfigPath + ".kek" }
+
+// JWTOverlayPath is the overlay file platform connect writes beside the
+// config: svc.json.jwt.json.
+func (c Config) JWTOverlayPath() string { return c.ConfigPath + teamconfig.JWTOverlaySuffix }
 
 // FilesRoot is the first-boot files root: svc-files beside the config.
 func (c Config) FilesRoot() string {

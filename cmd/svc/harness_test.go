@@ -512,6 +512,7 @@ var wireGRPC = map[string]codes.Code{
 	"rate_limited":         codes.ResourceExhausted,
 	"payload_too_large":    codes.ResourceExhausted,
 	"unavailable":          codes.Unavailable,
+	"bad_gateway":          codes.Unavailable,
 }
 
 // requireRESTError asserts the JSON error shape {error, message} with the

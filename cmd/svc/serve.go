@@ -26,6 +26,7 @@ import (
 	"svc/server"
 	"svc/server/auth"
 	"svc/server/connguard"
+	"svc/server/federation"
 	"svc/server/kek"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
@@ -87,6 +88,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	jwt, err := loadJWT(cfg, file, log)
+	if err != nil {
+		return err
+	}
 	guard := connguard.New(cfg.MaxUnauthConns)
 	srvOpts := []server.Option{
 		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP),
@@ -94,6 +99,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		server.WithMaxStreamsPerMember(cfg.MaxStreamsPerMember),
 		server.WithOTLPFlushAfter(cfg.OTLPFlushAfter),
 		server.WithPublicURL(cfg.PublicURL),
+		server.WithFederation(jwt, cfg.JWTOverlayPath()),
 	}
 	if file.Files != nil {
 		blobs, maxFileSize, err := openFiles(ctx, cfg, file.Files, st, log)
@@ -332,6 +338,28 @@ func loadTeamConfig(cfg Config, k *kek.KEK, log *slog.Logger) (*teamconfig.File,
 		}
 	}
 	return f, "", nil
+}
+
+// loadJWT returns the federation config the broker starts with: the
+// overlay file's jwt block when the file exists (a bind wrote it, and it
+// wins), else the team config's, else none. An overlay that does not parse
+// refuses to start, naming the file.
+func loadJWT(cfg Config, file *teamconfig.File, log *slog.Logger) (*federation.Config, error) {
+	overlay, err := teamconfig.LoadJWTOverlay(cfg.JWTOverlayPath())
+	if err != nil {
+		return nil, &exitError{code: 1, err: fmt.Errorf("refusing to start: %w", err)}
+	}
+	switch {
+	case overlay != nil:
+		c := overlay.Federation()
+		log.Info("federation jwt from the overlay file", "path", cfg.JWTOverlayPath(), "issuer", c.Issuer, "audience", c.Audience, "jwks_url", c.JWKSURL)
+		return &c, nil
+	case file.JWT != nil:
+		c := file.JWT.Federation()
+		log.Info("federation jwt from the team config", "issuer", c.Issuer, "audience", c.Audience, "jwks_url", c.JWKSURL)
+		return &c, nil
+	}
+	return nil, nil
 }
 
 // openFiles opens the blob store of the files block and sweeps it: temp

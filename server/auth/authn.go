@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +40,10 @@ type Via int
 const (
 	ViaBearer Via = iota + 1
 	ViaSession
+	// ViaJWT is a federation JWT in Authorization: Bearer. It is a machine
+	// credential on the bearer plane like a token (BearerPlane), but no
+	// token id backs it: it cannot be revoked here and ends at its exp.
+	ViaJWT
 )
 
 // Principal is the authenticated caller.
@@ -46,6 +52,7 @@ type Principal struct {
 	Permissions []string
 	Via         Via
 	TokenID     string            // with ViaBearer
+	JWTHash     string            // hex SHA-256 of the token, with ViaJWT
 	Session     store.SessionHash // with ViaSession
 	SessionID   string            // the cookie value, with ViaSession
 	ExpiresAt   time.Time         // credential expiry; zero when none
@@ -62,6 +69,12 @@ func (p *Principal) RefreshedCookie() string {
 	}
 	return SessionCookie(p.SessionID, int(SessionTTL/time.Second))
 }
+
+// BearerPlane reports whether the caller authenticated with the
+// Authorization header (a token or a federation JWT) rather than the
+// session cookie: the machine plane, which routes that need an exporter's
+// or runner's credential accept.
+func (p *Principal) BearerPlane() bool { return p.Via == ViaBearer || p.Via == ViaJWT }
 
 // Has reports whether the principal holds the leaf.
 func (p *Principal) Has(leaf string) bool { return slices.Contains(p.Permissions, leaf) }
@@ -122,18 +135,37 @@ type MemberLookup interface {
 	MemberPermissions(name string) ([]string, bool)
 }
 
+// JWTVerifier verifies a federation JWT and returns its subject (the
+// member's name) and expiry; federation.Verifier implements it.
+type JWTVerifier interface {
+	VerifyJWT(ctx context.Context, token string) (subject string, expires time.Time, err error)
+}
+
 // Authenticator resolves credentials to a principal.
 type Authenticator struct {
 	tokens   store.TokenStore
 	sessions store.SessionStore
 	members  MemberLookup
+	jwt      JWTVerifier // nil: no federation, every JWT is an unknown bearer
 	now      func() time.Time
 	log      *slog.Logger
 }
 
+// AuthenticatorOption sets an optional setting of an Authenticator.
+type AuthenticatorOption func(*Authenticator)
+
+// WithJWT accepts federation JWTs that v verifies: a bearer that is not an
+// svc_ token and has the shape of a compact JWS resolves to the member its
+// subject names.
+func WithJWT(v JWTVerifier) AuthenticatorOption { return func(a *Authenticator) { a.jwt = v } }
+
 // NewAuthenticator returns an Authenticator.
-func NewAuthenticator(tokens store.TokenStore, sessions store.SessionStore, members MemberLookup, now func() time.Time, log *slog.Logger) *Authenticator {
-	return &Authenticator{tokens: tokens, sessions: sessions, members: members, now: now, log: log}
+func NewAuthenticator(tokens store.TokenStore, sessions store.SessionStore, members MemberLookup, now func() time.Time, log *slog.Logger, opts ...AuthenticatorOption) *Authenticator {
+	a := &Authenticator{tokens: tokens, sessions: sessions, members: members, now: now, log: log}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
 // Authenticate resolves c. A presented bearer is authoritative: when it is
@@ -162,6 +194,9 @@ func (a *Authenticator) authenticate(ctx context.Context, c Credentials, touch b
 
 func (a *Authenticator) bearer(ctx context.Context, token string, touch bool) (*Principal, error) {
 	if !strings.HasPrefix(token, TokenPrefix) {
+		if a.jwt != nil && looksLikeJWS(token) {
+			return a.federated(ctx, token)
+		}
 		return nil, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
 	}
 	h, err := ParseToken(token)
@@ -189,6 +224,45 @@ func (a *Authenticator) bearer(ctx context.Context, token string, touch bool) (*
 		}
 	}
 	return &Principal{Member: t.Member, Permissions: perms, Via: ViaBearer, TokenID: t.ID, ExpiresAt: t.ExpiresAt}, nil
+}
+
+// maxJWTBytes bounds a bearer tried as a JWT.
+const maxJWTBytes = 8 << 10
+
+// looksLikeJWS reports whether s has the shape of a compact JWS: three
+// non-empty base64url segments.
+func looksLikeJWS(s string) bool {
+	if len(s) > maxJWTBytes || strings.Count(s, ".") != 2 {
+		return false
+	}
+	for _, seg := range strings.Split(s, ".") {
+		if seg == "" || strings.ContainsFunc(seg, func(r rune) bool {
+			return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// federated resolves a federation JWT: verified, then its subject must be
+// a loaded member, whose current permissions it carries. Nothing is
+// touched: no store row backs the token.
+func (a *Authenticator) federated(ctx context.Context, token string) (*Principal, error) {
+	sub, exp, err := a.jwt.VerifyJWT(ctx, token)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		a.log.DebugContext(ctx, "federation jwt refused", "err", err)
+		return nil, fmt.Errorf("%w: invalid federation token", ErrUnauthenticated)
+	}
+	perms, ok := a.members.MemberPermissions(sub)
+	if !ok {
+		return nil, fmt.Errorf("%w: federation token names no member", ErrUnauthenticated)
+	}
+	sum := sha256.Sum256([]byte(token))
+	return &Principal{Member: sub, Permissions: perms, Via: ViaJWT, JWTHash: hex.EncodeToString(sum[:]), ExpiresAt: exp}, nil
 }
 
 func (a *Authenticator) session(ctx context.Context, id string, touch bool) (*Principal, error) {

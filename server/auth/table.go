@@ -125,6 +125,14 @@ var methodRules = map[string]Rule{
 	apiv1.ToolSources_RefreshToolSource_FullMethodName:    Require(ToolsManage),
 	apiv1.ToolSources_InvokeTool_FullMethodName:           AnyMember, // bound or allMembers, checked in the service
 
+	// Platform connect: minting a code hands out this broker's trust, and a
+	// bind changes whose JWTs it accepts, so both need members.manage; bind
+	// is session only, checked in the service. The lookup is public (spec:
+	// Authentication rule 6), guarded by the code.
+	apiv1.Platform_CreatePairingCode_FullMethodName: Require(MembersManage),
+	apiv1.Platform_LookupPairingCode_FullMethodName: Public,
+	apiv1.Platform_Bind_FullMethodName:              Require(MembersManage),
+
 	// OTLP: bearer only, checked in the service; the member is the token's.
 	collogspb.LogsService_Export_FullMethodName:       AnyMember,
 	colmetricspb.MetricsService_Export_FullMethodName: AnyMember,

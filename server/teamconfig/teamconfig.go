@@ -251,6 +251,11 @@ func (f *File) Validate() error {
 	if f.Files != nil && f.Files.QuotaBytes < 0 {
 		return entryErr("files.quotaBytes", "must not be negative")
 	}
+	if f.JWT != nil {
+		if err := f.JWT.Validate(); err != nil {
+			return entryErr("jwt", "%w", err)
+		}
+	}
 	if f.WebPush != nil && len(f.WebPush.VAPIDPrivateKey) > 0 {
 		if _, _, err := decodeSecretField(f.WebPush.VAPIDPrivateKey); err != nil {
 			return entryErr("webPush.vapidPrivateKey", "%w", err)
@@ -515,6 +520,11 @@ func Save(path string, f *File) error {
 	if err != nil {
 		return err
 	}
+	return writeAtomic(path, append(data, '\n'))
+}
+
+// writeAtomic writes data to path as Save describes.
+func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -528,7 +538,7 @@ func Save(path string, f *File) error {
 		tmp.Close()
 		return err
 	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -22,6 +22,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		fsTests, objectiveTests,
 		enrollmentTests,
 		secretTests, toolSourceTests,
+		platformTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {
