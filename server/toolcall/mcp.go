@@ -29,14 +29,20 @@ var errTooLarge = errors.New("toolcall: upstream answer too large")
 // transport uses (credential added, bytes counted) and what went wrong in
 // it.
 type mcpSession struct {
+	// ctx bounds every exchange of the session, including those the SDK
+	// makes on a context of its own (the DELETE on close, a cancellation
+	// notice), so an upstream cannot hold a call past the timeout.
+	ctx      context.Context
 	base     http.RoundTripper
 	endpoint *url.URL
 	credName string
 	credVal  string
 
-	mu        sync.Mutex
-	budget    int64 // bytes the session may still read
-	overflown bool
+	mu         sync.Mutex
+	budget     int64 // bytes the session may still read
+	overflown  bool
+	lastErr    error // the last exchange that failed below HTTP
+	lastStatus int   // the last HTTP status >= 400
 }
 
 func (s *mcpSession) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -45,11 +51,25 @@ func (s *mcpSession) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.Clone(req.Context())
 		req.Header.Set(s.credName, s.credVal)
 	}
-	resp, err := s.base.RoundTrip(req)
-	if err != nil {
+	if err := s.ctx.Err(); err != nil {
 		return nil, err
 	}
-	resp.Body = &countingBody{rc: resp.Body, s: s}
+	ctx, cancel := context.WithCancel(req.Context())
+	stop := context.AfterFunc(s.ctx, cancel)
+	done := func() { stop(); cancel() }
+	resp, err := s.base.RoundTrip(req.WithContext(ctx))
+	s.mu.Lock()
+	if err != nil {
+		s.lastErr = err
+	} else if resp.StatusCode >= 400 {
+		s.lastStatus = resp.StatusCode
+	}
+	s.mu.Unlock()
+	if err != nil {
+		done()
+		return nil, err
+	}
+	resp.Body = &countingBody{rc: resp.Body, s: s, done: done}
 	return resp, nil
 }
 
@@ -59,8 +79,9 @@ func sameOrigin(a, b *url.URL) bool {
 
 // countingBody charges what is read against the session's budget.
 type countingBody struct {
-	rc io.ReadCloser
-	s  *mcpSession
+	rc   io.ReadCloser
+	s    *mcpSession
+	done func() // releases the exchange's context
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -78,12 +99,19 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *countingBody) Close() error { return b.rc.Close() }
+func (b *countingBody) Close() error {
+	err := b.rc.Close()
+	b.done()
+	return err
+}
 
-func (s *mcpSession) tooLarge() bool {
+func (s *mcpSession) state() (overflown bool, lastErr error, lastStatus int) {
+	if s == nil {
+		return false, nil, 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.overflown
+	return s.overflown, s.lastErr, s.lastStatus
 }
 
 // connect opens an MCP session at endpoint. The error says why, without
@@ -101,7 +129,7 @@ func (c *Caller) connect(ctx context.Context, endpoint string, cred *Credential)
 	if c.client != nil && c.client.Transport != nil {
 		base = c.client.Transport
 	}
-	s := &mcpSession{base: base, endpoint: u, credName: credName, credVal: credVal, budget: c.maxResponse()}
+	s := &mcpSession{ctx: ctx, base: base, endpoint: u, credName: credName, credVal: credVal, budget: c.maxResponse()}
 	hc := &http.Client{Transport: s}
 	if c.client != nil {
 		hc.CheckRedirect = c.client.CheckRedirect
@@ -128,22 +156,37 @@ func (c *Caller) connect(ctx context.Context, endpoint string, cred *Credential)
 }
 
 // describe turns an MCP failure into a message for a result or an
-// *UpstreamError, without the credential.
+// *UpstreamError, without the credential. The SDK wraps transport failures
+// in a JSON-RPC "rejected by transport" error; what the session saw on the
+// wire says more.
 func (c *Caller) describe(tctx context.Context, s *mcpSession, cred *Credential, err error) string {
+	overflown, lastErr, lastStatus := s.state()
 	var msg string
 	var werr *jsonrpc.Error
 	switch {
-	case s != nil && s.tooLarge():
+	case overflown:
 		msg = fmt.Sprintf("the upstream's answer is larger than %d bytes", c.maxResponse())
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
 		msg = fmt.Sprintf("the upstream did not answer within %s", c.timeout())
-	case errors.As(err, &werr):
+	case errors.As(err, &werr) && werr.Code != codeRejectedByTransport:
 		msg = fmt.Sprintf("MCP error %d: %s", werr.Code, werr.Message)
+	case lastErr != nil:
+		var ue *url.Error
+		if errors.As(lastErr, &ue) {
+			lastErr = ue.Err
+		}
+		msg = lastErr.Error()
+	case lastStatus != 0:
+		msg = fmt.Sprintf("the upstream answered %d %s: not an MCP Streamable HTTP endpoint", lastStatus, http.StatusText(lastStatus))
 	default:
 		msg = err.Error()
 	}
 	return redactString(msg, secretOf(cred))
 }
+
+// codeRejectedByTransport is the go-sdk's JSON-RPC code for a message its
+// transport could not deliver (jsonrpc2.ErrRejected, internal to the SDK).
+const codeRejectedByTransport = -32005
 
 // listMCP is ListMCP (toolcall.go).
 func (c *Caller) listMCP(ctx context.Context, endpoint string, cred *Credential) ([]Tool, error) {
