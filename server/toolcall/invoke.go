@@ -169,6 +169,11 @@ func credentialHeader(cred *Credential) (name, value string, err error) {
 			return "", "", errors.New("the credential's header name is not valid")
 		}
 		name, value = http.CanonicalHeaderKey(cred.HeaderName), cred.Secret
+		// A credential may be a cookie or an Authorization scheme of its
+		// own, but never Host or a framing header.
+		if forbiddenHeaders[name] && name != "Authorization" && name != "Proxy-Authorization" && name != "Cookie" {
+			return "", "", fmt.Errorf("the credential's header may not be %s", name)
+		}
 	default:
 		return "", "", errors.New("unknown credential kind")
 	}

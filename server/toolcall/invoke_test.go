@@ -154,6 +154,7 @@ func TestInvokeHTTPCredential(t *testing.T) {
 	}{
 		{name: "bearer", cred: &Credential{Kind: "bearer", Secret: testSecret}, header: "Authorization", want: "Bearer " + testSecret},
 		{name: "header", cred: &Credential{Kind: "header", HeaderName: "X-Key", Secret: testSecret}, header: "X-Key", want: testSecret},
+		{name: "cookie header", cred: &Credential{Kind: "header", HeaderName: "cookie", Secret: "sid=" + testSecret}, header: "Cookie", want: "sid=" + testSecret},
 		{name: "none", cred: nil, header: "Authorization", want: ""},
 		{name: "empty secret", cred: &Credential{Kind: "bearer"}, header: "Authorization", want: ""},
 	}
@@ -176,6 +177,8 @@ func TestInvokeHTTPBadCredential(t *testing.T) {
 		{Kind: "header", HeaderName: "Bad Name", Secret: testSecret},
 		{Kind: "bearer", Secret: testSecret + "\r\nX: y"},
 		{Kind: "other", Secret: testSecret},
+		{Kind: "header", HeaderName: "host", Secret: testSecret},
+		{Kind: "header", HeaderName: "Content-Length", Secret: testSecret},
 	} {
 		res, err := newCaller(Options{}).InvokeHTTP(context.Background(), Binding{Method: "GET", URL: srv.URL + "/"}, nil, cred)
 		require.NoError(t, err)
