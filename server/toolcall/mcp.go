@@ -19,7 +19,7 @@ import (
 // maxListPages bounds the tools/list pages one ListMCP follows.
 const maxListPages = 100
 
-// clientVersion is what the broker calls itself in MCP's initialize.
+// clientImpl is what the broker calls itself in MCP's initialize.
 var clientImpl = &mcp.Implementation{Name: "svc", Version: "1"}
 
 // errTooLarge is a session that read more than MaxResponse bytes.
