@@ -12,7 +12,6 @@ package toolcall
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 )
@@ -86,14 +85,15 @@ func New(client *http.Client, o Options) *Caller {
 	return &Caller{client: client, opts: o}
 }
 
-var errNotBuilt = errors.New("toolcall: not built yet")
-
 // Validate checks a binding at save time: a static origin (http or https,
 // no template, userinfo or encoded tricks in scheme, host or port) and the
 // header guards (no Authorization, Cookie, Host or credHeader, in any
 // case). credHeader is the source credential's header name, "" if none.
 // The error is an *InvalidError.
-func (b Binding) Validate(credHeader string) error { return errNotBuilt }
+func (b Binding) Validate(credHeader string) error {
+	_, err := compile(b, credHeader)
+	return err
+}
 
 // InvokeHTTP calls a custom tool: it substitutes args into b (percent-
 // encoded in path and query, CR/LF refused in header values), adds cred,
@@ -101,22 +101,30 @@ func (b Binding) Validate(credHeader string) error { return errNotBuilt }
 // Result with IsError set, not an error; the error is for arguments that
 // cannot be substituted (*InvalidError) or a cancelled ctx.
 func (c *Caller) InvokeHTTP(ctx context.Context, b Binding, args map[string]any, cred *Credential) (Result, error) {
-	return Result{}, errNotBuilt
+	return c.invokeHTTP(ctx, b, args, cred)
 }
 
 // ListMCP lists an MCP source's tools at url. An upstream that cannot be
 // reached or does not speak MCP is an *UpstreamError.
 func (c *Caller) ListMCP(ctx context.Context, url string, cred *Credential) ([]Tool, error) {
-	return nil, errNotBuilt
+	return c.listMCP(ctx, url, cred)
 }
 
 // CallMCP calls tool name of the MCP source at url. As with InvokeHTTP,
 // upstream failures are a Result with IsError set.
 func (c *Caller) CallMCP(ctx context.Context, url string, cred *Credential, name string, args map[string]any) (Result, error) {
-	return Result{}, errNotBuilt
+	return c.callMCP(ctx, url, cred, name, args)
 }
 
 // Redact returns a deep copy of v (a decoded JSON value) in which every
 // occurrence of each non-empty secret inside a string is replaced by
 // "[REDACTED]".
-func Redact(v any, secrets ...string) any { return v }
+func Redact(v any, secrets ...string) any {
+	var live []string
+	for _, s := range secrets {
+		if s != "" {
+			live = append(live, s)
+		}
+	}
+	return redactValue(v, live)
+}

@@ -1,0 +1,62 @@
+package toolcall
+
+import (
+	"sort"
+	"strings"
+)
+
+// redacted replaces a secret wherever Redact finds one.
+const redacted = "[REDACTED]"
+
+// redactValue is Redact (toolcall.go) with the empty secrets dropped.
+func redactValue(v any, secrets []string) any {
+	switch x := v.(type) {
+	case string:
+		return redactString(x, secrets...)
+	case map[string]any:
+		if x == nil {
+			return x
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[redactString(k, secrets...)] = redactValue(e, secrets)
+		}
+		return out
+	case []any:
+		if x == nil {
+			return x
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactValue(e, secrets)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// redactString replaces every occurrence of each non-empty secret in s in
+// one pass, the longest secret first where several match at one place (so
+// one secret inside another is replaced whole, and "[REDACTED]" itself is
+// never rewritten).
+func redactString(s string, secrets ...string) string {
+	var live []string
+	for _, sec := range secrets {
+		if sec != "" && strings.Contains(s, sec) {
+			live = append(live, sec)
+		}
+	}
+	switch len(live) {
+	case 0:
+		return s
+	case 1:
+		return strings.ReplaceAll(s, live[0], redacted)
+	}
+	sort.SliceStable(live, func(i, j int) bool { return len(live[i]) > len(live[j]) })
+	pairs := make([]string, 0, 2*len(live))
+	for _, sec := range live {
+		pairs = append(pairs, sec, redacted)
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
+}
