@@ -151,7 +151,7 @@ func New(d Deps, opts ...Option) *Server {
 	c.maxStreams = o.maxStreams
 	c.tools = o.tools
 	if c.tools == nil {
-		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress}), toolcall.Options{})}
+		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
 	}
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)

@@ -63,10 +63,6 @@ var customToolNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 // mcpToolNameRE is the name grammar MCP servers' tools are held to.
 var mcpToolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
-// reservedCredentialHeaders are headers a header credential may not use:
-// the transport's own.
-var reservedCredentialHeaders = []string{"Host", "Cookie", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection"}
-
 // toolCredentialPurpose binds a sealed credential to its source.
 func toolCredentialPurpose(slug string) string { return "svc/tool-credential/" + slug }
 
@@ -394,13 +390,8 @@ func (s *ToolSources) SetToolCredential(ctx context.Context, req *apiv1.SetToolC
 		}
 	case "header":
 		h := req.GetHeaderName()
-		if h == "" || len(h) > 128 || !httpguts.ValidHeaderFieldName(h) {
-			return nil, invalid("headerName", "must be an HTTP header name")
-		}
-		for _, r := range reservedCredentialHeaders {
-			if strings.EqualFold(h, r) {
-				return nil, invalid("headerName", "%s cannot carry a credential", r)
-			}
+		if err := toolcall.CheckCredentialHeader(h); err != nil {
+			return nil, invalid("headerName", "%v", err)
 		}
 		cred.HeaderName = http.CanonicalHeaderKey(h)
 	default:

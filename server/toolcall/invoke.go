@@ -16,8 +16,12 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
+// DefaultTimeout bounds one upstream call unless Options says otherwise;
+// the HTTP client a Caller is given must not cut calls sooner.
+const DefaultTimeout = 30 * time.Second
+
 const (
-	defaultTimeout     = 30 * time.Second
+	defaultTimeout     = DefaultTimeout
 	defaultMaxResponse = 4 << 20
 	// maxErrorBody bounds the upstream body quoted in a non-2xx result.
 	maxErrorBody = 4 << 10
@@ -156,6 +160,22 @@ func substituteBody(t any, args map[string]any) (any, error) {
 	}
 }
 
+// CheckCredentialHeader says whether a header credential may be sent in
+// header name: a valid field name that is not Host, Content-Type or a
+// framing or hop-by-hop header. It may be a cookie or an Authorization
+// scheme of its own.
+func CheckCredentialHeader(name string) error {
+	if name == "" || len(name) > 128 || !httpguts.ValidHeaderFieldName(name) {
+		return errors.New("the credential's header name is not a valid header name")
+	}
+	switch canon := http.CanonicalHeaderKey(name); {
+	case canon == "Content-Type",
+		forbiddenHeaders[canon] && canon != "Authorization" && canon != "Proxy-Authorization" && canon != "Cookie":
+		return fmt.Errorf("the credential's header may not be %s", canon)
+	}
+	return nil
+}
+
 // credentialHeader is the header cred is sent in, and its value.
 func credentialHeader(cred *Credential) (name, value string, err error) {
 	if cred == nil || cred.Secret == "" {
@@ -165,15 +185,10 @@ func credentialHeader(cred *Credential) (name, value string, err error) {
 	case "bearer":
 		name, value = "Authorization", "Bearer "+cred.Secret
 	case "header":
-		if !httpguts.ValidHeaderFieldName(cred.HeaderName) {
-			return "", "", errors.New("the credential's header name is not valid")
+		if err := CheckCredentialHeader(cred.HeaderName); err != nil {
+			return "", "", err
 		}
 		name, value = http.CanonicalHeaderKey(cred.HeaderName), cred.Secret
-		// A credential may be a cookie or an Authorization scheme of its
-		// own, but never Host or a framing header.
-		if forbiddenHeaders[name] && name != "Authorization" && name != "Proxy-Authorization" && name != "Cookie" {
-			return "", "", fmt.Errorf("the credential's header may not be %s", name)
-		}
 	default:
 		return "", "", errors.New("unknown credential kind")
 	}

@@ -270,3 +270,35 @@ func TestSubstituteBoundsURL(t *testing.T) {
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, "url", ie.Field)
 }
+
+func TestCheckCredentialHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"X-Api-Key", true},
+		{"x-api-key", true},
+		{"Authorization", true},
+		{"Cookie", true},
+		{"", false},
+		{"Bad Header", false},
+		{"X-Key\r\n", false},
+		{"host", false},
+		{"Content-Type", false},
+		{"content-length", false},
+		{"Transfer-Encoding", false},
+		{"Connection", false},
+		{"TE", false},
+		{"Upgrade", false},
+		{strings.Repeat("x", 129), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckCredentialHeader(tc.name)
+			if tc.ok {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+			}
+		})
+	}
+}
