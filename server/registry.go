@@ -155,6 +155,54 @@ func (c *core) registryCommit(ctx context.Context, apply func(ctx context.Contex
 	}, nil, nil).err
 }
 
+// registryOf describes one registry (secrets, tool sources) to the
+// helpers both share.
+type registryOf[T any] struct {
+	kind     string // registryKindSecret or registryKindToolSource
+	manage   string // the permission leaf of its managers
+	get      func(ctx context.Context, tx store.Tx, slug string) (T, error)
+	notFound func(err error, slug string) error // maps get's error
+	audience func(T) (allMembers bool, bound []string)
+}
+
+// changeEntry loads an entry of r on the committer, lets fn change it and
+// report the change, and answers the entry as it then is. fn returns false
+// when nothing changed: no event is sent. The change's before and after
+// audiences are taken here, in the transaction that makes it.
+func changeEntry[T any](ctx context.Context, c *core, r registryOf[T], slug string, fn func(ctx context.Context, tx store.Tx, x *T, ch *registryChange) (bool, error)) (T, error) {
+	p := mustPrincipal(ctx)
+	var out T
+	if err := validRegistrySlug("slug", slug); err != nil {
+		return out, err
+	}
+	everyone, managers := c.memberNames(), c.holders(r.manage)
+	audience := func(x T) []string {
+		all, bound := r.audience(x)
+		return registryAudience(all, bound, everyone)
+	}
+	err := c.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
+		x, err := r.get(ctx, tx, slug)
+		if err != nil {
+			return nil, r.notFound(err, slug)
+		}
+		ch := &registryChange{kind: r.kind, slug: slug, actor: p.Member, managers: managers, before: audience(x)}
+		changed, err := fn(ctx, tx, &x, ch)
+		if err != nil || !changed {
+			out = x
+			return nil, err
+		}
+		if ch.event != "deleted" {
+			if x, err = r.get(ctx, tx, slug); err != nil {
+				return nil, err
+			}
+			ch.after = audience(x)
+		}
+		out = x
+		return ch, nil
+	})
+	return out, err
+}
+
 // errNoKEK answers a call that must seal or open a write-only secret while
 // no KEK is active.
 var errNoKEK = Errorf(CodeUnavailable, "no key-encryption key is active: write-only secrets cannot be stored or read")

@@ -173,36 +173,17 @@ func (s *Secrets) CreateSecret(ctx context.Context, req *apiv1.CreateSecretReque
 // report the change, and answers the secret as it then is. fn returns a
 // nil change when nothing changed.
 func (s *Secrets) changeSecret(ctx context.Context, slug string, fn func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error)) (store.Secret, error) {
-	p := mustPrincipal(ctx)
-	if err := validRegistrySlug("slug", slug); err != nil {
-		return store.Secret{}, err
-	}
-	everyone, managers := s.memberNames(), s.holders(auth.SecretsManage)
-	var out store.Secret
-	err := s.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
-		x, err := tx.GetSecret(ctx, slug)
-		if err != nil {
-			return nil, secretErr(err, slug)
-		}
-		ch := &registryChange{
-			kind: registryKindSecret, slug: slug, actor: p.Member, managers: managers,
-			before: registryAudience(x.AllMembers, x.Bound, everyone),
-		}
-		changed, err := fn(ctx, tx, &x, ch)
-		if err != nil || !changed {
-			out = x
-			return nil, err
-		}
-		if ch.event != "deleted" {
-			if x, err = tx.GetSecret(ctx, slug); err != nil {
-				return nil, err
-			}
-			ch.after = registryAudience(x.AllMembers, x.Bound, everyone)
-		}
-		out = x
-		return ch, nil
-	})
-	return out, err
+	return changeEntry(ctx, s.core, secretRegistry, slug, fn)
+}
+
+// secretRegistry describes the secrets to changeEntry.
+var secretRegistry = registryOf[store.Secret]{
+	kind: registryKindSecret, manage: auth.SecretsManage,
+	get: func(ctx context.Context, tx store.Tx, slug string) (store.Secret, error) {
+		return tx.GetSecret(ctx, slug)
+	},
+	notFound: secretErr,
+	audience: func(x store.Secret) (bool, []string) { return x.AllMembers, x.Bound },
 }
 
 // UpdateSecret implements apiv1.SecretsServer.

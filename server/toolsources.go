@@ -273,36 +273,17 @@ func (s *ToolSources) CreateToolSource(ctx context.Context, req *apiv1.CreateToo
 // report the change, and answers the source as it then is. fn returns
 // false when nothing changed (no event).
 func (s *ToolSources) changeSource(ctx context.Context, slug string, fn func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error)) (store.ToolSource, error) {
-	p := mustPrincipal(ctx)
-	if err := validRegistrySlug("slug", slug); err != nil {
-		return store.ToolSource{}, err
-	}
-	everyone, managers := s.memberNames(), s.holders(auth.ToolsManage)
-	var out store.ToolSource
-	err := s.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
-		x, err := tx.GetToolSource(ctx, slug)
-		if err != nil {
-			return nil, toolSourceErr(err, slug)
-		}
-		ch := &registryChange{
-			kind: registryKindToolSource, slug: slug, actor: p.Member, managers: managers,
-			before: registryAudience(x.AllMembers, x.Bound, everyone),
-		}
-		changed, err := fn(ctx, tx, &x, ch)
-		if err != nil || !changed {
-			out = x
-			return nil, err
-		}
-		if ch.event != "deleted" {
-			if x, err = tx.GetToolSource(ctx, slug); err != nil {
-				return nil, err
-			}
-			ch.after = registryAudience(x.AllMembers, x.Bound, everyone)
-		}
-		out = x
-		return ch, nil
-	})
-	return out, err
+	return changeEntry(ctx, s.core, toolSourceRegistry, slug, fn)
+}
+
+// toolSourceRegistry describes the tool sources to changeEntry.
+var toolSourceRegistry = registryOf[store.ToolSource]{
+	kind: registryKindToolSource, manage: auth.ToolsManage,
+	get: func(ctx context.Context, tx store.Tx, slug string) (store.ToolSource, error) {
+		return tx.GetToolSource(ctx, slug)
+	},
+	notFound: toolSourceErr,
+	audience: func(x store.ToolSource) (bool, []string) { return x.AllMembers, x.Bound },
 }
 
 // UpdateToolSource implements apiv1.ToolSourcesServer.
