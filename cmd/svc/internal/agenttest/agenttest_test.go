@@ -97,6 +97,8 @@ import (
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"svc/cmd/svc/internal/npmcache"
 )
 
 // samplesDir receives the http/json export payloads when
@@ -512,7 +514,7 @@ func TestStreamJSONTurns(t *testing.T) {
 		}
 	}
 	if !slices.Equal(results, []string{"first answer", "second answer"}) {
-		t.Errorf("results %q\nstdout:\n%s", results, tail(stdout, 4000))
+		t.Errorf("results %q\nstdout:\n%s", results, npmcache.Tail(stdout, 4000))
 	}
 	if ParseResult(t, stdout).Result != "second answer" {
 		t.Error("ParseResult did not take the last result")

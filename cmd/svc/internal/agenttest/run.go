@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/cmd/svc/internal/npmcache"
 )
 
 // DefaultRunTimeout bounds a run whose RunOptions.Timeout is zero.
@@ -142,7 +144,7 @@ func Run(t testing.TB, bin string, opts RunOptions) (stdout, stderr string) {
 	var outBuf, errBuf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &outBuf, &errBuf
 	cmd.Stdin = opts.Stdin
-	killGroupOnCancel(cmd)
+	npmcache.KillGroupOnCancel(cmd)
 
 	start := time.Now()
 	err := cmd.Start()
@@ -173,7 +175,7 @@ func Run(t testing.TB, bin string, opts RunOptions) (stdout, stderr string) {
 	stdout, stderr = outBuf.String(), errBuf.String()
 	if ctx.Err() == context.DeadlineExceeded {
 		t.Fatalf("agenttest.Run: claude did not exit within %s (killed)\nstdout:\n%s\nstderr:\n%s",
-			opts.Timeout, tail(stdout, 8000), tail(stderr, 8000))
+			opts.Timeout, npmcache.Tail(stdout, 8000), npmcache.Tail(stderr, 8000))
 	}
 	if err != nil && !opts.AllowFailure {
 		var ee *exec.ExitError
@@ -181,7 +183,7 @@ func Run(t testing.TB, bin string, opts RunOptions) (stdout, stderr string) {
 			t.Fatalf("agenttest.Run: %v", err)
 		}
 		t.Fatalf("agenttest.Run: claude failed after %s: %v\nstdout:\n%s\nstderr:\n%s",
-			elapsed.Round(time.Millisecond), err, tail(stdout, 8000), tail(stderr, 8000))
+			elapsed.Round(time.Millisecond), err, npmcache.Tail(stdout, 8000), npmcache.Tail(stderr, 8000))
 	}
 	t.Logf("agenttest.Run: claude exited after %s", elapsed.Round(time.Millisecond))
 	return stdout, stderr
@@ -275,7 +277,7 @@ func ParseResult(t testing.TB, stdout string) Result {
 			return r
 		}
 	}
-	t.Fatalf("agenttest: no result object in claude's output:\n%s", tail(stdout, 8000))
+	t.Fatalf("agenttest: no result object in claude's output:\n%s", npmcache.Tail(stdout, 8000))
 	return Result{}
 }
 

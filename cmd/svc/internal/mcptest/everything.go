@@ -8,9 +8,7 @@ package mcptest
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,11 +16,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/cmd/svc/internal/npmcache"
 )
 
 // EverythingVersion is the pinned release of
@@ -33,7 +32,6 @@ const everythingPackage = "@modelcontextprotocol/server-everything"
 
 const (
 	installTimeout = 5 * time.Minute
-	lockTimeout    = installTimeout + 2*time.Minute
 	startTimeout   = 30 * time.Second
 )
 
@@ -69,16 +67,14 @@ func EverythingDir(t testing.TB) string {
 }
 
 // CacheDir is the directory the pinned release is installed into.
-func CacheDir() (string, error) {
-	root := os.Getenv("XDG_CACHE_HOME")
-	if root == "" || !filepath.IsAbs(root) {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no cache directory: XDG_CACHE_HOME unset and %v", err)
-		}
-		root = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(root, "svc-test", "server-everything-"+EverythingVersion), nil
+func CacheDir() (string, error) { return everything.Path() }
+
+// everything is the pinned release as npmcache installs it.
+var everything = npmcache.Package{
+	Name: everythingPackage, Version: EverythingVersion,
+	Dir:            "server-everything-" + EverythingVersion,
+	InstallTimeout: installTimeout,
+	Verify:         verify,
 }
 
 func packageIn(dir string) string {
@@ -106,90 +102,11 @@ func verify(dir string) error {
 }
 
 func ensureIn(t testing.TB, dir string) (string, error) {
-	if verify(dir) == nil {
-		return packageIn(dir), nil
-	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := lockFile(filepath.Join(parent, filepath.Base(dir)+".lock"), lockTimeout)
+	dir, err := everything.EnsureIn(t, dir)
 	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if verify(dir) == nil {
-		return packageIn(dir), nil
-	}
-	tmpPrefix := "." + filepath.Base(dir) + ".tmp-"
-	if old, _ := filepath.Glob(filepath.Join(parent, tmpPrefix+"*")); len(old) > 0 {
-		for _, o := range old {
-			_ = os.RemoveAll(o)
-		}
-	}
-	if _, err := os.Stat(dir); err == nil {
-		t.Logf("mcptest: removing broken install %s", dir)
-		if err := os.RemoveAll(dir); err != nil {
-			return "", err
-		}
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return "", fmt.Errorf("npm is not on PATH (install Node.js and npm, e.g. `apt-get install -y nodejs npm`): %v", err)
-	}
-	tmp, err := os.MkdirTemp(parent, tmpPrefix)
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	start := time.Now()
-	t.Logf("mcptest: installing %s@%s into %s", everythingPackage, EverythingVersion, dir)
-	if err := npmInstall(npm, tmp); err != nil {
-		return "", err
-	}
-	if err := verify(tmp); err != nil {
-		return "", fmt.Errorf("installed, but %w", err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", fmt.Errorf("moving the install into place: %w", err)
-	}
-	t.Logf("mcptest: installed %s@%s in %s", everythingPackage, EverythingVersion, time.Since(start).Round(time.Millisecond))
-	if err := verify(dir); err != nil {
 		return "", err
 	}
 	return packageIn(dir), nil
-}
-
-func npmInstall(npm, dir string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
-	defer cancel()
-	// Our own package.json keeps npm from walking up to a project above.
-	if err := os.WriteFile(filepath.Join(dir, "package.json"),
-		[]byte(`{"name":"svc-test-server-everything","private":true}`+"\n"), 0o644); err != nil {
-		return err
-	}
-	// --ignore-scripts: the package ships built JavaScript; no install
-	// script of it or its dependencies runs.
-	cmd := exec.CommandContext(ctx, npm, "install",
-		"--no-audit", "--no-fund", "--no-update-notifier", "--no-progress",
-		"--ignore-scripts", "--loglevel=error", "--save-exact",
-		everythingPackage+"@"+EverythingVersion)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	killGroupOnCancel(cmd)
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		return fmt.Errorf("npm install timed out after %s:\n%s", installTimeout, tail(out.String(), 4000))
-	}
-	if err != nil {
-		return fmt.Errorf("npm install %s@%s: %v:\n%s", everythingPackage, EverythingVersion, err, tail(out.String(), 4000))
-	}
-	return nil
 }
 
 // listenShim is preloaded into node: the server calls app.listen(PORT)
@@ -335,49 +252,4 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	return w.s.log.Write(p)
-}
-
-// lockFile takes an exclusive flock on path, waiting at most timeout.
-func lockFile(path string, timeout time.Duration) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("another process held %s for more than %s", path, timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
-}
-
-// killGroupOnCancel puts cmd in its own process group and kills the whole
-// group when its context ends.
-func killGroupOnCancel(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	cmd.WaitDelay = 5 * time.Second
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + strings.Clone(s[len(s)-n:])
 }
