@@ -64,10 +64,12 @@ func (c *core) memberNames() []string {
 	return out
 }
 
-// message is the thread message that reports ch to everyone who could use
-// the entry before or after it, and the manage holders; ok is false when
-// nobody is to be told.
-func (ch registryChange) message() (store.Message, bool, error) {
+// messages are the thread messages that report ch to everyone who could
+// use the entry before or after it, and the manage holders; none when
+// nobody is to be told. Who else is bound is the managers' to know
+// (boundMembers): a binding change names its member only to the managers
+// and that member; the others are told the bindings changed.
+func (ch registryChange) messages() ([]store.Message, error) {
 	var to []string
 	for _, set := range [][]string{ch.before, ch.after, ch.managers} {
 		for _, m := range set {
@@ -77,27 +79,61 @@ func (ch registryChange) message() (store.Message, bool, error) {
 		}
 	}
 	if len(to) == 0 {
-		return store.Message{}, false, nil
+		return nil, nil
 	}
 	slices.Sort(to)
+	if ch.member == "" {
+		m, err := ch.message(to, true)
+		return []store.Message{m}, err
+	}
+	var named, others []string
+	for _, m := range to {
+		if m == ch.member || slices.Contains(ch.managers, m) {
+			named = append(named, m)
+		} else {
+			others = append(others, m)
+		}
+	}
+	var out []store.Message
+	for _, group := range []struct {
+		to    []string
+		named bool
+	}{{named, true}, {others, false}} {
+		if len(group.to) == 0 {
+			continue
+		}
+		m, err := ch.message(group.to, group.named)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// message reports ch to recipients; named says whether it may name the
+// member a binding change is about.
+func (ch registryChange) message(to []string, named bool) (store.Message, error) {
 	noun := "tool source"
 	if ch.kind == registryKindSecret {
 		noun = "secret"
 	}
 	thread := registryThread(ch.kind, ch.slug)
-	body := fmt.Sprintf("%s: %s %s", ch.actor, noun, ch.slug)
-	switch ch.event {
-	case "binding_added":
+	var body string
+	switch {
+	case ch.event == "binding_added" && named:
 		body = fmt.Sprintf("%s bound %s to %s %s", ch.actor, ch.member, noun, ch.slug)
-	case "binding_removed":
+	case ch.event == "binding_removed" && named:
 		body = fmt.Sprintf("%s unbound %s from %s %s", ch.actor, ch.member, noun, ch.slug)
-	case "tool_defined", "tool_deleted":
+	case ch.event == "binding_added" || ch.event == "binding_removed":
+		body = fmt.Sprintf("%s changed the bindings of %s %s", ch.actor, noun, ch.slug)
+	case ch.event == "tool_defined" || ch.event == "tool_deleted":
 		body = fmt.Sprintf("%s %s %s %s (%s)", ch.actor, eventVerb(ch.event), noun, ch.slug, ch.tool)
 	default:
 		body = fmt.Sprintf("%s %s %s %s", ch.actor, eventVerb(ch.event), noun, ch.slug)
 	}
 	data := map[string]any{"thread": thread, "kind": ch.kind, "event": ch.event, "slug": ch.slug}
-	if ch.member != "" {
+	if ch.member != "" && named {
 		data["member"] = ch.member
 	}
 	if ch.tool != "" {
@@ -105,12 +141,12 @@ func (ch registryChange) message() (store.Message, bool, error) {
 	}
 	b, err := json.Marshal(data)
 	if err != nil {
-		return store.Message{}, false, err
+		return store.Message{}, err
 	}
 	return store.Message{
 		From: ch.actor, Thread: thread, Title: noun + " " + ch.slug, Body: body, Level: "info",
 		Data: b, Recipients: to,
-	}, true, nil
+	}, nil
 }
 
 // eventVerb words a registry event for a message body.
@@ -147,11 +183,7 @@ func (c *core) registryCommit(ctx context.Context, apply func(ctx context.Contex
 		if err != nil || ch == nil {
 			return nil, err
 		}
-		msg, ok, err := ch.message()
-		if err != nil || !ok {
-			return nil, err
-		}
-		return []store.Message{msg}, nil
+		return ch.messages()
 	}, nil, nil).err
 }
 

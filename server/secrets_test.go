@@ -331,6 +331,28 @@ func TestSecretEventsAndRecipients(t *testing.T) {
 	require.Empty(t, got.GetSecret().GetBoundMembers().GetValues())
 }
 
+// Who is bound is the managers' to know: a binding change names its
+// member only to the managers and that member.
+func TestRegistryBindingEventsNameNoOtherMember(t *testing.T) {
+	e := newRegistryEnv(t, false)
+	admin := e.as("admin")
+	e.createSecret(t, "gh", "GH_TOKEN", false)
+	for _, m := range []string{"alice", "bob"} {
+		_, err := e.secrets.AddSecretBinding(admin, &apiv1.AddSecretBindingRequest{Slug: "gh", Member: m})
+		require.NoError(t, err)
+	}
+	_, err := e.secrets.RemoveSecretBinding(admin, &apiv1.RemoveSecretBindingRequest{Slug: "gh", Name: "bob"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"created ", "binding_added alice", "binding_added bob", "binding_removed bob"}, e.events(t, "admin", "secret:gh"))
+	require.Equal(t, []string{"binding_added alice", "binding_added ", "binding_removed "}, e.events(t, "alice", "secret:gh"))
+	require.Equal(t, []string{"binding_added bob", "binding_removed bob"}, e.events(t, "bob", "secret:gh"))
+	msgs, err := e.st.MessagesFor(context.Background(), "alice", 0, 100)
+	require.NoError(t, err)
+	for _, m := range msgs {
+		require.NotContains(t, m.Body, "bob", "alice is not told who else is bound")
+	}
+}
+
 func TestRegistryThreadHistory(t *testing.T) {
 	e := newRegistryEnv(t, false)
 	admin := e.as("admin")
