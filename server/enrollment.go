@@ -168,6 +168,13 @@ func (e *Enrollment) PollEnrollment(ctx context.Context, req *apiv1.PollEnrollme
 	}
 	h := store.DeviceCodeHash(sha256.Sum256([]byte(code)))
 	now := e.now()
+	// Polls are public: a code that names no record is answered from the
+	// read pool, so guessing never queues behind the one writer.
+	if _, err := e.store.GetEnrollmentByDeviceHash(ctx, h); errors.Is(err, store.ErrNotFound) {
+		return nil, Errorf(CodeExpiredToken, "the device code is unknown, expired or already used")
+	} else if err != nil {
+		return nil, err
+	}
 	var out pollOutcome
 	err := e.store.WithTx(ctx, func(tx store.Tx) error {
 		out = pollOutcome{}

@@ -712,14 +712,16 @@ func (s *ToolSources) InvokeTool(ctx context.Context, req *apiv1.InvokeToolReque
 	}
 	args := map[string]any{}
 	if req.GetArgs() != nil {
-		b, err := protojson.Marshal(req.GetArgs())
+		// Measured as compact JSON: protojson's output is deliberately
+		// unstable (it may add spaces), so it cannot be the measure.
+		args = req.GetArgs().AsMap()
+		b, err := json.Marshal(args)
 		if err != nil {
 			return nil, invalid("args", "%v", err)
 		}
 		if len(b) > maxInvokeArgs {
 			return nil, Errorf(CodePayloadTooLarge, "args: over %d bytes", maxInvokeArgs)
 		}
-		args = req.GetArgs().AsMap()
 	}
 	x, err := s.store.GetToolSource(ctx, req.GetSlug())
 	if err != nil {
