@@ -112,7 +112,8 @@ func startBroker(ctx context.Context, svcPath string) (*broker, error) {
 
 // brokerEnv is our environment without SVC_* variables, so only our flags
 // configure the broker; SVC_PPROF_ADDR passes, to profile the broker under
-// load.
+// load. The broker may reach loopback: the tools group's upstreams listen
+// there.
 func brokerEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -120,7 +121,7 @@ func brokerEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return env
+	return append(env, "SVC_EGRESS_ALLOW=127.0.0.1")
 }
 
 // stop sends SIGTERM once and waits for the exit; the state dir is removed

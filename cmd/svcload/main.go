@@ -2,7 +2,8 @@
 // latency, push throughput, broadcast reach, ordering/loss and memory per
 // subscriber beside their targets, file throughput beside the raw disk's,
 // objective operations per second, and telemetry: OTLP ingest and activity
-// upload rates, and chat delivery beside OTLP ingest. It spawns the broker
+// upload rates, chat delivery beside OTLP ingest, and what invoking a tool
+// through svc adds over calling its upstream directly. It spawns the broker
 // itself, so it knows the pid whose memory it reads.
 package main
 
@@ -45,7 +46,7 @@ func main() {
 	svcPath := flag.String("svc", "bin/svc", "path to the svc binary to spawn")
 	quick := flag.Bool("quick", false, "short durations for a smoke run")
 	outPath := flag.String("out", "", "also write the summary table to this file")
-	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry (default all)")
+	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry, tools (default all)")
 	flag.Parse()
 
 	p := fullPlan
@@ -88,6 +89,9 @@ func run(ctx context.Context, p plan, svcPath, outPath string) error {
 
 	lg := newLoadgen(p, b)
 	runErr := lg.all(ctx)
+	if runErr == nil && lg.runs("tools") {
+		runErr = lg.tools(ctx)
+	}
 	if c := context.Cause(ctx); runErr != nil && c != nil && !errors.Is(runErr, c) && !errors.Is(c, context.Canceled) {
 		runErr = fmt.Errorf("%w (%w)", runErr, c)
 	}
