@@ -796,6 +796,11 @@ func resultToProto(res toolcall.Result) (*apiv1.InvokeToolResponse, error) {
 // (when the broker keeps activity). Its input has the credential and every
 // secret value member may use replaced by [REDACTED]. The call already
 // happened, so a failure to record it is logged, not answered.
+// maxToolInput caps the redacted input a tool_action row records; past it
+// the row holds the input's JSON text cut to this size, and
+// inputTruncated.
+const maxToolInput = 64 << 10
+
 func (s *ToolSources) recordToolAction(ctx context.Context, member string, x store.ToolSource, tool string, args map[string]any, cred *toolcall.Credential, res toolcall.Result, took time.Duration) {
 	if s.actWriter == nil {
 		return
@@ -813,11 +818,24 @@ func (s *ToolSources) recordToolAction(ctx context.Context, member string, x sto
 	for _, e := range env {
 		secrets = append(secrets, e.value)
 	}
-	data, err := json.Marshal(map[string]any{
+	row := map[string]any{
 		"tool": x.Slug + "__" + tool, "phase": "result", "source": "broker", "toolSource": x.Slug,
 		"success": !res.IsError, "durationMs": float64(took.Milliseconds()),
-		"input": s.tools.Redact(args, secrets...),
-	})
+	}
+	input, err := json.Marshal(s.tools.Redact(args, secrets...))
+	if err != nil {
+		s.log.WarnContext(ctx, "tool action not recorded", "member", member, "err", err)
+		return
+	}
+	// Redaction can grow the input (a one-byte secret becomes ten bytes
+	// wherever it occurs); a row never holds more than maxToolInput of it.
+	if len(input) > maxToolInput {
+		row["input"] = truncateUTF8(string(input), maxToolInput)
+		row["inputTruncated"] = true
+	} else {
+		row["input"] = json.RawMessage(input)
+	}
+	data, err := json.Marshal(row)
 	if err != nil {
 		s.log.WarnContext(ctx, "tool action not recorded", "member", member, "err", err)
 		return

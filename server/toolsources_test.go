@@ -394,6 +394,22 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 	require.Equal(t, false, data["success"])
 	require.Equal(t, map[string]any{"id": "7", "note": "use [REDACTED] and [REDACTED]", "list": []any{"[REDACTED]"}}, data["input"])
 
+	// Redaction grows the input wherever a secret occurs; the row keeps at
+	// most maxToolInput of it, still redacted.
+	big, err := structpb.NewStruct(map[string]any{"x": strings.Repeat("env-s3cr3t", 60_000)})
+	require.NoError(t, err)
+	_, err = e.tools.InvokeTool(e.as("bob"), &apiv1.InvokeToolRequest{Slug: "gh", Name: "a", Args: big})
+	require.NoError(t, err)
+	rows, err = act.ListActivity(context.Background(), store.ActivityFilter{Member: "bob", Kinds: []string{kindToolAction}})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Less(t, len(rows[0].Data), maxToolInput+1024, "newest first: the big call's row is bounded")
+	require.NotContains(t, string(rows[0].Data), "env-s3cr3t")
+	data = nil
+	require.NoError(t, json.Unmarshal(rows[0].Data, &data))
+	require.Equal(t, true, data["inputTruncated"])
+	require.IsType(t, "", data["input"])
+
 	// An MCP tool must be in the cache; a miss does not go upstream.
 	n := e.engine.callCount()
 	_, err = e.tools.InvokeTool(e.as("alice"), &apiv1.InvokeToolRequest{Slug: "m", Name: "search"})
