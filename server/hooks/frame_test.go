@@ -201,7 +201,7 @@ func TestRenderSizeCap(t *testing.T) {
 	require.Equal(t, 5000, n+omittedCount(t, body))
 }
 
-func omittedCount(t *testing.T, body string) int {
+func omittedCount(t testing.TB, body string) int {
 	t.Helper()
 	i := strings.LastIndex(body, "\n\n")
 	var n int
