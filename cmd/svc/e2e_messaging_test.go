@@ -614,6 +614,12 @@ func TestSubscribeResume(t *testing.T) {
 	})
 }
 
+// stallTimeout is how long a round of pushes may take before the test
+// calls the publishers stalled. A stall is forever; a round on a loaded
+// machine under -race has taken over 10 s, so the bound only has to be
+// far beyond that, not tight.
+const stallTimeout = time.Minute
+
 // TestSlowSubscriber has one member's stream stop reading while publishers
 // push far more than a stream's queue holds to it and to a healthy member.
 func TestSlowSubscriber(t *testing.T) {
@@ -671,8 +677,8 @@ func TestSlowSubscriber(t *testing.T) {
 		go func() { wg.Wait(); close(roundDone) }()
 		select {
 		case <-roundDone:
-		case <-time.After(callTimeout):
-			t.Fatalf("publishers stalled behind a slow subscriber: round %d took over %s", round, callTimeout)
+		case <-time.After(stallTimeout):
+			t.Fatalf("publishers stalled behind a slow subscriber: round %d took over %s", round, stallTimeout)
 		}
 		close(errs)
 		for err := range errs {
