@@ -125,6 +125,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		apiv1.RegisterSecretsHandler,
 		apiv1.RegisterToolSourcesHandler,
 		apiv1.RegisterPlatformHandler,
+		apiv1.RegisterNotificationsHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)
