@@ -21,10 +21,11 @@ func (g *Gateway) handleHook(w http.ResponseWriter, r *http.Request, _ *auth.Pri
 	if err != nil {
 		return server.Errorf(server.CodeBadRequest, "request body could not be read")
 	}
+	res, err := g.srv.Hook(r.Context(), r.PathValue("slug"), r.URL.Query(), r.Header, body)
 	if len(body) > server.MaxHookBody {
+		// After the call: a read deadline now would cancel its context.
 		refuseUnread(w)
 	}
-	res, err := g.srv.Hook(r.Context(), r.PathValue("slug"), r.URL.Query(), r.Header, body)
 	if errors.Is(err, server.ErrHookRejected) {
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusUnauthorized)
