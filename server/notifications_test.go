@@ -393,10 +393,14 @@ func TestHookAdminValidation(t *testing.T) {
 		mod  func(*apiv1.CreateNotificationEndpointRequest)
 		code Code
 	}{
-		"bad slug":        {func(r *apiv1.CreateNotificationEndpointRequest) { r.Slug = "A_b" }, CodeBadRequest},
-		"no targets":      {func(r *apiv1.CreateNotificationEndpointRequest) { r.Targets = nil }, CodeBadRequest},
-		"unknown member":  {func(r *apiv1.CreateNotificationEndpointRequest) { r.Targets = targets(t, map[string]any{"member": "zed"}) }, CodeBadRequest},
-		"unknown channel": {func(r *apiv1.CreateNotificationEndpointRequest) { r.Targets = targets(t, map[string]any{"channel": "zed"}) }, CodeBadRequest},
+		"bad slug":   {func(r *apiv1.CreateNotificationEndpointRequest) { r.Slug = "A_b" }, CodeBadRequest},
+		"no targets": {func(r *apiv1.CreateNotificationEndpointRequest) { r.Targets = nil }, CodeBadRequest},
+		"unknown member": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Targets = targets(t, map[string]any{"member": "zed"})
+		}, CodeBadRequest},
+		"unknown channel": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Targets = targets(t, map[string]any{"channel": "zed"})
+		}, CodeBadRequest},
 		"both keys": {func(r *apiv1.CreateNotificationEndpointRequest) {
 			r.Targets = targets(t, map[string]any{"member": "alice", "channel": "ops"})
 		}, CodeBadRequest},
@@ -408,12 +412,18 @@ func TestHookAdminValidation(t *testing.T) {
 		"bad filter": {func(r *apiv1.CreateNotificationEndpointRequest) {
 			r.Filters = targets(t, map[string]any{"path": "a", "op": "regex"})
 		}, CodeBadRequest},
-		"bad template":    {func(r *apiv1.CreateNotificationEndpointRequest) { r.Template = ptr("{{bad") }, CodeBadRequest},
-		"bad level":       {func(r *apiv1.CreateNotificationEndpointRequest) { r.Level = ptr("loud") }, CodeBadRequest},
-		"bad dedupe":      {func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("x y") }, CodeBadRequest},
-		"bad ifOffline":   {func(r *apiv1.CreateNotificationEndpointRequest) { r.Policy = &apiv1.NotificationPolicy{IfOffline: ptr("keep")} }, CodeBadRequest},
-		"debounce bounds": {func(r *apiv1.CreateNotificationEndpointRequest) { r.Policy = &apiv1.NotificationPolicy{DebounceMs: ptr(int32(-1))} }, CodeBadRequest},
-		"queueTtl bounds": {func(r *apiv1.CreateNotificationEndpointRequest) { r.Policy = &apiv1.NotificationPolicy{QueueTtlMs: ptr(int32(1))} }, CodeBadRequest},
+		"bad template": {func(r *apiv1.CreateNotificationEndpointRequest) { r.Template = ptr("{{bad") }, CodeBadRequest},
+		"bad level":    {func(r *apiv1.CreateNotificationEndpointRequest) { r.Level = ptr("loud") }, CodeBadRequest},
+		"bad dedupe":   {func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("x y") }, CodeBadRequest},
+		"bad ifOffline": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Policy = &apiv1.NotificationPolicy{IfOffline: ptr("keep")}
+		}, CodeBadRequest},
+		"debounce bounds": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Policy = &apiv1.NotificationPolicy{DebounceMs: ptr(int32(-1))}
+		}, CodeBadRequest},
+		"queueTtl bounds": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Policy = &apiv1.NotificationPolicy{QueueTtlMs: ptr(int32(1))}
+		}, CodeBadRequest},
 	} {
 		r := base()
 		tc.mod(r)
