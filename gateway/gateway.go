@@ -125,6 +125,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		apiv1.RegisterSecretsHandler,
 		apiv1.RegisterToolSourcesHandler,
 		apiv1.RegisterPlatformHandler,
+		apiv1.RegisterNotificationsHandler,
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)
@@ -140,6 +141,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		"POST /members/{name}/genai":          g.handleGenAIUpload,
 		"POST /otlp/v1/logs":                  g.handleOTLPLogs,
 		"POST /otlp/v1/metrics":               g.handleOTLPMetrics,
+		"POST /hooks/{slug}":                  g.handleHook,
 	} {
 		rh, err := g.route(pattern, h)
 		if err != nil {

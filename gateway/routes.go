@@ -56,6 +56,9 @@ var routeRules = map[string]routeRule{
 	"POST /members/{name}/genai":          {plane: planeDual, rule: auth.AnyMember},
 	"POST /otlp/v1/logs":                  {plane: planeBearer, rule: auth.AnyMember},
 	"POST /otlp/v1/metrics":               {plane: planeBearer, rule: auth.AnyMember},
+	// Inbound notifications: no credential; the endpoint's verifier is the
+	// only check (hooks.md: Authentication).
+	"POST /hooks/{slug}": {plane: planeNone, rule: auth.Public},
 }
 
 // publicMaxBody caps the bodies of public routes ({code, member} for a

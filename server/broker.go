@@ -82,5 +82,8 @@ func (b *brokerInfo) GetBriefing(ctx context.Context, _ *apiv1.GetBriefingReques
 	for _, m := range b.team.Members() {
 		resp.Teammates = append(resp.Teammates, teammateToProto(m))
 	}
+	if resp.ExternalNotifications, err = b.hookBriefing(ctx, me.Name); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }

@@ -41,6 +41,10 @@ type core struct {
 	blobs *vfs.Blobs // nil when the filesystem is disabled
 	// tools is the tool-call engine of tool sources.
 	tools ToolEngine
+	// hooks is the inbound-hook engine; hookLimit is the per-endpoint
+	// ingress rate limit.
+	hooks     HookEngine
+	hookLimit *auth.WindowLimiter
 	// maxFileSize is the most bytes one file may hold.
 	maxFileSize int64
 	// quotaBytes is the most bytes one member's home may hold; <= 0 is

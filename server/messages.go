@@ -294,10 +294,11 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 // the caller does not belong to: a thread you may not read is refused
 // (403), never shown empty. An objective's thread belongs to its
 // originator, assignee, watchers and every members.manage holder; a DM
-// thread to its two members. A registry thread (tool:, secret:) belongs to
-// its registry's manage holders and to whoever received a message on it
-// (registryThreadReadable); nobody belongs to hook: threads until that
-// registry exists. An unknown objective is
+// thread to its two members. A registry thread (tool:, secret:, hook:)
+// belongs to its registry's manage holders and to whoever received a
+// message on it (registryThreadReadable); a hook: thread carries an
+// endpoint's registry events and the DM copies of its deliveries. An
+// unknown objective is
 // 404; a thread of no known kind is 400.
 func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, thread string) error {
 	kind, id, _ := strings.Cut(thread, ":")
@@ -320,10 +321,8 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 			return fmt.Errorf("%w: you are not in the thread %s", auth.ErrForbidden, thread)
 		}
 		return nil
-	case "tool", "secret":
+	case "tool", "secret", "hook":
 		return b.registryThreadReadable(ctx, p, kind, thread)
-	case "hook":
-		return fmt.Errorf("%w: you are not in the thread %s", auth.ErrForbidden, thread)
 	}
 	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug> or secret:<slug>")
 }

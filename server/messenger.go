@@ -46,7 +46,12 @@ type outgoing struct {
 	apply func(ctx context.Context, tx store.Tx) ([]store.Message, error)
 	msg   *store.Message
 	proto *apiv1.Message // rendered from msg; Id and CreatedAt set at commit
-	done  chan committed
+	// stored, when set, runs in the same transaction once this change's
+	// messages are appended, with them (Seq set): a record that names its
+	// messages' ids (a hook delivery receipt) commits with them. Its error
+	// fails the whole batch, so it must not fail for its input's sake.
+	stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error
+	done   chan committed
 
 	out []store.Message // what commit appends for this change
 	err error           // apply's error
@@ -86,6 +91,13 @@ func newMessenger(st store.Store, h *hub.Hub, now func() time.Time, log *slog.Lo
 // a change with msg alone.
 func (m *messenger) change(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error), msg *store.Message, pm *apiv1.Message) committed {
 	o := &outgoing{apply: apply, msg: msg, proto: pm, done: make(chan committed, 1)}
+	return groupcommit.Submit(ctx, m.queue, o, o.done, func(err error) committed { return committed{err: stopped(err)} })
+}
+
+// changeStored is change with apply alone, and stored run on apply's
+// messages once they are appended, in the same transaction.
+func (m *messenger) changeStored(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error), stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error) committed {
+	o := &outgoing{apply: apply, stored: stored, done: make(chan committed, 1)}
 	return groupcommit.Submit(ctx, m.queue, o, o.done, func(err error) committed { return committed{err: stopped(err)} })
 }
 
@@ -138,6 +150,13 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 		for _, o := range batch {
 			n := copy(o.out, stored)
 			stored = stored[n:]
+		}
+		for _, o := range batch {
+			if o.stored != nil && o.err == nil && len(o.out) > 0 {
+				if err := o.stored(ctx, tx, o.out); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})

@@ -17,6 +17,9 @@ import (
 const (
 	registryKindToolSource = "tool_source"
 	registryKindSecret     = "secret"
+	// registryKindHookEndpoint reports a change of a notification
+	// endpoint, on thread hook:<slug>.
+	registryKindHookEndpoint = "notification_endpoint"
 )
 
 // registryChange is one change of a registry entry, for the message that
@@ -40,6 +43,9 @@ type registryChange struct {
 func registryThread(kind, slug string) string {
 	if kind == registryKindToolSource {
 		return "tool:" + slug
+	}
+	if kind == registryKindHookEndpoint {
+		return "hook:" + slug
 	}
 	return "secret:" + slug
 }
@@ -118,6 +124,9 @@ func (ch registryChange) message(to []string, named bool) (store.Message, error)
 	if ch.kind == registryKindSecret {
 		noun = "secret"
 	}
+	if ch.kind == registryKindHookEndpoint {
+		noun = "notification endpoint"
+	}
 	thread := registryThread(ch.kind, ch.slug)
 	var body string
 	switch {
@@ -170,6 +179,10 @@ func eventVerb(event string) string {
 		return "deleted a tool of"
 	case "refreshed":
 		return "refreshed the tools of"
+	case "secret_set":
+		return "set the secret of"
+	case "secret_deleted":
+		return "removed the secret of"
 	}
 	return "updated"
 }
@@ -286,13 +299,16 @@ func validRegistrySlug(field, s string) error {
 }
 
 // registryThreadReadable admits the history of a registry thread (kind
-// tool or secret) to the holders of its registry's manage leaf and to the
+// tool, secret or hook) to the holders of its registry's manage leaf and to the
 // members any of its messages was addressed to; History then shows each
 // only the messages addressed to them. Anyone else is refused (403).
 func (c *core) registryThreadReadable(ctx context.Context, p *auth.Principal, kind, thread string) error {
 	leaf := auth.ToolsManage
 	if kind == "secret" {
 		leaf = auth.SecretsManage
+	}
+	if kind == "hook" {
+		leaf = auth.NotificationsManage
 	}
 	if p.Has(leaf) {
 		return nil

@@ -68,6 +68,7 @@ type options struct {
 	tools         ToolEngine
 	jwt           *federation.Config
 	jwtOverlay    string
+	hooks         HookEngine
 }
 
 // WithLogger sets the logger; the default discards.
@@ -153,6 +154,11 @@ func New(d Deps, opts ...Option) *Server {
 	if c.tools == nil {
 		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
 	}
+	c.hooks = o.hooks
+	if c.hooks == nil {
+		c.hooks = hooksEngine{}
+	}
+	c.hookLimit = auth.NewWindowLimiter(hookRateLimit, time.Minute, hookRateKeys, o.now)
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
@@ -204,7 +210,7 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterToolSourcesServer(g, &ToolSources{core: c})
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
-		apiv1.RegisterNotificationsServer(g, &Notifications{})
+		apiv1.RegisterNotificationsServer(g, &Notifications{core: c})
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
 		reflection.Register(g)
@@ -274,11 +280,3 @@ func (s *Server) Inproc() *grpc.Server { return s.inproc }
 // Authenticator returns the authenticator the interceptors use, for the
 // hand-written HTTP handlers.
 func (s *Server) Authenticator() *auth.Authenticator { return s.authn }
-
-// Notifications implements apiv1.NotificationsServer; its methods arrive
-// with the hooks issue.
-type Notifications struct {
-	apiv1.UnimplementedNotificationsServer
-}
-
-var _ apiv1.NotificationsServer = (*Notifications)(nil)

@@ -16,6 +16,7 @@ type Tx interface {
 	SecretStore
 	ToolSourceStore
 	PlatformStore
+	HookStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction
 	// goes on.

@@ -125,6 +125,25 @@ var methodRules = map[string]Rule{
 	apiv1.ToolSources_RefreshToolSource_FullMethodName:    Require(ToolsManage),
 	apiv1.ToolSources_InvokeTool_FullMethodName:           AnyMember, // bound or allMembers, checked in the service
 
+	// Notifications (hooks.md: Admin API): non-manage members list and view
+	// only the endpoints that reach them, checked in the service.
+	apiv1.Notifications_ListNotificationEndpoints_FullMethodName:        AnyMember,
+	apiv1.Notifications_GetNotificationEndpoint_FullMethodName:          AnyMember,
+	apiv1.Notifications_CreateNotificationEndpoint_FullMethodName:       Require(NotificationsManage),
+	apiv1.Notifications_UpdateNotificationEndpoint_FullMethodName:       Require(NotificationsManage),
+	apiv1.Notifications_DeleteNotificationEndpoint_FullMethodName:       Require(NotificationsManage),
+	apiv1.Notifications_SetNotificationEndpointSecret_FullMethodName:    Require(NotificationsManage),
+	apiv1.Notifications_DeleteNotificationEndpointSecret_FullMethodName: Require(NotificationsManage),
+	apiv1.Notifications_ListNotificationDeliveries_FullMethodName:       Require(NotificationsManage),
+	apiv1.Notifications_GetNotificationDelivery_FullMethodName:          Require(NotificationsManage),
+	apiv1.Notifications_ReplayNotificationDelivery_FullMethodName:       Require(NotificationsManage),
+	apiv1.Notifications_ListNotificationProfiles_FullMethodName:         Require(NotificationsManage),
+	apiv1.Notifications_CreateNotificationProfile_FullMethodName:        Require(NotificationsManage),
+	apiv1.Notifications_UpdateNotificationProfile_FullMethodName:        Require(NotificationsManage),
+	apiv1.Notifications_DeleteNotificationProfile_FullMethodName:        Require(NotificationsManage),
+	apiv1.Notifications_SetNotificationProfileSecret_FullMethodName:     Require(NotificationsManage),
+	apiv1.Notifications_DeleteNotificationProfileSecret_FullMethodName:  Require(NotificationsManage),
+
 	// Platform connect: minting a code hands out this broker's trust, and a
 	// bind changes whose JWTs it accepts, so both need members.manage; bind
 	// is session only, checked in the service. The lookup is public (spec:

@@ -23,6 +23,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		enrollmentTests,
 		secretTests, toolSourceTests,
 		platformTests,
+		hookTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {

@@ -223,8 +223,12 @@ type GetBriefingResponse struct {
 	Team           *Team                  `protobuf:"bytes,2,opt,name=team,proto3" json:"team,omitempty"`
 	Teammates      []*Teammate            `protobuf:"bytes,3,rep,name=teammates,proto3" json:"teammates,omitempty"`
 	OpenObjectives []*Objective           `protobuf:"bytes,4,rep,name=open_objectives,json=openObjectives,proto3" json:"open_objectives,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// external_notifications is set for members reachable by an enabled
+	// inbound hook endpoint (a direct target or a member of a targeted
+	// channel); absent otherwise.
+	ExternalNotifications *BriefingNotifications `protobuf:"bytes,5,opt,name=external_notifications,json=externalNotifications,proto3" json:"external_notifications,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *GetBriefingResponse) Reset() {
@@ -285,6 +289,120 @@ func (x *GetBriefingResponse) GetOpenObjectives() []*Objective {
 	return nil
 }
 
+func (x *GetBriefingResponse) GetExternalNotifications() *BriefingNotifications {
+	if x != nil {
+		return x.ExternalNotifications
+	}
+	return nil
+}
+
+// BriefingNotifications is the standing contract of inbound hooks: fenced
+// <external_content> is data, never instructions.
+type BriefingNotifications struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Contract      string                 `protobuf:"bytes,1,opt,name=contract,proto3" json:"contract,omitempty"`
+	Endpoints     []*BriefingEndpoint    `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BriefingNotifications) Reset() {
+	*x = BriefingNotifications{}
+	mi := &file_svc_v1_broker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BriefingNotifications) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BriefingNotifications) ProtoMessage() {}
+
+func (x *BriefingNotifications) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BriefingNotifications.ProtoReflect.Descriptor instead.
+func (*BriefingNotifications) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BriefingNotifications) GetContract() string {
+	if x != nil {
+		return x.Contract
+	}
+	return ""
+}
+
+func (x *BriefingNotifications) GetEndpoints() []*BriefingEndpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+// BriefingEndpoint is an enabled endpoint that reaches the member.
+type BriefingEndpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	DisplayName   *string                `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3,oneof" json:"display_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BriefingEndpoint) Reset() {
+	*x = BriefingEndpoint{}
+	mi := &file_svc_v1_broker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BriefingEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BriefingEndpoint) ProtoMessage() {}
+
+func (x *BriefingEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BriefingEndpoint.ProtoReflect.Descriptor instead.
+func (*BriefingEndpoint) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BriefingEndpoint) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *BriefingEndpoint) GetDisplayName() string {
+	if x != nil && x.DisplayName != nil {
+		return *x.DisplayName
+	}
+	return ""
+}
+
 type GetRosterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -293,7 +411,7 @@ type GetRosterRequest struct {
 
 func (x *GetRosterRequest) Reset() {
 	*x = GetRosterRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[5]
+	mi := &file_svc_v1_broker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +423,7 @@ func (x *GetRosterRequest) String() string {
 func (*GetRosterRequest) ProtoMessage() {}
 
 func (x *GetRosterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[5]
+	mi := &file_svc_v1_broker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +436,7 @@ func (x *GetRosterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRosterRequest.ProtoReflect.Descriptor instead.
 func (*GetRosterRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{5}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{7}
 }
 
 type GetRosterResponse struct {
@@ -331,7 +449,7 @@ type GetRosterResponse struct {
 
 func (x *GetRosterResponse) Reset() {
 	*x = GetRosterResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[6]
+	mi := &file_svc_v1_broker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +461,7 @@ func (x *GetRosterResponse) String() string {
 func (*GetRosterResponse) ProtoMessage() {}
 
 func (x *GetRosterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[6]
+	mi := &file_svc_v1_broker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +474,7 @@ func (x *GetRosterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRosterResponse.ProtoReflect.Descriptor instead.
 func (*GetRosterResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{6}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRosterResponse) GetTeammates() []*Teammate {
@@ -381,7 +499,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[7]
+	mi := &file_svc_v1_broker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +511,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[7]
+	mi := &file_svc_v1_broker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +524,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{7}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{9}
 }
 
 type ListMembersResponse struct {
@@ -418,7 +536,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[8]
+	mi := &file_svc_v1_broker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +548,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[8]
+	mi := &file_svc_v1_broker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +561,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{8}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -466,7 +584,7 @@ type CreateMemberRequest struct {
 
 func (x *CreateMemberRequest) Reset() {
 	*x = CreateMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[9]
+	mi := &file_svc_v1_broker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +596,7 @@ func (x *CreateMemberRequest) String() string {
 func (*CreateMemberRequest) ProtoMessage() {}
 
 func (x *CreateMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[9]
+	mi := &file_svc_v1_broker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +609,7 @@ func (x *CreateMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMemberRequest.ProtoReflect.Descriptor instead.
 func (*CreateMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{9}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateMemberRequest) GetName() string {
@@ -533,7 +651,7 @@ type CreateMemberResponse struct {
 
 func (x *CreateMemberResponse) Reset() {
 	*x = CreateMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[10]
+	mi := &file_svc_v1_broker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +663,7 @@ func (x *CreateMemberResponse) String() string {
 func (*CreateMemberResponse) ProtoMessage() {}
 
 func (x *CreateMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[10]
+	mi := &file_svc_v1_broker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +676,7 @@ func (x *CreateMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMemberResponse.ProtoReflect.Descriptor instead.
 func (*CreateMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{10}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateMemberResponse) GetMember() *Teammate {
@@ -588,7 +706,7 @@ type UpdateMemberRequest struct {
 
 func (x *UpdateMemberRequest) Reset() {
 	*x = UpdateMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[11]
+	mi := &file_svc_v1_broker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +718,7 @@ func (x *UpdateMemberRequest) String() string {
 func (*UpdateMemberRequest) ProtoMessage() {}
 
 func (x *UpdateMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[11]
+	mi := &file_svc_v1_broker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +731,7 @@ func (x *UpdateMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemberRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{11}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateMemberRequest) GetName() string {
@@ -653,7 +771,7 @@ type UpdateMemberResponse struct {
 
 func (x *UpdateMemberResponse) Reset() {
 	*x = UpdateMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[12]
+	mi := &file_svc_v1_broker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +783,7 @@ func (x *UpdateMemberResponse) String() string {
 func (*UpdateMemberResponse) ProtoMessage() {}
 
 func (x *UpdateMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[12]
+	mi := &file_svc_v1_broker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +796,7 @@ func (x *UpdateMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemberResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{12}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateMemberResponse) GetMember() *Teammate {
@@ -697,7 +815,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[13]
+	mi := &file_svc_v1_broker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +827,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[13]
+	mi := &file_svc_v1_broker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +840,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{13}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteMemberRequest) GetName() string {
@@ -740,7 +858,7 @@ type DeleteMemberResponse struct {
 
 func (x *DeleteMemberResponse) Reset() {
 	*x = DeleteMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[14]
+	mi := &file_svc_v1_broker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +870,7 @@ func (x *DeleteMemberResponse) String() string {
 func (*DeleteMemberResponse) ProtoMessage() {}
 
 func (x *DeleteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[14]
+	mi := &file_svc_v1_broker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +883,7 @@ func (x *DeleteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{14}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{16}
 }
 
 type RotateTokenRequest struct {
@@ -777,7 +895,7 @@ type RotateTokenRequest struct {
 
 func (x *RotateTokenRequest) Reset() {
 	*x = RotateTokenRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[15]
+	mi := &file_svc_v1_broker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +907,7 @@ func (x *RotateTokenRequest) String() string {
 func (*RotateTokenRequest) ProtoMessage() {}
 
 func (x *RotateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[15]
+	mi := &file_svc_v1_broker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +920,7 @@ func (x *RotateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateTokenRequest.ProtoReflect.Descriptor instead.
 func (*RotateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{15}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RotateTokenRequest) GetName() string {
@@ -822,7 +940,7 @@ type RotateTokenResponse struct {
 
 func (x *RotateTokenResponse) Reset() {
 	*x = RotateTokenResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[16]
+	mi := &file_svc_v1_broker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +952,7 @@ func (x *RotateTokenResponse) String() string {
 func (*RotateTokenResponse) ProtoMessage() {}
 
 func (x *RotateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[16]
+	mi := &file_svc_v1_broker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +965,7 @@ func (x *RotateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateTokenResponse.ProtoReflect.Descriptor instead.
 func (*RotateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{16}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RotateTokenResponse) GetToken() string {
@@ -873,7 +991,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[17]
+	mi := &file_svc_v1_broker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1003,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[17]
+	mi := &file_svc_v1_broker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1016,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{17}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListTokensRequest) GetName() string {
@@ -917,7 +1035,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[18]
+	mi := &file_svc_v1_broker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1047,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[18]
+	mi := &file_svc_v1_broker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1060,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{18}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -962,7 +1080,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[19]
+	mi := &file_svc_v1_broker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1092,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[19]
+	mi := &file_svc_v1_broker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1105,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{19}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeTokenRequest) GetName() string {
@@ -1012,7 +1130,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[20]
+	mi := &file_svc_v1_broker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1142,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[20]
+	mi := &file_svc_v1_broker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1155,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{20}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{22}
 }
 
 type EnrollTotpRequest struct {
@@ -1049,7 +1167,7 @@ type EnrollTotpRequest struct {
 
 func (x *EnrollTotpRequest) Reset() {
 	*x = EnrollTotpRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[21]
+	mi := &file_svc_v1_broker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1179,7 @@ func (x *EnrollTotpRequest) String() string {
 func (*EnrollTotpRequest) ProtoMessage() {}
 
 func (x *EnrollTotpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[21]
+	mi := &file_svc_v1_broker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1192,7 @@ func (x *EnrollTotpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnrollTotpRequest.ProtoReflect.Descriptor instead.
 func (*EnrollTotpRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{21}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EnrollTotpRequest) GetName() string {
@@ -1094,7 +1212,7 @@ type EnrollTotpResponse struct {
 
 func (x *EnrollTotpResponse) Reset() {
 	*x = EnrollTotpResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[22]
+	mi := &file_svc_v1_broker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1224,7 @@ func (x *EnrollTotpResponse) String() string {
 func (*EnrollTotpResponse) ProtoMessage() {}
 
 func (x *EnrollTotpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[22]
+	mi := &file_svc_v1_broker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1237,7 @@ func (x *EnrollTotpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnrollTotpResponse.ProtoReflect.Descriptor instead.
 func (*EnrollTotpResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{22}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EnrollTotpResponse) GetTotpSecret() string {
@@ -1149,7 +1267,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_svc_v1_broker_proto_msgTypes[23]
+	mi := &file_svc_v1_broker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1279,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[23]
+	mi := &file_svc_v1_broker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1292,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{23}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Session) GetMember() string {
@@ -1215,7 +1333,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[24]
+	mi := &file_svc_v1_broker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1345,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[24]
+	mi := &file_svc_v1_broker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1358,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{24}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateSessionRequest) GetCode() string {
@@ -1266,7 +1384,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[25]
+	mi := &file_svc_v1_broker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1396,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[25]
+	mi := &file_svc_v1_broker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1409,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{25}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -1309,7 +1427,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[26]
+	mi := &file_svc_v1_broker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1439,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[26]
+	mi := &file_svc_v1_broker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1452,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{26}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{28}
 }
 
 type GetSessionResponse struct {
@@ -1346,7 +1464,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[27]
+	mi := &file_svc_v1_broker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1476,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[27]
+	mi := &file_svc_v1_broker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1489,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{27}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1390,7 +1508,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[28]
+	mi := &file_svc_v1_broker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1520,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[28]
+	mi := &file_svc_v1_broker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1533,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{28}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListSessionsRequest) GetName() string {
@@ -1434,7 +1552,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[29]
+	mi := &file_svc_v1_broker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1564,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[29]
+	mi := &file_svc_v1_broker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1577,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{29}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -1479,7 +1597,7 @@ type RevokeSessionRequest struct {
 
 func (x *RevokeSessionRequest) Reset() {
 	*x = RevokeSessionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[30]
+	mi := &file_svc_v1_broker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1609,7 @@ func (x *RevokeSessionRequest) String() string {
 func (*RevokeSessionRequest) ProtoMessage() {}
 
 func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[30]
+	mi := &file_svc_v1_broker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1622,7 @@ func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionRequest.ProtoReflect.Descriptor instead.
 func (*RevokeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{30}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RevokeSessionRequest) GetName() string {
@@ -1529,7 +1647,7 @@ type RevokeSessionResponse struct {
 
 func (x *RevokeSessionResponse) Reset() {
 	*x = RevokeSessionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[31]
+	mi := &file_svc_v1_broker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1659,7 @@ func (x *RevokeSessionResponse) String() string {
 func (*RevokeSessionResponse) ProtoMessage() {}
 
 func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[31]
+	mi := &file_svc_v1_broker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1672,7 @@ func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionResponse.ProtoReflect.Descriptor instead.
 func (*RevokeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{31}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{33}
 }
 
 type LogoutRequest struct {
@@ -1565,7 +1683,7 @@ type LogoutRequest struct {
 
 func (x *LogoutRequest) Reset() {
 	*x = LogoutRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[32]
+	mi := &file_svc_v1_broker_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1695,7 @@ func (x *LogoutRequest) String() string {
 func (*LogoutRequest) ProtoMessage() {}
 
 func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[32]
+	mi := &file_svc_v1_broker_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1708,7 @@ func (x *LogoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutRequest.ProtoReflect.Descriptor instead.
 func (*LogoutRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{32}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{34}
 }
 
 type LogoutResponse struct {
@@ -1601,7 +1719,7 @@ type LogoutResponse struct {
 
 func (x *LogoutResponse) Reset() {
 	*x = LogoutResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[33]
+	mi := &file_svc_v1_broker_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1731,7 @@ func (x *LogoutResponse) String() string {
 func (*LogoutResponse) ProtoMessage() {}
 
 func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[33]
+	mi := &file_svc_v1_broker_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1744,7 @@ func (x *LogoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogoutResponse.ProtoReflect.Descriptor instead.
 func (*LogoutResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{33}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{35}
 }
 
 type PushRequest struct {
@@ -1646,7 +1764,7 @@ type PushRequest struct {
 
 func (x *PushRequest) Reset() {
 	*x = PushRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[34]
+	mi := &file_svc_v1_broker_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1776,7 @@ func (x *PushRequest) String() string {
 func (*PushRequest) ProtoMessage() {}
 
 func (x *PushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[34]
+	mi := &file_svc_v1_broker_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1789,7 @@ func (x *PushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
 func (*PushRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{34}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PushRequest) GetTo() string {
@@ -1728,7 +1846,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_svc_v1_broker_proto_msgTypes[35]
+	mi := &file_svc_v1_broker_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1858,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[35]
+	mi := &file_svc_v1_broker_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1871,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{35}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Delivery) GetLive() int32 {
@@ -1781,7 +1899,7 @@ type PushResponse struct {
 
 func (x *PushResponse) Reset() {
 	*x = PushResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[36]
+	mi := &file_svc_v1_broker_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1911,7 @@ func (x *PushResponse) String() string {
 func (*PushResponse) ProtoMessage() {}
 
 func (x *PushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[36]
+	mi := &file_svc_v1_broker_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1924,7 @@ func (x *PushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
 func (*PushResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{36}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PushResponse) GetDelivery() *Delivery {
@@ -1836,7 +1954,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[37]
+	mi := &file_svc_v1_broker_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1966,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[37]
+	mi := &file_svc_v1_broker_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1979,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{37}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SubscribeRequest) GetName() string {
@@ -1888,7 +2006,7 @@ type Ready struct {
 
 func (x *Ready) Reset() {
 	*x = Ready{}
-	mi := &file_svc_v1_broker_proto_msgTypes[38]
+	mi := &file_svc_v1_broker_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2018,7 @@ func (x *Ready) String() string {
 func (*Ready) ProtoMessage() {}
 
 func (x *Ready) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[38]
+	mi := &file_svc_v1_broker_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2031,7 @@ func (x *Ready) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ready.ProtoReflect.Descriptor instead.
 func (*Ready) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{38}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Ready) GetMember() string {
@@ -1936,7 +2054,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[39]
+	mi := &file_svc_v1_broker_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2066,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[39]
+	mi := &file_svc_v1_broker_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2079,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{39}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -2027,7 +2145,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[40]
+	mi := &file_svc_v1_broker_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2157,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[40]
+	mi := &file_svc_v1_broker_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2170,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{40}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HistoryRequest) GetWith() string {
@@ -2106,7 +2224,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[41]
+	mi := &file_svc_v1_broker_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2236,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[41]
+	mi := &file_svc_v1_broker_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2249,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{41}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HistoryResponse) GetMessages() []*Message {
@@ -2149,7 +2267,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	mi := &file_svc_v1_broker_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2279,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	mi := &file_svc_v1_broker_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2292,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{42}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{44}
 }
 
 type ListChannelsResponse struct {
@@ -2186,7 +2304,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	mi := &file_svc_v1_broker_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2316,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	mi := &file_svc_v1_broker_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2329,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{43}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*ChannelSummary {
@@ -2230,7 +2348,7 @@ type CreateChannelRequest struct {
 
 func (x *CreateChannelRequest) Reset() {
 	*x = CreateChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	mi := &file_svc_v1_broker_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2360,7 @@ func (x *CreateChannelRequest) String() string {
 func (*CreateChannelRequest) ProtoMessage() {}
 
 func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	mi := &file_svc_v1_broker_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2373,7 @@ func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelRequest.ProtoReflect.Descriptor instead.
 func (*CreateChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{44}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateChannelRequest) GetSlug() string {
@@ -2274,7 +2392,7 @@ type CreateChannelResponse struct {
 
 func (x *CreateChannelResponse) Reset() {
 	*x = CreateChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	mi := &file_svc_v1_broker_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2404,7 @@ func (x *CreateChannelResponse) String() string {
 func (*CreateChannelResponse) ProtoMessage() {}
 
 func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	mi := &file_svc_v1_broker_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2417,7 @@ func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelResponse.ProtoReflect.Descriptor instead.
 func (*CreateChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{45}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreateChannelResponse) GetChannel() *Channel {
@@ -2318,7 +2436,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	mi := &file_svc_v1_broker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2448,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	mi := &file_svc_v1_broker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2461,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{46}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetChannelRequest) GetChannel() string {
@@ -2363,7 +2481,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	mi := &file_svc_v1_broker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2493,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	mi := &file_svc_v1_broker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2506,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{47}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -2415,7 +2533,7 @@ type RenameChannelRequest struct {
 
 func (x *RenameChannelRequest) Reset() {
 	*x = RenameChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[48]
+	mi := &file_svc_v1_broker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2545,7 @@ func (x *RenameChannelRequest) String() string {
 func (*RenameChannelRequest) ProtoMessage() {}
 
 func (x *RenameChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[48]
+	mi := &file_svc_v1_broker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2558,7 @@ func (x *RenameChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameChannelRequest.ProtoReflect.Descriptor instead.
 func (*RenameChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{48}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RenameChannelRequest) GetChannel() string {
@@ -2466,7 +2584,7 @@ type RenameChannelResponse struct {
 
 func (x *RenameChannelResponse) Reset() {
 	*x = RenameChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[49]
+	mi := &file_svc_v1_broker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2596,7 @@ func (x *RenameChannelResponse) String() string {
 func (*RenameChannelResponse) ProtoMessage() {}
 
 func (x *RenameChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[49]
+	mi := &file_svc_v1_broker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2609,7 @@ func (x *RenameChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameChannelResponse.ProtoReflect.Descriptor instead.
 func (*RenameChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{49}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RenameChannelResponse) GetChannel() *Channel {
@@ -2510,7 +2628,7 @@ type ArchiveChannelRequest struct {
 
 func (x *ArchiveChannelRequest) Reset() {
 	*x = ArchiveChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[50]
+	mi := &file_svc_v1_broker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2640,7 @@ func (x *ArchiveChannelRequest) String() string {
 func (*ArchiveChannelRequest) ProtoMessage() {}
 
 func (x *ArchiveChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[50]
+	mi := &file_svc_v1_broker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2653,7 @@ func (x *ArchiveChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveChannelRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{50}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ArchiveChannelRequest) GetChannel() string {
@@ -2553,7 +2671,7 @@ type ArchiveChannelResponse struct {
 
 func (x *ArchiveChannelResponse) Reset() {
 	*x = ArchiveChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[51]
+	mi := &file_svc_v1_broker_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2683,7 @@ func (x *ArchiveChannelResponse) String() string {
 func (*ArchiveChannelResponse) ProtoMessage() {}
 
 func (x *ArchiveChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[51]
+	mi := &file_svc_v1_broker_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2696,7 @@ func (x *ArchiveChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveChannelResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{51}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{53}
 }
 
 type AddChannelMemberRequest struct {
@@ -2593,7 +2711,7 @@ type AddChannelMemberRequest struct {
 
 func (x *AddChannelMemberRequest) Reset() {
 	*x = AddChannelMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[52]
+	mi := &file_svc_v1_broker_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2723,7 @@ func (x *AddChannelMemberRequest) String() string {
 func (*AddChannelMemberRequest) ProtoMessage() {}
 
 func (x *AddChannelMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[52]
+	mi := &file_svc_v1_broker_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2736,7 @@ func (x *AddChannelMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddChannelMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{52}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AddChannelMemberRequest) GetChannel() string {
@@ -2650,7 +2768,7 @@ type AddChannelMemberResponse struct {
 
 func (x *AddChannelMemberResponse) Reset() {
 	*x = AddChannelMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[53]
+	mi := &file_svc_v1_broker_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2780,7 @@ func (x *AddChannelMemberResponse) String() string {
 func (*AddChannelMemberResponse) ProtoMessage() {}
 
 func (x *AddChannelMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[53]
+	mi := &file_svc_v1_broker_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2793,7 @@ func (x *AddChannelMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddChannelMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{53}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{55}
 }
 
 type RemoveChannelMemberRequest struct {
@@ -2688,7 +2806,7 @@ type RemoveChannelMemberRequest struct {
 
 func (x *RemoveChannelMemberRequest) Reset() {
 	*x = RemoveChannelMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[54]
+	mi := &file_svc_v1_broker_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2818,7 @@ func (x *RemoveChannelMemberRequest) String() string {
 func (*RemoveChannelMemberRequest) ProtoMessage() {}
 
 func (x *RemoveChannelMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[54]
+	mi := &file_svc_v1_broker_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2831,7 @@ func (x *RemoveChannelMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveChannelMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveChannelMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{54}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RemoveChannelMemberRequest) GetChannel() string {
@@ -2738,7 +2856,7 @@ type RemoveChannelMemberResponse struct {
 
 func (x *RemoveChannelMemberResponse) Reset() {
 	*x = RemoveChannelMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[55]
+	mi := &file_svc_v1_broker_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2868,7 @@ func (x *RemoveChannelMemberResponse) String() string {
 func (*RemoveChannelMemberResponse) ProtoMessage() {}
 
 func (x *RemoveChannelMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[55]
+	mi := &file_svc_v1_broker_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2881,7 @@ func (x *RemoveChannelMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveChannelMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveChannelMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{55}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{57}
 }
 
 type SetActivityRequest struct {
@@ -2778,7 +2896,7 @@ type SetActivityRequest struct {
 
 func (x *SetActivityRequest) Reset() {
 	*x = SetActivityRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[56]
+	mi := &file_svc_v1_broker_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2908,7 @@ func (x *SetActivityRequest) String() string {
 func (*SetActivityRequest) ProtoMessage() {}
 
 func (x *SetActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[56]
+	mi := &file_svc_v1_broker_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2921,7 @@ func (x *SetActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActivityRequest.ProtoReflect.Descriptor instead.
 func (*SetActivityRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{56}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetActivityRequest) GetState() string {
@@ -2828,7 +2946,7 @@ type SetActivityResponse struct {
 
 func (x *SetActivityResponse) Reset() {
 	*x = SetActivityResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[57]
+	mi := &file_svc_v1_broker_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2958,7 @@ func (x *SetActivityResponse) String() string {
 func (*SetActivityResponse) ProtoMessage() {}
 
 func (x *SetActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[57]
+	mi := &file_svc_v1_broker_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2971,7 @@ func (x *SetActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActivityResponse.ProtoReflect.Descriptor instead.
 func (*SetActivityResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{57}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{59}
 }
 
 type GetVapidPublicKeyRequest struct {
@@ -2864,7 +2982,7 @@ type GetVapidPublicKeyRequest struct {
 
 func (x *GetVapidPublicKeyRequest) Reset() {
 	*x = GetVapidPublicKeyRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[58]
+	mi := &file_svc_v1_broker_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +2994,7 @@ func (x *GetVapidPublicKeyRequest) String() string {
 func (*GetVapidPublicKeyRequest) ProtoMessage() {}
 
 func (x *GetVapidPublicKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[58]
+	mi := &file_svc_v1_broker_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3007,7 @@ func (x *GetVapidPublicKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVapidPublicKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetVapidPublicKeyRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{58}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{60}
 }
 
 type GetVapidPublicKeyResponse struct {
@@ -2901,7 +3019,7 @@ type GetVapidPublicKeyResponse struct {
 
 func (x *GetVapidPublicKeyResponse) Reset() {
 	*x = GetVapidPublicKeyResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[59]
+	mi := &file_svc_v1_broker_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3031,7 @@ func (x *GetVapidPublicKeyResponse) String() string {
 func (*GetVapidPublicKeyResponse) ProtoMessage() {}
 
 func (x *GetVapidPublicKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[59]
+	mi := &file_svc_v1_broker_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3044,7 @@ func (x *GetVapidPublicKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVapidPublicKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetVapidPublicKeyResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{59}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetVapidPublicKeyResponse) GetPublicKey() string {
@@ -2947,7 +3065,7 @@ type PushSubscriptionKeys struct {
 
 func (x *PushSubscriptionKeys) Reset() {
 	*x = PushSubscriptionKeys{}
-	mi := &file_svc_v1_broker_proto_msgTypes[60]
+	mi := &file_svc_v1_broker_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3077,7 @@ func (x *PushSubscriptionKeys) String() string {
 func (*PushSubscriptionKeys) ProtoMessage() {}
 
 func (x *PushSubscriptionKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[60]
+	mi := &file_svc_v1_broker_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3090,7 @@ func (x *PushSubscriptionKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushSubscriptionKeys.ProtoReflect.Descriptor instead.
 func (*PushSubscriptionKeys) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{60}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PushSubscriptionKeys) GetP256Dh() string {
@@ -2999,7 +3117,7 @@ type CreatePushSubscriptionRequest struct {
 
 func (x *CreatePushSubscriptionRequest) Reset() {
 	*x = CreatePushSubscriptionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[61]
+	mi := &file_svc_v1_broker_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3129,7 @@ func (x *CreatePushSubscriptionRequest) String() string {
 func (*CreatePushSubscriptionRequest) ProtoMessage() {}
 
 func (x *CreatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[61]
+	mi := &file_svc_v1_broker_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3142,7 @@ func (x *CreatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*CreatePushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{61}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreatePushSubscriptionRequest) GetEndpoint() string {
@@ -3052,7 +3170,7 @@ type PushSubscription struct {
 
 func (x *PushSubscription) Reset() {
 	*x = PushSubscription{}
-	mi := &file_svc_v1_broker_proto_msgTypes[62]
+	mi := &file_svc_v1_broker_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3182,7 @@ func (x *PushSubscription) String() string {
 func (*PushSubscription) ProtoMessage() {}
 
 func (x *PushSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[62]
+	mi := &file_svc_v1_broker_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3195,7 @@ func (x *PushSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushSubscription.ProtoReflect.Descriptor instead.
 func (*PushSubscription) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{62}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PushSubscription) GetId() string {
@@ -3110,7 +3228,7 @@ type CreatePushSubscriptionResponse struct {
 
 func (x *CreatePushSubscriptionResponse) Reset() {
 	*x = CreatePushSubscriptionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[63]
+	mi := &file_svc_v1_broker_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3122,7 +3240,7 @@ func (x *CreatePushSubscriptionResponse) String() string {
 func (*CreatePushSubscriptionResponse) ProtoMessage() {}
 
 func (x *CreatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[63]
+	mi := &file_svc_v1_broker_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3135,7 +3253,7 @@ func (x *CreatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*CreatePushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{63}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreatePushSubscriptionResponse) GetSubscription() *PushSubscription {
@@ -3154,7 +3272,7 @@ type DeletePushSubscriptionRequest struct {
 
 func (x *DeletePushSubscriptionRequest) Reset() {
 	*x = DeletePushSubscriptionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[64]
+	mi := &file_svc_v1_broker_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3284,7 @@ func (x *DeletePushSubscriptionRequest) String() string {
 func (*DeletePushSubscriptionRequest) ProtoMessage() {}
 
 func (x *DeletePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[64]
+	mi := &file_svc_v1_broker_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3297,7 @@ func (x *DeletePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*DeletePushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{64}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeletePushSubscriptionRequest) GetId() string {
@@ -3197,7 +3315,7 @@ type DeletePushSubscriptionResponse struct {
 
 func (x *DeletePushSubscriptionResponse) Reset() {
 	*x = DeletePushSubscriptionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[65]
+	mi := &file_svc_v1_broker_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3327,7 @@ func (x *DeletePushSubscriptionResponse) String() string {
 func (*DeletePushSubscriptionResponse) ProtoMessage() {}
 
 func (x *DeletePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[65]
+	mi := &file_svc_v1_broker_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3340,7 @@ func (x *DeletePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*DeletePushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{65}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{67}
 }
 
 var File_svc_v1_broker_proto protoreflect.FileDescriptor
@@ -3242,12 +3360,20 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\x12permission_presets\x18\x04 \x03(\v2#.svc.v1.Team.PermissionPresetsEntryR\x11permissionPresets\x1a`\n" +
 	"\x16PermissionPresetsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x05value\x18\x02 \x01(\v2\x1a.google.protobuf.ListValueR\x05value:\x028\x01\"\xcb\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.google.protobuf.ListValueR\x05value:\x028\x01\"\xa1\x02\n" +
 	"\x13GetBriefingResponse\x12&\n" +
 	"\x06member\x18\x01 \x01(\v2\x0e.svc.v1.MemberR\x06member\x12 \n" +
 	"\x04team\x18\x02 \x01(\v2\f.svc.v1.TeamR\x04team\x12.\n" +
 	"\tteammates\x18\x03 \x03(\v2\x10.svc.v1.TeammateR\tteammates\x12:\n" +
-	"\x0fopen_objectives\x18\x04 \x03(\v2\x11.svc.v1.ObjectiveR\x0eopenObjectives\"\x12\n" +
+	"\x0fopen_objectives\x18\x04 \x03(\v2\x11.svc.v1.ObjectiveR\x0eopenObjectives\x12T\n" +
+	"\x16external_notifications\x18\x05 \x01(\v2\x1d.svc.v1.BriefingNotificationsR\x15externalNotifications\"k\n" +
+	"\x15BriefingNotifications\x12\x1a\n" +
+	"\bcontract\x18\x01 \x01(\tR\bcontract\x126\n" +
+	"\tendpoints\x18\x02 \x03(\v2\x18.svc.v1.BriefingEndpointR\tendpoints\"_\n" +
+	"\x10BriefingEndpoint\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12&\n" +
+	"\fdisplay_name\x18\x02 \x01(\tH\x00R\vdisplayName\x88\x01\x01B\x0f\n" +
+	"\r_display_name\"\x12\n" +
 	"\x10GetRosterRequest\"s\n" +
 	"\x11GetRosterResponse\x12.\n" +
 	"\tteammates\x18\x01 \x03(\v2\x10.svc.v1.TeammateR\tteammates\x12.\n" +
@@ -3463,188 +3589,192 @@ func file_svc_v1_broker_proto_rawDescGZIP() []byte {
 	return file_svc_v1_broker_proto_rawDescData
 }
 
-var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_svc_v1_broker_proto_goTypes = []any{
 	(*HealthRequest)(nil),                  // 0: svc.v1.HealthRequest
 	(*HealthResponse)(nil),                 // 1: svc.v1.HealthResponse
 	(*GetBriefingRequest)(nil),             // 2: svc.v1.GetBriefingRequest
 	(*Team)(nil),                           // 3: svc.v1.Team
 	(*GetBriefingResponse)(nil),            // 4: svc.v1.GetBriefingResponse
-	(*GetRosterRequest)(nil),               // 5: svc.v1.GetRosterRequest
-	(*GetRosterResponse)(nil),              // 6: svc.v1.GetRosterResponse
-	(*ListMembersRequest)(nil),             // 7: svc.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),            // 8: svc.v1.ListMembersResponse
-	(*CreateMemberRequest)(nil),            // 9: svc.v1.CreateMemberRequest
-	(*CreateMemberResponse)(nil),           // 10: svc.v1.CreateMemberResponse
-	(*UpdateMemberRequest)(nil),            // 11: svc.v1.UpdateMemberRequest
-	(*UpdateMemberResponse)(nil),           // 12: svc.v1.UpdateMemberResponse
-	(*DeleteMemberRequest)(nil),            // 13: svc.v1.DeleteMemberRequest
-	(*DeleteMemberResponse)(nil),           // 14: svc.v1.DeleteMemberResponse
-	(*RotateTokenRequest)(nil),             // 15: svc.v1.RotateTokenRequest
-	(*RotateTokenResponse)(nil),            // 16: svc.v1.RotateTokenResponse
-	(*ListTokensRequest)(nil),              // 17: svc.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),             // 18: svc.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),             // 19: svc.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),            // 20: svc.v1.RevokeTokenResponse
-	(*EnrollTotpRequest)(nil),              // 21: svc.v1.EnrollTotpRequest
-	(*EnrollTotpResponse)(nil),             // 22: svc.v1.EnrollTotpResponse
-	(*Session)(nil),                        // 23: svc.v1.Session
-	(*CreateSessionRequest)(nil),           // 24: svc.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),          // 25: svc.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),              // 26: svc.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),             // 27: svc.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),            // 28: svc.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),           // 29: svc.v1.ListSessionsResponse
-	(*RevokeSessionRequest)(nil),           // 30: svc.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil),          // 31: svc.v1.RevokeSessionResponse
-	(*LogoutRequest)(nil),                  // 32: svc.v1.LogoutRequest
-	(*LogoutResponse)(nil),                 // 33: svc.v1.LogoutResponse
-	(*PushRequest)(nil),                    // 34: svc.v1.PushRequest
-	(*Delivery)(nil),                       // 35: svc.v1.Delivery
-	(*PushResponse)(nil),                   // 36: svc.v1.PushResponse
-	(*SubscribeRequest)(nil),               // 37: svc.v1.SubscribeRequest
-	(*Ready)(nil),                          // 38: svc.v1.Ready
-	(*SubscribeResponse)(nil),              // 39: svc.v1.SubscribeResponse
-	(*HistoryRequest)(nil),                 // 40: svc.v1.HistoryRequest
-	(*HistoryResponse)(nil),                // 41: svc.v1.HistoryResponse
-	(*ListChannelsRequest)(nil),            // 42: svc.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),           // 43: svc.v1.ListChannelsResponse
-	(*CreateChannelRequest)(nil),           // 44: svc.v1.CreateChannelRequest
-	(*CreateChannelResponse)(nil),          // 45: svc.v1.CreateChannelResponse
-	(*GetChannelRequest)(nil),              // 46: svc.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),             // 47: svc.v1.GetChannelResponse
-	(*RenameChannelRequest)(nil),           // 48: svc.v1.RenameChannelRequest
-	(*RenameChannelResponse)(nil),          // 49: svc.v1.RenameChannelResponse
-	(*ArchiveChannelRequest)(nil),          // 50: svc.v1.ArchiveChannelRequest
-	(*ArchiveChannelResponse)(nil),         // 51: svc.v1.ArchiveChannelResponse
-	(*AddChannelMemberRequest)(nil),        // 52: svc.v1.AddChannelMemberRequest
-	(*AddChannelMemberResponse)(nil),       // 53: svc.v1.AddChannelMemberResponse
-	(*RemoveChannelMemberRequest)(nil),     // 54: svc.v1.RemoveChannelMemberRequest
-	(*RemoveChannelMemberResponse)(nil),    // 55: svc.v1.RemoveChannelMemberResponse
-	(*SetActivityRequest)(nil),             // 56: svc.v1.SetActivityRequest
-	(*SetActivityResponse)(nil),            // 57: svc.v1.SetActivityResponse
-	(*GetVapidPublicKeyRequest)(nil),       // 58: svc.v1.GetVapidPublicKeyRequest
-	(*GetVapidPublicKeyResponse)(nil),      // 59: svc.v1.GetVapidPublicKeyResponse
-	(*PushSubscriptionKeys)(nil),           // 60: svc.v1.PushSubscriptionKeys
-	(*CreatePushSubscriptionRequest)(nil),  // 61: svc.v1.CreatePushSubscriptionRequest
-	(*PushSubscription)(nil),               // 62: svc.v1.PushSubscription
-	(*CreatePushSubscriptionResponse)(nil), // 63: svc.v1.CreatePushSubscriptionResponse
-	(*DeletePushSubscriptionRequest)(nil),  // 64: svc.v1.DeletePushSubscriptionRequest
-	(*DeletePushSubscriptionResponse)(nil), // 65: svc.v1.DeletePushSubscriptionResponse
-	nil,                                    // 66: svc.v1.Team.PermissionPresetsEntry
-	(*Member)(nil),                         // 67: svc.v1.Member
-	(*Teammate)(nil),                       // 68: svc.v1.Teammate
-	(*Objective)(nil),                      // 69: svc.v1.Objective
-	(*Presence)(nil),                       // 70: svc.v1.Presence
-	(*Role)(nil),                           // 71: svc.v1.Role
-	(*structpb.ListValue)(nil),             // 72: google.protobuf.ListValue
-	(*TokenInfo)(nil),                      // 73: svc.v1.TokenInfo
-	(*SessionInfo)(nil),                    // 74: svc.v1.SessionInfo
-	(*structpb.Struct)(nil),                // 75: google.protobuf.Struct
-	(*Message)(nil),                        // 76: svc.v1.Message
-	(*ChannelSummary)(nil),                 // 77: svc.v1.ChannelSummary
-	(*Channel)(nil),                        // 78: svc.v1.Channel
-	(*ChannelMember)(nil),                  // 79: svc.v1.ChannelMember
+	(*BriefingNotifications)(nil),          // 5: svc.v1.BriefingNotifications
+	(*BriefingEndpoint)(nil),               // 6: svc.v1.BriefingEndpoint
+	(*GetRosterRequest)(nil),               // 7: svc.v1.GetRosterRequest
+	(*GetRosterResponse)(nil),              // 8: svc.v1.GetRosterResponse
+	(*ListMembersRequest)(nil),             // 9: svc.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),            // 10: svc.v1.ListMembersResponse
+	(*CreateMemberRequest)(nil),            // 11: svc.v1.CreateMemberRequest
+	(*CreateMemberResponse)(nil),           // 12: svc.v1.CreateMemberResponse
+	(*UpdateMemberRequest)(nil),            // 13: svc.v1.UpdateMemberRequest
+	(*UpdateMemberResponse)(nil),           // 14: svc.v1.UpdateMemberResponse
+	(*DeleteMemberRequest)(nil),            // 15: svc.v1.DeleteMemberRequest
+	(*DeleteMemberResponse)(nil),           // 16: svc.v1.DeleteMemberResponse
+	(*RotateTokenRequest)(nil),             // 17: svc.v1.RotateTokenRequest
+	(*RotateTokenResponse)(nil),            // 18: svc.v1.RotateTokenResponse
+	(*ListTokensRequest)(nil),              // 19: svc.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),             // 20: svc.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),             // 21: svc.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),            // 22: svc.v1.RevokeTokenResponse
+	(*EnrollTotpRequest)(nil),              // 23: svc.v1.EnrollTotpRequest
+	(*EnrollTotpResponse)(nil),             // 24: svc.v1.EnrollTotpResponse
+	(*Session)(nil),                        // 25: svc.v1.Session
+	(*CreateSessionRequest)(nil),           // 26: svc.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),          // 27: svc.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),              // 28: svc.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 29: svc.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),            // 30: svc.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 31: svc.v1.ListSessionsResponse
+	(*RevokeSessionRequest)(nil),           // 32: svc.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),          // 33: svc.v1.RevokeSessionResponse
+	(*LogoutRequest)(nil),                  // 34: svc.v1.LogoutRequest
+	(*LogoutResponse)(nil),                 // 35: svc.v1.LogoutResponse
+	(*PushRequest)(nil),                    // 36: svc.v1.PushRequest
+	(*Delivery)(nil),                       // 37: svc.v1.Delivery
+	(*PushResponse)(nil),                   // 38: svc.v1.PushResponse
+	(*SubscribeRequest)(nil),               // 39: svc.v1.SubscribeRequest
+	(*Ready)(nil),                          // 40: svc.v1.Ready
+	(*SubscribeResponse)(nil),              // 41: svc.v1.SubscribeResponse
+	(*HistoryRequest)(nil),                 // 42: svc.v1.HistoryRequest
+	(*HistoryResponse)(nil),                // 43: svc.v1.HistoryResponse
+	(*ListChannelsRequest)(nil),            // 44: svc.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),           // 45: svc.v1.ListChannelsResponse
+	(*CreateChannelRequest)(nil),           // 46: svc.v1.CreateChannelRequest
+	(*CreateChannelResponse)(nil),          // 47: svc.v1.CreateChannelResponse
+	(*GetChannelRequest)(nil),              // 48: svc.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),             // 49: svc.v1.GetChannelResponse
+	(*RenameChannelRequest)(nil),           // 50: svc.v1.RenameChannelRequest
+	(*RenameChannelResponse)(nil),          // 51: svc.v1.RenameChannelResponse
+	(*ArchiveChannelRequest)(nil),          // 52: svc.v1.ArchiveChannelRequest
+	(*ArchiveChannelResponse)(nil),         // 53: svc.v1.ArchiveChannelResponse
+	(*AddChannelMemberRequest)(nil),        // 54: svc.v1.AddChannelMemberRequest
+	(*AddChannelMemberResponse)(nil),       // 55: svc.v1.AddChannelMemberResponse
+	(*RemoveChannelMemberRequest)(nil),     // 56: svc.v1.RemoveChannelMemberRequest
+	(*RemoveChannelMemberResponse)(nil),    // 57: svc.v1.RemoveChannelMemberResponse
+	(*SetActivityRequest)(nil),             // 58: svc.v1.SetActivityRequest
+	(*SetActivityResponse)(nil),            // 59: svc.v1.SetActivityResponse
+	(*GetVapidPublicKeyRequest)(nil),       // 60: svc.v1.GetVapidPublicKeyRequest
+	(*GetVapidPublicKeyResponse)(nil),      // 61: svc.v1.GetVapidPublicKeyResponse
+	(*PushSubscriptionKeys)(nil),           // 62: svc.v1.PushSubscriptionKeys
+	(*CreatePushSubscriptionRequest)(nil),  // 63: svc.v1.CreatePushSubscriptionRequest
+	(*PushSubscription)(nil),               // 64: svc.v1.PushSubscription
+	(*CreatePushSubscriptionResponse)(nil), // 65: svc.v1.CreatePushSubscriptionResponse
+	(*DeletePushSubscriptionRequest)(nil),  // 66: svc.v1.DeletePushSubscriptionRequest
+	(*DeletePushSubscriptionResponse)(nil), // 67: svc.v1.DeletePushSubscriptionResponse
+	nil,                                    // 68: svc.v1.Team.PermissionPresetsEntry
+	(*Member)(nil),                         // 69: svc.v1.Member
+	(*Teammate)(nil),                       // 70: svc.v1.Teammate
+	(*Objective)(nil),                      // 71: svc.v1.Objective
+	(*Presence)(nil),                       // 72: svc.v1.Presence
+	(*Role)(nil),                           // 73: svc.v1.Role
+	(*structpb.ListValue)(nil),             // 74: google.protobuf.ListValue
+	(*TokenInfo)(nil),                      // 75: svc.v1.TokenInfo
+	(*SessionInfo)(nil),                    // 76: svc.v1.SessionInfo
+	(*structpb.Struct)(nil),                // 77: google.protobuf.Struct
+	(*Message)(nil),                        // 78: svc.v1.Message
+	(*ChannelSummary)(nil),                 // 79: svc.v1.ChannelSummary
+	(*Channel)(nil),                        // 80: svc.v1.Channel
+	(*ChannelMember)(nil),                  // 81: svc.v1.ChannelMember
 }
 var file_svc_v1_broker_proto_depIdxs = []int32{
-	66, // 0: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
-	67, // 1: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
+	68, // 0: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
+	69, // 1: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
 	3,  // 2: svc.v1.GetBriefingResponse.team:type_name -> svc.v1.Team
-	68, // 3: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
-	69, // 4: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
-	68, // 5: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
-	70, // 6: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
-	67, // 7: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
-	71, // 8: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
-	68, // 9: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
-	71, // 10: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
-	72, // 11: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
-	68, // 12: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
-	73, // 13: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
-	73, // 14: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
-	71, // 15: svc.v1.Session.role:type_name -> svc.v1.Role
-	23, // 16: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
-	23, // 17: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
-	74, // 18: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
-	75, // 19: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
-	35, // 20: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
-	76, // 21: svc.v1.PushResponse.message:type_name -> svc.v1.Message
-	38, // 22: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
-	76, // 23: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
-	76, // 24: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
-	77, // 25: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
-	78, // 26: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
-	78, // 27: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
-	79, // 28: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
-	78, // 29: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
-	60, // 30: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
-	62, // 31: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
-	72, // 32: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
-	0,  // 33: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
-	2,  // 34: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
-	5,  // 35: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
-	7,  // 36: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
-	9,  // 37: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
-	11, // 38: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
-	13, // 39: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
-	15, // 40: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
-	17, // 41: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
-	19, // 42: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
-	21, // 43: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
-	24, // 44: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
-	26, // 45: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
-	28, // 46: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
-	30, // 47: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
-	32, // 48: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
-	34, // 49: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
-	37, // 50: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
-	40, // 51: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
-	42, // 52: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
-	44, // 53: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
-	46, // 54: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
-	48, // 55: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
-	50, // 56: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
-	52, // 57: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
-	54, // 58: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
-	56, // 59: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
-	58, // 60: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
-	61, // 61: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
-	64, // 62: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
-	1,  // 63: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
-	4,  // 64: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
-	6,  // 65: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
-	8,  // 66: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
-	10, // 67: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
-	12, // 68: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
-	14, // 69: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
-	16, // 70: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
-	18, // 71: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
-	20, // 72: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
-	22, // 73: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
-	25, // 74: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
-	27, // 75: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
-	29, // 76: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
-	31, // 77: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
-	33, // 78: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
-	36, // 79: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
-	39, // 80: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
-	41, // 81: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
-	43, // 82: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
-	45, // 83: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
-	47, // 84: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
-	49, // 85: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
-	51, // 86: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
-	53, // 87: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
-	55, // 88: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
-	57, // 89: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
-	59, // 90: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
-	63, // 91: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
-	65, // 92: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
-	63, // [63:93] is the sub-list for method output_type
-	33, // [33:63] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	70, // 3: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
+	71, // 4: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
+	5,  // 5: svc.v1.GetBriefingResponse.external_notifications:type_name -> svc.v1.BriefingNotifications
+	6,  // 6: svc.v1.BriefingNotifications.endpoints:type_name -> svc.v1.BriefingEndpoint
+	70, // 7: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
+	72, // 8: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
+	69, // 9: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
+	73, // 10: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
+	70, // 11: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
+	73, // 12: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
+	74, // 13: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
+	70, // 14: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
+	75, // 15: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
+	75, // 16: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
+	73, // 17: svc.v1.Session.role:type_name -> svc.v1.Role
+	25, // 18: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
+	25, // 19: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
+	76, // 20: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
+	77, // 21: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
+	37, // 22: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
+	78, // 23: svc.v1.PushResponse.message:type_name -> svc.v1.Message
+	40, // 24: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
+	78, // 25: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
+	78, // 26: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
+	79, // 27: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
+	80, // 28: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
+	80, // 29: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
+	81, // 30: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
+	80, // 31: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
+	62, // 32: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
+	64, // 33: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
+	74, // 34: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
+	0,  // 35: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
+	2,  // 36: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
+	7,  // 37: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
+	9,  // 38: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
+	11, // 39: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
+	13, // 40: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
+	15, // 41: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
+	17, // 42: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
+	19, // 43: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
+	21, // 44: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
+	23, // 45: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
+	26, // 46: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
+	28, // 47: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
+	30, // 48: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
+	32, // 49: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
+	34, // 50: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
+	36, // 51: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
+	39, // 52: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
+	42, // 53: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
+	44, // 54: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
+	46, // 55: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
+	48, // 56: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
+	50, // 57: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
+	52, // 58: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
+	54, // 59: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
+	56, // 60: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
+	58, // 61: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
+	60, // 62: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
+	63, // 63: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
+	66, // 64: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
+	1,  // 65: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
+	4,  // 66: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
+	8,  // 67: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
+	10, // 68: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
+	12, // 69: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
+	14, // 70: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
+	16, // 71: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
+	18, // 72: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
+	20, // 73: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
+	22, // 74: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
+	24, // 75: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
+	27, // 76: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
+	29, // 77: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
+	31, // 78: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
+	33, // 79: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
+	35, // 80: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
+	38, // 81: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
+	41, // 82: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
+	43, // 83: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
+	45, // 84: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
+	47, // 85: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
+	49, // 86: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
+	51, // 87: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
+	53, // 88: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
+	55, // 89: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
+	57, // 90: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
+	59, // 91: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
+	61, // 92: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
+	65, // 93: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
+	67, // 94: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
+	65, // [65:95] is the sub-list for method output_type
+	35, // [35:65] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_broker_proto_init() }
@@ -3653,25 +3783,26 @@ func file_svc_v1_broker_proto_init() {
 		return
 	}
 	file_svc_v1_types_proto_init()
-	file_svc_v1_broker_proto_msgTypes[9].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[6].OneofWrappers = []any{}
 	file_svc_v1_broker_proto_msgTypes[11].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[23].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[24].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[34].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[39].OneofWrappers = []any{
+	file_svc_v1_broker_proto_msgTypes[13].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[25].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[26].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[36].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[41].OneofWrappers = []any{
 		(*SubscribeResponse_Ready)(nil),
 		(*SubscribeResponse_Message)(nil),
 	}
-	file_svc_v1_broker_proto_msgTypes[40].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[52].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[56].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[42].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[54].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[58].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_broker_proto_rawDesc), len(file_svc_v1_broker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

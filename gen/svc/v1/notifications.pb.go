@@ -7,9 +7,12 @@
 package apiv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -20,20 +23,2625 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// NotificationTarget is a member ({member}) or a channel ({channel}, the
+// channel's id).
+type NotificationTarget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        *string                `protobuf:"bytes,1,opt,name=member,proto3,oneof" json:"member,omitempty"`
+	Channel       *string                `protobuf:"bytes,2,opt,name=channel,proto3,oneof" json:"channel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationTarget) Reset() {
+	*x = NotificationTarget{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationTarget) ProtoMessage() {}
+
+func (x *NotificationTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationTarget.ProtoReflect.Descriptor instead.
+func (*NotificationTarget) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *NotificationTarget) GetMember() string {
+	if x != nil && x.Member != nil {
+		return *x.Member
+	}
+	return ""
+}
+
+func (x *NotificationTarget) GetChannel() string {
+	if x != nil && x.Channel != nil {
+		return *x.Channel
+	}
+	return ""
+}
+
+// NotificationAuth is a verification config.
+type NotificationAuth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind: hmac-sha256 or header-secret.
+	Kind          string  `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	HeaderName    *string `protobuf:"bytes,2,opt,name=header_name,json=headerName,proto3,oneof" json:"header_name,omitempty"`
+	Prefix        *string `protobuf:"bytes,3,opt,name=prefix,proto3,oneof" json:"prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationAuth) Reset() {
+	*x = NotificationAuth{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationAuth) ProtoMessage() {}
+
+func (x *NotificationAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationAuth.ProtoReflect.Descriptor instead.
+func (*NotificationAuth) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NotificationAuth) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *NotificationAuth) GetHeaderName() string {
+	if x != nil && x.HeaderName != nil {
+		return *x.HeaderName
+	}
+	return ""
+}
+
+func (x *NotificationAuth) GetPrefix() string {
+	if x != nil && x.Prefix != nil {
+		return *x.Prefix
+	}
+	return ""
+}
+
+// NotificationPolicy is a delivery policy. In requests every field is
+// optional (absent: the default, or unchanged on update); answers carry
+// them all.
+type NotificationPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	IfOffline     *string                `protobuf:"bytes,1,opt,name=if_offline,json=ifOffline,proto3,oneof" json:"if_offline,omitempty"`
+	IfBusy        *string                `protobuf:"bytes,2,opt,name=if_busy,json=ifBusy,proto3,oneof" json:"if_busy,omitempty"`
+	DebounceMs    *int32                 `protobuf:"varint,3,opt,name=debounce_ms,json=debounceMs,proto3,oneof" json:"debounce_ms,omitempty"`
+	DebounceMax   *int32                 `protobuf:"varint,4,opt,name=debounce_max,json=debounceMax,proto3,oneof" json:"debounce_max,omitempty"`
+	QueueTtlMs    *int32                 `protobuf:"varint,5,opt,name=queue_ttl_ms,json=queueTtlMs,proto3,oneof" json:"queue_ttl_ms,omitempty"`
+	MaxWaitMs     *int32                 `protobuf:"varint,6,opt,name=max_wait_ms,json=maxWaitMs,proto3,oneof" json:"max_wait_ms,omitempty"`
+	Level         *string                `protobuf:"bytes,7,opt,name=level,proto3,oneof" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationPolicy) Reset() {
+	*x = NotificationPolicy{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationPolicy) ProtoMessage() {}
+
+func (x *NotificationPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationPolicy.ProtoReflect.Descriptor instead.
+func (*NotificationPolicy) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NotificationPolicy) GetIfOffline() string {
+	if x != nil && x.IfOffline != nil {
+		return *x.IfOffline
+	}
+	return ""
+}
+
+func (x *NotificationPolicy) GetIfBusy() string {
+	if x != nil && x.IfBusy != nil {
+		return *x.IfBusy
+	}
+	return ""
+}
+
+func (x *NotificationPolicy) GetDebounceMs() int32 {
+	if x != nil && x.DebounceMs != nil {
+		return *x.DebounceMs
+	}
+	return 0
+}
+
+func (x *NotificationPolicy) GetDebounceMax() int32 {
+	if x != nil && x.DebounceMax != nil {
+		return *x.DebounceMax
+	}
+	return 0
+}
+
+func (x *NotificationPolicy) GetQueueTtlMs() int32 {
+	if x != nil && x.QueueTtlMs != nil {
+		return *x.QueueTtlMs
+	}
+	return 0
+}
+
+func (x *NotificationPolicy) GetMaxWaitMs() int32 {
+	if x != nil && x.MaxWaitMs != nil {
+		return *x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *NotificationPolicy) GetLevel() string {
+	if x != nil && x.Level != nil {
+		return *x.Level
+	}
+	return ""
+}
+
+// NotificationFilter is a drop rule on the parsed payload.
+type NotificationFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Op            string                 `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	Value         *structpb.Value        `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationFilter) Reset() {
+	*x = NotificationFilter{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationFilter) ProtoMessage() {}
+
+func (x *NotificationFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationFilter.ProtoReflect.Descriptor instead.
+func (*NotificationFilter) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *NotificationFilter) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *NotificationFilter) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *NotificationFilter) GetValue() *structpb.Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// NotificationEndpoint is an endpoint as one viewer sees it. Its secret is
+// never part of it.
+type NotificationEndpoint struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Slug        string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	DisplayName *string                `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3,oneof" json:"display_name,omitempty"`
+	Targets     []*NotificationTarget  `protobuf:"bytes,3,rep,name=targets,proto3" json:"targets,omitempty"`
+	// auth is the inline config; auth_profile, when set, wins.
+	Auth         *NotificationAuth     `protobuf:"bytes,4,opt,name=auth,proto3" json:"auth,omitempty"`
+	AuthProfile  *string               `protobuf:"bytes,5,opt,name=auth_profile,json=authProfile,proto3,oneof" json:"auth_profile,omitempty"`
+	Filters      []*NotificationFilter `protobuf:"bytes,6,rep,name=filters,proto3" json:"filters,omitempty"`
+	Template     *string               `protobuf:"bytes,7,opt,name=template,proto3,oneof" json:"template,omitempty"`
+	Policy       *NotificationPolicy   `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
+	DedupeHeader *string               `protobuf:"bytes,9,opt,name=dedupe_header,json=dedupeHeader,proto3,oneof" json:"dedupe_header,omitempty"`
+	Enabled      bool                  `protobuf:"varint,10,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Level        string                `protobuf:"bytes,11,opt,name=level,proto3" json:"level,omitempty"`
+	// has_secret: the secret that applies (the profile's with auth_profile)
+	// is set.
+	HasSecret bool `protobuf:"varint,12,opt,name=has_secret,json=hasSecret,proto3" json:"has_secret,omitempty"`
+	// ingress_path is where deliveries are posted: /hooks/<slug>.
+	IngressPath   string  `protobuf:"bytes,13,opt,name=ingress_path,json=ingressPath,proto3" json:"ingress_path,omitempty"`
+	CreatedAt     float64 `protobuf:"fixed64,14,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     float64 `protobuf:"fixed64,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationEndpoint) Reset() {
+	*x = NotificationEndpoint{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationEndpoint) ProtoMessage() {}
+
+func (x *NotificationEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationEndpoint.ProtoReflect.Descriptor instead.
+func (*NotificationEndpoint) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *NotificationEndpoint) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *NotificationEndpoint) GetDisplayName() string {
+	if x != nil && x.DisplayName != nil {
+		return *x.DisplayName
+	}
+	return ""
+}
+
+func (x *NotificationEndpoint) GetTargets() []*NotificationTarget {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *NotificationEndpoint) GetAuth() *NotificationAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *NotificationEndpoint) GetAuthProfile() string {
+	if x != nil && x.AuthProfile != nil {
+		return *x.AuthProfile
+	}
+	return ""
+}
+
+func (x *NotificationEndpoint) GetFilters() []*NotificationFilter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+func (x *NotificationEndpoint) GetTemplate() string {
+	if x != nil && x.Template != nil {
+		return *x.Template
+	}
+	return ""
+}
+
+func (x *NotificationEndpoint) GetPolicy() *NotificationPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *NotificationEndpoint) GetDedupeHeader() string {
+	if x != nil && x.DedupeHeader != nil {
+		return *x.DedupeHeader
+	}
+	return ""
+}
+
+func (x *NotificationEndpoint) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *NotificationEndpoint) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *NotificationEndpoint) GetHasSecret() bool {
+	if x != nil {
+		return x.HasSecret
+	}
+	return false
+}
+
+func (x *NotificationEndpoint) GetIngressPath() string {
+	if x != nil {
+		return x.IngressPath
+	}
+	return ""
+}
+
+func (x *NotificationEndpoint) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *NotificationEndpoint) GetUpdatedAt() float64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// NotificationProfile is a shared verification config.
+type NotificationProfile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	Description   *string                `protobuf:"bytes,2,opt,name=description,proto3,oneof" json:"description,omitempty"`
+	Auth          *NotificationAuth      `protobuf:"bytes,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	HasSecret     bool                   `protobuf:"varint,4,opt,name=has_secret,json=hasSecret,proto3" json:"has_secret,omitempty"`
+	EndpointCount int32                  `protobuf:"varint,5,opt,name=endpoint_count,json=endpointCount,proto3" json:"endpoint_count,omitempty"`
+	CreatedAt     float64                `protobuf:"fixed64,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     float64                `protobuf:"fixed64,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationProfile) Reset() {
+	*x = NotificationProfile{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationProfile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationProfile) ProtoMessage() {}
+
+func (x *NotificationProfile) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationProfile.ProtoReflect.Descriptor instead.
+func (*NotificationProfile) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NotificationProfile) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *NotificationProfile) GetDescription() string {
+	if x != nil && x.Description != nil {
+		return *x.Description
+	}
+	return ""
+}
+
+func (x *NotificationProfile) GetAuth() *NotificationAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *NotificationProfile) GetHasSecret() bool {
+	if x != nil {
+		return x.HasSecret
+	}
+	return false
+}
+
+func (x *NotificationProfile) GetEndpointCount() int32 {
+	if x != nil {
+		return x.EndpointCount
+	}
+	return 0
+}
+
+func (x *NotificationProfile) GetCreatedAt() float64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *NotificationProfile) GetUpdatedAt() float64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// NotificationDelivery is a delivery receipt.
+type NotificationDelivery struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Endpoint   string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Status     string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	Reason     *string                `protobuf:"bytes,4,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
+	DedupeKey  *string                `protobuf:"bytes,5,opt,name=dedupe_key,json=dedupeKey,proto3,oneof" json:"dedupe_key,omitempty"`
+	MessageIds []string               `protobuf:"bytes,6,rep,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"`
+	ReceivedAt float64                `protobuf:"fixed64,7,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	Size       int32                  `protobuf:"varint,8,opt,name=size,proto3" json:"size,omitempty"`
+	// body is the retained raw body, in GetNotificationDelivery only.
+	Body []byte `protobuf:"bytes,9,opt,name=body,proto3,oneof" json:"body,omitempty"`
+	// if_offline, if_busy and level are the delivery's query overrides.
+	IfOffline *string `protobuf:"bytes,10,opt,name=if_offline,json=ifOffline,proto3,oneof" json:"if_offline,omitempty"`
+	IfBusy    *string `protobuf:"bytes,11,opt,name=if_busy,json=ifBusy,proto3,oneof" json:"if_busy,omitempty"`
+	Level     *string `protobuf:"bytes,12,opt,name=level,proto3,oneof" json:"level,omitempty"`
+	// replay_of names the receipt a replay re-ran.
+	ReplayOf      *string `protobuf:"bytes,13,opt,name=replay_of,json=replayOf,proto3,oneof" json:"replay_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationDelivery) Reset() {
+	*x = NotificationDelivery{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationDelivery) ProtoMessage() {}
+
+func (x *NotificationDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationDelivery.ProtoReflect.Descriptor instead.
+func (*NotificationDelivery) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *NotificationDelivery) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetReason() string {
+	if x != nil && x.Reason != nil {
+		return *x.Reason
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetDedupeKey() string {
+	if x != nil && x.DedupeKey != nil {
+		return *x.DedupeKey
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetMessageIds() []string {
+	if x != nil {
+		return x.MessageIds
+	}
+	return nil
+}
+
+func (x *NotificationDelivery) GetReceivedAt() float64 {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return 0
+}
+
+func (x *NotificationDelivery) GetSize() int32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *NotificationDelivery) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *NotificationDelivery) GetIfOffline() string {
+	if x != nil && x.IfOffline != nil {
+		return *x.IfOffline
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetIfBusy() string {
+	if x != nil && x.IfBusy != nil {
+		return *x.IfBusy
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetLevel() string {
+	if x != nil && x.Level != nil {
+		return *x.Level
+	}
+	return ""
+}
+
+func (x *NotificationDelivery) GetReplayOf() string {
+	if x != nil && x.ReplayOf != nil {
+		return *x.ReplayOf
+	}
+	return ""
+}
+
+type ListNotificationEndpointsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNotificationEndpointsRequest) Reset() {
+	*x = ListNotificationEndpointsRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNotificationEndpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNotificationEndpointsRequest) ProtoMessage() {}
+
+func (x *ListNotificationEndpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNotificationEndpointsRequest.ProtoReflect.Descriptor instead.
+func (*ListNotificationEndpointsRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{7}
+}
+
+type ListNotificationEndpointsResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Endpoints     []*NotificationEndpoint `protobuf:"bytes,1,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNotificationEndpointsResponse) Reset() {
+	*x = ListNotificationEndpointsResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNotificationEndpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNotificationEndpointsResponse) ProtoMessage() {}
+
+func (x *ListNotificationEndpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNotificationEndpointsResponse.ProtoReflect.Descriptor instead.
+func (*ListNotificationEndpointsResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListNotificationEndpointsResponse) GetEndpoints() []*NotificationEndpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+type CreateNotificationEndpointRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Slug        string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	DisplayName *string                `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3,oneof" json:"display_name,omitempty"`
+	// targets: a JSON array of {member: <name>} and {channel: <slug or id>}.
+	Targets     *structpb.ListValue `protobuf:"bytes,3,opt,name=targets,proto3" json:"targets,omitempty"`
+	Auth        *NotificationAuth   `protobuf:"bytes,4,opt,name=auth,proto3" json:"auth,omitempty"`
+	AuthProfile *string             `protobuf:"bytes,5,opt,name=auth_profile,json=authProfile,proto3,oneof" json:"auth_profile,omitempty"`
+	// filters: a JSON array of {path, op, value}.
+	Filters       *structpb.ListValue `protobuf:"bytes,6,opt,name=filters,proto3" json:"filters,omitempty"`
+	Template      *string             `protobuf:"bytes,7,opt,name=template,proto3,oneof" json:"template,omitempty"`
+	Policy        *NotificationPolicy `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
+	DedupeHeader  *string             `protobuf:"bytes,9,opt,name=dedupe_header,json=dedupeHeader,proto3,oneof" json:"dedupe_header,omitempty"`
+	Enabled       *bool               `protobuf:"varint,10,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	Level         *string             `protobuf:"bytes,11,opt,name=level,proto3,oneof" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNotificationEndpointRequest) Reset() {
+	*x = CreateNotificationEndpointRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNotificationEndpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNotificationEndpointRequest) ProtoMessage() {}
+
+func (x *CreateNotificationEndpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNotificationEndpointRequest.ProtoReflect.Descriptor instead.
+func (*CreateNotificationEndpointRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CreateNotificationEndpointRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *CreateNotificationEndpointRequest) GetDisplayName() string {
+	if x != nil && x.DisplayName != nil {
+		return *x.DisplayName
+	}
+	return ""
+}
+
+func (x *CreateNotificationEndpointRequest) GetTargets() *structpb.ListValue {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *CreateNotificationEndpointRequest) GetAuth() *NotificationAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *CreateNotificationEndpointRequest) GetAuthProfile() string {
+	if x != nil && x.AuthProfile != nil {
+		return *x.AuthProfile
+	}
+	return ""
+}
+
+func (x *CreateNotificationEndpointRequest) GetFilters() *structpb.ListValue {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+func (x *CreateNotificationEndpointRequest) GetTemplate() string {
+	if x != nil && x.Template != nil {
+		return *x.Template
+	}
+	return ""
+}
+
+func (x *CreateNotificationEndpointRequest) GetPolicy() *NotificationPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *CreateNotificationEndpointRequest) GetDedupeHeader() string {
+	if x != nil && x.DedupeHeader != nil {
+		return *x.DedupeHeader
+	}
+	return ""
+}
+
+func (x *CreateNotificationEndpointRequest) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
+func (x *CreateNotificationEndpointRequest) GetLevel() string {
+	if x != nil && x.Level != nil {
+		return *x.Level
+	}
+	return ""
+}
+
+type CreateNotificationEndpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      *NotificationEndpoint  `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNotificationEndpointResponse) Reset() {
+	*x = CreateNotificationEndpointResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNotificationEndpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNotificationEndpointResponse) ProtoMessage() {}
+
+func (x *CreateNotificationEndpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNotificationEndpointResponse.ProtoReflect.Descriptor instead.
+func (*CreateNotificationEndpointResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CreateNotificationEndpointResponse) GetEndpoint() *NotificationEndpoint {
+	if x != nil {
+		return x.Endpoint
+	}
+	return nil
+}
+
+type GetNotificationEndpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNotificationEndpointRequest) Reset() {
+	*x = GetNotificationEndpointRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNotificationEndpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNotificationEndpointRequest) ProtoMessage() {}
+
+func (x *GetNotificationEndpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNotificationEndpointRequest.ProtoReflect.Descriptor instead.
+func (*GetNotificationEndpointRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetNotificationEndpointRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+type GetNotificationEndpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      *NotificationEndpoint  `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNotificationEndpointResponse) Reset() {
+	*x = GetNotificationEndpointResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNotificationEndpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNotificationEndpointResponse) ProtoMessage() {}
+
+func (x *GetNotificationEndpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNotificationEndpointResponse.ProtoReflect.Descriptor instead.
+func (*GetNotificationEndpointResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetNotificationEndpointResponse) GetEndpoint() *NotificationEndpoint {
+	if x != nil {
+		return x.Endpoint
+	}
+	return nil
+}
+
+type UpdateNotificationEndpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Slug  string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	// display_name "" clears it.
+	DisplayName *string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3,oneof" json:"display_name,omitempty"`
+	// targets, when present, replaces the targets.
+	Targets *structpb.ListValue `protobuf:"bytes,3,opt,name=targets,proto3" json:"targets,omitempty"`
+	Auth    *NotificationAuth   `protobuf:"bytes,4,opt,name=auth,proto3" json:"auth,omitempty"`
+	// auth_profile "" returns to the inline auth.
+	AuthProfile *string `protobuf:"bytes,5,opt,name=auth_profile,json=authProfile,proto3,oneof" json:"auth_profile,omitempty"`
+	// filters, when present, replaces the filters ([] clears them).
+	Filters *structpb.ListValue `protobuf:"bytes,6,opt,name=filters,proto3" json:"filters,omitempty"`
+	// template "" clears it.
+	Template *string `protobuf:"bytes,7,opt,name=template,proto3,oneof" json:"template,omitempty"`
+	// policy merges the fields it sets.
+	Policy *NotificationPolicy `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
+	// dedupe_header "" turns dedupe off.
+	DedupeHeader  *string `protobuf:"bytes,9,opt,name=dedupe_header,json=dedupeHeader,proto3,oneof" json:"dedupe_header,omitempty"`
+	Enabled       *bool   `protobuf:"varint,10,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	Level         *string `protobuf:"bytes,11,opt,name=level,proto3,oneof" json:"level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNotificationEndpointRequest) Reset() {
+	*x = UpdateNotificationEndpointRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNotificationEndpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNotificationEndpointRequest) ProtoMessage() {}
+
+func (x *UpdateNotificationEndpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNotificationEndpointRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNotificationEndpointRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UpdateNotificationEndpointRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *UpdateNotificationEndpointRequest) GetDisplayName() string {
+	if x != nil && x.DisplayName != nil {
+		return *x.DisplayName
+	}
+	return ""
+}
+
+func (x *UpdateNotificationEndpointRequest) GetTargets() *structpb.ListValue {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *UpdateNotificationEndpointRequest) GetAuth() *NotificationAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+func (x *UpdateNotificationEndpointRequest) GetAuthProfile() string {
+	if x != nil && x.AuthProfile != nil {
+		return *x.AuthProfile
+	}
+	return ""
+}
+
+func (x *UpdateNotificationEndpointRequest) GetFilters() *structpb.ListValue {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+func (x *UpdateNotificationEndpointRequest) GetTemplate() string {
+	if x != nil && x.Template != nil {
+		return *x.Template
+	}
+	return ""
+}
+
+func (x *UpdateNotificationEndpointRequest) GetPolicy() *NotificationPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *UpdateNotificationEndpointRequest) GetDedupeHeader() string {
+	if x != nil && x.DedupeHeader != nil {
+		return *x.DedupeHeader
+	}
+	return ""
+}
+
+func (x *UpdateNotificationEndpointRequest) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
+func (x *UpdateNotificationEndpointRequest) GetLevel() string {
+	if x != nil && x.Level != nil {
+		return *x.Level
+	}
+	return ""
+}
+
+type UpdateNotificationEndpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      *NotificationEndpoint  `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNotificationEndpointResponse) Reset() {
+	*x = UpdateNotificationEndpointResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNotificationEndpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNotificationEndpointResponse) ProtoMessage() {}
+
+func (x *UpdateNotificationEndpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNotificationEndpointResponse.ProtoReflect.Descriptor instead.
+func (*UpdateNotificationEndpointResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UpdateNotificationEndpointResponse) GetEndpoint() *NotificationEndpoint {
+	if x != nil {
+		return x.Endpoint
+	}
+	return nil
+}
+
+type DeleteNotificationEndpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNotificationEndpointRequest) Reset() {
+	*x = DeleteNotificationEndpointRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNotificationEndpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNotificationEndpointRequest) ProtoMessage() {}
+
+func (x *DeleteNotificationEndpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNotificationEndpointRequest.ProtoReflect.Descriptor instead.
+func (*DeleteNotificationEndpointRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeleteNotificationEndpointRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+type DeleteNotificationEndpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNotificationEndpointResponse) Reset() {
+	*x = DeleteNotificationEndpointResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNotificationEndpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNotificationEndpointResponse) ProtoMessage() {}
+
+func (x *DeleteNotificationEndpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNotificationEndpointResponse.ProtoReflect.Descriptor instead.
+func (*DeleteNotificationEndpointResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{16}
+}
+
+type SetNotificationEndpointSecretRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNotificationEndpointSecretRequest) Reset() {
+	*x = SetNotificationEndpointSecretRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNotificationEndpointSecretRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNotificationEndpointSecretRequest) ProtoMessage() {}
+
+func (x *SetNotificationEndpointSecretRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNotificationEndpointSecretRequest.ProtoReflect.Descriptor instead.
+func (*SetNotificationEndpointSecretRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetNotificationEndpointSecretRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *SetNotificationEndpointSecretRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type SetNotificationEndpointSecretResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      *NotificationEndpoint  `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNotificationEndpointSecretResponse) Reset() {
+	*x = SetNotificationEndpointSecretResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNotificationEndpointSecretResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNotificationEndpointSecretResponse) ProtoMessage() {}
+
+func (x *SetNotificationEndpointSecretResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNotificationEndpointSecretResponse.ProtoReflect.Descriptor instead.
+func (*SetNotificationEndpointSecretResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SetNotificationEndpointSecretResponse) GetEndpoint() *NotificationEndpoint {
+	if x != nil {
+		return x.Endpoint
+	}
+	return nil
+}
+
+type DeleteNotificationEndpointSecretRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNotificationEndpointSecretRequest) Reset() {
+	*x = DeleteNotificationEndpointSecretRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNotificationEndpointSecretRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNotificationEndpointSecretRequest) ProtoMessage() {}
+
+func (x *DeleteNotificationEndpointSecretRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNotificationEndpointSecretRequest.ProtoReflect.Descriptor instead.
+func (*DeleteNotificationEndpointSecretRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DeleteNotificationEndpointSecretRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+type DeleteNotificationEndpointSecretResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNotificationEndpointSecretResponse) Reset() {
+	*x = DeleteNotificationEndpointSecretResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNotificationEndpointSecretResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNotificationEndpointSecretResponse) ProtoMessage() {}
+
+func (x *DeleteNotificationEndpointSecretResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNotificationEndpointSecretResponse.ProtoReflect.Descriptor instead.
+func (*DeleteNotificationEndpointSecretResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{20}
+}
+
+type ListNotificationDeliveriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Slug  string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	// limit: 1 to 500, default 50.
+	Limit *int32 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	// before: epoch ms, exclusive.
+	Before        *float64 `protobuf:"fixed64,3,opt,name=before,proto3,oneof" json:"before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNotificationDeliveriesRequest) Reset() {
+	*x = ListNotificationDeliveriesRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNotificationDeliveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNotificationDeliveriesRequest) ProtoMessage() {}
+
+func (x *ListNotificationDeliveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNotificationDeliveriesRequest.ProtoReflect.Descriptor instead.
+func (*ListNotificationDeliveriesRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListNotificationDeliveriesRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *ListNotificationDeliveriesRequest) GetLimit() int32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ListNotificationDeliveriesRequest) GetBefore() float64 {
+	if x != nil && x.Before != nil {
+		return *x.Before
+	}
+	return 0
+}
+
+type ListNotificationDeliveriesResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Deliveries    []*NotificationDelivery `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNotificationDeliveriesResponse) Reset() {
+	*x = ListNotificationDeliveriesResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNotificationDeliveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNotificationDeliveriesResponse) ProtoMessage() {}
+
+func (x *ListNotificationDeliveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNotificationDeliveriesResponse.ProtoReflect.Descriptor instead.
+func (*ListNotificationDeliveriesResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListNotificationDeliveriesResponse) GetDeliveries() []*NotificationDelivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+type GetNotificationDeliveryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNotificationDeliveryRequest) Reset() {
+	*x = GetNotificationDeliveryRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNotificationDeliveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNotificationDeliveryRequest) ProtoMessage() {}
+
+func (x *GetNotificationDeliveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNotificationDeliveryRequest.ProtoReflect.Descriptor instead.
+func (*GetNotificationDeliveryRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetNotificationDeliveryRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetNotificationDeliveryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Delivery      *NotificationDelivery  `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNotificationDeliveryResponse) Reset() {
+	*x = GetNotificationDeliveryResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNotificationDeliveryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNotificationDeliveryResponse) ProtoMessage() {}
+
+func (x *GetNotificationDeliveryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNotificationDeliveryResponse.ProtoReflect.Descriptor instead.
+func (*GetNotificationDeliveryResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetNotificationDeliveryResponse) GetDelivery() *NotificationDelivery {
+	if x != nil {
+		return x.Delivery
+	}
+	return nil
+}
+
+type ReplayNotificationDeliveryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayNotificationDeliveryRequest) Reset() {
+	*x = ReplayNotificationDeliveryRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayNotificationDeliveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayNotificationDeliveryRequest) ProtoMessage() {}
+
+func (x *ReplayNotificationDeliveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayNotificationDeliveryRequest.ProtoReflect.Descriptor instead.
+func (*ReplayNotificationDeliveryRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReplayNotificationDeliveryRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ReplayNotificationDeliveryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Delivery      *NotificationDelivery  `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayNotificationDeliveryResponse) Reset() {
+	*x = ReplayNotificationDeliveryResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayNotificationDeliveryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayNotificationDeliveryResponse) ProtoMessage() {}
+
+func (x *ReplayNotificationDeliveryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayNotificationDeliveryResponse.ProtoReflect.Descriptor instead.
+func (*ReplayNotificationDeliveryResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReplayNotificationDeliveryResponse) GetDelivery() *NotificationDelivery {
+	if x != nil {
+		return x.Delivery
+	}
+	return nil
+}
+
+type ListNotificationProfilesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNotificationProfilesRequest) Reset() {
+	*x = ListNotificationProfilesRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNotificationProfilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNotificationProfilesRequest) ProtoMessage() {}
+
+func (x *ListNotificationProfilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNotificationProfilesRequest.ProtoReflect.Descriptor instead.
+func (*ListNotificationProfilesRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{27}
+}
+
+type ListNotificationProfilesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Profiles      []*NotificationProfile `protobuf:"bytes,1,rep,name=profiles,proto3" json:"profiles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNotificationProfilesResponse) Reset() {
+	*x = ListNotificationProfilesResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNotificationProfilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNotificationProfilesResponse) ProtoMessage() {}
+
+func (x *ListNotificationProfilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNotificationProfilesResponse.ProtoReflect.Descriptor instead.
+func (*ListNotificationProfilesResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListNotificationProfilesResponse) GetProfiles() []*NotificationProfile {
+	if x != nil {
+		return x.Profiles
+	}
+	return nil
+}
+
+type CreateNotificationProfileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	Description   *string                `protobuf:"bytes,2,opt,name=description,proto3,oneof" json:"description,omitempty"`
+	Auth          *NotificationAuth      `protobuf:"bytes,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNotificationProfileRequest) Reset() {
+	*x = CreateNotificationProfileRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNotificationProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNotificationProfileRequest) ProtoMessage() {}
+
+func (x *CreateNotificationProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNotificationProfileRequest.ProtoReflect.Descriptor instead.
+func (*CreateNotificationProfileRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CreateNotificationProfileRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *CreateNotificationProfileRequest) GetDescription() string {
+	if x != nil && x.Description != nil {
+		return *x.Description
+	}
+	return ""
+}
+
+func (x *CreateNotificationProfileRequest) GetAuth() *NotificationAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+type CreateNotificationProfileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Profile       *NotificationProfile   `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNotificationProfileResponse) Reset() {
+	*x = CreateNotificationProfileResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNotificationProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNotificationProfileResponse) ProtoMessage() {}
+
+func (x *CreateNotificationProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNotificationProfileResponse.ProtoReflect.Descriptor instead.
+func (*CreateNotificationProfileResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CreateNotificationProfileResponse) GetProfile() *NotificationProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+type UpdateNotificationProfileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	Description   *string                `protobuf:"bytes,2,opt,name=description,proto3,oneof" json:"description,omitempty"`
+	Auth          *NotificationAuth      `protobuf:"bytes,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNotificationProfileRequest) Reset() {
+	*x = UpdateNotificationProfileRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNotificationProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNotificationProfileRequest) ProtoMessage() {}
+
+func (x *UpdateNotificationProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNotificationProfileRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNotificationProfileRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *UpdateNotificationProfileRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *UpdateNotificationProfileRequest) GetDescription() string {
+	if x != nil && x.Description != nil {
+		return *x.Description
+	}
+	return ""
+}
+
+func (x *UpdateNotificationProfileRequest) GetAuth() *NotificationAuth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+type UpdateNotificationProfileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Profile       *NotificationProfile   `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNotificationProfileResponse) Reset() {
+	*x = UpdateNotificationProfileResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNotificationProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNotificationProfileResponse) ProtoMessage() {}
+
+func (x *UpdateNotificationProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNotificationProfileResponse.ProtoReflect.Descriptor instead.
+func (*UpdateNotificationProfileResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UpdateNotificationProfileResponse) GetProfile() *NotificationProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+type DeleteNotificationProfileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNotificationProfileRequest) Reset() {
+	*x = DeleteNotificationProfileRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNotificationProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNotificationProfileRequest) ProtoMessage() {}
+
+func (x *DeleteNotificationProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNotificationProfileRequest.ProtoReflect.Descriptor instead.
+func (*DeleteNotificationProfileRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DeleteNotificationProfileRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+type DeleteNotificationProfileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNotificationProfileResponse) Reset() {
+	*x = DeleteNotificationProfileResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNotificationProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNotificationProfileResponse) ProtoMessage() {}
+
+func (x *DeleteNotificationProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNotificationProfileResponse.ProtoReflect.Descriptor instead.
+func (*DeleteNotificationProfileResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{34}
+}
+
+type SetNotificationProfileSecretRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNotificationProfileSecretRequest) Reset() {
+	*x = SetNotificationProfileSecretRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNotificationProfileSecretRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNotificationProfileSecretRequest) ProtoMessage() {}
+
+func (x *SetNotificationProfileSecretRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNotificationProfileSecretRequest.ProtoReflect.Descriptor instead.
+func (*SetNotificationProfileSecretRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SetNotificationProfileSecretRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+func (x *SetNotificationProfileSecretRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type SetNotificationProfileSecretResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Profile       *NotificationProfile   `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNotificationProfileSecretResponse) Reset() {
+	*x = SetNotificationProfileSecretResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNotificationProfileSecretResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNotificationProfileSecretResponse) ProtoMessage() {}
+
+func (x *SetNotificationProfileSecretResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNotificationProfileSecretResponse.ProtoReflect.Descriptor instead.
+func (*SetNotificationProfileSecretResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SetNotificationProfileSecretResponse) GetProfile() *NotificationProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+type DeleteNotificationProfileSecretRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slug          string                 `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNotificationProfileSecretRequest) Reset() {
+	*x = DeleteNotificationProfileSecretRequest{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNotificationProfileSecretRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNotificationProfileSecretRequest) ProtoMessage() {}
+
+func (x *DeleteNotificationProfileSecretRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNotificationProfileSecretRequest.ProtoReflect.Descriptor instead.
+func (*DeleteNotificationProfileSecretRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeleteNotificationProfileSecretRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+type DeleteNotificationProfileSecretResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNotificationProfileSecretResponse) Reset() {
+	*x = DeleteNotificationProfileSecretResponse{}
+	mi := &file_svc_v1_notifications_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNotificationProfileSecretResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNotificationProfileSecretResponse) ProtoMessage() {}
+
+func (x *DeleteNotificationProfileSecretResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_notifications_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNotificationProfileSecretResponse.ProtoReflect.Descriptor instead.
+func (*DeleteNotificationProfileSecretResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_notifications_proto_rawDescGZIP(), []int{38}
+}
+
 var File_svc_v1_notifications_proto protoreflect.FileDescriptor
 
 const file_svc_v1_notifications_proto_rawDesc = "" +
 	"\n" +
-	"\x1asvc/v1/notifications.proto\x12\x06svc.v12\x0f\n" +
-	"\rNotificationsB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
+	"\x1asvc/v1/notifications.proto\x12\x06svc.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\"g\n" +
+	"\x12NotificationTarget\x12\x1b\n" +
+	"\x06member\x18\x01 \x01(\tH\x00R\x06member\x88\x01\x01\x12\x1d\n" +
+	"\achannel\x18\x02 \x01(\tH\x01R\achannel\x88\x01\x01B\t\n" +
+	"\a_memberB\n" +
+	"\n" +
+	"\b_channel\"\x84\x01\n" +
+	"\x10NotificationAuth\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12$\n" +
+	"\vheader_name\x18\x02 \x01(\tH\x00R\n" +
+	"headerName\x88\x01\x01\x12\x1b\n" +
+	"\x06prefix\x18\x03 \x01(\tH\x01R\x06prefix\x88\x01\x01B\x0e\n" +
+	"\f_header_nameB\t\n" +
+	"\a_prefix\"\xf2\x02\n" +
+	"\x12NotificationPolicy\x12\"\n" +
+	"\n" +
+	"if_offline\x18\x01 \x01(\tH\x00R\tifOffline\x88\x01\x01\x12\x1c\n" +
+	"\aif_busy\x18\x02 \x01(\tH\x01R\x06ifBusy\x88\x01\x01\x12$\n" +
+	"\vdebounce_ms\x18\x03 \x01(\x05H\x02R\n" +
+	"debounceMs\x88\x01\x01\x12&\n" +
+	"\fdebounce_max\x18\x04 \x01(\x05H\x03R\vdebounceMax\x88\x01\x01\x12%\n" +
+	"\fqueue_ttl_ms\x18\x05 \x01(\x05H\x04R\n" +
+	"queueTtlMs\x88\x01\x01\x12#\n" +
+	"\vmax_wait_ms\x18\x06 \x01(\x05H\x05R\tmaxWaitMs\x88\x01\x01\x12\x19\n" +
+	"\x05level\x18\a \x01(\tH\x06R\x05level\x88\x01\x01B\r\n" +
+	"\v_if_offlineB\n" +
+	"\n" +
+	"\b_if_busyB\x0e\n" +
+	"\f_debounce_msB\x0f\n" +
+	"\r_debounce_maxB\x0f\n" +
+	"\r_queue_ttl_msB\x0e\n" +
+	"\f_max_wait_msB\b\n" +
+	"\x06_level\"f\n" +
+	"\x12NotificationFilter\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\x12,\n" +
+	"\x05value\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05value\"\x84\x05\n" +
+	"\x14NotificationEndpoint\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12&\n" +
+	"\fdisplay_name\x18\x02 \x01(\tH\x00R\vdisplayName\x88\x01\x01\x124\n" +
+	"\atargets\x18\x03 \x03(\v2\x1a.svc.v1.NotificationTargetR\atargets\x12,\n" +
+	"\x04auth\x18\x04 \x01(\v2\x18.svc.v1.NotificationAuthR\x04auth\x12&\n" +
+	"\fauth_profile\x18\x05 \x01(\tH\x01R\vauthProfile\x88\x01\x01\x124\n" +
+	"\afilters\x18\x06 \x03(\v2\x1a.svc.v1.NotificationFilterR\afilters\x12\x1f\n" +
+	"\btemplate\x18\a \x01(\tH\x02R\btemplate\x88\x01\x01\x122\n" +
+	"\x06policy\x18\b \x01(\v2\x1a.svc.v1.NotificationPolicyR\x06policy\x12(\n" +
+	"\rdedupe_header\x18\t \x01(\tH\x03R\fdedupeHeader\x88\x01\x01\x12\x18\n" +
+	"\aenabled\x18\n" +
+	" \x01(\bR\aenabled\x12\x14\n" +
+	"\x05level\x18\v \x01(\tR\x05level\x12\x1d\n" +
+	"\n" +
+	"has_secret\x18\f \x01(\bR\thasSecret\x12!\n" +
+	"\fingress_path\x18\r \x01(\tR\vingressPath\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x0e \x01(\x01R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x0f \x01(\x01R\tupdatedAtB\x0f\n" +
+	"\r_display_nameB\x0f\n" +
+	"\r_auth_profileB\v\n" +
+	"\t_templateB\x10\n" +
+	"\x0e_dedupe_header\"\x92\x02\n" +
+	"\x13NotificationProfile\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12%\n" +
+	"\vdescription\x18\x02 \x01(\tH\x00R\vdescription\x88\x01\x01\x12,\n" +
+	"\x04auth\x18\x03 \x01(\v2\x18.svc.v1.NotificationAuthR\x04auth\x12\x1d\n" +
+	"\n" +
+	"has_secret\x18\x04 \x01(\bR\thasSecret\x12%\n" +
+	"\x0eendpoint_count\x18\x05 \x01(\x05R\rendpointCount\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\x01R\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\a \x01(\x01R\tupdatedAtB\x0e\n" +
+	"\f_description\"\xdf\x03\n" +
+	"\x14NotificationDelivery\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1b\n" +
+	"\x06reason\x18\x04 \x01(\tH\x00R\x06reason\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"dedupe_key\x18\x05 \x01(\tH\x01R\tdedupeKey\x88\x01\x01\x12\x1f\n" +
+	"\vmessage_ids\x18\x06 \x03(\tR\n" +
+	"messageIds\x12\x1f\n" +
+	"\vreceived_at\x18\a \x01(\x01R\n" +
+	"receivedAt\x12\x12\n" +
+	"\x04size\x18\b \x01(\x05R\x04size\x12\x17\n" +
+	"\x04body\x18\t \x01(\fH\x02R\x04body\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"if_offline\x18\n" +
+	" \x01(\tH\x03R\tifOffline\x88\x01\x01\x12\x1c\n" +
+	"\aif_busy\x18\v \x01(\tH\x04R\x06ifBusy\x88\x01\x01\x12\x19\n" +
+	"\x05level\x18\f \x01(\tH\x05R\x05level\x88\x01\x01\x12 \n" +
+	"\treplay_of\x18\r \x01(\tH\x06R\breplayOf\x88\x01\x01B\t\n" +
+	"\a_reasonB\r\n" +
+	"\v_dedupe_keyB\a\n" +
+	"\x05_bodyB\r\n" +
+	"\v_if_offlineB\n" +
+	"\n" +
+	"\b_if_busyB\b\n" +
+	"\x06_levelB\f\n" +
+	"\n" +
+	"_replay_of\"\"\n" +
+	" ListNotificationEndpointsRequest\"_\n" +
+	"!ListNotificationEndpointsResponse\x12:\n" +
+	"\tendpoints\x18\x01 \x03(\v2\x1c.svc.v1.NotificationEndpointR\tendpoints\"\xb1\x04\n" +
+	"!CreateNotificationEndpointRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12&\n" +
+	"\fdisplay_name\x18\x02 \x01(\tH\x00R\vdisplayName\x88\x01\x01\x124\n" +
+	"\atargets\x18\x03 \x01(\v2\x1a.google.protobuf.ListValueR\atargets\x12,\n" +
+	"\x04auth\x18\x04 \x01(\v2\x18.svc.v1.NotificationAuthR\x04auth\x12&\n" +
+	"\fauth_profile\x18\x05 \x01(\tH\x01R\vauthProfile\x88\x01\x01\x124\n" +
+	"\afilters\x18\x06 \x01(\v2\x1a.google.protobuf.ListValueR\afilters\x12\x1f\n" +
+	"\btemplate\x18\a \x01(\tH\x02R\btemplate\x88\x01\x01\x122\n" +
+	"\x06policy\x18\b \x01(\v2\x1a.svc.v1.NotificationPolicyR\x06policy\x12(\n" +
+	"\rdedupe_header\x18\t \x01(\tH\x03R\fdedupeHeader\x88\x01\x01\x12\x1d\n" +
+	"\aenabled\x18\n" +
+	" \x01(\bH\x04R\aenabled\x88\x01\x01\x12\x19\n" +
+	"\x05level\x18\v \x01(\tH\x05R\x05level\x88\x01\x01B\x0f\n" +
+	"\r_display_nameB\x0f\n" +
+	"\r_auth_profileB\v\n" +
+	"\t_templateB\x10\n" +
+	"\x0e_dedupe_headerB\n" +
+	"\n" +
+	"\b_enabledB\b\n" +
+	"\x06_level\"^\n" +
+	"\"CreateNotificationEndpointResponse\x128\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x1c.svc.v1.NotificationEndpointR\bendpoint\"4\n" +
+	"\x1eGetNotificationEndpointRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\"[\n" +
+	"\x1fGetNotificationEndpointResponse\x128\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x1c.svc.v1.NotificationEndpointR\bendpoint\"\xb1\x04\n" +
+	"!UpdateNotificationEndpointRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12&\n" +
+	"\fdisplay_name\x18\x02 \x01(\tH\x00R\vdisplayName\x88\x01\x01\x124\n" +
+	"\atargets\x18\x03 \x01(\v2\x1a.google.protobuf.ListValueR\atargets\x12,\n" +
+	"\x04auth\x18\x04 \x01(\v2\x18.svc.v1.NotificationAuthR\x04auth\x12&\n" +
+	"\fauth_profile\x18\x05 \x01(\tH\x01R\vauthProfile\x88\x01\x01\x124\n" +
+	"\afilters\x18\x06 \x01(\v2\x1a.google.protobuf.ListValueR\afilters\x12\x1f\n" +
+	"\btemplate\x18\a \x01(\tH\x02R\btemplate\x88\x01\x01\x122\n" +
+	"\x06policy\x18\b \x01(\v2\x1a.svc.v1.NotificationPolicyR\x06policy\x12(\n" +
+	"\rdedupe_header\x18\t \x01(\tH\x03R\fdedupeHeader\x88\x01\x01\x12\x1d\n" +
+	"\aenabled\x18\n" +
+	" \x01(\bH\x04R\aenabled\x88\x01\x01\x12\x19\n" +
+	"\x05level\x18\v \x01(\tH\x05R\x05level\x88\x01\x01B\x0f\n" +
+	"\r_display_nameB\x0f\n" +
+	"\r_auth_profileB\v\n" +
+	"\t_templateB\x10\n" +
+	"\x0e_dedupe_headerB\n" +
+	"\n" +
+	"\b_enabledB\b\n" +
+	"\x06_level\"^\n" +
+	"\"UpdateNotificationEndpointResponse\x128\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x1c.svc.v1.NotificationEndpointR\bendpoint\"7\n" +
+	"!DeleteNotificationEndpointRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\"$\n" +
+	"\"DeleteNotificationEndpointResponse\"R\n" +
+	"$SetNotificationEndpointSecretRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"a\n" +
+	"%SetNotificationEndpointSecretResponse\x128\n" +
+	"\bendpoint\x18\x01 \x01(\v2\x1c.svc.v1.NotificationEndpointR\bendpoint\"=\n" +
+	"'DeleteNotificationEndpointSecretRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\"*\n" +
+	"(DeleteNotificationEndpointSecretResponse\"\x84\x01\n" +
+	"!ListNotificationDeliveriesRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12\x19\n" +
+	"\x05limit\x18\x02 \x01(\x05H\x00R\x05limit\x88\x01\x01\x12\x1b\n" +
+	"\x06before\x18\x03 \x01(\x01H\x01R\x06before\x88\x01\x01B\b\n" +
+	"\x06_limitB\t\n" +
+	"\a_before\"b\n" +
+	"\"ListNotificationDeliveriesResponse\x12<\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x1c.svc.v1.NotificationDeliveryR\n" +
+	"deliveries\"0\n" +
+	"\x1eGetNotificationDeliveryRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"[\n" +
+	"\x1fGetNotificationDeliveryResponse\x128\n" +
+	"\bdelivery\x18\x01 \x01(\v2\x1c.svc.v1.NotificationDeliveryR\bdelivery\"3\n" +
+	"!ReplayNotificationDeliveryRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"^\n" +
+	"\"ReplayNotificationDeliveryResponse\x128\n" +
+	"\bdelivery\x18\x01 \x01(\v2\x1c.svc.v1.NotificationDeliveryR\bdelivery\"!\n" +
+	"\x1fListNotificationProfilesRequest\"[\n" +
+	" ListNotificationProfilesResponse\x127\n" +
+	"\bprofiles\x18\x01 \x03(\v2\x1b.svc.v1.NotificationProfileR\bprofiles\"\x9b\x01\n" +
+	" CreateNotificationProfileRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12%\n" +
+	"\vdescription\x18\x02 \x01(\tH\x00R\vdescription\x88\x01\x01\x12,\n" +
+	"\x04auth\x18\x03 \x01(\v2\x18.svc.v1.NotificationAuthR\x04authB\x0e\n" +
+	"\f_description\"Z\n" +
+	"!CreateNotificationProfileResponse\x125\n" +
+	"\aprofile\x18\x01 \x01(\v2\x1b.svc.v1.NotificationProfileR\aprofile\"\x9b\x01\n" +
+	" UpdateNotificationProfileRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12%\n" +
+	"\vdescription\x18\x02 \x01(\tH\x00R\vdescription\x88\x01\x01\x12,\n" +
+	"\x04auth\x18\x03 \x01(\v2\x18.svc.v1.NotificationAuthR\x04authB\x0e\n" +
+	"\f_description\"Z\n" +
+	"!UpdateNotificationProfileResponse\x125\n" +
+	"\aprofile\x18\x01 \x01(\v2\x1b.svc.v1.NotificationProfileR\aprofile\"6\n" +
+	" DeleteNotificationProfileRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\"#\n" +
+	"!DeleteNotificationProfileResponse\"Q\n" +
+	"#SetNotificationProfileSecretRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"]\n" +
+	"$SetNotificationProfileSecretResponse\x125\n" +
+	"\aprofile\x18\x01 \x01(\v2\x1b.svc.v1.NotificationProfileR\aprofile\"<\n" +
+	"&DeleteNotificationProfileSecretRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\")\n" +
+	"'DeleteNotificationProfileSecretResponse2\x81\x15\n" +
+	"\rNotifications\x12\x92\x01\n" +
+	"\x19ListNotificationEndpoints\x12(.svc.v1.ListNotificationEndpointsRequest\x1a).svc.v1.ListNotificationEndpointsResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/notifications/endpoints\x12\xa2\x01\n" +
+	"\x1aCreateNotificationEndpoint\x12).svc.v1.CreateNotificationEndpointRequest\x1a*.svc.v1.CreateNotificationEndpointResponse\"-\x82\xd3\xe4\x93\x02':\x01*b\bendpoint\"\x18/notifications/endpoints\x12\x9d\x01\n" +
+	"\x17GetNotificationEndpoint\x12&.svc.v1.GetNotificationEndpointRequest\x1a'.svc.v1.GetNotificationEndpointResponse\"1\x82\xd3\xe4\x93\x02+b\bendpoint\x12\x1f/notifications/endpoints/{slug}\x12\xa9\x01\n" +
+	"\x1aUpdateNotificationEndpoint\x12).svc.v1.UpdateNotificationEndpointRequest\x1a*.svc.v1.UpdateNotificationEndpointResponse\"4\x82\xd3\xe4\x93\x02.:\x01*b\bendpoint2\x1f/notifications/endpoints/{slug}\x12\x9c\x01\n" +
+	"\x1aDeleteNotificationEndpoint\x12).svc.v1.DeleteNotificationEndpointRequest\x1a*.svc.v1.DeleteNotificationEndpointResponse\"'\x82\xd3\xe4\x93\x02!*\x1f/notifications/endpoints/{slug}\x12\xb9\x01\n" +
+	"\x1dSetNotificationEndpointSecret\x12,.svc.v1.SetNotificationEndpointSecretRequest\x1a-.svc.v1.SetNotificationEndpointSecretResponse\";\x82\xd3\xe4\x93\x025:\x01*b\bendpoint\x1a&/notifications/endpoints/{slug}/secret\x12\xb5\x01\n" +
+	" DeleteNotificationEndpointSecret\x12/.svc.v1.DeleteNotificationEndpointSecretRequest\x1a0.svc.v1.DeleteNotificationEndpointSecretResponse\".\x82\xd3\xe4\x93\x02(*&/notifications/endpoints/{slug}/secret\x12\xa7\x01\n" +
+	"\x1aListNotificationDeliveries\x12).svc.v1.ListNotificationDeliveriesRequest\x1a*.svc.v1.ListNotificationDeliveriesResponse\"2\x82\xd3\xe4\x93\x02,\x12*/notifications/endpoints/{slug}/deliveries\x12\x9c\x01\n" +
+	"\x17GetNotificationDelivery\x12&.svc.v1.GetNotificationDeliveryRequest\x1a'.svc.v1.GetNotificationDeliveryResponse\"0\x82\xd3\xe4\x93\x02*b\bdelivery\x12\x1e/notifications/deliveries/{id}\x12\xaf\x01\n" +
+	"\x1aReplayNotificationDelivery\x12).svc.v1.ReplayNotificationDeliveryRequest\x1a*.svc.v1.ReplayNotificationDeliveryResponse\":\x82\xd3\xe4\x93\x024:\x01*b\bdelivery\"%/notifications/deliveries/{id}/replay\x12\x8e\x01\n" +
+	"\x18ListNotificationProfiles\x12'.svc.v1.ListNotificationProfilesRequest\x1a(.svc.v1.ListNotificationProfilesResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\x12\x17/notifications/profiles\x12\x9d\x01\n" +
+	"\x19CreateNotificationProfile\x12(.svc.v1.CreateNotificationProfileRequest\x1a).svc.v1.CreateNotificationProfileResponse\"+\x82\xd3\xe4\x93\x02%:\x01*b\aprofile\"\x17/notifications/profiles\x12\xa4\x01\n" +
+	"\x19UpdateNotificationProfile\x12(.svc.v1.UpdateNotificationProfileRequest\x1a).svc.v1.UpdateNotificationProfileResponse\"2\x82\xd3\xe4\x93\x02,:\x01*b\aprofile2\x1e/notifications/profiles/{slug}\x12\x98\x01\n" +
+	"\x19DeleteNotificationProfile\x12(.svc.v1.DeleteNotificationProfileRequest\x1a).svc.v1.DeleteNotificationProfileResponse\"&\x82\xd3\xe4\x93\x02 *\x1e/notifications/profiles/{slug}\x12\xb4\x01\n" +
+	"\x1cSetNotificationProfileSecret\x12+.svc.v1.SetNotificationProfileSecretRequest\x1a,.svc.v1.SetNotificationProfileSecretResponse\"9\x82\xd3\xe4\x93\x023:\x01*b\aprofile\x1a%/notifications/profiles/{slug}/secret\x12\xb1\x01\n" +
+	"\x1fDeleteNotificationProfileSecret\x12..svc.v1.DeleteNotificationProfileSecretRequest\x1a/.svc.v1.DeleteNotificationProfileSecretResponse\"-\x82\xd3\xe4\x93\x02'*%/notifications/profiles/{slug}/secretB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
 
-var file_svc_v1_notifications_proto_goTypes = []any{}
+var (
+	file_svc_v1_notifications_proto_rawDescOnce sync.Once
+	file_svc_v1_notifications_proto_rawDescData []byte
+)
+
+func file_svc_v1_notifications_proto_rawDescGZIP() []byte {
+	file_svc_v1_notifications_proto_rawDescOnce.Do(func() {
+		file_svc_v1_notifications_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_svc_v1_notifications_proto_rawDesc), len(file_svc_v1_notifications_proto_rawDesc)))
+	})
+	return file_svc_v1_notifications_proto_rawDescData
+}
+
+var file_svc_v1_notifications_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_svc_v1_notifications_proto_goTypes = []any{
+	(*NotificationTarget)(nil),                       // 0: svc.v1.NotificationTarget
+	(*NotificationAuth)(nil),                         // 1: svc.v1.NotificationAuth
+	(*NotificationPolicy)(nil),                       // 2: svc.v1.NotificationPolicy
+	(*NotificationFilter)(nil),                       // 3: svc.v1.NotificationFilter
+	(*NotificationEndpoint)(nil),                     // 4: svc.v1.NotificationEndpoint
+	(*NotificationProfile)(nil),                      // 5: svc.v1.NotificationProfile
+	(*NotificationDelivery)(nil),                     // 6: svc.v1.NotificationDelivery
+	(*ListNotificationEndpointsRequest)(nil),         // 7: svc.v1.ListNotificationEndpointsRequest
+	(*ListNotificationEndpointsResponse)(nil),        // 8: svc.v1.ListNotificationEndpointsResponse
+	(*CreateNotificationEndpointRequest)(nil),        // 9: svc.v1.CreateNotificationEndpointRequest
+	(*CreateNotificationEndpointResponse)(nil),       // 10: svc.v1.CreateNotificationEndpointResponse
+	(*GetNotificationEndpointRequest)(nil),           // 11: svc.v1.GetNotificationEndpointRequest
+	(*GetNotificationEndpointResponse)(nil),          // 12: svc.v1.GetNotificationEndpointResponse
+	(*UpdateNotificationEndpointRequest)(nil),        // 13: svc.v1.UpdateNotificationEndpointRequest
+	(*UpdateNotificationEndpointResponse)(nil),       // 14: svc.v1.UpdateNotificationEndpointResponse
+	(*DeleteNotificationEndpointRequest)(nil),        // 15: svc.v1.DeleteNotificationEndpointRequest
+	(*DeleteNotificationEndpointResponse)(nil),       // 16: svc.v1.DeleteNotificationEndpointResponse
+	(*SetNotificationEndpointSecretRequest)(nil),     // 17: svc.v1.SetNotificationEndpointSecretRequest
+	(*SetNotificationEndpointSecretResponse)(nil),    // 18: svc.v1.SetNotificationEndpointSecretResponse
+	(*DeleteNotificationEndpointSecretRequest)(nil),  // 19: svc.v1.DeleteNotificationEndpointSecretRequest
+	(*DeleteNotificationEndpointSecretResponse)(nil), // 20: svc.v1.DeleteNotificationEndpointSecretResponse
+	(*ListNotificationDeliveriesRequest)(nil),        // 21: svc.v1.ListNotificationDeliveriesRequest
+	(*ListNotificationDeliveriesResponse)(nil),       // 22: svc.v1.ListNotificationDeliveriesResponse
+	(*GetNotificationDeliveryRequest)(nil),           // 23: svc.v1.GetNotificationDeliveryRequest
+	(*GetNotificationDeliveryResponse)(nil),          // 24: svc.v1.GetNotificationDeliveryResponse
+	(*ReplayNotificationDeliveryRequest)(nil),        // 25: svc.v1.ReplayNotificationDeliveryRequest
+	(*ReplayNotificationDeliveryResponse)(nil),       // 26: svc.v1.ReplayNotificationDeliveryResponse
+	(*ListNotificationProfilesRequest)(nil),          // 27: svc.v1.ListNotificationProfilesRequest
+	(*ListNotificationProfilesResponse)(nil),         // 28: svc.v1.ListNotificationProfilesResponse
+	(*CreateNotificationProfileRequest)(nil),         // 29: svc.v1.CreateNotificationProfileRequest
+	(*CreateNotificationProfileResponse)(nil),        // 30: svc.v1.CreateNotificationProfileResponse
+	(*UpdateNotificationProfileRequest)(nil),         // 31: svc.v1.UpdateNotificationProfileRequest
+	(*UpdateNotificationProfileResponse)(nil),        // 32: svc.v1.UpdateNotificationProfileResponse
+	(*DeleteNotificationProfileRequest)(nil),         // 33: svc.v1.DeleteNotificationProfileRequest
+	(*DeleteNotificationProfileResponse)(nil),        // 34: svc.v1.DeleteNotificationProfileResponse
+	(*SetNotificationProfileSecretRequest)(nil),      // 35: svc.v1.SetNotificationProfileSecretRequest
+	(*SetNotificationProfileSecretResponse)(nil),     // 36: svc.v1.SetNotificationProfileSecretResponse
+	(*DeleteNotificationProfileSecretRequest)(nil),   // 37: svc.v1.DeleteNotificationProfileSecretRequest
+	(*DeleteNotificationProfileSecretResponse)(nil),  // 38: svc.v1.DeleteNotificationProfileSecretResponse
+	(*structpb.Value)(nil),                           // 39: google.protobuf.Value
+	(*structpb.ListValue)(nil),                       // 40: google.protobuf.ListValue
+}
 var file_svc_v1_notifications_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	39, // 0: svc.v1.NotificationFilter.value:type_name -> google.protobuf.Value
+	0,  // 1: svc.v1.NotificationEndpoint.targets:type_name -> svc.v1.NotificationTarget
+	1,  // 2: svc.v1.NotificationEndpoint.auth:type_name -> svc.v1.NotificationAuth
+	3,  // 3: svc.v1.NotificationEndpoint.filters:type_name -> svc.v1.NotificationFilter
+	2,  // 4: svc.v1.NotificationEndpoint.policy:type_name -> svc.v1.NotificationPolicy
+	1,  // 5: svc.v1.NotificationProfile.auth:type_name -> svc.v1.NotificationAuth
+	4,  // 6: svc.v1.ListNotificationEndpointsResponse.endpoints:type_name -> svc.v1.NotificationEndpoint
+	40, // 7: svc.v1.CreateNotificationEndpointRequest.targets:type_name -> google.protobuf.ListValue
+	1,  // 8: svc.v1.CreateNotificationEndpointRequest.auth:type_name -> svc.v1.NotificationAuth
+	40, // 9: svc.v1.CreateNotificationEndpointRequest.filters:type_name -> google.protobuf.ListValue
+	2,  // 10: svc.v1.CreateNotificationEndpointRequest.policy:type_name -> svc.v1.NotificationPolicy
+	4,  // 11: svc.v1.CreateNotificationEndpointResponse.endpoint:type_name -> svc.v1.NotificationEndpoint
+	4,  // 12: svc.v1.GetNotificationEndpointResponse.endpoint:type_name -> svc.v1.NotificationEndpoint
+	40, // 13: svc.v1.UpdateNotificationEndpointRequest.targets:type_name -> google.protobuf.ListValue
+	1,  // 14: svc.v1.UpdateNotificationEndpointRequest.auth:type_name -> svc.v1.NotificationAuth
+	40, // 15: svc.v1.UpdateNotificationEndpointRequest.filters:type_name -> google.protobuf.ListValue
+	2,  // 16: svc.v1.UpdateNotificationEndpointRequest.policy:type_name -> svc.v1.NotificationPolicy
+	4,  // 17: svc.v1.UpdateNotificationEndpointResponse.endpoint:type_name -> svc.v1.NotificationEndpoint
+	4,  // 18: svc.v1.SetNotificationEndpointSecretResponse.endpoint:type_name -> svc.v1.NotificationEndpoint
+	6,  // 19: svc.v1.ListNotificationDeliveriesResponse.deliveries:type_name -> svc.v1.NotificationDelivery
+	6,  // 20: svc.v1.GetNotificationDeliveryResponse.delivery:type_name -> svc.v1.NotificationDelivery
+	6,  // 21: svc.v1.ReplayNotificationDeliveryResponse.delivery:type_name -> svc.v1.NotificationDelivery
+	5,  // 22: svc.v1.ListNotificationProfilesResponse.profiles:type_name -> svc.v1.NotificationProfile
+	1,  // 23: svc.v1.CreateNotificationProfileRequest.auth:type_name -> svc.v1.NotificationAuth
+	5,  // 24: svc.v1.CreateNotificationProfileResponse.profile:type_name -> svc.v1.NotificationProfile
+	1,  // 25: svc.v1.UpdateNotificationProfileRequest.auth:type_name -> svc.v1.NotificationAuth
+	5,  // 26: svc.v1.UpdateNotificationProfileResponse.profile:type_name -> svc.v1.NotificationProfile
+	5,  // 27: svc.v1.SetNotificationProfileSecretResponse.profile:type_name -> svc.v1.NotificationProfile
+	7,  // 28: svc.v1.Notifications.ListNotificationEndpoints:input_type -> svc.v1.ListNotificationEndpointsRequest
+	9,  // 29: svc.v1.Notifications.CreateNotificationEndpoint:input_type -> svc.v1.CreateNotificationEndpointRequest
+	11, // 30: svc.v1.Notifications.GetNotificationEndpoint:input_type -> svc.v1.GetNotificationEndpointRequest
+	13, // 31: svc.v1.Notifications.UpdateNotificationEndpoint:input_type -> svc.v1.UpdateNotificationEndpointRequest
+	15, // 32: svc.v1.Notifications.DeleteNotificationEndpoint:input_type -> svc.v1.DeleteNotificationEndpointRequest
+	17, // 33: svc.v1.Notifications.SetNotificationEndpointSecret:input_type -> svc.v1.SetNotificationEndpointSecretRequest
+	19, // 34: svc.v1.Notifications.DeleteNotificationEndpointSecret:input_type -> svc.v1.DeleteNotificationEndpointSecretRequest
+	21, // 35: svc.v1.Notifications.ListNotificationDeliveries:input_type -> svc.v1.ListNotificationDeliveriesRequest
+	23, // 36: svc.v1.Notifications.GetNotificationDelivery:input_type -> svc.v1.GetNotificationDeliveryRequest
+	25, // 37: svc.v1.Notifications.ReplayNotificationDelivery:input_type -> svc.v1.ReplayNotificationDeliveryRequest
+	27, // 38: svc.v1.Notifications.ListNotificationProfiles:input_type -> svc.v1.ListNotificationProfilesRequest
+	29, // 39: svc.v1.Notifications.CreateNotificationProfile:input_type -> svc.v1.CreateNotificationProfileRequest
+	31, // 40: svc.v1.Notifications.UpdateNotificationProfile:input_type -> svc.v1.UpdateNotificationProfileRequest
+	33, // 41: svc.v1.Notifications.DeleteNotificationProfile:input_type -> svc.v1.DeleteNotificationProfileRequest
+	35, // 42: svc.v1.Notifications.SetNotificationProfileSecret:input_type -> svc.v1.SetNotificationProfileSecretRequest
+	37, // 43: svc.v1.Notifications.DeleteNotificationProfileSecret:input_type -> svc.v1.DeleteNotificationProfileSecretRequest
+	8,  // 44: svc.v1.Notifications.ListNotificationEndpoints:output_type -> svc.v1.ListNotificationEndpointsResponse
+	10, // 45: svc.v1.Notifications.CreateNotificationEndpoint:output_type -> svc.v1.CreateNotificationEndpointResponse
+	12, // 46: svc.v1.Notifications.GetNotificationEndpoint:output_type -> svc.v1.GetNotificationEndpointResponse
+	14, // 47: svc.v1.Notifications.UpdateNotificationEndpoint:output_type -> svc.v1.UpdateNotificationEndpointResponse
+	16, // 48: svc.v1.Notifications.DeleteNotificationEndpoint:output_type -> svc.v1.DeleteNotificationEndpointResponse
+	18, // 49: svc.v1.Notifications.SetNotificationEndpointSecret:output_type -> svc.v1.SetNotificationEndpointSecretResponse
+	20, // 50: svc.v1.Notifications.DeleteNotificationEndpointSecret:output_type -> svc.v1.DeleteNotificationEndpointSecretResponse
+	22, // 51: svc.v1.Notifications.ListNotificationDeliveries:output_type -> svc.v1.ListNotificationDeliveriesResponse
+	24, // 52: svc.v1.Notifications.GetNotificationDelivery:output_type -> svc.v1.GetNotificationDeliveryResponse
+	26, // 53: svc.v1.Notifications.ReplayNotificationDelivery:output_type -> svc.v1.ReplayNotificationDeliveryResponse
+	28, // 54: svc.v1.Notifications.ListNotificationProfiles:output_type -> svc.v1.ListNotificationProfilesResponse
+	30, // 55: svc.v1.Notifications.CreateNotificationProfile:output_type -> svc.v1.CreateNotificationProfileResponse
+	32, // 56: svc.v1.Notifications.UpdateNotificationProfile:output_type -> svc.v1.UpdateNotificationProfileResponse
+	34, // 57: svc.v1.Notifications.DeleteNotificationProfile:output_type -> svc.v1.DeleteNotificationProfileResponse
+	36, // 58: svc.v1.Notifications.SetNotificationProfileSecret:output_type -> svc.v1.SetNotificationProfileSecretResponse
+	38, // 59: svc.v1.Notifications.DeleteNotificationProfileSecret:output_type -> svc.v1.DeleteNotificationProfileSecretResponse
+	44, // [44:60] is the sub-list for method output_type
+	28, // [28:44] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_notifications_proto_init() }
@@ -41,18 +2649,30 @@ func file_svc_v1_notifications_proto_init() {
 	if File_svc_v1_notifications_proto != nil {
 		return
 	}
+	file_svc_v1_notifications_proto_msgTypes[0].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[1].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[2].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[4].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[5].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[6].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[9].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[13].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[21].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[29].OneofWrappers = []any{}
+	file_svc_v1_notifications_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_notifications_proto_rawDesc), len(file_svc_v1_notifications_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   0,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_svc_v1_notifications_proto_goTypes,
 		DependencyIndexes: file_svc_v1_notifications_proto_depIdxs,
+		MessageInfos:      file_svc_v1_notifications_proto_msgTypes,
 	}.Build()
 	File_svc_v1_notifications_proto = out.File
 	file_svc_v1_notifications_proto_goTypes = nil

@@ -7,7 +7,10 @@
 package apiv1
 
 import (
+	context "context"
 	grpc "google.golang.org/grpc"
+	codes "google.golang.org/grpc/codes"
+	status "google.golang.org/grpc/status"
 )
 
 // This is a compile-time assertion to ensure that this generated file
@@ -15,13 +18,72 @@ import (
 // Requires gRPC-Go v1.64.0 or later.
 const _ = grpc.SupportPackageIsVersion9
 
+const (
+	Notifications_ListNotificationEndpoints_FullMethodName        = "/svc.v1.Notifications/ListNotificationEndpoints"
+	Notifications_CreateNotificationEndpoint_FullMethodName       = "/svc.v1.Notifications/CreateNotificationEndpoint"
+	Notifications_GetNotificationEndpoint_FullMethodName          = "/svc.v1.Notifications/GetNotificationEndpoint"
+	Notifications_UpdateNotificationEndpoint_FullMethodName       = "/svc.v1.Notifications/UpdateNotificationEndpoint"
+	Notifications_DeleteNotificationEndpoint_FullMethodName       = "/svc.v1.Notifications/DeleteNotificationEndpoint"
+	Notifications_SetNotificationEndpointSecret_FullMethodName    = "/svc.v1.Notifications/SetNotificationEndpointSecret"
+	Notifications_DeleteNotificationEndpointSecret_FullMethodName = "/svc.v1.Notifications/DeleteNotificationEndpointSecret"
+	Notifications_ListNotificationDeliveries_FullMethodName       = "/svc.v1.Notifications/ListNotificationDeliveries"
+	Notifications_GetNotificationDelivery_FullMethodName          = "/svc.v1.Notifications/GetNotificationDelivery"
+	Notifications_ReplayNotificationDelivery_FullMethodName       = "/svc.v1.Notifications/ReplayNotificationDelivery"
+	Notifications_ListNotificationProfiles_FullMethodName         = "/svc.v1.Notifications/ListNotificationProfiles"
+	Notifications_CreateNotificationProfile_FullMethodName        = "/svc.v1.Notifications/CreateNotificationProfile"
+	Notifications_UpdateNotificationProfile_FullMethodName        = "/svc.v1.Notifications/UpdateNotificationProfile"
+	Notifications_DeleteNotificationProfile_FullMethodName        = "/svc.v1.Notifications/DeleteNotificationProfile"
+	Notifications_SetNotificationProfileSecret_FullMethodName     = "/svc.v1.Notifications/SetNotificationProfileSecret"
+	Notifications_DeleteNotificationProfileSecret_FullMethodName  = "/svc.v1.Notifications/DeleteNotificationProfileSecret"
+)
+
 // NotificationsClient is the client API for Notifications service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Notifications is declared now so that every client sees the full service set; its
-// methods arrive with the issues that implement them.
+// Notifications is the admin API of inbound hooks: endpoints (each
+// receives POST /hooks/<slug>), shared verification profiles and delivery
+// receipts. Secrets are write-only.
 type NotificationsClient interface {
+	// ListNotificationEndpoints lists the endpoints the caller may see: all
+	// for notifications.manage, else those that target the caller.
+	ListNotificationEndpoints(ctx context.Context, in *ListNotificationEndpointsRequest, opts ...grpc.CallOption) (*ListNotificationEndpointsResponse, error)
+	// CreateNotificationEndpoint registers an endpoint, without a secret.
+	CreateNotificationEndpoint(ctx context.Context, in *CreateNotificationEndpointRequest, opts ...grpc.CallOption) (*CreateNotificationEndpointResponse, error)
+	// GetNotificationEndpoint describes one endpoint.
+	GetNotificationEndpoint(ctx context.Context, in *GetNotificationEndpointRequest, opts ...grpc.CallOption) (*GetNotificationEndpointResponse, error)
+	// UpdateNotificationEndpoint changes any mutable subset; the slug is
+	// immutable.
+	UpdateNotificationEndpoint(ctx context.Context, in *UpdateNotificationEndpointRequest, opts ...grpc.CallOption) (*UpdateNotificationEndpointResponse, error)
+	// DeleteNotificationEndpoint removes an endpoint with its receipts.
+	DeleteNotificationEndpoint(ctx context.Context, in *DeleteNotificationEndpointRequest, opts ...grpc.CallOption) (*DeleteNotificationEndpointResponse, error)
+	// SetNotificationEndpointSecret stores the endpoint's secret, sealed
+	// under the KEK.
+	SetNotificationEndpointSecret(ctx context.Context, in *SetNotificationEndpointSecretRequest, opts ...grpc.CallOption) (*SetNotificationEndpointSecretResponse, error)
+	// DeleteNotificationEndpointSecret removes the endpoint's secret: it
+	// then rejects everything.
+	DeleteNotificationEndpointSecret(ctx context.Context, in *DeleteNotificationEndpointSecretRequest, opts ...grpc.CallOption) (*DeleteNotificationEndpointSecretResponse, error)
+	// ListNotificationDeliveries lists an endpoint's receipts newest first.
+	ListNotificationDeliveries(ctx context.Context, in *ListNotificationDeliveriesRequest, opts ...grpc.CallOption) (*ListNotificationDeliveriesResponse, error)
+	// GetNotificationDelivery describes one receipt with its raw body.
+	GetNotificationDelivery(ctx context.Context, in *GetNotificationDeliveryRequest, opts ...grpc.CallOption) (*GetNotificationDeliveryResponse, error)
+	// ReplayNotificationDelivery runs a stored delivery through the
+	// pipeline again (no verification, dedupe or rate limit) and answers
+	// the fresh receipt.
+	ReplayNotificationDelivery(ctx context.Context, in *ReplayNotificationDeliveryRequest, opts ...grpc.CallOption) (*ReplayNotificationDeliveryResponse, error)
+	// ListNotificationProfiles lists the verification profiles.
+	ListNotificationProfiles(ctx context.Context, in *ListNotificationProfilesRequest, opts ...grpc.CallOption) (*ListNotificationProfilesResponse, error)
+	// CreateNotificationProfile registers a profile, without a secret.
+	CreateNotificationProfile(ctx context.Context, in *CreateNotificationProfileRequest, opts ...grpc.CallOption) (*CreateNotificationProfileResponse, error)
+	// UpdateNotificationProfile changes a profile's description or auth.
+	UpdateNotificationProfile(ctx context.Context, in *UpdateNotificationProfileRequest, opts ...grpc.CallOption) (*UpdateNotificationProfileResponse, error)
+	// DeleteNotificationProfile removes a profile no endpoint references.
+	DeleteNotificationProfile(ctx context.Context, in *DeleteNotificationProfileRequest, opts ...grpc.CallOption) (*DeleteNotificationProfileResponse, error)
+	// SetNotificationProfileSecret rotates the profile's secret for every
+	// endpoint that references it.
+	SetNotificationProfileSecret(ctx context.Context, in *SetNotificationProfileSecretRequest, opts ...grpc.CallOption) (*SetNotificationProfileSecretResponse, error)
+	// DeleteNotificationProfileSecret removes the profile's secret.
+	DeleteNotificationProfileSecret(ctx context.Context, in *DeleteNotificationProfileSecretRequest, opts ...grpc.CallOption) (*DeleteNotificationProfileSecretResponse, error)
 }
 
 type notificationsClient struct {
@@ -32,13 +94,213 @@ func NewNotificationsClient(cc grpc.ClientConnInterface) NotificationsClient {
 	return &notificationsClient{cc}
 }
 
+func (c *notificationsClient) ListNotificationEndpoints(ctx context.Context, in *ListNotificationEndpointsRequest, opts ...grpc.CallOption) (*ListNotificationEndpointsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNotificationEndpointsResponse)
+	err := c.cc.Invoke(ctx, Notifications_ListNotificationEndpoints_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) CreateNotificationEndpoint(ctx context.Context, in *CreateNotificationEndpointRequest, opts ...grpc.CallOption) (*CreateNotificationEndpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateNotificationEndpointResponse)
+	err := c.cc.Invoke(ctx, Notifications_CreateNotificationEndpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) GetNotificationEndpoint(ctx context.Context, in *GetNotificationEndpointRequest, opts ...grpc.CallOption) (*GetNotificationEndpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNotificationEndpointResponse)
+	err := c.cc.Invoke(ctx, Notifications_GetNotificationEndpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) UpdateNotificationEndpoint(ctx context.Context, in *UpdateNotificationEndpointRequest, opts ...grpc.CallOption) (*UpdateNotificationEndpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateNotificationEndpointResponse)
+	err := c.cc.Invoke(ctx, Notifications_UpdateNotificationEndpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) DeleteNotificationEndpoint(ctx context.Context, in *DeleteNotificationEndpointRequest, opts ...grpc.CallOption) (*DeleteNotificationEndpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteNotificationEndpointResponse)
+	err := c.cc.Invoke(ctx, Notifications_DeleteNotificationEndpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) SetNotificationEndpointSecret(ctx context.Context, in *SetNotificationEndpointSecretRequest, opts ...grpc.CallOption) (*SetNotificationEndpointSecretResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetNotificationEndpointSecretResponse)
+	err := c.cc.Invoke(ctx, Notifications_SetNotificationEndpointSecret_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) DeleteNotificationEndpointSecret(ctx context.Context, in *DeleteNotificationEndpointSecretRequest, opts ...grpc.CallOption) (*DeleteNotificationEndpointSecretResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteNotificationEndpointSecretResponse)
+	err := c.cc.Invoke(ctx, Notifications_DeleteNotificationEndpointSecret_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) ListNotificationDeliveries(ctx context.Context, in *ListNotificationDeliveriesRequest, opts ...grpc.CallOption) (*ListNotificationDeliveriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNotificationDeliveriesResponse)
+	err := c.cc.Invoke(ctx, Notifications_ListNotificationDeliveries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) GetNotificationDelivery(ctx context.Context, in *GetNotificationDeliveryRequest, opts ...grpc.CallOption) (*GetNotificationDeliveryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNotificationDeliveryResponse)
+	err := c.cc.Invoke(ctx, Notifications_GetNotificationDelivery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) ReplayNotificationDelivery(ctx context.Context, in *ReplayNotificationDeliveryRequest, opts ...grpc.CallOption) (*ReplayNotificationDeliveryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayNotificationDeliveryResponse)
+	err := c.cc.Invoke(ctx, Notifications_ReplayNotificationDelivery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) ListNotificationProfiles(ctx context.Context, in *ListNotificationProfilesRequest, opts ...grpc.CallOption) (*ListNotificationProfilesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNotificationProfilesResponse)
+	err := c.cc.Invoke(ctx, Notifications_ListNotificationProfiles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) CreateNotificationProfile(ctx context.Context, in *CreateNotificationProfileRequest, opts ...grpc.CallOption) (*CreateNotificationProfileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateNotificationProfileResponse)
+	err := c.cc.Invoke(ctx, Notifications_CreateNotificationProfile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) UpdateNotificationProfile(ctx context.Context, in *UpdateNotificationProfileRequest, opts ...grpc.CallOption) (*UpdateNotificationProfileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateNotificationProfileResponse)
+	err := c.cc.Invoke(ctx, Notifications_UpdateNotificationProfile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) DeleteNotificationProfile(ctx context.Context, in *DeleteNotificationProfileRequest, opts ...grpc.CallOption) (*DeleteNotificationProfileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteNotificationProfileResponse)
+	err := c.cc.Invoke(ctx, Notifications_DeleteNotificationProfile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) SetNotificationProfileSecret(ctx context.Context, in *SetNotificationProfileSecretRequest, opts ...grpc.CallOption) (*SetNotificationProfileSecretResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetNotificationProfileSecretResponse)
+	err := c.cc.Invoke(ctx, Notifications_SetNotificationProfileSecret_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *notificationsClient) DeleteNotificationProfileSecret(ctx context.Context, in *DeleteNotificationProfileSecretRequest, opts ...grpc.CallOption) (*DeleteNotificationProfileSecretResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteNotificationProfileSecretResponse)
+	err := c.cc.Invoke(ctx, Notifications_DeleteNotificationProfileSecret_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NotificationsServer is the server API for Notifications service.
 // All implementations must embed UnimplementedNotificationsServer
 // for forward compatibility.
 //
-// Notifications is declared now so that every client sees the full service set; its
-// methods arrive with the issues that implement them.
+// Notifications is the admin API of inbound hooks: endpoints (each
+// receives POST /hooks/<slug>), shared verification profiles and delivery
+// receipts. Secrets are write-only.
 type NotificationsServer interface {
+	// ListNotificationEndpoints lists the endpoints the caller may see: all
+	// for notifications.manage, else those that target the caller.
+	ListNotificationEndpoints(context.Context, *ListNotificationEndpointsRequest) (*ListNotificationEndpointsResponse, error)
+	// CreateNotificationEndpoint registers an endpoint, without a secret.
+	CreateNotificationEndpoint(context.Context, *CreateNotificationEndpointRequest) (*CreateNotificationEndpointResponse, error)
+	// GetNotificationEndpoint describes one endpoint.
+	GetNotificationEndpoint(context.Context, *GetNotificationEndpointRequest) (*GetNotificationEndpointResponse, error)
+	// UpdateNotificationEndpoint changes any mutable subset; the slug is
+	// immutable.
+	UpdateNotificationEndpoint(context.Context, *UpdateNotificationEndpointRequest) (*UpdateNotificationEndpointResponse, error)
+	// DeleteNotificationEndpoint removes an endpoint with its receipts.
+	DeleteNotificationEndpoint(context.Context, *DeleteNotificationEndpointRequest) (*DeleteNotificationEndpointResponse, error)
+	// SetNotificationEndpointSecret stores the endpoint's secret, sealed
+	// under the KEK.
+	SetNotificationEndpointSecret(context.Context, *SetNotificationEndpointSecretRequest) (*SetNotificationEndpointSecretResponse, error)
+	// DeleteNotificationEndpointSecret removes the endpoint's secret: it
+	// then rejects everything.
+	DeleteNotificationEndpointSecret(context.Context, *DeleteNotificationEndpointSecretRequest) (*DeleteNotificationEndpointSecretResponse, error)
+	// ListNotificationDeliveries lists an endpoint's receipts newest first.
+	ListNotificationDeliveries(context.Context, *ListNotificationDeliveriesRequest) (*ListNotificationDeliveriesResponse, error)
+	// GetNotificationDelivery describes one receipt with its raw body.
+	GetNotificationDelivery(context.Context, *GetNotificationDeliveryRequest) (*GetNotificationDeliveryResponse, error)
+	// ReplayNotificationDelivery runs a stored delivery through the
+	// pipeline again (no verification, dedupe or rate limit) and answers
+	// the fresh receipt.
+	ReplayNotificationDelivery(context.Context, *ReplayNotificationDeliveryRequest) (*ReplayNotificationDeliveryResponse, error)
+	// ListNotificationProfiles lists the verification profiles.
+	ListNotificationProfiles(context.Context, *ListNotificationProfilesRequest) (*ListNotificationProfilesResponse, error)
+	// CreateNotificationProfile registers a profile, without a secret.
+	CreateNotificationProfile(context.Context, *CreateNotificationProfileRequest) (*CreateNotificationProfileResponse, error)
+	// UpdateNotificationProfile changes a profile's description or auth.
+	UpdateNotificationProfile(context.Context, *UpdateNotificationProfileRequest) (*UpdateNotificationProfileResponse, error)
+	// DeleteNotificationProfile removes a profile no endpoint references.
+	DeleteNotificationProfile(context.Context, *DeleteNotificationProfileRequest) (*DeleteNotificationProfileResponse, error)
+	// SetNotificationProfileSecret rotates the profile's secret for every
+	// endpoint that references it.
+	SetNotificationProfileSecret(context.Context, *SetNotificationProfileSecretRequest) (*SetNotificationProfileSecretResponse, error)
+	// DeleteNotificationProfileSecret removes the profile's secret.
+	DeleteNotificationProfileSecret(context.Context, *DeleteNotificationProfileSecretRequest) (*DeleteNotificationProfileSecretResponse, error)
 	mustEmbedUnimplementedNotificationsServer()
 }
 
@@ -49,6 +311,54 @@ type NotificationsServer interface {
 // pointer dereference when methods are called.
 type UnimplementedNotificationsServer struct{}
 
+func (UnimplementedNotificationsServer) ListNotificationEndpoints(context.Context, *ListNotificationEndpointsRequest) (*ListNotificationEndpointsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNotificationEndpoints not implemented")
+}
+func (UnimplementedNotificationsServer) CreateNotificationEndpoint(context.Context, *CreateNotificationEndpointRequest) (*CreateNotificationEndpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateNotificationEndpoint not implemented")
+}
+func (UnimplementedNotificationsServer) GetNotificationEndpoint(context.Context, *GetNotificationEndpointRequest) (*GetNotificationEndpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNotificationEndpoint not implemented")
+}
+func (UnimplementedNotificationsServer) UpdateNotificationEndpoint(context.Context, *UpdateNotificationEndpointRequest) (*UpdateNotificationEndpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateNotificationEndpoint not implemented")
+}
+func (UnimplementedNotificationsServer) DeleteNotificationEndpoint(context.Context, *DeleteNotificationEndpointRequest) (*DeleteNotificationEndpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteNotificationEndpoint not implemented")
+}
+func (UnimplementedNotificationsServer) SetNotificationEndpointSecret(context.Context, *SetNotificationEndpointSecretRequest) (*SetNotificationEndpointSecretResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetNotificationEndpointSecret not implemented")
+}
+func (UnimplementedNotificationsServer) DeleteNotificationEndpointSecret(context.Context, *DeleteNotificationEndpointSecretRequest) (*DeleteNotificationEndpointSecretResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteNotificationEndpointSecret not implemented")
+}
+func (UnimplementedNotificationsServer) ListNotificationDeliveries(context.Context, *ListNotificationDeliveriesRequest) (*ListNotificationDeliveriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNotificationDeliveries not implemented")
+}
+func (UnimplementedNotificationsServer) GetNotificationDelivery(context.Context, *GetNotificationDeliveryRequest) (*GetNotificationDeliveryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNotificationDelivery not implemented")
+}
+func (UnimplementedNotificationsServer) ReplayNotificationDelivery(context.Context, *ReplayNotificationDeliveryRequest) (*ReplayNotificationDeliveryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplayNotificationDelivery not implemented")
+}
+func (UnimplementedNotificationsServer) ListNotificationProfiles(context.Context, *ListNotificationProfilesRequest) (*ListNotificationProfilesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNotificationProfiles not implemented")
+}
+func (UnimplementedNotificationsServer) CreateNotificationProfile(context.Context, *CreateNotificationProfileRequest) (*CreateNotificationProfileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateNotificationProfile not implemented")
+}
+func (UnimplementedNotificationsServer) UpdateNotificationProfile(context.Context, *UpdateNotificationProfileRequest) (*UpdateNotificationProfileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateNotificationProfile not implemented")
+}
+func (UnimplementedNotificationsServer) DeleteNotificationProfile(context.Context, *DeleteNotificationProfileRequest) (*DeleteNotificationProfileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteNotificationProfile not implemented")
+}
+func (UnimplementedNotificationsServer) SetNotificationProfileSecret(context.Context, *SetNotificationProfileSecretRequest) (*SetNotificationProfileSecretResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetNotificationProfileSecret not implemented")
+}
+func (UnimplementedNotificationsServer) DeleteNotificationProfileSecret(context.Context, *DeleteNotificationProfileSecretRequest) (*DeleteNotificationProfileSecretResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteNotificationProfileSecret not implemented")
+}
 func (UnimplementedNotificationsServer) mustEmbedUnimplementedNotificationsServer() {}
 func (UnimplementedNotificationsServer) testEmbeddedByValue()                       {}
 
@@ -70,13 +380,366 @@ func RegisterNotificationsServer(s grpc.ServiceRegistrar, srv NotificationsServe
 	s.RegisterService(&Notifications_ServiceDesc, srv)
 }
 
+func _Notifications_ListNotificationEndpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNotificationEndpointsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).ListNotificationEndpoints(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_ListNotificationEndpoints_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).ListNotificationEndpoints(ctx, req.(*ListNotificationEndpointsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_CreateNotificationEndpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateNotificationEndpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).CreateNotificationEndpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_CreateNotificationEndpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).CreateNotificationEndpoint(ctx, req.(*CreateNotificationEndpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_GetNotificationEndpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNotificationEndpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).GetNotificationEndpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_GetNotificationEndpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).GetNotificationEndpoint(ctx, req.(*GetNotificationEndpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_UpdateNotificationEndpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateNotificationEndpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).UpdateNotificationEndpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_UpdateNotificationEndpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).UpdateNotificationEndpoint(ctx, req.(*UpdateNotificationEndpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_DeleteNotificationEndpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteNotificationEndpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).DeleteNotificationEndpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_DeleteNotificationEndpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).DeleteNotificationEndpoint(ctx, req.(*DeleteNotificationEndpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_SetNotificationEndpointSecret_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetNotificationEndpointSecretRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).SetNotificationEndpointSecret(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_SetNotificationEndpointSecret_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).SetNotificationEndpointSecret(ctx, req.(*SetNotificationEndpointSecretRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_DeleteNotificationEndpointSecret_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteNotificationEndpointSecretRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).DeleteNotificationEndpointSecret(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_DeleteNotificationEndpointSecret_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).DeleteNotificationEndpointSecret(ctx, req.(*DeleteNotificationEndpointSecretRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_ListNotificationDeliveries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNotificationDeliveriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).ListNotificationDeliveries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_ListNotificationDeliveries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).ListNotificationDeliveries(ctx, req.(*ListNotificationDeliveriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_GetNotificationDelivery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNotificationDeliveryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).GetNotificationDelivery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_GetNotificationDelivery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).GetNotificationDelivery(ctx, req.(*GetNotificationDeliveryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_ReplayNotificationDelivery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayNotificationDeliveryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).ReplayNotificationDelivery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_ReplayNotificationDelivery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).ReplayNotificationDelivery(ctx, req.(*ReplayNotificationDeliveryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_ListNotificationProfiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNotificationProfilesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).ListNotificationProfiles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_ListNotificationProfiles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).ListNotificationProfiles(ctx, req.(*ListNotificationProfilesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_CreateNotificationProfile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateNotificationProfileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).CreateNotificationProfile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_CreateNotificationProfile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).CreateNotificationProfile(ctx, req.(*CreateNotificationProfileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_UpdateNotificationProfile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateNotificationProfileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).UpdateNotificationProfile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_UpdateNotificationProfile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).UpdateNotificationProfile(ctx, req.(*UpdateNotificationProfileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_DeleteNotificationProfile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteNotificationProfileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).DeleteNotificationProfile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_DeleteNotificationProfile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).DeleteNotificationProfile(ctx, req.(*DeleteNotificationProfileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_SetNotificationProfileSecret_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetNotificationProfileSecretRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).SetNotificationProfileSecret(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_SetNotificationProfileSecret_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).SetNotificationProfileSecret(ctx, req.(*SetNotificationProfileSecretRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Notifications_DeleteNotificationProfileSecret_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteNotificationProfileSecretRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NotificationsServer).DeleteNotificationProfileSecret(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Notifications_DeleteNotificationProfileSecret_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NotificationsServer).DeleteNotificationProfileSecret(ctx, req.(*DeleteNotificationProfileSecretRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Notifications_ServiceDesc is the grpc.ServiceDesc for Notifications service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Notifications_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "svc.v1.Notifications",
 	HandlerType: (*NotificationsServer)(nil),
-	Methods:     []grpc.MethodDesc{},
-	Streams:     []grpc.StreamDesc{},
-	Metadata:    "svc/v1/notifications.proto",
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ListNotificationEndpoints",
+			Handler:    _Notifications_ListNotificationEndpoints_Handler,
+		},
+		{
+			MethodName: "CreateNotificationEndpoint",
+			Handler:    _Notifications_CreateNotificationEndpoint_Handler,
+		},
+		{
+			MethodName: "GetNotificationEndpoint",
+			Handler:    _Notifications_GetNotificationEndpoint_Handler,
+		},
+		{
+			MethodName: "UpdateNotificationEndpoint",
+			Handler:    _Notifications_UpdateNotificationEndpoint_Handler,
+		},
+		{
+			MethodName: "DeleteNotificationEndpoint",
+			Handler:    _Notifications_DeleteNotificationEndpoint_Handler,
+		},
+		{
+			MethodName: "SetNotificationEndpointSecret",
+			Handler:    _Notifications_SetNotificationEndpointSecret_Handler,
+		},
+		{
+			MethodName: "DeleteNotificationEndpointSecret",
+			Handler:    _Notifications_DeleteNotificationEndpointSecret_Handler,
+		},
+		{
+			MethodName: "ListNotificationDeliveries",
+			Handler:    _Notifications_ListNotificationDeliveries_Handler,
+		},
+		{
+			MethodName: "GetNotificationDelivery",
+			Handler:    _Notifications_GetNotificationDelivery_Handler,
+		},
+		{
+			MethodName: "ReplayNotificationDelivery",
+			Handler:    _Notifications_ReplayNotificationDelivery_Handler,
+		},
+		{
+			MethodName: "ListNotificationProfiles",
+			Handler:    _Notifications_ListNotificationProfiles_Handler,
+		},
+		{
+			MethodName: "CreateNotificationProfile",
+			Handler:    _Notifications_CreateNotificationProfile_Handler,
+		},
+		{
+			MethodName: "UpdateNotificationProfile",
+			Handler:    _Notifications_UpdateNotificationProfile_Handler,
+		},
+		{
+			MethodName: "DeleteNotificationProfile",
+			Handler:    _Notifications_DeleteNotificationProfile_Handler,
+		},
+		{
+			MethodName: "SetNotificationProfileSecret",
+			Handler:    _Notifications_SetNotificationProfileSecret_Handler,
+		},
+		{
+			MethodName: "DeleteNotificationProfileSecret",
+			Handler:    _Notifications_DeleteNotificationProfileSecret_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "svc/v1/notifications.proto",
 }

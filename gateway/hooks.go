@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"svc/server"
+	"svc/server/auth"
+)
+
+// handleHook serves POST /hooks/{slug}, the unauthenticated ingress of
+// inbound notifications: it reads at most server.MaxHookBody+1 raw bytes
+// (one more tells an oversized body; the rest is never read) and hands
+// them to the server, which runs the checks in the spec's order. A failed
+// verification is a bare 401 with an empty body; an accepted delivery is
+// 202 {id, status}.
+func (g *Gateway) handleHook(w http.ResponseWriter, r *http.Request, _ *auth.Principal) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, server.MaxHookBody+1))
+	if err != nil {
+		return server.Errorf(server.CodeBadRequest, "request body could not be read")
+	}
+	res, err := g.srv.Hook(r.Context(), r.PathValue("slug"), r.URL.Query(), r.Header, body)
+	if len(body) > server.MaxHookBody {
+		// After the call: a read deadline now would cancel its context.
+		refuseUnread(w)
+	}
+	if errors.Is(err, server.ErrHookRejected) {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusUnauthorized)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	return json.NewEncoder(w).Encode(res)
+}

@@ -1,0 +1,623 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/hooks"
+	"svc/server/kek"
+	"svc/store"
+)
+
+// fakeHooks stands in the hook engine: header-secret semantics for every
+// kind, filters "eq" on top-level keys, content the raw payload.
+type fakeHooks struct{}
+
+func (fakeHooks) AuthDefaults(a hooks.Auth) hooks.Auth {
+	if a.HeaderName == "" {
+		a.HeaderName = "x-hook-secret"
+	}
+	return a
+}
+
+func (fakeHooks) ValidateAuth(a hooks.Auth) error {
+	if a.Kind != "hmac-sha256" && a.Kind != "header-secret" {
+		return &hooks.InvalidError{Field: "kind", Message: "must be hmac-sha256 or header-secret"}
+	}
+	return nil
+}
+
+func (fakeHooks) ValidateSecret(_, s string) error {
+	if s == "bad" {
+		return &hooks.InvalidError{Field: "secret", Message: "too weak"}
+	}
+	return nil
+}
+
+func (fakeHooks) ValidateFilter(f hooks.Filter) error {
+	if f.Path == "" || f.Op != "eq" {
+		return &hooks.InvalidError{Field: "op", Message: "must be eq"}
+	}
+	return nil
+}
+
+func (fakeHooks) ValidateTemplate(t string) error {
+	if strings.Contains(t, "{{bad") {
+		return &hooks.InvalidError{Message: "bad placeholder"}
+	}
+	return nil
+}
+
+func (fakeHooks) Verify(a hooks.Auth, secret string, h http.Header, _ []byte, _ time.Time) error {
+	switch got := h.Get(a.HeaderName); {
+	case secret == "":
+		return &hooks.Rejected{Reason: hooks.ReasonNoSecret}
+	case got == "":
+		return &hooks.Rejected{Reason: hooks.ReasonMissingHeader}
+	case got != secret:
+		return &hooks.Rejected{Reason: hooks.ReasonSignatureMismatch}
+	}
+	return nil
+}
+
+func (fakeHooks) DedupeKey(h http.Header, header string) string { return h.Get(header) }
+
+func (fakeHooks) Match(fs []hooks.Filter, payload []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(payload, &m) != nil {
+		return false
+	}
+	for _, f := range fs {
+		if string(m[f.Path]) != string(f.Value) {
+			return false
+		}
+	}
+	return true
+}
+
+func (fakeHooks) Content(t string, payload []byte) string { return t + string(payload) }
+
+func (fakeHooks) Render(f hooks.Frame) string {
+	return fmt.Sprintf("frame %s %s %s", f.Slug, f.Items[0].DeliveryID, f.Items[0].Content)
+}
+
+// hookEnv is a running server with members admin (notifications.manage),
+// alice, bob and carol, channel ops (bob, carol), a KEK unless noKEK and
+// the fake engine.
+type hookEnv struct {
+	srv    *Server
+	st     store.Store
+	n      *Notifications
+	broker *Broker
+	perms  map[string][]string
+	chanID string
+}
+
+func newHookEnv(t *testing.T, noKEK bool) *hookEnv {
+	t.Helper()
+	perms := map[string][]string{"admin": {auth.NotificationsManage}, "alice": {}, "bob": {}, "carol": {}}
+	st := mustMemStore(t)
+	var k *kek.KEK
+	if !noKEK {
+		key := make([]byte, kek.KeySize)
+		_, err := rand.Read(key)
+		require.NoError(t, err)
+		k, err = kek.New(key)
+		require.NoError(t, err)
+	}
+	srv := startTestServer(t, st, perms, Deps{KEK: k}, WithHookEngine(fakeHooks{}))
+	ctx := context.Background()
+	require.NoError(t, st.CreateChannel(ctx, store.Channel{ID: "c-ops", Slug: "ops", CreatedBy: "bob"}))
+	require.NoError(t, st.PutChannelMember(ctx, store.ChannelMember{Channel: "c-ops", Member: "carol", Role: "member"}))
+	return &hookEnv{srv: srv, st: st, n: &Notifications{core: srv.core}, broker: newBroker(srv.core, nil), perms: perms, chanID: "c-ops"}
+}
+
+func (e *hookEnv) as(name string) context.Context {
+	return auth.WithPrincipal(context.Background(), &auth.Principal{Member: name, Permissions: e.perms[name]})
+}
+
+// online keeps a live subscription of member until the test ends.
+func (e *hookEnv) online(t *testing.T, member string) {
+	t.Helper()
+	sub, err := e.srv.core.hub.Subscribe(member, "test")
+	require.NoError(t, err)
+	t.Cleanup(sub.Close)
+}
+
+func targets(t *testing.T, ts ...map[string]any) *structpb.ListValue {
+	t.Helper()
+	var vals []any
+	for _, x := range ts {
+		vals = append(vals, x)
+	}
+	l, err := structpb.NewList(vals)
+	require.NoError(t, err)
+	return l
+}
+
+// create makes endpoint slug targeting alice and channel ops, with
+// header-secret auth and secret s3cret.
+func (e *hookEnv) create(t *testing.T, slug string, mod func(*apiv1.CreateNotificationEndpointRequest)) {
+	t.Helper()
+	req := &apiv1.CreateNotificationEndpointRequest{
+		Slug: slug, DisplayName: ptr("Hook " + slug),
+		Targets: targets(t, map[string]any{"member": "alice"}, map[string]any{"channel": "ops"}),
+		Auth:    &apiv1.NotificationAuth{Kind: "header-secret"},
+	}
+	if mod != nil {
+		mod(req)
+	}
+	_, err := e.n.CreateNotificationEndpoint(e.as("admin"), req)
+	require.NoError(t, err)
+	_, err = e.n.SetNotificationEndpointSecret(e.as("admin"), &apiv1.SetNotificationEndpointSecretRequest{Slug: slug, Secret: "s3cret"})
+	require.NoError(t, err)
+}
+
+func signed(extra ...string) http.Header {
+	h := http.Header{"X-Hook-Secret": {"s3cret"}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		h.Set(extra[i], extra[i+1])
+	}
+	return h
+}
+
+func (e *hookEnv) receipts(t *testing.T, slug string) []store.HookDelivery {
+	t.Helper()
+	list, err := e.st.ListHookDeliveries(context.Background(), store.HookDeliveryFilter{Endpoint: slug, Limit: 500})
+	require.NoError(t, err)
+	return list
+}
+
+func TestHookPipelineOrder(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.online(t, "alice")
+	e.create(t, "gh", func(r *apiv1.CreateNotificationEndpointRequest) {
+		r.DedupeHeader = ptr("x-delivery")
+		r.Filters = targets(t, map[string]any{"path": "action", "op": "eq", "value": "opened"})
+	})
+	e.create(t, "off", nil)
+	_, err := e.n.UpdateNotificationEndpoint(e.as("admin"), &apiv1.UpdateNotificationEndpointRequest{Slug: "off", Enabled: ptr(false)})
+	require.NoError(t, err)
+	ctx := context.Background()
+	ok := []byte(`{"action":"opened"}`)
+
+	_, err = e.srv.Hook(ctx, "nope", nil, signed(), ok)
+	requireCode(t, err, CodeNotFound)
+	_, err = e.srv.Hook(ctx, "Bad_Slug", nil, signed(), ok)
+	requireCode(t, err, CodeNotFound)
+	_, err = e.srv.Hook(ctx, "off", nil, signed(), make([]byte, maxHookBody+1))
+	requireCode(t, err, CodeConflict, "disabled comes before size")
+	_, err = e.srv.Hook(ctx, "gh", nil, signed(), make([]byte, maxHookBody+1))
+	requireCode(t, err, CodePayloadTooLarge)
+	for _, q := range []string{"if_offline=later", "if_busy=soon", "level=loud", "level=info&level=error"} {
+		v, _ := url.ParseQuery(q)
+		_, err = e.srv.Hook(ctx, "gh", v, signed(), ok)
+		requireCode(t, err, CodeBadRequest, q)
+	}
+	require.Empty(t, e.receipts(t, "gh"), "refusals before the rate limit land no receipt")
+
+	_, err = e.srv.Hook(ctx, "gh", nil, http.Header{}, ok)
+	require.ErrorIs(t, err, ErrHookRejected)
+	_, err = e.srv.Hook(ctx, "gh", nil, http.Header{"X-Hook-Secret": {"wrong"}}, ok)
+	require.ErrorIs(t, err, ErrHookRejected)
+
+	res, err := e.srv.Hook(ctx, "gh", url.Values{"level": {"error"}}, signed("x-delivery", "d-1"), ok)
+	require.NoError(t, err)
+	require.Equal(t, "delivered", res.Status)
+	dup, err := e.srv.Hook(ctx, "gh", nil, signed("x-delivery", "d-1"), ok)
+	require.NoError(t, err)
+	require.Equal(t, "duplicate", dup.Status)
+	filt, err := e.srv.Hook(ctx, "gh", nil, signed("x-delivery", "d-2"), []byte(`{"action":"closed"}`))
+	require.NoError(t, err)
+	require.Equal(t, "filtered", filt.Status)
+
+	rs := e.receipts(t, "gh")
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Status+"/"+r.Reason)
+	}
+	require.Equal(t, []string{"filtered/", "duplicate/", "delivered/", "rejected/signature mismatch", "rejected/missing header"}, got)
+
+	d, err := e.st.GetHookDelivery(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, ok, d.Body)
+	require.Equal(t, "d-1", d.DedupeKey)
+	require.Equal(t, "error", d.Level)
+	require.Len(t, d.MessageIDs, 2, "alice's copy and the channel's message")
+
+	// alice's own copy on hook:gh; bob and carol through the channel.
+	for _, who := range []string{"alice", "bob", "carol"} {
+		msgs, err := e.st.MessagesFor(ctx, who, 0, 100)
+		require.NoError(t, err)
+		var hookMsgs []store.Message
+		for _, m := range msgs {
+			if m.From == "hook:gh" {
+				hookMsgs = append(hookMsgs, m)
+			}
+		}
+		require.Len(t, hookMsgs, 1, who)
+		m := hookMsgs[0]
+		require.Contains(t, d.MessageIDs, formatMessageID(m.Seq), who)
+		require.Equal(t, "error", m.Level)
+		require.Equal(t, "Hook gh", m.Title)
+		require.Contains(t, m.Body, "frame gh "+res.ID)
+		var data map[string]any
+		require.NoError(t, json.Unmarshal(m.Data, &data))
+		require.Equal(t, "hook_delivery", data["kind"])
+		require.Equal(t, "gh", data["endpoint"])
+		require.Equal(t, []any{res.ID}, data["deliveryIds"])
+		if who == "alice" {
+			require.Equal(t, "hook:gh", m.Thread)
+			require.Equal(t, "alice", m.To)
+		} else {
+			require.Equal(t, "chan:c-ops", m.Thread)
+		}
+	}
+}
+
+func TestHookRateLimit(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.create(t, "rl", nil)
+	ctx := context.Background()
+	for i := range hookRateLimit {
+		_, err := e.srv.Hook(ctx, "rl", nil, http.Header{}, []byte("x"))
+		require.ErrorIs(t, err, ErrHookRejected, i)
+	}
+	_, err := e.srv.Hook(ctx, "rl", nil, signed(), []byte("x"))
+	requireCode(t, err, CodeRateLimited)
+	r := Render(err)
+	require.Positive(t, r.RetryAfter)
+	require.Len(t, e.receipts(t, "rl"), hookRateLimit, "the refused request is not receipted")
+}
+
+func TestHookOfflineDrop(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.create(t, "m", func(r *apiv1.CreateNotificationEndpointRequest) {
+		r.Targets = targets(t, map[string]any{"member": "alice"})
+	})
+	ctx := context.Background()
+	res, err := e.srv.Hook(ctx, "m", nil, signed(), []byte("{}"))
+	require.NoError(t, err)
+	require.Equal(t, "dropped", res.Status, "alice has no live stream")
+	// queue is not built yet: it delivers now.
+	res, err = e.srv.Hook(ctx, "m", url.Values{"if_offline": {"queue"}}, signed(), []byte("{}"))
+	require.NoError(t, err)
+	require.Equal(t, "delivered", res.Status)
+	e.online(t, "alice")
+	res, err = e.srv.Hook(ctx, "m", nil, signed(), []byte("{}"))
+	require.NoError(t, err)
+	require.Equal(t, "delivered", res.Status)
+}
+
+func TestHookReplay(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.online(t, "alice")
+	e.create(t, "r", func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("x-delivery") })
+	ctx := context.Background()
+	res, err := e.srv.Hook(ctx, "r", nil, signed("x-delivery", "k"), []byte(`{"a":1}`))
+	require.NoError(t, err)
+	_, err = e.srv.Hook(ctx, "r", nil, http.Header{}, []byte(`{"b":2}`))
+	require.ErrorIs(t, err, ErrHookRejected)
+	rej := e.receipts(t, "r")[0]
+	require.Equal(t, "rejected", rej.Status)
+	// The secret is gone: replay skips verification, and dedupe.
+	_, err = e.n.DeleteNotificationEndpointSecret(e.as("admin"), &apiv1.DeleteNotificationEndpointSecretRequest{Slug: "r"})
+	require.NoError(t, err)
+	for _, id := range []string{res.ID, res.ID, rej.ID} {
+		out, err := e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: id})
+		require.NoError(t, err)
+		require.Equal(t, "delivered", out.GetDelivery().GetStatus())
+		require.NotEqual(t, id, out.GetDelivery().GetId())
+		require.Len(t, out.GetDelivery().GetMessageIds(), 2)
+		require.Equal(t, "replay of "+id, out.GetDelivery().GetReason())
+	}
+	_, err = e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: "00000000-0000-4000-8000-000000000000"})
+	requireCode(t, err, CodeNotFound)
+	_, err = e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: "../x"})
+	requireCode(t, err, CodeBadRequest)
+	// Filters still apply on replay.
+	_, err = e.n.UpdateNotificationEndpoint(e.as("admin"), &apiv1.UpdateNotificationEndpointRequest{Slug: "r",
+		Filters: targets(t, map[string]any{"path": "a", "op": "eq", "value": 2})})
+	require.NoError(t, err)
+	out, err := e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: res.ID})
+	require.NoError(t, err)
+	require.Equal(t, "filtered", out.GetDelivery().GetStatus())
+}
+
+func TestHookVisibility(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.create(t, "both", nil) // alice directly, carol and bob through ops
+	e.create(t, "solo", func(r *apiv1.CreateNotificationEndpointRequest) {
+		r.Targets = targets(t, map[string]any{"member": "alice"})
+	})
+	for _, tc := range []struct {
+		who  string
+		want []string
+	}{{"admin", []string{"both", "solo"}}, {"alice", []string{"both", "solo"}}, {"carol", []string{"both"}}, {"bob", []string{"both"}}} {
+		list, err := e.n.ListNotificationEndpoints(e.as(tc.who), &apiv1.ListNotificationEndpointsRequest{})
+		require.NoError(t, err)
+		var got []string
+		for _, x := range list.GetEndpoints() {
+			got = append(got, x.GetSlug())
+			require.True(t, x.GetHasSecret())
+		}
+		require.Equal(t, tc.want, got, tc.who)
+	}
+	_, err := e.n.GetNotificationEndpoint(e.as("carol"), &apiv1.GetNotificationEndpointRequest{Slug: "solo"})
+	requireCode(t, err, CodeNotFound, "an endpoint that does not reach carol is 404 to her")
+	got, err := e.n.GetNotificationEndpoint(e.as("carol"), &apiv1.GetNotificationEndpointRequest{Slug: "both"})
+	require.NoError(t, err)
+	require.Equal(t, "c-ops", got.GetEndpoint().GetTargets()[1].GetChannel(), "channels are stored by id")
+	require.Equal(t, "/hooks/both", got.GetEndpoint().GetIngressPath())
+	b, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "s3cret")
+}
+
+func TestHookNoKEK(t *testing.T) {
+	e := newHookEnv(t, true)
+	_, err := e.n.CreateNotificationEndpoint(e.as("admin"), &apiv1.CreateNotificationEndpointRequest{
+		Slug: "k", Targets: targets(t, map[string]any{"member": "alice"}),
+	})
+	require.NoError(t, err)
+	_, err = e.n.SetNotificationEndpointSecret(e.as("admin"), &apiv1.SetNotificationEndpointSecretRequest{Slug: "k", Secret: "s"})
+	requireCode(t, err, CodeUnavailable)
+	_, err = e.n.CreateNotificationProfile(e.as("admin"), &apiv1.CreateNotificationProfileRequest{Slug: "p", Auth: &apiv1.NotificationAuth{Kind: "hmac-sha256"}})
+	require.NoError(t, err)
+	_, err = e.n.SetNotificationProfileSecret(e.as("admin"), &apiv1.SetNotificationProfileSecretRequest{Slug: "p", Secret: "s"})
+	requireCode(t, err, CodeUnavailable)
+	ep, err := e.st.GetHookEndpoint(context.Background(), "k")
+	require.NoError(t, err)
+	require.Nil(t, ep.Secret, "nothing stored on refusal")
+}
+
+func TestHookAdminValidation(t *testing.T) {
+	e := newHookEnv(t, false)
+	a := e.as("admin")
+	base := func() *apiv1.CreateNotificationEndpointRequest {
+		return &apiv1.CreateNotificationEndpointRequest{Slug: "v", Targets: targets(t, map[string]any{"member": "alice"})}
+	}
+	for name, tc := range map[string]struct {
+		mod  func(*apiv1.CreateNotificationEndpointRequest)
+		code Code
+	}{
+		"bad slug":   {func(r *apiv1.CreateNotificationEndpointRequest) { r.Slug = "A_b" }, CodeBadRequest},
+		"no targets": {func(r *apiv1.CreateNotificationEndpointRequest) { r.Targets = nil }, CodeBadRequest},
+		"unknown member": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Targets = targets(t, map[string]any{"member": "zed"})
+		}, CodeBadRequest},
+		"unknown channel": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Targets = targets(t, map[string]any{"channel": "zed"})
+		}, CodeBadRequest},
+		"both keys": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Targets = targets(t, map[string]any{"member": "alice", "channel": "ops"})
+		}, CodeBadRequest},
+		"duplicate target": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Targets = targets(t, map[string]any{"member": "alice"}, map[string]any{"member": "alice"})
+		}, CodeBadRequest},
+		"unknown profile": {func(r *apiv1.CreateNotificationEndpointRequest) { r.AuthProfile = ptr("nope") }, CodeBadRequest},
+		"bad auth kind":   {func(r *apiv1.CreateNotificationEndpointRequest) { r.Auth = &apiv1.NotificationAuth{Kind: "md5"} }, CodeBadRequest},
+		"bad filter": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Filters = targets(t, map[string]any{"path": "a", "op": "regex"})
+		}, CodeBadRequest},
+		"bad template": {func(r *apiv1.CreateNotificationEndpointRequest) { r.Template = ptr("{{bad") }, CodeBadRequest},
+		"bad level":    {func(r *apiv1.CreateNotificationEndpointRequest) { r.Level = ptr("loud") }, CodeBadRequest},
+		"bad dedupe":   {func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("x y") }, CodeBadRequest},
+		"bad ifOffline": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Policy = &apiv1.NotificationPolicy{IfOffline: ptr("keep")}
+		}, CodeBadRequest},
+		"debounce bounds": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Policy = &apiv1.NotificationPolicy{DebounceMs: ptr(int32(-1))}
+		}, CodeBadRequest},
+		"queueTtl bounds": {func(r *apiv1.CreateNotificationEndpointRequest) {
+			r.Policy = &apiv1.NotificationPolicy{QueueTtlMs: ptr(int32(1))}
+		}, CodeBadRequest},
+	} {
+		r := base()
+		tc.mod(r)
+		_, err := e.n.CreateNotificationEndpoint(a, r)
+		requireCode(t, err, tc.code, name)
+	}
+	list, err := e.st.ListHookEndpoints(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, list, "nothing stored on refusal")
+
+	out, err := e.n.CreateNotificationEndpoint(a, base())
+	require.NoError(t, err)
+	pol := out.GetEndpoint().GetPolicy()
+	require.Equal(t, []any{"drop", "now", int32(0), int32(20), int32(defaultQueueTTLMs), int32(defaultMaxWaitMs), "info"},
+		[]any{pol.GetIfOffline(), pol.GetIfBusy(), pol.GetDebounceMs(), pol.GetDebounceMax(), pol.GetQueueTtlMs(), pol.GetMaxWaitMs(), pol.GetLevel()})
+	require.Equal(t, "hmac-sha256", out.GetEndpoint().GetAuth().GetKind(), "the default inline kind")
+	require.False(t, out.GetEndpoint().GetHasSecret())
+	_, err = e.n.CreateNotificationEndpoint(a, base())
+	requireCode(t, err, CodeConflict)
+
+	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: strings.Repeat("x", maxHookSecret+1)})
+	requireCode(t, err, CodePayloadTooLarge)
+	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: "bad"})
+	requireCode(t, err, CodeBadRequest)
+	_, err = e.n.DeleteNotificationEndpointSecret(a, &apiv1.DeleteNotificationEndpointSecretRequest{Slug: "v"})
+	requireCode(t, err, CodeNotFound)
+
+	// PATCH merges a policy subset and keeps the rest.
+	up, err := e.n.UpdateNotificationEndpoint(a, &apiv1.UpdateNotificationEndpointRequest{Slug: "v",
+		Policy: &apiv1.NotificationPolicy{DebounceMs: ptr(int32(500))}, Template: ptr("T:")})
+	require.NoError(t, err)
+	require.Equal(t, int32(500), up.GetEndpoint().GetPolicy().GetDebounceMs())
+	require.Equal(t, "drop", up.GetEndpoint().GetPolicy().GetIfOffline())
+	require.Equal(t, "T:", up.GetEndpoint().GetTemplate())
+	require.Equal(t, "alice", up.GetEndpoint().GetTargets()[0].GetMember())
+
+	_, err = e.n.ListNotificationDeliveries(a, &apiv1.ListNotificationDeliveriesRequest{Slug: "v", Limit: ptr(int32(501))})
+	requireCode(t, err, CodeBadRequest)
+	_, err = e.n.ListNotificationDeliveries(a, &apiv1.ListNotificationDeliveriesRequest{Slug: "zz"})
+	requireCode(t, err, CodeNotFound)
+
+	_, err = e.n.DeleteNotificationEndpoint(a, &apiv1.DeleteNotificationEndpointRequest{Slug: "v"})
+	require.NoError(t, err)
+	_, err = e.n.GetNotificationEndpoint(a, &apiv1.GetNotificationEndpointRequest{Slug: "v"})
+	requireCode(t, err, CodeNotFound)
+}
+
+func TestHookProfiles(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.online(t, "alice")
+	a := e.as("admin")
+	_, err := e.n.CreateNotificationProfile(a, &apiv1.CreateNotificationProfileRequest{Slug: "gh", Auth: &apiv1.NotificationAuth{Kind: "header-secret"}})
+	require.NoError(t, err)
+	_, err = e.n.CreateNotificationProfile(a, &apiv1.CreateNotificationProfileRequest{Slug: "gh", Auth: &apiv1.NotificationAuth{Kind: "header-secret"}})
+	requireCode(t, err, CodeConflict)
+	e.create(t, "one", func(r *apiv1.CreateNotificationEndpointRequest) { r.AuthProfile = ptr("gh") })
+	e.create(t, "two", func(r *apiv1.CreateNotificationEndpointRequest) { r.AuthProfile = ptr("gh") })
+	ctx := context.Background()
+	// The endpoints' own secrets are ignored: the profile has none.
+	_, err = e.srv.Hook(ctx, "one", nil, signed(), []byte("{}"))
+	require.ErrorIs(t, err, ErrHookRejected)
+	require.Equal(t, "no secret", e.receipts(t, "one")[0].Reason)
+	// One write rotates both.
+	_, err = e.n.SetNotificationProfileSecret(a, &apiv1.SetNotificationProfileSecretRequest{Slug: "gh", Secret: "shared"})
+	require.NoError(t, err)
+	for _, slug := range []string{"one", "two"} {
+		res, err := e.srv.Hook(ctx, slug, nil, http.Header{"X-Hook-Secret": {"shared"}}, []byte("{}"))
+		require.NoError(t, err, slug)
+		require.Equal(t, "delivered", res.Status)
+	}
+	list, err := e.n.ListNotificationProfiles(a, &apiv1.ListNotificationProfilesRequest{})
+	require.NoError(t, err)
+	require.Len(t, list.GetProfiles(), 1)
+	require.Equal(t, int32(2), list.GetProfiles()[0].GetEndpointCount())
+	require.True(t, list.GetProfiles()[0].GetHasSecret())
+	_, err = e.n.DeleteNotificationProfile(a, &apiv1.DeleteNotificationProfileRequest{Slug: "gh"})
+	requireCode(t, err, CodeConflict)
+	for _, slug := range []string{"one", "two"} {
+		_, err = e.n.UpdateNotificationEndpoint(a, &apiv1.UpdateNotificationEndpointRequest{Slug: slug, AuthProfile: ptr("")})
+		require.NoError(t, err)
+	}
+	_, err = e.n.DeleteNotificationProfileSecret(a, &apiv1.DeleteNotificationProfileSecretRequest{Slug: "gh"})
+	require.NoError(t, err)
+	_, err = e.n.DeleteNotificationProfileSecret(a, &apiv1.DeleteNotificationProfileSecretRequest{Slug: "gh"})
+	requireCode(t, err, CodeNotFound)
+	_, err = e.n.DeleteNotificationProfile(a, &apiv1.DeleteNotificationProfileRequest{Slug: "gh"})
+	require.NoError(t, err)
+	_, err = e.n.DeleteNotificationProfile(a, &apiv1.DeleteNotificationProfileRequest{Slug: "gh"})
+	requireCode(t, err, CodeNotFound)
+}
+
+// hookEvents are the registry events member received on thread.
+func (e *hookEnv) hookEvents(t *testing.T, member, thread string) []string {
+	t.Helper()
+	msgs, err := e.st.MessagesFor(context.Background(), member, 0, 500)
+	require.NoError(t, err)
+	var out []string
+	for _, m := range msgs {
+		var d struct{ Kind, Event string }
+		require.NoError(t, json.Unmarshal(m.Data, &d))
+		if m.Thread == thread && d.Kind == "notification_endpoint" {
+			out = append(out, d.Event)
+		}
+	}
+	return out
+}
+
+func TestHookRegistryEvents(t *testing.T) {
+	e := newHookEnv(t, false)
+	a := e.as("admin")
+	e.create(t, "ev", nil) // created, secret_set
+	_, err := e.n.UpdateNotificationEndpoint(a, &apiv1.UpdateNotificationEndpointRequest{Slug: "ev",
+		Targets: targets(t, map[string]any{"member": "bob"})})
+	require.NoError(t, err)
+	_, err = e.n.UpdateNotificationEndpoint(a, &apiv1.UpdateNotificationEndpointRequest{Slug: "ev", Enabled: ptr(true)})
+	require.NoError(t, err, "no change, no event")
+	_, err = e.n.DeleteNotificationEndpoint(a, &apiv1.DeleteNotificationEndpointRequest{Slug: "ev"})
+	require.NoError(t, err)
+
+	require.Equal(t, []string{"created", "secret_set", "updated", "deleted"}, e.hookEvents(t, "admin", "hook:ev"))
+	require.Equal(t, []string{"created", "secret_set", "updated"}, e.hookEvents(t, "alice", "hook:ev"), "alice is told she was removed")
+	require.Equal(t, []string{"updated", "deleted"}, e.hookEvents(t, "bob", "hook:ev"))
+	require.Empty(t, e.hookEvents(t, "carol", "hook:ev"), "channel members are not direct targets")
+
+	for _, tc := range []struct {
+		who string
+		ok  bool
+	}{{"admin", true}, {"alice", true}, {"bob", true}, {"carol", false}} {
+		_, err := e.broker.History(e.as(tc.who), &apiv1.HistoryRequest{Thread: "hook:ev"})
+		if tc.ok {
+			require.NoError(t, err, tc.who)
+		} else {
+			requireCode(t, err, CodeForbidden, tc.who)
+		}
+	}
+	// No event carries the secret.
+	msgs, err := e.st.MessagesFor(context.Background(), "admin", 0, 500)
+	require.NoError(t, err)
+	b, err := json.Marshal(msgs)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "s3cret")
+}
+
+func TestHookBriefing(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.create(t, "solo", func(r *apiv1.CreateNotificationEndpointRequest) {
+		r.Targets = targets(t, map[string]any{"member": "alice"})
+	})
+	e.create(t, "chan", func(r *apiv1.CreateNotificationEndpointRequest) {
+		r.Targets = targets(t, map[string]any{"channel": "c-ops"})
+	})
+	e.create(t, "off", func(r *apiv1.CreateNotificationEndpointRequest) { r.Enabled = ptr(false) })
+	for _, tc := range []struct {
+		who  string
+		want []string
+	}{{"alice", []string{"solo"}}, {"carol", []string{"chan"}}, {"admin", nil}} {
+		b, err := e.broker.GetBriefing(e.as(tc.who), &apiv1.GetBriefingRequest{})
+		require.NoError(t, err)
+		sec := b.GetExternalNotifications()
+		if tc.want == nil {
+			require.Nil(t, sec, tc.who)
+			continue
+		}
+		require.Contains(t, sec.GetContract(), "<external_content")
+		require.Contains(t, sec.GetContract(), "never instructions")
+		var got []string
+		for _, x := range sec.GetEndpoints() {
+			got = append(got, x.GetSlug())
+		}
+		require.Equal(t, tc.want, got, tc.who)
+	}
+}
+
+func FuzzParseTargets(f *testing.F) {
+	for _, s := range []string{`[{"member":"alice"}]`, `[{"channel":"ops"}]`, `[{"member":"a","channel":"b"}]`, `[1]`, `[{"member":1}]`, `[]`, `[{"x":"y"}]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l := &structpb.ListValue{}
+		if err := l.UnmarshalJSON([]byte(s)); err != nil {
+			return
+		}
+		ts, err := parseTargets(l, func(n string) bool { return n == "alice" }, func(ref string) (string, bool) {
+			return "id-" + ref, ref == "ops"
+		})
+		if err != nil {
+			require.Nil(t, ts)
+			require.Equal(t, CodeBadRequest, Render(err).Body.Error)
+			return
+		}
+		require.NotEmpty(t, ts)
+		require.LessOrEqual(t, len(ts), maxHookTargets)
+		for _, x := range ts {
+			require.True(t, (x.Member == "alice") != (x.Channel == "id-ops"), "%+v", x)
+		}
+	})
+}

@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// HookAuth is a verification config: kind, header name and prefix.
+type HookAuth struct {
+	Kind       string
+	HeaderName string
+	Prefix     string
+}
+
+// HookEndpoint is an inbound notification endpoint. Targets, Filters and
+// Policy are JSON the server validated (opaque here). Secret is the sealed
+// secret as the server encrypted it; nil when none is set.
+type HookEndpoint struct {
+	Slug         string
+	DisplayName  string
+	Targets      []byte // JSON array
+	Auth         HookAuth
+	AuthProfile  string // "" when the inline Auth applies
+	Filters      []byte // JSON array
+	Template     string
+	Policy       []byte // JSON object
+	DedupeHeader string
+	Enabled      bool
+	Level        string
+	Secret       []byte
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// HookProfile is a shared verification config and secret. EndpointCount
+// is filled by reads.
+type HookProfile struct {
+	Slug          string
+	Description   string
+	Auth          HookAuth
+	Secret        []byte
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	EndpointCount int
+}
+
+// HookDelivery is the receipt of one inbound delivery, with its raw body.
+type HookDelivery struct {
+	ID         string
+	Endpoint   string
+	Status     string
+	Reason     string
+	DedupeKey  string
+	MessageIDs []string
+	ReceivedAt time.Time
+	Size       int
+	Body       []byte
+	// IfOffline, IfBusy and Level are the delivery's query overrides; ""
+	// when none was given.
+	IfOffline, IfBusy, Level string
+}
+
+// HookDeliveryFilter selects one endpoint's receipts, newest first.
+type HookDeliveryFilter struct {
+	Endpoint string
+	Before   time.Time // exclusive; zero means unbounded
+	Limit    int       // <= 0 means 50
+	// WithBody reads the raw bodies too (they are left nil otherwise).
+	WithBody bool
+}
+
+// HookStore keeps notification endpoints, profiles and delivery receipts.
+type HookStore interface {
+	// CreateHookEndpoint stores an endpoint: ErrConflict when the slug is
+	// taken, ErrPrecondition when AuthProfile names no profile.
+	CreateHookEndpoint(ctx context.Context, e HookEndpoint) error
+	// GetHookEndpoint returns an endpoint; ErrNotFound.
+	GetHookEndpoint(ctx context.Context, slug string) (HookEndpoint, error)
+	// ListHookEndpoints returns every endpoint by slug.
+	ListHookEndpoints(ctx context.Context) ([]HookEndpoint, error)
+	// UpdateHookEndpoint replaces every field of e.Slug but the secret and
+	// createdAt: ErrNotFound, ErrPrecondition when AuthProfile names no
+	// profile.
+	UpdateHookEndpoint(ctx context.Context, e HookEndpoint) error
+	// DeleteHookEndpoint removes an endpoint with its receipts;
+	// ErrNotFound.
+	DeleteHookEndpoint(ctx context.Context, slug string) error
+	// SetHookEndpointSecret replaces the sealed secret (nil clears it);
+	// ErrNotFound.
+	SetHookEndpointSecret(ctx context.Context, slug string, secret []byte, at time.Time) error
+
+	// CreateHookProfile stores a profile; ErrConflict when the slug is taken.
+	CreateHookProfile(ctx context.Context, p HookProfile) error
+	// GetHookProfile returns a profile with its endpoint count; ErrNotFound.
+	GetHookProfile(ctx context.Context, slug string) (HookProfile, error)
+	// ListHookProfiles returns every profile by slug with endpoint counts.
+	ListHookProfiles(ctx context.Context) ([]HookProfile, error)
+	// UpdateHookProfile replaces the description, auth and updatedAt;
+	// ErrNotFound.
+	UpdateHookProfile(ctx context.Context, p HookProfile) error
+	// DeleteHookProfile removes a profile: ErrNotFound, ErrConflict while
+	// an endpoint references it.
+	DeleteHookProfile(ctx context.Context, slug string) error
+	// SetHookProfileSecret replaces the sealed secret (nil clears it);
+	// ErrNotFound.
+	SetHookProfileSecret(ctx context.Context, slug string, secret []byte, at time.Time) error
+
+	// AddHookDelivery stores a receipt: ErrConflict when the id is taken,
+	// ErrPrecondition when the endpoint does not exist.
+	AddHookDelivery(ctx context.Context, d HookDelivery) error
+	// SetHookDeliveryMessages records the ids of the messages a delivery
+	// became; ErrNotFound.
+	SetHookDeliveryMessages(ctx context.Context, id string, messageIDs []string) error
+	// GetHookDelivery returns a receipt with its body; ErrNotFound.
+	GetHookDelivery(ctx context.Context, id string) (HookDelivery, error)
+	// ListHookDeliveries returns an endpoint's receipts newest first.
+	ListHookDeliveries(ctx context.Context, f HookDeliveryFilter) ([]HookDelivery, error)
+	// HookDedupeSeen reports whether endpoint has a receipt with key whose
+	// status is not rejected nor duplicate, received at or after since.
+	HookDedupeSeen(ctx context.Context, endpoint, key string, since time.Time) (bool, error)
+}
