@@ -228,7 +228,7 @@ func TestHookPipelineOrder(t *testing.T) {
 	for _, r := range rs {
 		got = append(got, r.Status+"/"+r.Reason)
 	}
-	require.Equal(t, []string{"filtered/", "duplicate/", "delivered/", "rejected/signature mismatch", "rejected/missing header"}, got)
+	require.Equal(t, []string{"filtered/", "duplicate/", "delivered/", "rejected/" + hooks.ReasonSignatureMismatch, "rejected/" + hooks.ReasonMissingHeader}, got)
 
 	d, err := e.st.GetHookDelivery(ctx, res.ID)
 	require.NoError(t, err)
@@ -485,7 +485,7 @@ func TestHookProfiles(t *testing.T) {
 	// The endpoints' own secrets are ignored: the profile has none.
 	_, err = e.srv.Hook(ctx, "one", nil, signed(), []byte("{}"))
 	require.ErrorIs(t, err, ErrHookRejected)
-	require.Equal(t, "no secret", e.receipts(t, "one")[0].Reason)
+	require.Equal(t, hooks.ReasonNoSecret, e.receipts(t, "one")[0].Reason)
 	// One write rotates both.
 	_, err = e.n.SetNotificationProfileSecret(a, &apiv1.SetNotificationProfileSecretRequest{Slug: "gh", Secret: "shared"})
 	require.NoError(t, err)

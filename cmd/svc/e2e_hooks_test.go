@@ -13,7 +13,7 @@ import (
 )
 
 // The assertions of this file hold with the engine's placeholder (which
-// refuses every config and rejects every delivery with "no secret") and
+// refuses every config and rejects every delivery with "no_secret") and
 // with the real engine alike: they never need a delivery to verify.
 // Signature-dependent scenarios are in e2e_hooks_verified_test.go.
 
@@ -169,7 +169,7 @@ func TestE2EHookIngress(t *testing.T) {
 	require.Len(t, list, 2)
 	first := list[1]
 	require.Equal(t, "rejected", first["status"])
-	require.Equal(t, "no secret", first["reason"])
+	require.Equal(t, "no_secret", first["reason"])
 	require.Equal(t, "in", first["endpoint"])
 	require.Equal(t, float64(len(body)), first["size"])
 	require.NotContains(t, first, "body", "a list carries no bodies")

@@ -88,7 +88,7 @@ func TestE2EHookVerifiedDelivery(t *testing.T) {
 	require.Empty(t, r.raw)
 	list := listOf(t, mustCall(t, d, ac, "ListNotificationDeliveries", obj{"slug": "gh"}), "deliveries")
 	require.Equal(t, "rejected", list[0]["status"])
-	require.Equal(t, "signature mismatch", list[0]["reason"])
+	require.Equal(t, "signature_mismatch", list[0]["reason"])
 
 	// Without its secret the endpoint rejects everything.
 	mustCall(t, d, ac, "DeleteNotificationEndpointSecret", obj{"slug": "gh"})
