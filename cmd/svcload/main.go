@@ -46,7 +46,7 @@ func main() {
 	svcPath := flag.String("svc", "bin/svc", "path to the svc binary to spawn")
 	quick := flag.Bool("quick", false, "short durations for a smoke run")
 	outPath := flag.String("out", "", "also write the summary table to this file")
-	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry, tools (default all)")
+	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry, tools, hooks (default all)")
 	flag.Parse()
 
 	p := fullPlan
@@ -91,6 +91,9 @@ func run(ctx context.Context, p plan, svcPath, outPath string) error {
 	runErr := lg.all(ctx)
 	if runErr == nil && lg.runs("tools") {
 		runErr = lg.tools(ctx)
+	}
+	if runErr == nil && lg.runs("hooks") {
+		runErr = lg.hooks(ctx)
 	}
 	if c := context.Cause(ctx); runErr != nil && c != nil && !errors.Is(runErr, c) && !errors.Is(c, context.Canceled) {
 		runErr = fmt.Errorf("%w (%w)", runErr, c)
