@@ -3,7 +3,8 @@
 // subscriber beside their targets, file throughput beside the raw disk's,
 // objective operations per second, and telemetry: OTLP ingest and activity
 // upload rates, chat delivery beside OTLP ingest, and what invoking a tool
-// through svc adds over calling its upstream directly. It spawns the broker
+// through svc adds over calling its upstream directly, and verified inbound
+// hook deliveries per second and their 202 latency. It spawns the broker
 // itself, so it knows the pid whose memory it reads.
 package main
 
