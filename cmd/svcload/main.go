@@ -3,7 +3,8 @@
 // subscriber beside their targets, file throughput beside the raw disk's,
 // objective operations per second, and telemetry: OTLP ingest and activity
 // upload rates, chat delivery beside OTLP ingest, and what invoking a tool
-// through svc adds over calling its upstream directly. It spawns the broker
+// through svc adds over calling its upstream directly, and verified inbound
+// hook deliveries per second and their 202 latency. It spawns the broker
 // itself, so it knows the pid whose memory it reads.
 package main
 
@@ -46,7 +47,7 @@ func main() {
 	svcPath := flag.String("svc", "bin/svc", "path to the svc binary to spawn")
 	quick := flag.Bool("quick", false, "short durations for a smoke run")
 	outPath := flag.String("out", "", "also write the summary table to this file")
-	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry, tools (default all)")
+	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry, tools, hooks (default all)")
 	flag.Parse()
 
 	p := fullPlan
@@ -91,6 +92,9 @@ func run(ctx context.Context, p plan, svcPath, outPath string) error {
 	runErr := lg.all(ctx)
 	if runErr == nil && lg.runs("tools") {
 		runErr = lg.tools(ctx)
+	}
+	if runErr == nil && lg.runs("hooks") {
+		runErr = lg.hooks(ctx)
 	}
 	if c := context.Cause(ctx); runErr != nil && c != nil && !errors.Is(runErr, c) && !errors.Is(c, context.Canceled) {
 		runErr = fmt.Errorf("%w (%w)", runErr, c)
