@@ -264,11 +264,18 @@ ORDER BY received_at DESC, rowid DESC LIMIT ?`, f.Endpoint, before, limit)
 	return out, translate("list hook deliveries", rows.Err())
 }
 
-// HookDedupeSeen reports whether a dedupe key was seen since a time.
+// hookDedupeSeenQuery names dedupe_key <> '' so that SQLite may use the
+// partial index hook_deliveries_dedupe: a query must imply a partial
+// index's WHERE for the planner to take it.
+const hookDedupeSeenQuery = `SELECT 1 FROM hook_deliveries
+WHERE endpoint = ? AND dedupe_key = ? AND dedupe_key <> '' AND received_at >= ?
+AND status NOT IN ('rejected', 'duplicate') LIMIT 1`
+
+// HookDedupeSeen reports whether a dedupe key was seen since a time; an
+// empty key never was.
 func (q queries) HookDedupeSeen(ctx context.Context, endpoint, key string, since time.Time) (bool, error) {
 	var one int
-	err := q.r.QueryRowContext(ctx, `SELECT 1 FROM hook_deliveries WHERE endpoint = ? AND dedupe_key = ? AND received_at >= ?
-AND status NOT IN ('rejected', 'duplicate') LIMIT 1`, endpoint, key, since.UnixMilli()).Scan(&one)
+	err := q.r.QueryRowContext(ctx, hookDedupeSeenQuery, endpoint, key, since.UnixMilli()).Scan(&one)
 	if err == sql.ErrNoRows {
 		return false, nil
 	}
