@@ -264,9 +264,9 @@ ORDER BY received_at DESC, rowid DESC LIMIT ?`, f.Endpoint, before, limit)
 	return out, translate("list hook deliveries", rows.Err())
 }
 
-// hookDedupeSeenQuery names dedupe_key <> '' so that SQLite may use the
-// partial index hook_deliveries_dedupe: a query must imply a partial
-// index's WHERE for the planner to take it.
+// hookDedupeSeenQuery repeats the partial index's condition (no empty
+// key) so that SQLite may use hook_deliveries_dedupe: a query must imply
+// a partial index's WHERE for the planner to take it.
 const hookDedupeSeenQuery = `SELECT 1 FROM hook_deliveries
 WHERE endpoint = ? AND dedupe_key = ? AND dedupe_key <> '' AND received_at >= ?
 AND status NOT IN ('rejected', 'duplicate') LIMIT 1`
