@@ -38,7 +38,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	for _, q := range []string{insertMessage, insertRecipient} {
+	// Statements hot inside the messenger's transactions are prepared on
+	// the writer now: a transaction holds the writer's one connection.
+	for _, q := range []string{insertMessage, insertRecipient, hookDedupeSeenQuery} {
 		if _, err := c.prepared(ctx, true, q); err != nil {
 			return nil, errors.Join(fmt.Errorf("open store: prepare: %w", err), c.Close())
 		}

@@ -28,9 +28,16 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	return translate("create hook endpoint", err)
 }
 
+// getHookEndpointQuery runs on every hook delivery: a cached statement.
+var getHookEndpointQuery = `SELECT ` + hookEndpointColumns + ` FROM hook_endpoints WHERE slug = ?`
+
 // GetHookEndpoint returns an endpoint.
 func (q queries) GetHookEndpoint(ctx context.Context, slug string) (store.HookEndpoint, error) {
-	e, err := scanHookEndpoint(q.r.QueryRowContext(ctx, `SELECT `+hookEndpointColumns+` FROM hook_endpoints WHERE slug = ?`, slug))
+	st, err := q.stmt(ctx, false, getHookEndpointQuery)
+	if err != nil {
+		return store.HookEndpoint{}, translate("get hook endpoint", err)
+	}
+	e, err := scanHookEndpoint(st.QueryRowContext(ctx, slug))
 	return e, translate("get hook endpoint", err)
 }
 
@@ -275,7 +282,11 @@ AND status NOT IN ('rejected', 'duplicate') LIMIT 1`
 // empty key never was.
 func (q queries) HookDedupeSeen(ctx context.Context, endpoint, key string, since time.Time) (bool, error) {
 	var one int
-	err := q.r.QueryRowContext(ctx, hookDedupeSeenQuery, endpoint, key, since.UnixMilli()).Scan(&one)
+	st, err := q.stmt(ctx, false, hookDedupeSeenQuery)
+	if err != nil {
+		return false, translate("hook dedupe seen", err)
+	}
+	err = st.QueryRowContext(ctx, endpoint, key, since.UnixMilli()).Scan(&one)
 	if err == sql.ErrNoRows {
 		return false, nil
 	}
