@@ -428,3 +428,43 @@ func TestHookDeleteCascadesPending(t *testing.T) {
 	require.True(t, e.pass(t).IsZero())
 	require.Empty(t, e.hookMsgs(t, "alice", "x"))
 }
+
+// TestHookPolicyRestart: a second server over the same store (a restart)
+// rebuilds the timers from the rows: the TTL and maxWaitMs count from the
+// receipt, not from the restart, and everyone starts offline and free.
+func TestHookPolicyRestart(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue"), QueueTtlMs: ptr(int32(60000))}, "bob")
+	e.endpoint(t, "w", &apiv1.NotificationPolicy{IfBusy: ptr("wait"), MaxWaitMs: ptr(int32(20000))}, "alice")
+	e.online(t, "alice")
+	e.activity("alice", stateWorking)
+	queued := e.post(t, "q", "", `{}`)
+	held := e.post(t, "w", "", `{}`)
+	require.Equal(t, "pending", queued.Status)
+	require.Equal(t, "pending", held.Status)
+
+	clock := &fakeClock{now: e.clock.Now().Add(10 * time.Second)}
+	srv := startTestServer(t, e.st, e.perms, Deps{}, WithHookEngine(fakeHooks{}), WithNow(clock.Now))
+	sub, err := srv.core.hub.Subscribe("alice", "test")
+	require.NoError(t, err)
+	t.Cleanup(sub.Close)
+	srv.core.presence.setActivity("alice", stateWorking)
+	pass := func() time.Time {
+		next, err := srv.core.hookSched.pass(context.Background())
+		require.NoError(t, err)
+		return next
+	}
+	require.Equal(t, e.clock.Now().Add(20*time.Second), pass(), "maxWaitMs from the receipt is the next thing due")
+	require.Equal(t, "pending", e.receipt(t, held.ID).Status)
+	clock.Add(10 * time.Second) // 20 s from the receipt
+	srv.core.presence.setActivity("alice", stateWorking)
+	pass()
+	d := e.receipt(t, held.ID)
+	require.Equal(t, "delivered", d.Status)
+	require.Contains(t, d.Reason, "forced out after maxWaitMs")
+	require.Equal(t, "pending", e.receipt(t, queued.ID).Status)
+	clock.Add(40 * time.Second) // 60 s from the receipt, 50 s after the restart
+	pass()
+	require.Equal(t, "expired", e.receipt(t, queued.ID).Status)
+	require.Empty(t, e.pendingRows(t))
+}
