@@ -443,12 +443,19 @@ func TestHookPolicyRestart(t *testing.T) {
 	require.Equal(t, "pending", queued.Status)
 	require.Equal(t, "pending", held.Status)
 
+	// The restarted server: alice attaches and reports working before its
+	// loops start (else its first pass would flush the held copy at once,
+	// as nobody works after a restart).
 	clock := &fakeClock{now: e.clock.Now().Add(10 * time.Second)}
-	srv := startTestServer(t, e.st, e.perms, Deps{}, WithHookEngine(fakeHooks{}), WithNow(clock.Now))
+	srv := New(Deps{Store: e.st, Team: e.srv.core.team, Version: "test"}, WithHookEngine(fakeHooks{}), WithNow(clock.Now))
 	sub, err := srv.core.hub.Subscribe("alice", "test")
 	require.NoError(t, err)
 	t.Cleanup(sub.Close)
 	srv.core.presence.setActivity("alice", stateWorking)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 	pass := func() time.Time {
 		next, err := srv.core.hookSched.pass(context.Background())
 		require.NoError(t, err)
