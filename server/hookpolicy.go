@@ -549,8 +549,22 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 		errs = append(errs, c.flushDebounced(ctx, slug))
 	}
 
+	// Members with rows due now, by kind: the others need no commit.
+	dueNow := func(kind string) (map[string]bool, error) {
+		rows, err := c.store.ListHookPending(ctx, store.HookPendingFilter{Kind: kind, DueBy: now})
+		out := map[string]bool{}
+		for _, p := range rows {
+			out[p.Member] = true
+		}
+		return out, err
+	}
+
 	// The offline queue: flush on attach, expire past the TTL.
 	queued, err := c.store.HookPendingMembers(ctx, store.HookQueue)
+	if err != nil {
+		return time.Time{}, err
+	}
+	queueDue, err := dueNow(store.HookQueue)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -561,6 +575,7 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDrop, "not on the team"))
 		case c.hub.Connected(m) > 0:
 			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDeliver, ""))
+		case !queueDue[m]:
 		default:
 			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, now, rowsExpire,
 				fmt.Sprintf("%s not attached within queueTtlMs", m)))
@@ -573,6 +588,10 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	waitDue, err := dueNow(store.HookWait)
+	if err != nil {
+		return time.Time{}, err
+	}
 	for _, m := range held {
 		_, known := c.team.Member(m)
 		busy, until := c.presence.busy(m)
@@ -582,7 +601,9 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 		case !busy:
 			errs = append(errs, c.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDeliver, ""))
 		default:
-			errs = append(errs, c.resolveMember(ctx, m, store.HookWait, now, rowsDeliver, "forced out after maxWaitMs"))
+			if waitDue[m] {
+				errs = append(errs, c.resolveMember(ctx, m, store.HookWait, now, rowsDeliver, "forced out after maxWaitMs"))
+			}
 			if next.IsZero() || until.Before(next) {
 				next = until
 			}
