@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/teamconfig"
 	"svc/store"
 )
 
@@ -473,5 +475,23 @@ func TestHookPolicyRestart(t *testing.T) {
 	clock.Add(40 * time.Second) // 60 s from the receipt, 50 s after the restart
 	pass()
 	require.Equal(t, "expired", e.receipt(t, queued.ID).Status)
+	require.Empty(t, e.pendingRows(t))
+}
+
+// TestHookMemberLeft: a queued or held copy of a member no longer on the
+// team is dropped, with the reason on its receipt.
+func TestHookMemberLeft(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "bob")
+	r := e.post(t, "q", "", `{}`)
+	require.Equal(t, "pending", r.Status)
+	require.NoError(t, e.srv.core.team.change(context.Background(), func(f *teamconfig.File) error {
+		f.Store.Members = slices.DeleteFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == "bob" })
+		return nil
+	}, nil))
+	e.pass(t)
+	d := e.receipt(t, r.ID)
+	require.Equal(t, "dropped", d.Status)
+	require.Contains(t, d.Reason, "copy for bob dropped: not on the team")
 	require.Empty(t, e.pendingRows(t))
 }
