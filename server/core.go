@@ -45,6 +45,8 @@ type core struct {
 	// ingress rate limit.
 	hooks     HookEngine
 	hookLimit *auth.WindowLimiter
+	// hookSched runs the delivery policy's timers (hookpolicy.go).
+	hookSched *hookScheduler
 	// maxFileSize is the most bytes one file may hold.
 	maxFileSize int64
 	// quotaBytes is the most bytes one member's home may hold; <= 0 is

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -24,6 +23,9 @@ const (
 	hookRejected  = "rejected"
 	hookFiltered  = "filtered"
 	hookDuplicate = "duplicate"
+	hookPending   = "pending"
+	hookExpired   = "expired"
+	hookCoalesced = "coalesced"
 )
 
 // hookDeliveryKind is the data.kind of the messages a delivery becomes.
@@ -170,82 +172,31 @@ func (c *core) verifyHook(ctx context.Context, e store.HookEndpoint, h http.Head
 	return "verification failed"
 }
 
-// hookRoute is where one delivery goes: the member copies and channels,
-// resolved before the commit (the team may not be read inside it).
-type hookRoute struct {
-	members  []string // member targets that get a copy now
-	dropped  []string // member targets dropped (offline, ifOffline drop)
-	channels []string // channel ids
-}
-
-// routeHook resolves e's targets against the team and presence. Policy
-// beyond immediate delivery is not built yet (docs/HOOKS.md): ifOffline
-// drop drops an offline member's copy (no live stream); queue, ifBusy wait
-// and debounce deliver now.
-func (c *core) routeHook(e store.HookEndpoint, ov hookOverrides) hookRoute {
-	ifOffline := policyOf(e).IfOffline
-	if ov.ifOffline != "" {
-		ifOffline = ov.ifOffline
-	}
-	var r hookRoute
-	for _, t := range targetsOf(e) {
-		switch {
-		case t.Channel != "":
-			r.channels = append(r.channels, t.Channel)
-		case t.Member != "":
-			if _, ok := c.team.Member(t.Member); !ok {
-				r.dropped = append(r.dropped, t.Member)
-			} else if ifOffline == "drop" && c.hub.Connected(t.Member) == 0 {
-				r.dropped = append(r.dropped, t.Member)
-			} else {
-				r.members = append(r.members, t.Member)
-			}
-		}
-	}
-	return r
-}
-
 // deliverHook runs a verified delivery through dedupe (when dedupe),
-// filters, content and frame, and delivers it now: one message per member
-// copy on hook:<slug> and one per channel target on chan:<id>. The
-// receipt, the body and the messages commit in one transaction; the
-// receipt names the messages' ids.
+// filters, content, debounce and the per-target policy (hookpolicy.go).
+// The receipt, the body, the messages delivered now and any pending row
+// (queued, held, buffered) commit in one transaction; the receipt names
+// the messages' ids.
 func (c *core) deliverHook(ctx context.Context, e store.HookEndpoint, d store.HookDelivery, dedupe bool) (store.HookDelivery, error) {
 	filtered := false
 	if fs := filtersOf(e); len(fs) > 0 && !c.hooks.Match(fs, d.Body) {
 		filtered = true
 	}
-	ov := hookOverrides{ifOffline: d.IfOffline, ifBusy: d.IfBusy, level: d.Level}
-	level := e.Level
-	if pl := policyOf(e).Level; pl != "" {
-		level = pl
-	}
-	if ov.level != "" {
-		level = ov.level
-	}
+	level := hookLevel(e, d.Level)
 	var (
-		text  string
+		item  hookItem
 		route hookRoute
 	)
 	if !filtered {
-		text = c.hooks.Render(hooks.Frame{Slug: e.Slug, DisplayName: e.DisplayName, Items: []hooks.Item{{
-			DeliveryID: d.ID, Received: d.ReceivedAt, Content: c.hooks.Content(e.Template, d.Body),
-		}}})
-		route = c.routeHook(e, ov)
+		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: c.hooks.Content(e.Template, d.Body)}
+		route = c.routeHook(e)
 	}
-	title := e.DisplayName
-	if title == "" {
-		title = e.Slug
-	}
-	from, hookThread := "hook:"+e.Slug, "hook:"+e.Slug
-	data := func(thread string) ([]byte, error) {
-		return json.Marshal(map[string]any{
-			"kind": hookDeliveryKind, "thread": thread, "endpoint": e.Slug, "deliveryIds": []string{d.ID},
-		})
-	}
+	pol := policyOf(e)
+	debounce := pol.DebounceMs > 0 && level != levelCritical
 	out := d
+	var t *hookTally
 	res := c.msgs.changeStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
-		out = d
+		out, t = d, newHookTally()
 		if dedupe && d.DedupeKey != "" {
 			seen, err := tx.HookDedupeSeen(ctx, e.Slug, d.DedupeKey, d.ReceivedAt.Add(-hookDedupeWindow))
 			if err != nil {
@@ -260,56 +211,39 @@ func (c *core) deliverHook(ctx context.Context, e store.HookEndpoint, d store.Ho
 			out.Status = hookFiltered
 			return nil, addDelivery(ctx, tx, out)
 		}
-		var msgs []store.Message
-		for _, m := range route.members {
-			b, err := data(hookThread)
-			if err != nil {
-				return nil, err
-			}
-			msgs = append(msgs, store.Message{From: from, To: m, Thread: hookThread, Title: title, Body: text, Level: level, Data: b, Recipients: []string{m}})
+		out.Status = hookPending
+		if err := addDelivery(ctx, tx, out); err != nil {
+			return nil, err
 		}
-		for _, id := range route.channels {
-			ch, err := tx.GetChannel(ctx, id)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && !ch.ArchivedAt.IsZero()) {
-				continue // a channel gone or archived since: nobody to reach
-			}
-			if err != nil {
+		if debounce {
+			if err := c.bufferHook(ctx, tx, t, e, out, item, level, route); err != nil {
 				return nil, err
 			}
-			members, err := tx.ListChannelMembers(ctx, id)
-			if err != nil {
+		} else {
+			if err := c.dispatchHook(ctx, tx, t, e, out, []hookItem{item}, level, 0, route); err != nil {
 				return nil, err
 			}
-			var to []string
-			for _, m := range members {
-				to = append(to, m.Member)
-			}
-			if len(to) == 0 {
-				continue
-			}
-			b, err := data("chan:" + id)
-			if err != nil {
-				return nil, err
-			}
-			msgs = append(msgs, store.Message{From: from, Thread: "chan:" + id, Title: title, Body: text, Level: level, Data: b, Recipients: to})
+			t.touch(out.ID)
 		}
-		out.Status = hookDelivered
-		if len(msgs) == 0 {
-			out.Status, out.Reason = hookDropped, "no target reachable"
-			if len(route.dropped) > 0 {
-				out.Reason = "every member target offline (ifOffline drop)"
-			}
+		if err := t.finish(ctx, tx); err != nil {
+			return nil, err
 		}
-		return msgs, addDelivery(ctx, tx, out)
+		if st, ok := t.status[out.ID]; ok {
+			out.Status, out.Reason = st.status, st.reason
+		}
+		return t.msgs, nil
 	}, func(ctx context.Context, tx store.Tx, msgs []store.Message) error {
-		out.MessageIDs = make([]string, len(msgs))
-		for i, m := range msgs {
-			out.MessageIDs[i] = formatMessageID(m.Seq)
+		if err := t.stored(ctx, tx, msgs); err != nil {
+			return err
 		}
-		return tx.SetHookDeliveryMessages(ctx, out.ID, out.MessageIDs)
+		out.MessageIDs = t.ids[out.ID]
+		return nil
 	})
 	if res.err != nil {
 		return store.HookDelivery{}, res.err
+	}
+	if t != nil && t.added > 0 {
+		c.hookSched.poke()
 	}
 	return out, nil
 }

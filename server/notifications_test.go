@@ -90,7 +90,11 @@ func (fakeHooks) Match(fs []hooks.Filter, payload []byte) bool {
 func (fakeHooks) Content(t string, payload []byte) string { return t + string(payload) }
 
 func (fakeHooks) Render(f hooks.Frame) string {
-	return fmt.Sprintf("frame %s %s %s", f.Slug, f.Items[0].DeliveryID, f.Items[0].Content)
+	ids := make([]string, len(f.Items))
+	for i, it := range f.Items {
+		ids[i] = it.DeliveryID
+	}
+	return fmt.Sprintf("frame %s %s %s items=%s queued=%s", f.Slug, f.Items[0].DeliveryID, f.Items[0].Content, strings.Join(ids, ","), f.QueuedFor)
 }
 
 // hookEnv is a running server with members admin (notifications.manage),
@@ -105,7 +109,7 @@ type hookEnv struct {
 	chanID string
 }
 
-func newHookEnv(t *testing.T, noKEK bool) *hookEnv {
+func newHookEnv(t *testing.T, noKEK bool, opts ...Option) *hookEnv {
 	t.Helper()
 	perms := map[string][]string{"admin": {auth.NotificationsManage}, "alice": {}, "bob": {}, "carol": {}}
 	st := mustMemStore(t)
@@ -117,7 +121,7 @@ func newHookEnv(t *testing.T, noKEK bool) *hookEnv {
 		k, err = kek.New(key)
 		require.NoError(t, err)
 	}
-	srv := startTestServer(t, st, perms, Deps{KEK: k}, WithHookEngine(fakeHooks{}))
+	srv := startTestServer(t, st, perms, Deps{KEK: k}, append(opts, WithHookEngine(fakeHooks{}))...)
 	ctx := context.Background()
 	require.NoError(t, st.CreateChannel(ctx, store.Channel{ID: "c-ops", Slug: "ops", CreatedBy: "bob"}))
 	require.NoError(t, st.PutChannelMember(ctx, store.ChannelMember{Channel: "c-ops", Member: "carol", Role: "member"}))
@@ -291,10 +295,10 @@ func TestHookOfflineDrop(t *testing.T) {
 	res, err := e.srv.Hook(ctx, "m", nil, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "dropped", res.Status, "alice has no live stream")
-	// queue is not built yet: it delivers now.
+	// queue holds it for the attach (hookpolicy_test.go).
 	res, err = e.srv.Hook(ctx, "m", url.Values{"if_offline": {"queue"}}, signed(), []byte("{}"))
 	require.NoError(t, err)
-	require.Equal(t, "delivered", res.Status)
+	require.Equal(t, "pending", res.Status)
 	e.online(t, "alice")
 	res, err = e.srv.Hook(ctx, "m", nil, signed(), []byte("{}"))
 	require.NoError(t, err)

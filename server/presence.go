@@ -29,6 +29,9 @@ type presence struct {
 	mu   sync.Mutex
 	now  func() time.Time
 	seen map[string]*sighting
+	// onActivity, when set, runs outside the lock after a member reports
+	// its activity (the hook scheduler's wake-up).
+	onActivity func(member string)
 }
 
 type sighting struct {
@@ -76,6 +79,26 @@ func (pr *presence) setActivity(member, state string) {
 	s := pr.touchLocked(member)
 	s.state, s.stateAt = state, s.lastSeen
 	pr.mu.Unlock()
+	if pr.onActivity != nil {
+		pr.onActivity(member)
+	}
+}
+
+// busy reports whether member's live activity is working now, and until
+// when it holds without a refresh (the activityTTL lapse to idle).
+// Blocked counts as free.
+func (pr *presence) busy(member string) (bool, time.Time) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	s := pr.seen[member]
+	if s == nil || s.state != stateWorking {
+		return false, time.Time{}
+	}
+	until := s.stateAt.Add(activityTTL)
+	if !pr.now().Before(until) {
+		return false, time.Time{}
+	}
+	return true, until
 }
 
 // list renders every sighting of a current member, by name. A non-idle

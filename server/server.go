@@ -148,7 +148,9 @@ func New(d Deps, opts ...Option) *Server {
 		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, quotaBytes: o.quotaBytes,
 		now: o.now, log: o.log,
 	}
-	c.hub = hub.New(hub.WithOnChange(c.presence.touch), hub.WithMaxPerMember(o.maxStreams))
+	c.hookSched = newHookScheduler(c)
+	c.presence.onActivity = func(string) { c.hookSched.poke() }
+	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); c.hookSched.poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
 	c.tools = o.tools
 	if c.tools == nil {
@@ -201,6 +203,7 @@ func New(d Deps, opts ...Option) *Server {
 	s.fs = &Fs{core: c}
 	enroll := newEnrollment(c, o.publicURL)
 	s.run = append(s.run, enroll.run)
+	s.run = append(s.run, c.hookSched.run)
 	for _, g := range []*grpc.Server{s.grpc, s.inproc} {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)

@@ -118,4 +118,61 @@ type HookStore interface {
 	// HookDedupeSeen reports whether endpoint has a receipt with key whose
 	// status is not rejected nor duplicate, received at or after since.
 	HookDedupeSeen(ctx context.Context, endpoint, key string, since time.Time) (bool, error)
+
+	// The rows the delivery policy holds.
+	HookPendingStore
+}
+
+// Kinds of a HookPending row.
+const (
+	HookQueue    = "queue"    // a copy queued for an offline member
+	HookWait     = "wait"     // a copy held while the member is working
+	HookDebounce = "debounce" // a delivery in its endpoint's debounce buffer
+)
+
+// HookPending is a delivery the policy holds: a member's queued or held
+// copy, or (Member "") a delivery in the endpoint's debounce buffer. It
+// belongs to the receipt Delivery; ReceivedAt is that receipt's. Items is
+// the JSON content it carries, opaque here.
+type HookPending struct {
+	Delivery   string
+	Endpoint   string
+	Member     string
+	Kind       string
+	ReceivedAt time.Time
+	DueAt      time.Time
+	Level      string
+	Items      []byte
+}
+
+// HookPendingFilter selects pending rows; empty fields match any.
+type HookPendingFilter struct {
+	Kind     string
+	Member   string
+	Endpoint string
+	// DueBy, when set, keeps rows due at or before it.
+	DueBy time.Time
+}
+
+// HookPendingStore keeps the rows the delivery policy holds.
+type HookPendingStore interface {
+	// AddHookPending stores a row: ErrConflict when (delivery, member,
+	// kind) is taken, ErrPrecondition when its receipt or endpoint does
+	// not exist.
+	AddHookPending(ctx context.Context, p HookPending) error
+	// ListHookPending returns the rows f selects, by endpoint, then
+	// newest first (received at descending).
+	ListHookPending(ctx context.Context, f HookPendingFilter) ([]HookPending, error)
+	// DeleteHookPending removes one row; ErrNotFound.
+	DeleteHookPending(ctx context.Context, delivery, member, kind string) error
+	// CountHookPending counts a receipt's rows.
+	CountHookPending(ctx context.Context, delivery string) (int, error)
+	// HookPendingMembers are the members with rows of kind, by name.
+	HookPendingMembers(ctx context.Context, kind string) ([]string, error)
+	// NextHookPendingDue is the earliest due time of any row; ok false
+	// when there is none.
+	NextHookPendingDue(ctx context.Context) (due time.Time, ok bool, err error)
+	// SetHookDeliveryStatus sets a receipt's status and reason and appends
+	// messageIDs to its message ids; ErrNotFound.
+	SetHookDeliveryStatus(ctx context.Context, id, status, reason string, messageIDs []string) error
 }

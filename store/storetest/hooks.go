@@ -21,6 +21,8 @@ var hookTests = []suiteTest{
 	{"HookDeliveriesCascade", testHookDeliveriesCascade},
 	{"HookDedupeSeen", testHookDedupeSeen},
 	{"HookWithTxRollback", testHookWithTxRollback},
+	{"HookPending", testHookPending},
+	{"HookPendingCascade", testHookPendingCascade},
 }
 
 func hookEndpoint(slug string) store.HookEndpoint {
@@ -257,4 +259,88 @@ func testHookWithTxRollback(t *testing.T, s store.Store) {
 	require.ErrorIs(t, err, store.ErrConflict)
 	_, err = s.GetHookDelivery(ctx, "d1")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func pending(delivery, ep, member, kind string, received, due time.Duration) store.HookPending {
+	return store.HookPending{
+		Delivery: delivery, Endpoint: ep, Member: member, Kind: kind,
+		ReceivedAt: at(received), DueAt: at(due), Level: "info", Items: []byte(`[{"id":"` + delivery + `"}]`),
+	}
+}
+
+func testHookPending(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	require.NoError(t, s.CreateHookEndpoint(ctx, hookEndpoint("a")))
+	require.NoError(t, s.CreateHookEndpoint(ctx, hookEndpoint("b")))
+	_, ok, err := s.NextHookPendingDue(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+	for _, d := range []store.HookDelivery{delivery("d1", "a", 0), delivery("d2", "a", time.Minute), delivery("d3", "b", 2*time.Minute)} {
+		d.Status = "pending"
+		require.NoError(t, s.AddHookDelivery(ctx, d))
+	}
+	require.NoError(t, s.AddHookPending(ctx, pending("d1", "a", "alice", store.HookQueue, 0, time.Hour)))
+	require.NoError(t, s.AddHookPending(ctx, pending("d1", "a", "bob", store.HookWait, 0, 10*time.Minute)))
+	require.NoError(t, s.AddHookPending(ctx, pending("d2", "a", "alice", store.HookQueue, time.Minute, 2*time.Hour)))
+	require.NoError(t, s.AddHookPending(ctx, pending("d3", "b", "", store.HookDebounce, 2*time.Minute, 3*time.Minute)))
+	require.ErrorIs(t, s.AddHookPending(ctx, pending("d1", "a", "alice", store.HookQueue, 0, time.Hour)), store.ErrConflict)
+	require.ErrorIs(t, s.AddHookPending(ctx, pending("nope", "a", "alice", store.HookQueue, 0, time.Hour)), store.ErrPrecondition)
+
+	got, err := s.ListHookPending(ctx, store.HookPendingFilter{Kind: store.HookQueue, Member: "alice"})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, []string{"d2", "d1"}, []string{got[0].Delivery, got[1].Delivery}, "newest first")
+	want := pending("d2", "a", "alice", store.HookQueue, time.Minute, 2*time.Hour)
+	want.ReceivedAt, want.DueAt = want.ReceivedAt.Truncate(time.Millisecond), want.DueAt.Truncate(time.Millisecond)
+	require.Equal(t, want, got[0])
+	got, err = s.ListHookPending(ctx, store.HookPendingFilter{DueBy: at(10 * time.Minute)})
+	require.NoError(t, err)
+	require.Len(t, got, 2, "the wait row and the debounce row are due")
+	require.Equal(t, "a", got[0].Endpoint, "by endpoint")
+	got, err = s.ListHookPending(ctx, store.HookPendingFilter{Endpoint: "b", Kind: store.HookDebounce})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	members, err := s.HookPendingMembers(ctx, store.HookQueue)
+	require.NoError(t, err)
+	require.Equal(t, []string{"alice"}, members)
+	members, err = s.HookPendingMembers(ctx, store.HookDebounce)
+	require.NoError(t, err)
+	require.Empty(t, members, "a debounce row names no member")
+	due, ok, err := s.NextHookPendingDue(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, at(3*time.Minute).Truncate(time.Millisecond), due)
+	n, err := s.CountHookPending(ctx, "d1")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+
+	require.NoError(t, s.DeleteHookPending(ctx, "d1", "bob", store.HookWait))
+	require.ErrorIs(t, s.DeleteHookPending(ctx, "d1", "bob", store.HookWait), store.ErrNotFound)
+	n, err = s.CountHookPending(ctx, "d1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	require.NoError(t, s.SetHookDeliveryMessages(ctx, "d1", []string{"m1"}))
+	require.NoError(t, s.SetHookDeliveryStatus(ctx, "d1", "delivered", "why", []string{"m2"}))
+	d, err := s.GetHookDelivery(ctx, "d1")
+	require.NoError(t, err)
+	require.Equal(t, "delivered", d.Status)
+	require.Equal(t, "why", d.Reason)
+	require.Equal(t, []string{"m1", "m2"}, d.MessageIDs)
+	require.ErrorIs(t, s.SetHookDeliveryStatus(ctx, "nope", "delivered", "", nil), store.ErrNotFound)
+}
+
+func testHookPendingCascade(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	require.NoError(t, s.CreateHookEndpoint(ctx, hookEndpoint("a")))
+	require.NoError(t, s.AddHookDelivery(ctx, delivery("d1", "a", 0)))
+	require.NoError(t, s.AddHookPending(ctx, pending("d1", "a", "alice", store.HookQueue, 0, time.Hour)))
+	require.NoError(t, s.DeleteHookEndpoint(ctx, "a"))
+	got, err := s.ListHookPending(ctx, store.HookPendingFilter{})
+	require.NoError(t, err)
+	require.Empty(t, got, "deleting the endpoint deletes its queued rows")
+	_, ok, err := s.NextHookPendingDue(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
 }

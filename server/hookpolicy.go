@@ -1,0 +1,657 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"svc/server/hooks"
+	"svc/store"
+)
+
+// The durable delivery policy of inbound hooks (docs/HOOKS.md, States):
+// the offline queue, the busy wait and the debounce buffer are rows of
+// store.HookPending, written in the transaction that lands the receipt;
+// one background loop (hookScheduler) flushes, forces and expires them.
+
+const levelCritical = "critical"
+
+// levelRank orders the LogLevels by severity.
+var levelRank = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5}
+
+// hookRescan is the longest the scheduler sleeps without a look at the
+// store; hookRetry is how long it waits after a failed pass.
+const (
+	hookRescan = 30 * time.Second
+	hookRetry  = time.Second
+)
+
+// hookItem is one delivery a pending row or a message carries.
+type hookItem struct {
+	ID         string `json:"id"`
+	ReceivedAt int64  `json:"receivedAt"` // epoch ms
+	Content    string `json:"content"`
+}
+
+// hookLevel is a delivery's level: the override, else the policy's, else
+// the endpoint's.
+func hookLevel(e store.HookEndpoint, override string) string {
+	if override != "" {
+		return override
+	}
+	if pl := policyOf(e).Level; pl != "" {
+		return pl
+	}
+	return e.Level
+}
+
+// hookMember is a member target as the team and presence see it now.
+type hookMember struct {
+	name                string
+	known, online, busy bool
+}
+
+// hookRoute is where a delivery of an endpoint can go: its member targets
+// with their state and its channel ids. It is read before the commit (the
+// team may not be read inside it); the policy decides inside.
+type hookRoute struct {
+	members  []hookMember
+	channels []string
+}
+
+func (c *core) routeHook(e store.HookEndpoint) hookRoute {
+	var r hookRoute
+	for _, t := range targetsOf(e) {
+		switch {
+		case t.Channel != "":
+			r.channels = append(r.channels, t.Channel)
+		case t.Member != "":
+			_, known := c.team.Member(t.Member)
+			busy, _ := c.presence.busy(t.Member)
+			r.members = append(r.members, hookMember{name: t.Member, known: known, online: c.hub.Connected(t.Member) > 0, busy: busy})
+		}
+	}
+	return r
+}
+
+// hookTally gathers what one transaction of the pipeline does: the
+// messages with the receipts each delivers, the receipts touched (to
+// finish) with notes for their reasons, and their final statuses.
+type hookTally struct {
+	msgs    []store.Message
+	owners  [][]string // per message, the receipts it delivers
+	touched []string
+	notes   map[string][]string
+	status  map[string]hookStatus
+	ids     map[string][]string // message ids per receipt, once stored
+	added   int                 // pending rows written
+}
+
+type hookStatus struct{ status, reason string }
+
+func newHookTally() *hookTally {
+	return &hookTally{notes: map[string][]string{}, status: map[string]hookStatus{}, ids: map[string][]string{}}
+}
+
+func (t *hookTally) touch(id string) {
+	if !slices.Contains(t.touched, id) {
+		t.touched = append(t.touched, id)
+	}
+}
+
+func (t *hookTally) note(id, note string) {
+	t.touch(id)
+	t.notes[id] = append(t.notes[id], note)
+}
+
+func (t *hookTally) add(m store.Message, owners ...string) {
+	t.msgs = append(t.msgs, m)
+	t.owners = append(t.owners, owners)
+	for _, o := range owners {
+		t.touch(o)
+	}
+}
+
+// finish sets the status of every receipt touched: pending while it has
+// rows; else delivered when it became a message (now or before); else
+// expired when a copy expired; else dropped.
+func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
+	fresh := map[string]int{}
+	for _, os := range t.owners {
+		for _, o := range os {
+			fresh[o]++
+		}
+	}
+	for _, id := range t.touched {
+		d, err := tx.GetHookDelivery(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		left, err := tx.CountHookPending(ctx, id)
+		if err != nil {
+			return err
+		}
+		reason := d.Reason
+		if ns := t.notes[id]; len(ns) > 0 {
+			reason = strings.Join(slices.DeleteFunc(append([]string{reason}, ns...), func(s string) bool { return s == "" }), "; ")
+		}
+		st := hookDelivered
+		switch {
+		case left > 0:
+			st = hookPending
+		case len(d.MessageIDs)+fresh[id] > 0:
+		case strings.Contains(reason, "expired"):
+			st = hookExpired
+		default:
+			st = hookDropped
+			if reason == "" || reason == d.Reason {
+				reason = strings.Join(slices.DeleteFunc([]string{d.Reason, "no target reachable"}, func(s string) bool { return s == "" }), "; ")
+			}
+		}
+		t.status[id] = hookStatus{st, reason}
+		if err := tx.SetHookDeliveryStatus(ctx, id, st, reason, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stored appends the stored messages' ids to the receipts they deliver.
+func (t *hookTally) stored(ctx context.Context, tx store.Tx, msgs []store.Message) error {
+	for i, m := range msgs {
+		for _, o := range t.owners[i] {
+			t.ids[o] = append(t.ids[o], formatMessageID(m.Seq))
+		}
+	}
+	for _, id := range t.touched {
+		if len(t.ids[id]) == 0 {
+			continue
+		}
+		st := t.status[id]
+		if err := tx.SetHookDeliveryStatus(ctx, id, st.status, st.reason, t.ids[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renderHook renders items (newest first) as one frame.
+func (c *core) renderHook(e store.HookEndpoint, items []hookItem, queuedFor time.Duration) string {
+	f := hooks.Frame{Slug: e.Slug, DisplayName: e.DisplayName, QueuedFor: queuedFor}
+	for _, it := range items {
+		f.Items = append(f.Items, hooks.Item{DeliveryID: it.ID, Received: time.UnixMilli(it.ReceivedAt).UTC(), Content: it.Content})
+	}
+	return c.hooks.Render(f)
+}
+
+// hookMessage is a message of endpoint e carrying items on thread, to
+// recipients (to, for a member copy).
+func hookMessage(e store.HookEndpoint, thread, to string, recipients []string, text, level string, items []hookItem) (store.Message, error) {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	b, err := json.Marshal(map[string]any{"kind": hookDeliveryKind, "thread": thread, "endpoint": e.Slug, "deliveryIds": ids})
+	if err != nil {
+		return store.Message{}, err
+	}
+	title := e.DisplayName
+	if title == "" {
+		title = e.Slug
+	}
+	return store.Message{From: "hook:" + e.Slug, To: to, Thread: thread, Title: title, Body: text, Level: level, Data: b, Recipients: recipients}, nil
+}
+
+// dispatchHook applies the per-target policy to items (newest first)
+// that the receipt owner delivers: channel targets get a message now; a
+// member target no longer on the team is dropped; an offline one
+// (no live stream) is queued (ifOffline queue) or dropped; an online,
+// busy (working) one is held (ifBusy wait, unless the level is critical);
+// anyone else gets a copy now. owner's overrides apply over the policy.
+func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, owner store.HookDelivery, items []hookItem, level string, queuedFor time.Duration, route hookRoute) error {
+	pol := policyOf(e)
+	ifOffline, ifBusy := pol.IfOffline, pol.IfBusy
+	if owner.IfOffline != "" {
+		ifOffline = owner.IfOffline
+	}
+	if owner.IfBusy != "" {
+		ifBusy = owner.IfBusy
+	}
+	raw, err := json.Marshal(items)
+	if err != nil {
+		return err
+	}
+	text := c.renderHook(e, items, queuedFor)
+	hold := func(member, kind string, d time.Duration) error {
+		t.touch(owner.ID)
+		t.added++
+		return tx.AddHookPending(ctx, store.HookPending{
+			Delivery: owner.ID, Endpoint: e.Slug, Member: member, Kind: kind,
+			ReceivedAt: owner.ReceivedAt, DueAt: owner.ReceivedAt.Add(d), Level: level, Items: raw,
+		})
+	}
+	thread := "hook:" + e.Slug
+	for _, m := range route.members {
+		switch {
+		case !m.known:
+			t.note(owner.ID, "copy for "+m.name+" dropped: not on the team")
+		case !m.online && ifOffline == "queue":
+			if err := hold(m.name, store.HookQueue, time.Duration(pol.QueueTTLMs)*time.Millisecond); err != nil {
+				return err
+			}
+		case !m.online:
+			t.note(owner.ID, "copy for "+m.name+" dropped: offline (ifOffline drop)")
+		case m.busy && ifBusy == "wait" && level != levelCritical:
+			if err := hold(m.name, store.HookWait, time.Duration(pol.MaxWaitMs)*time.Millisecond); err != nil {
+				return err
+			}
+		default:
+			msg, err := hookMessage(e, thread, m.name, []string{m.name}, text, level, items)
+			if err != nil {
+				return err
+			}
+			t.add(msg, owner.ID)
+		}
+	}
+	for _, id := range route.channels {
+		ch, err := tx.GetChannel(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !ch.ArchivedAt.IsZero()) {
+			continue // a channel gone or archived since: nobody to reach
+		}
+		if err != nil {
+			return err
+		}
+		members, err := tx.ListChannelMembers(ctx, id)
+		if err != nil {
+			return err
+		}
+		var to []string
+		for _, m := range members {
+			to = append(to, m.Member)
+		}
+		if len(to) == 0 {
+			continue
+		}
+		msg, err := hookMessage(e, "chan:"+id, "", to, text, level, items)
+		if err != nil {
+			return err
+		}
+		t.add(msg, owner.ID)
+	}
+	t.touch(owner.ID)
+	return nil
+}
+
+// bufferHook puts the receipt d (already stored, pending) into its
+// endpoint's debounce buffer: the window ends debounceMs after the
+// buffer's first delivery; a buffer holding debounceMax deliveries
+// flushes now, in this transaction.
+func (c *core) bufferHook(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, d store.HookDelivery, it hookItem, level string, route hookRoute) error {
+	pol := policyOf(e)
+	buf, err := tx.ListHookPending(ctx, store.HookPendingFilter{Endpoint: e.Slug, Kind: store.HookDebounce})
+	if err != nil {
+		return err
+	}
+	due := d.ReceivedAt.Add(time.Duration(pol.DebounceMs) * time.Millisecond)
+	for _, p := range buf {
+		if p.DueAt.Before(due) {
+			due = p.DueAt
+		}
+	}
+	raw, err := json.Marshal([]hookItem{it})
+	if err != nil {
+		return err
+	}
+	if err := tx.AddHookPending(ctx, store.HookPending{
+		Delivery: d.ID, Endpoint: e.Slug, Kind: store.HookDebounce, ReceivedAt: d.ReceivedAt, DueAt: due, Level: level, Items: raw,
+	}); err != nil {
+		return err
+	}
+	t.added++
+	t.touch(d.ID)
+	if len(buf)+1 < int(pol.DebounceMax) {
+		return nil
+	}
+	return c.flushDebounce(ctx, tx, t, e, route)
+}
+
+// flushDebounce delivers an endpoint's debounce buffer as one delivery:
+// its newest receipt carries every item (newest first) through the
+// per-target policy, with its own overrides and level; the older
+// receipts become coalesced into it.
+func (c *core) flushDebounce(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, route hookRoute) error {
+	buf, err := tx.ListHookPending(ctx, store.HookPendingFilter{Endpoint: e.Slug, Kind: store.HookDebounce})
+	if err != nil || len(buf) == 0 {
+		return err
+	}
+	var items []hookItem
+	for _, p := range buf {
+		if err := tx.DeleteHookPending(ctx, p.Delivery, p.Member, p.Kind); err != nil {
+			return err
+		}
+		var its []hookItem
+		if err := json.Unmarshal(p.Items, &its); err != nil {
+			return fmt.Errorf("hook pending items: %w", err)
+		}
+		items = append(items, its...)
+	}
+	sortItems(items)
+	newest := buf[0]
+	owner, err := tx.GetHookDelivery(ctx, newest.Delivery)
+	if err != nil {
+		return err
+	}
+	for _, p := range buf[1:] {
+		if err := tx.SetHookDeliveryStatus(ctx, p.Delivery, hookCoalesced, "coalesced into "+newest.Delivery, nil); err != nil {
+			return err
+		}
+	}
+	return c.dispatchHook(ctx, tx, t, e, owner, items, newest.Level, 0, route)
+}
+
+// sortItems orders items newest first (by id on a tie, for a stable
+// order).
+func sortItems(items []hookItem) {
+	sort.SliceStable(items, func(i, j int) bool { return items[i].ReceivedAt > items[j].ReceivedAt })
+}
+
+// memberRows says what becomes of a member's rows of one kind.
+type memberRows int
+
+const (
+	rowsDeliver memberRows = iota // flush now (attach, idle, forced)
+	rowsExpire                    // queue TTL run out
+	rowsDrop                      // the member left the team
+)
+
+// resolveMember resolves member's rows of kind due by dueBy (every row
+// when dueBy is zero), in one transaction: delivered as one message per
+// endpoint (items of every row newest first, the most severe level, and
+// for the queue the time the oldest waited), expired or dropped. A queued
+// row past its TTL expires even when the member attaches.
+func (c *core) resolveMember(ctx context.Context, member, kind string, dueBy time.Time, what memberRows, why string) error {
+	var t *hookTally
+	res := c.msgs.changeStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		t = newHookTally()
+		now := c.now()
+		rows, err := tx.ListHookPending(ctx, store.HookPendingFilter{Kind: kind, Member: member, DueBy: dueBy})
+		if err != nil {
+			return nil, err
+		}
+		for len(rows) > 0 {
+			n := 1
+			for n < len(rows) && rows[n].Endpoint == rows[0].Endpoint {
+				n++
+			}
+			if err := c.resolveRows(ctx, tx, t, rows[:n], what, why, now); err != nil {
+				return nil, err
+			}
+			rows = rows[n:]
+		}
+		if err := t.finish(ctx, tx); err != nil {
+			return nil, err
+		}
+		return t.msgs, nil
+	}, func(ctx context.Context, tx store.Tx, msgs []store.Message) error { return t.stored(ctx, tx, msgs) })
+	return res.err
+}
+
+// resolveRows resolves one endpoint's rows of one member and kind.
+func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows []store.HookPending, what memberRows, why string, now time.Time) error {
+	member, kind := rows[0].Member, rows[0].Kind
+	var keep []store.HookPending
+	for _, p := range rows {
+		if err := tx.DeleteHookPending(ctx, p.Delivery, p.Member, p.Kind); err != nil {
+			return err
+		}
+		switch {
+		case what == rowsDrop:
+			t.note(p.Delivery, "copy for "+member+" dropped: "+why)
+		case kind == store.HookQueue && !now.Before(p.DueAt):
+			t.note(p.Delivery, fmt.Sprintf("queued copy for %s expired: %s not attached within queueTtlMs (%d ms)",
+				member, member, p.DueAt.Sub(p.ReceivedAt).Milliseconds()))
+		case what == rowsExpire:
+			t.note(p.Delivery, "queued copy for "+member+" expired: "+why)
+		default:
+			keep = append(keep, p)
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	e, err := tx.GetHookEndpoint(ctx, keep[0].Endpoint)
+	if err != nil {
+		return err
+	}
+	var (
+		items  []hookItem
+		owners []string
+		level  = keep[0].Level
+		oldest = keep[0].ReceivedAt
+	)
+	for _, p := range keep {
+		var its []hookItem
+		if err := json.Unmarshal(p.Items, &its); err != nil {
+			return fmt.Errorf("hook pending items: %w", err)
+		}
+		items = append(items, its...)
+		owners = append(owners, p.Delivery)
+		if levelRank[p.Level] > levelRank[level] {
+			level = p.Level
+		}
+		if p.ReceivedAt.Before(oldest) {
+			oldest = p.ReceivedAt
+		}
+		if why != "" {
+			t.note(p.Delivery, why)
+		}
+	}
+	sortItems(items)
+	var queuedFor time.Duration
+	if kind == store.HookQueue {
+		for _, it := range items {
+			if r := time.UnixMilli(it.ReceivedAt); r.Before(oldest) {
+				oldest = r
+			}
+		}
+		queuedFor = max(now.Sub(oldest), time.Second)
+	}
+	msg, err := hookMessage(e, "hook:"+e.Slug, member, []string{member}, c.renderHook(e, items, queuedFor), level, items)
+	if err != nil {
+		return err
+	}
+	t.add(msg, owners...)
+	return nil
+}
+
+// hookScheduler is the one background loop of the delivery policy: it
+// flushes debounce windows that ended, a member's queue when its runner
+// attaches (a live stream; after a restart everyone starts offline), a
+// member's held copies when it is no longer working (a report, or the
+// 30 s lapse of its activity) or when maxWaitMs ran out, and expires
+// queued copies past queueTtlMs. It sleeps until the next due row or
+// activity lapse, at most hookRescan; ingress, the hub and presence poke
+// it.
+type hookScheduler struct {
+	c    *core
+	wake chan struct{}
+	mu   sync.Mutex // one pass at a time
+}
+
+func newHookScheduler(c *core) *hookScheduler {
+	return &hookScheduler{c: c, wake: make(chan struct{}, 1)}
+}
+
+// poke asks for a pass soon; it never blocks.
+func (s *hookScheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *hookScheduler) run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
+		}
+		next, err := s.pass(ctx)
+		wait := hookRescan
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			s.c.log.WarnContext(ctx, "hook delivery pass failed; retrying", "err", err)
+			wait = hookRetry
+		case !next.IsZero():
+			wait = min(max(next.Sub(s.c.now()), 10*time.Millisecond), hookRescan)
+		}
+		timer.Reset(wait)
+	}
+}
+
+// pass resolves everything due now and answers when the next thing is
+// due (zero: nothing pending).
+func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.c
+	now := c.now()
+	var errs []error
+
+	// Debounce windows that ended.
+	due, err := c.store.ListHookPending(ctx, store.HookPendingFilter{Kind: store.HookDebounce, DueBy: now})
+	if err != nil {
+		return time.Time{}, err
+	}
+	var eps []string
+	for _, p := range due {
+		if !slices.Contains(eps, p.Endpoint) {
+			eps = append(eps, p.Endpoint)
+		}
+	}
+	for _, slug := range eps {
+		errs = append(errs, c.flushDebounced(ctx, slug))
+	}
+
+	// Members with rows due now, by kind: the others need no commit.
+	dueNow := func(kind string) (map[string]bool, error) {
+		rows, err := c.store.ListHookPending(ctx, store.HookPendingFilter{Kind: kind, DueBy: now})
+		out := map[string]bool{}
+		for _, p := range rows {
+			out[p.Member] = true
+		}
+		return out, err
+	}
+
+	// The offline queue: flush on attach, expire past the TTL.
+	queued, err := c.store.HookPendingMembers(ctx, store.HookQueue)
+	if err != nil {
+		return time.Time{}, err
+	}
+	queueDue, err := dueNow(store.HookQueue)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, m := range queued {
+		_, known := c.team.Member(m)
+		switch {
+		case !known:
+			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDrop, "not on the team"))
+		case c.hub.Connected(m) > 0:
+			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDeliver, ""))
+		case !queueDue[m]:
+		default:
+			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, now, rowsExpire,
+				fmt.Sprintf("%s not attached within queueTtlMs", m)))
+		}
+	}
+
+	// The busy wait: flush when free, force at maxWaitMs.
+	var next time.Time
+	held, err := c.store.HookPendingMembers(ctx, store.HookWait)
+	if err != nil {
+		return time.Time{}, err
+	}
+	waitDue, err := dueNow(store.HookWait)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, m := range held {
+		_, known := c.team.Member(m)
+		busy, until := c.presence.busy(m)
+		switch {
+		case !known:
+			errs = append(errs, c.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDrop, "not on the team"))
+		case !busy:
+			errs = append(errs, c.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDeliver, ""))
+		default:
+			if waitDue[m] {
+				errs = append(errs, c.resolveMember(ctx, m, store.HookWait, now, rowsDeliver, "forced out after maxWaitMs"))
+			}
+			if next.IsZero() || until.Before(next) {
+				next = until
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return time.Time{}, err
+	}
+	d, ok, err := c.store.NextHookPendingDue(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if ok && (next.IsZero() || d.Before(next)) {
+		next = d
+	}
+	return next, nil
+}
+
+// flushDebounced flushes the debounce buffer of the endpoint slug.
+func (c *core) flushDebounced(ctx context.Context, slug string) error {
+	e, err := c.store.GetHookEndpoint(ctx, slug)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // deleted since: its rows went with it
+	}
+	if err != nil {
+		return err
+	}
+	route := c.routeHook(e)
+	var t *hookTally
+	res := c.msgs.changeStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		t = newHookTally()
+		e, err := tx.GetHookEndpoint(ctx, slug)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := c.flushDebounce(ctx, tx, t, e, route); err != nil {
+			return nil, err
+		}
+		if err := t.finish(ctx, tx); err != nil {
+			return nil, err
+		}
+		return t.msgs, nil
+	}, func(ctx context.Context, tx store.Tx, msgs []store.Message) error { return t.stored(ctx, tx, msgs) })
+	if res.err == nil && t != nil && t.added > 0 {
+		c.hookSched.poke() // queued or held copies: their timers
+	}
+	return res.err
+}

@@ -1,0 +1,497 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/teamconfig"
+	"svc/store"
+)
+
+// policyEnv is a hookEnv on a fake clock.
+type policyEnv struct {
+	*hookEnv
+	clock *fakeClock
+}
+
+func newPolicyEnv(t *testing.T) *policyEnv {
+	t.Helper()
+	clock := &fakeClock{now: time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)}
+	return &policyEnv{hookEnv: newHookEnv(t, false, WithNow(clock.Now)), clock: clock}
+}
+
+// endpoint makes endpoint slug targeting targets (members by name,
+// channels as "#ops") with policy pol.
+func (e *policyEnv) endpoint(t *testing.T, slug string, pol *apiv1.NotificationPolicy, to ...string) {
+	t.Helper()
+	var ts []map[string]any
+	for _, x := range to {
+		if ch, ok := strings.CutPrefix(x, "#"); ok {
+			ts = append(ts, map[string]any{"channel": ch})
+		} else {
+			ts = append(ts, map[string]any{"member": x})
+		}
+	}
+	e.create(t, slug, func(r *apiv1.CreateNotificationEndpointRequest) {
+		r.Targets = targets(t, ts...)
+		r.Policy = pol
+	})
+}
+
+// post delivers body to slug with query q (e.g. "if_offline=queue").
+func (e *policyEnv) post(t *testing.T, slug, q, body string) HookResult {
+	t.Helper()
+	v, err := url.ParseQuery(q)
+	require.NoError(t, err)
+	res, err := e.srv.Hook(context.Background(), slug, v, signed(), []byte(body))
+	require.NoError(t, err)
+	return res
+}
+
+// pass runs one scheduler pass and answers when the next is due.
+func (e *policyEnv) pass(t *testing.T) time.Time {
+	t.Helper()
+	next, err := e.srv.core.hookSched.pass(context.Background())
+	require.NoError(t, err)
+	return next
+}
+
+func (e *policyEnv) receipt(t *testing.T, id string) store.HookDelivery {
+	t.Helper()
+	d, err := e.st.GetHookDelivery(context.Background(), id)
+	require.NoError(t, err)
+	return d
+}
+
+// hookMsgs are the messages from hook:slug who can read.
+func (e *policyEnv) hookMsgs(t *testing.T, who, slug string) []store.Message {
+	t.Helper()
+	msgs, err := e.st.MessagesFor(context.Background(), who, 0, 1000)
+	require.NoError(t, err)
+	var out []store.Message
+	for _, m := range msgs {
+		if m.From == "hook:"+slug {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (e *policyEnv) pendingRows(t *testing.T) []store.HookPending {
+	t.Helper()
+	rows, err := e.st.ListHookPending(context.Background(), store.HookPendingFilter{})
+	require.NoError(t, err)
+	return rows
+}
+
+func (e *policyEnv) activity(member, state string) { e.srv.core.presence.setActivity(member, state) }
+
+func deliveryIDs(t *testing.T, m store.Message) []string {
+	t.Helper()
+	var data struct {
+		DeliveryIDs []string `json:"deliveryIds"`
+	}
+	require.NoError(t, json.Unmarshal(m.Data, &data))
+	return data.DeliveryIDs
+}
+
+func TestHookOfflineQueueAttachFlush(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "q1", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "alice")
+	e.endpoint(t, "q2", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "alice")
+	r1 := e.post(t, "q1", "", `{"n":1}`)
+	e.clock.Add(10 * time.Second)
+	r2 := e.post(t, "q1", "level=error", `{"n":2}`)
+	r3 := e.post(t, "q2", "", `{"n":3}`)
+	for _, r := range []HookResult{r1, r2, r3} {
+		require.Equal(t, "pending", r.Status)
+	}
+	e.pass(t)
+	require.Empty(t, e.hookMsgs(t, "alice", "q1"), "alice is offline: nothing delivered")
+	require.Len(t, e.pendingRows(t), 3)
+
+	e.clock.Add(time.Minute)
+	e.online(t, "alice")
+	e.pass(t)
+	msgs := e.hookMsgs(t, "alice", "q1")
+	require.Len(t, msgs, 1, "one message per endpoint")
+	m := msgs[0]
+	require.Equal(t, []string{r2.ID, r1.ID}, deliveryIDs(t, m), "newest first")
+	require.Contains(t, m.Body, "items="+r2.ID+","+r1.ID)
+	require.Contains(t, m.Body, "queued=1m10s", "the oldest waited 70 s")
+	require.Equal(t, "error", m.Level, "the most severe level of the flush")
+	require.Equal(t, "alice", m.To)
+	require.Len(t, e.hookMsgs(t, "alice", "q2"), 1)
+	for _, id := range []string{r1.ID, r2.ID} {
+		d := e.receipt(t, id)
+		require.Equal(t, "delivered", d.Status)
+		require.Equal(t, []string{formatMessageID(m.Seq)}, d.MessageIDs)
+	}
+	require.Equal(t, "delivered", e.receipt(t, r3.ID).Status)
+	require.Empty(t, e.pendingRows(t))
+	require.True(t, e.pass(t).IsZero(), "nothing left to wait for")
+}
+
+func TestHookQueueTTL(t *testing.T) {
+	for _, attach := range []bool{true, false} {
+		t.Run(map[bool]string{true: "on attach", false: "by timer"}[attach], func(t *testing.T) {
+			e := newPolicyEnv(t)
+			e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue"), QueueTtlMs: ptr(int32(60000))}, "alice")
+			old := e.post(t, "q", "", `{"n":1}`)
+			e.clock.Add(30 * time.Second)
+			fresh := e.post(t, "q", "", `{"n":2}`)
+			require.Equal(t, e.clock.Now().Add(30*time.Second), e.pass(t), "the scheduler wakes when the oldest expires")
+			e.clock.Add(30 * time.Second) // old is 60 s old: expired; fresh 30 s
+			if attach {
+				e.online(t, "alice")
+			}
+			e.pass(t)
+			d := e.receipt(t, old.ID)
+			require.Equal(t, "expired", d.Status)
+			require.Contains(t, d.Reason, "queueTtlMs")
+			require.Empty(t, d.MessageIDs)
+			if attach {
+				msgs := e.hookMsgs(t, "alice", "q")
+				require.Len(t, msgs, 1)
+				require.Equal(t, []string{fresh.ID}, deliveryIDs(t, msgs[0]), "the expired one is not delivered")
+				require.Equal(t, "delivered", e.receipt(t, fresh.ID).Status)
+			} else {
+				require.Equal(t, "pending", e.receipt(t, fresh.ID).Status)
+				e.clock.Add(30 * time.Second)
+				e.pass(t)
+				require.Equal(t, "expired", e.receipt(t, fresh.ID).Status)
+				require.Empty(t, e.hookMsgs(t, "alice", "q"))
+			}
+			require.Empty(t, e.pendingRows(t), "the table does not grow for a member who never attaches")
+		})
+	}
+}
+
+func TestHookBusyWait(t *testing.T) {
+	t.Run("idle flush", func(t *testing.T) {
+		e := newPolicyEnv(t)
+		e.endpoint(t, "w", &apiv1.NotificationPolicy{IfBusy: ptr("wait")}, "alice")
+		e.online(t, "alice")
+		e.activity("alice", stateWorking)
+		r := e.post(t, "w", "", `{}`)
+		require.Equal(t, "pending", r.Status)
+		e.clock.Add(5 * time.Second)
+		e.pass(t)
+		require.Empty(t, e.hookMsgs(t, "alice", "w"))
+		e.activity("alice", stateIdle)
+		e.pass(t)
+		require.Len(t, e.hookMsgs(t, "alice", "w"), 1)
+		require.Equal(t, "delivered", e.receipt(t, r.ID).Status)
+	})
+	t.Run("blocked flushes", func(t *testing.T) {
+		e := newPolicyEnv(t)
+		e.endpoint(t, "w", &apiv1.NotificationPolicy{IfBusy: ptr("wait")}, "alice")
+		e.online(t, "alice")
+		e.activity("alice", stateWorking)
+		r := e.post(t, "w", "", `{}`)
+		e.activity("alice", stateBlocked)
+		e.pass(t)
+		require.Equal(t, "delivered", e.receipt(t, r.ID).Status)
+	})
+	t.Run("the 30 s lapse", func(t *testing.T) {
+		e := newPolicyEnv(t)
+		e.endpoint(t, "w", &apiv1.NotificationPolicy{IfBusy: ptr("wait")}, "alice")
+		e.online(t, "alice")
+		e.activity("alice", stateWorking)
+		lapse := e.clock.Now().Add(activityTTL)
+		r := e.post(t, "w", "", `{}`)
+		e.clock.Add(29 * time.Second)
+		require.Equal(t, lapse, e.pass(t), "the scheduler wakes at the lapse, before maxWaitMs")
+		require.Equal(t, "pending", e.receipt(t, r.ID).Status)
+		e.clock.Add(time.Second)
+		e.pass(t)
+		require.Equal(t, "delivered", e.receipt(t, r.ID).Status)
+		require.Len(t, e.hookMsgs(t, "alice", "w"), 1)
+	})
+	t.Run("maxWaitMs forces", func(t *testing.T) {
+		e := newPolicyEnv(t)
+		e.endpoint(t, "w", &apiv1.NotificationPolicy{IfBusy: ptr("wait"), MaxWaitMs: ptr(int32(60000))}, "alice")
+		e.online(t, "alice")
+		e.activity("alice", stateWorking)
+		r := e.post(t, "w", "", `{}`)
+		for range 5 { // alice keeps reporting working
+			e.clock.Add(11 * time.Second)
+			e.activity("alice", stateWorking)
+			e.pass(t)
+			require.Equal(t, "pending", e.receipt(t, r.ID).Status)
+		}
+		e.clock.Add(5 * time.Second) // 60 s from the receipt
+		e.activity("alice", stateWorking)
+		e.pass(t)
+		d := e.receipt(t, r.ID)
+		require.Equal(t, "delivered", d.Status)
+		require.Contains(t, d.Reason, "forced out after maxWaitMs")
+		require.Len(t, e.hookMsgs(t, "alice", "w"), 1)
+	})
+}
+
+func TestHookDebounce(t *testing.T) {
+	t.Run("window end", func(t *testing.T) {
+		e := newPolicyEnv(t)
+		e.endpoint(t, "d", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(1000))}, "alice", "#ops")
+		e.online(t, "alice")
+		var rs []HookResult
+		for i := range 3 {
+			rs = append(rs, e.post(t, "d", "", `{}`))
+			require.Equal(t, "pending", rs[i].Status)
+			e.clock.Add(300 * time.Millisecond)
+		}
+		e.pass(t)
+		require.Empty(t, e.hookMsgs(t, "alice", "d"), "the window is still open")
+		e.clock.Add(100 * time.Millisecond) // 1 s after the first
+		e.pass(t)
+		for _, who := range []string{"alice", "bob", "carol"} {
+			msgs := e.hookMsgs(t, who, "d")
+			require.Len(t, msgs, 1, who)
+			require.Equal(t, []string{rs[2].ID, rs[1].ID, rs[0].ID}, deliveryIDs(t, msgs[0]), "newest first")
+		}
+		newest := e.receipt(t, rs[2].ID)
+		require.Equal(t, "delivered", newest.Status)
+		require.Len(t, newest.MessageIDs, 2, "alice's copy and the channel's")
+		for _, r := range rs[:2] {
+			d := e.receipt(t, r.ID)
+			require.Equal(t, "coalesced", d.Status)
+			require.Equal(t, "coalesced into "+rs[2].ID, d.Reason)
+			require.Empty(t, d.MessageIDs)
+		}
+		require.Empty(t, e.pendingRows(t))
+	})
+	t.Run("debounceMax", func(t *testing.T) {
+		e := newPolicyEnv(t)
+		e.endpoint(t, "d", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(600000)), DebounceMax: ptr(int32(2))}, "alice")
+		e.online(t, "alice")
+		r1 := e.post(t, "d", "", `{}`)
+		require.Equal(t, "pending", r1.Status)
+		r2 := e.post(t, "d", "", `{}`)
+		require.Equal(t, "delivered", r2.Status, "the second fills the buffer: flushed in its own commit")
+		require.Equal(t, "coalesced", e.receipt(t, r1.ID).Status)
+		msgs := e.hookMsgs(t, "alice", "d")
+		require.Len(t, msgs, 1)
+		require.Equal(t, []string{r2.ID, r1.ID}, deliveryIDs(t, msgs[0]))
+	})
+	t.Run("then the member policy", func(t *testing.T) {
+		e := newPolicyEnv(t)
+		e.endpoint(t, "d", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(1000)), IfOffline: ptr("queue")}, "alice")
+		r1 := e.post(t, "d", "", `{}`)
+		r2 := e.post(t, "d", "", `{}`)
+		e.clock.Add(time.Second)
+		e.pass(t)
+		require.Equal(t, "coalesced", e.receipt(t, r1.ID).Status)
+		require.Equal(t, "pending", e.receipt(t, r2.ID).Status, "queued for alice, offline")
+		e.online(t, "alice")
+		e.pass(t)
+		msgs := e.hookMsgs(t, "alice", "d")
+		require.Len(t, msgs, 1)
+		require.Equal(t, []string{r2.ID, r1.ID}, deliveryIDs(t, msgs[0]))
+		require.Equal(t, "delivered", e.receipt(t, r2.ID).Status)
+	})
+}
+
+func TestHookCriticalBypass(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "c", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(60000)), IfBusy: ptr("wait")}, "alice")
+	e.online(t, "alice")
+	e.activity("alice", stateWorking)
+	r := e.post(t, "c", "level=critical", `{}`)
+	require.Equal(t, "delivered", r.Status, "neither debounced nor held")
+	msgs := e.hookMsgs(t, "alice", "c")
+	require.Len(t, msgs, 1)
+	require.Equal(t, "critical", msgs[0].Level)
+	// The policy's own level critical bypasses too.
+	e.endpoint(t, "c2", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(60000)), IfBusy: ptr("wait"), Level: ptr("critical")}, "alice")
+	require.Equal(t, "delivered", e.post(t, "c2", "", `{}`).Status)
+	// Critical does not bypass the offline policy.
+	e.endpoint(t, "c3", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "bob")
+	require.Equal(t, "pending", e.post(t, "c3", "level=critical", `{}`).Status)
+}
+
+func TestHookPolicyCombinations(t *testing.T) {
+	for _, tc := range []struct {
+		online        bool
+		state, q      string
+		status        string
+		heldRowKind   string
+		deliveredCopy bool
+	}{
+		// alice's copy dropped; the channel message makes it delivered.
+		{false, stateIdle, "if_offline=drop&if_busy=now", "delivered", "", false},
+		{false, stateWorking, "if_offline=drop&if_busy=wait", "delivered", "", false},
+		{false, stateWorking, "if_offline=queue&if_busy=wait", "pending", store.HookQueue, false},
+		{false, stateIdle, "if_offline=queue&if_busy=now", "pending", store.HookQueue, false},
+		{true, stateIdle, "if_offline=queue&if_busy=wait", "delivered", "", true},
+		{true, stateBlocked, "if_offline=drop&if_busy=wait", "delivered", "", true},
+		{true, stateWorking, "if_offline=drop&if_busy=now", "delivered", "", true},
+		{true, stateWorking, "if_offline=drop&if_busy=wait", "pending", store.HookWait, false},
+		{true, stateWorking, "if_offline=queue&if_busy=wait", "pending", store.HookWait, false},
+	} {
+		name := tc.q + "/" + tc.state
+		if tc.online {
+			name += "/online"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newPolicyEnv(t)
+			e.endpoint(t, "p", nil, "alice", "#ops")
+			if tc.online {
+				e.online(t, "alice")
+			}
+			e.activity("alice", tc.state)
+			r := e.post(t, "p", tc.q, `{}`)
+			require.Equal(t, tc.status, r.Status)
+			rows := e.pendingRows(t)
+			if tc.heldRowKind == "" {
+				require.Empty(t, rows)
+			} else {
+				require.Len(t, rows, 1)
+				require.Equal(t, tc.heldRowKind, rows[0].Kind)
+				require.Equal(t, "alice", rows[0].Member)
+			}
+			require.Len(t, e.hookMsgs(t, "alice", "p"), map[bool]int{true: 1, false: 0}[tc.deliveredCopy])
+			// Channel targets always deliver now: carol is a member of ops.
+			require.Len(t, e.hookMsgs(t, "carol", "p"), 1)
+		})
+	}
+}
+
+func TestHookChannelAndQueuedCopy(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "cq", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "alice", "#ops")
+	r := e.post(t, "cq", "", `{}`)
+	require.Equal(t, "pending", r.Status, "alice's copy is queued")
+	d := e.receipt(t, r.ID)
+	require.Len(t, d.MessageIDs, 1, "the channel message went now")
+	require.Len(t, e.hookMsgs(t, "carol", "cq"), 1)
+	e.online(t, "alice")
+	e.pass(t)
+	d = e.receipt(t, r.ID)
+	require.Equal(t, "delivered", d.Status)
+	require.Len(t, d.MessageIDs, 2)
+}
+
+func TestHookDroppedReceipt(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "m", nil, "alice")
+	r := e.post(t, "m", "", `{}`)
+	require.Equal(t, "dropped", r.Status)
+	require.Contains(t, e.receipt(t, r.ID).Reason, "copy for alice dropped: offline (ifOffline drop)")
+}
+
+func TestHookReplayPolicy(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "r", &apiv1.NotificationPolicy{IfOffline: ptr("drop")}, "alice")
+	orig := e.post(t, "r", "if_offline=queue", `{"a":1}`)
+	require.Equal(t, "pending", orig.Status)
+	out, err := e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: orig.ID})
+	require.NoError(t, err)
+	require.Equal(t, "pending", out.GetDelivery().GetStatus(), "the override applies again: queued")
+	e.online(t, "alice")
+	e.pass(t)
+	d := e.receipt(t, out.GetDelivery().GetId())
+	require.Equal(t, "delivered", d.Status)
+	require.Equal(t, "replay of "+orig.ID, d.Reason)
+	// Replay through debounce too.
+	e.endpoint(t, "rd", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(1000))}, "alice")
+	o2 := e.post(t, "rd", "", `{}`)
+	out, err = e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: o2.ID})
+	require.NoError(t, err)
+	require.Equal(t, "pending", out.GetDelivery().GetStatus())
+	e.clock.Add(time.Second)
+	e.pass(t)
+	require.Equal(t, "coalesced", e.receipt(t, o2.ID).Status)
+	require.Equal(t, "delivered", e.receipt(t, out.GetDelivery().GetId()).Status)
+}
+
+func TestHookDeleteCascadesPending(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "x", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "alice")
+	e.endpoint(t, "y", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(1000))}, "alice")
+	e.post(t, "x", "", `{}`)
+	e.post(t, "y", "", `{}`)
+	require.Len(t, e.pendingRows(t), 2)
+	for _, slug := range []string{"x", "y"} {
+		_, err := e.n.DeleteNotificationEndpoint(e.as("admin"), &apiv1.DeleteNotificationEndpointRequest{Slug: slug})
+		require.NoError(t, err)
+	}
+	require.Empty(t, e.pendingRows(t))
+	e.online(t, "alice")
+	e.clock.Add(time.Hour)
+	require.True(t, e.pass(t).IsZero())
+	require.Empty(t, e.hookMsgs(t, "alice", "x"))
+}
+
+// TestHookPolicyRestart: a second server over the same store (a restart)
+// rebuilds the timers from the rows: the TTL and maxWaitMs count from the
+// receipt, not from the restart, and everyone starts offline and free.
+func TestHookPolicyRestart(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue"), QueueTtlMs: ptr(int32(60000))}, "bob")
+	e.endpoint(t, "w", &apiv1.NotificationPolicy{IfBusy: ptr("wait"), MaxWaitMs: ptr(int32(20000))}, "alice")
+	e.online(t, "alice")
+	e.activity("alice", stateWorking)
+	queued := e.post(t, "q", "", `{}`)
+	held := e.post(t, "w", "", `{}`)
+	require.Equal(t, "pending", queued.Status)
+	require.Equal(t, "pending", held.Status)
+
+	// The restarted server: alice attaches and reports working before its
+	// loops start (else its first pass would flush the held copy at once,
+	// as nobody works after a restart).
+	clock := &fakeClock{now: e.clock.Now().Add(10 * time.Second)}
+	srv := New(Deps{Store: e.st, Team: e.srv.core.team, Version: "test"}, WithHookEngine(fakeHooks{}), WithNow(clock.Now))
+	sub, err := srv.core.hub.Subscribe("alice", "test")
+	require.NoError(t, err)
+	t.Cleanup(sub.Close)
+	srv.core.presence.setActivity("alice", stateWorking)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	pass := func() time.Time {
+		next, err := srv.core.hookSched.pass(context.Background())
+		require.NoError(t, err)
+		return next
+	}
+	require.Equal(t, e.clock.Now().Add(20*time.Second), pass(), "maxWaitMs from the receipt is the next thing due")
+	require.Equal(t, "pending", e.receipt(t, held.ID).Status)
+	clock.Add(10 * time.Second) // 20 s from the receipt
+	srv.core.presence.setActivity("alice", stateWorking)
+	pass()
+	d := e.receipt(t, held.ID)
+	require.Equal(t, "delivered", d.Status)
+	require.Contains(t, d.Reason, "forced out after maxWaitMs")
+	require.Equal(t, "pending", e.receipt(t, queued.ID).Status)
+	clock.Add(40 * time.Second) // 60 s from the receipt, 50 s after the restart
+	pass()
+	require.Equal(t, "expired", e.receipt(t, queued.ID).Status)
+	require.Empty(t, e.pendingRows(t))
+}
+
+// TestHookMemberLeft: a queued or held copy of a member no longer on the
+// team is dropped, with the reason on its receipt.
+func TestHookMemberLeft(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "bob")
+	r := e.post(t, "q", "", `{}`)
+	require.Equal(t, "pending", r.Status)
+	require.NoError(t, e.srv.core.team.change(context.Background(), func(f *teamconfig.File) error {
+		f.Store.Members = slices.DeleteFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == "bob" })
+		return nil
+	}, nil))
+	e.pass(t)
+	d := e.receipt(t, r.ID)
+	require.Equal(t, "dropped", d.Status)
+	require.Contains(t, d.Reason, "copy for bob dropped: not on the team")
+	require.Empty(t, e.pendingRows(t))
+}
