@@ -222,10 +222,10 @@ func requireBare401(t *testing.T, r httpResp, what string) {
 	require.Empty(t, r.raw, "%s: a bare 401", what)
 }
 
-// nextHook returns the next message on s that is not a registry event of
+// nextHookDelivery returns the next message on s that is not a registry event of
 // an endpoint (data.kind notification_endpoint, from the admin who made
 // the change): the deliveries.
-func nextHook(t *testing.T, s *sseStream) obj {
+func nextHookDelivery(t *testing.T, s *sseStream) obj {
 	t.Helper()
 	for {
 		m := s.nextMessage(t)
@@ -295,7 +295,7 @@ func TestE2EHookProviders(t *testing.T) {
 			rec := rc.added(t)
 			require.Equal(t, id, rec["id"])
 			require.Equal(t, "delivered", rec["status"])
-			m := nextHook(t, bob)
+			m := nextHookDelivery(t, bob)
 			requireFramed(t, m, pv.slug, id, marker)
 			require.Equal(t, []string{m["id"].(string)}, strs(t, mustCall(t, d, admin, "GetNotificationDelivery", obj{"id": id})["messageIds"]))
 
@@ -334,7 +334,7 @@ func TestE2EHookProviders(t *testing.T) {
 					require.Equal(t, http.StatusAccepted, r.status, "%s %s: %s", pv.slug, name, r.raw)
 					require.Equal(t, "delivered", r.body["status"])
 					require.Equal(t, "delivered", rc.added(t)["status"])
-					requireFramed(t, nextHook(t, bob), pv.slug, r.body["id"].(string), `"type"`)
+					requireFramed(t, nextHookDelivery(t, bob), pv.slug, r.body["id"].(string), `"type"`)
 					continue
 				}
 				requireBare401(t, r, pv.slug+" "+name+" body")
@@ -367,7 +367,7 @@ func TestE2EHookProviders(t *testing.T) {
 			require.Equal(t, http.StatusAccepted, r.status, "%s breakout: %s", pv.slug, r.raw)
 			require.Equal(t, "delivered", r.body["status"])
 			rc.added(t)
-			requireFramed(t, nextHook(t, bob), pv.slug, r.body["id"].(string), marker)
+			requireFramed(t, nextHookDelivery(t, bob), pv.slug, r.body["id"].(string), marker)
 		}
 	})
 }
@@ -388,14 +388,14 @@ func TestE2EHookGitHubVector(t *testing.T) {
 	r := postHook(t, p, "ghv", []byte(githubVectorPayload), oneHeader("X-Hub-Signature-256", githubVectorSig))
 	require.Equal(t, http.StatusAccepted, r.status, string(r.raw))
 	require.Equal(t, "delivered", r.body["status"])
-	inside := requireFramed(t, nextHook(t, bob), "ghv", r.body["id"].(string), githubVectorPayload)
+	inside := requireFramed(t, nextHookDelivery(t, bob), "ghv", r.body["id"].(string), githubVectorPayload)
 	require.Equal(t, githubVectorPayload, strings.TrimSpace(inside))
 
 	// The hex in upper case is the same signature; one bit off is not.
 	upper := "sha256=" + strings.ToUpper(strings.TrimPrefix(githubVectorSig, "sha256="))
 	r = postHook(t, p, "ghv", []byte(githubVectorPayload), oneHeader("X-Hub-Signature-256", upper))
 	require.Equal(t, http.StatusAccepted, r.status, string(r.raw))
-	nextHook(t, bob)
+	nextHookDelivery(t, bob)
 	off := githubVectorSig[:len(githubVectorSig)-1] + "6"
 	requireBare401(t, postHook(t, p, "ghv", []byte(githubVectorPayload), oneHeader("X-Hub-Signature-256", off)), "one nibble off")
 	requireBare401(t, postHook(t, p, "ghv", []byte(githubVectorPayload+"\n"), oneHeader("X-Hub-Signature-256", githubVectorSig)), "a trailing newline")
