@@ -118,6 +118,11 @@ func (t *hookTally) add(m store.Message, owners ...string) {
 	}
 }
 
+// expiredMark is what the note of an expired copy says after the member's
+// name. A name has no space or colon, so a member called "expired" cannot
+// make a dropped copy read as an expired one.
+const expiredMark = " expired: "
+
 // finish sets the status of every receipt touched: pending while it has
 // rows; else delivered when it became a message (now or before); else
 // expired when a copy expired; else dropped.
@@ -149,7 +154,7 @@ func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
 		case left > 0:
 			st = hookPending
 		case len(d.MessageIDs)+fresh[id] > 0:
-		case strings.Contains(reason, "expired"):
+		case strings.Contains(reason, expiredMark):
 			st = hookExpired
 		default:
 			st = hookDropped
@@ -417,10 +422,10 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 		case what == rowsDrop:
 			t.note(p.Delivery, "copy for "+member+" dropped: "+why)
 		case kind == store.HookQueue && !now.Before(p.DueAt):
-			t.note(p.Delivery, fmt.Sprintf("queued copy for %s expired: %s not attached within queueTtlMs (%d ms)",
+			t.note(p.Delivery, fmt.Sprintf("queued copy for %s"+expiredMark+"%s not attached within queueTtlMs (%d ms)",
 				member, member, p.DueAt.Sub(p.ReceivedAt).Milliseconds()))
 		case what == rowsExpire:
-			t.note(p.Delivery, "queued copy for "+member+" expired: "+why)
+			t.note(p.Delivery, "queued copy for "+member+expiredMark+why)
 		default:
 			keep = append(keep, p)
 		}

@@ -388,6 +388,15 @@ func TestHookDroppedReceipt(t *testing.T) {
 	require.Contains(t, e.receipt(t, r.ID).Reason, "copy for alice dropped: offline (ifOffline drop)")
 }
 
+// A member's name never makes a dropped copy read as an expired one.
+func TestHookDroppedForAMemberNamedExpired(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.endpoint(t, "m", nil, "expired")
+	r := e.post(t, "m", "", `{}`)
+	require.Equal(t, "dropped", r.Status)
+	require.Equal(t, "dropped", e.receipt(t, r.ID).Status)
+}
+
 func TestHookReplayPolicy(t *testing.T) {
 	e := newPolicyEnv(t)
 	e.endpoint(t, "r", &apiv1.NotificationPolicy{IfOffline: ptr("drop")}, "alice")

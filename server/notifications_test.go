@@ -111,7 +111,7 @@ type hookEnv struct {
 
 func newHookEnv(t *testing.T, noKEK bool, opts ...Option) *hookEnv {
 	t.Helper()
-	perms := map[string][]string{"admin": {auth.NotificationsManage}, "alice": {}, "bob": {}, "carol": {}}
+	perms := map[string][]string{"admin": {auth.NotificationsManage}, "alice": {}, "bob": {}, "carol": {}, "expired": {}}
 	st := mustMemStore(t)
 	var k *kek.KEK
 	if !noKEK {
