@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
@@ -110,7 +113,8 @@ func (c *core) hook(ctx context.Context, slug string, query url.Values, h http.H
 		ID: newID(), Endpoint: slug, ReceivedAt: now, Size: len(body), Body: body,
 		IfOffline: ov.ifOffline, IfBusy: ov.ifBusy, Level: ov.level,
 	}
-	if reason := c.verifyHook(ctx, e, h, body, now); reason != "" {
+	reason, secretHeader := c.verifyHook(ctx, e, h, body, now)
+	if reason != "" {
 		d.Status, d.Reason = hookRejected, reason
 		if err := c.commit(ctx, func(ctx context.Context, tx store.Tx) error {
 			return addDelivery(ctx, tx, d)
@@ -121,6 +125,13 @@ func (c *core) hook(ctx context.Context, slug string, query url.Values, h http.H
 	}
 	if e.DedupeHeader != "" {
 		d.DedupeKey = c.hooks.DedupeKey(h, e.DedupeHeader)
+		// The header verification reads may carry the secret itself
+		// (header-secret); receipts show dedupe keys, so such a key is
+		// kept only as its hash.
+		if d.DedupeKey != "" && strings.EqualFold(e.DedupeHeader, secretHeader) {
+			sum := sha256.Sum256([]byte(d.DedupeKey))
+			d.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])
+		}
 	}
 	d, err = c.deliverHook(ctx, e, d, true)
 	if err != nil {
@@ -142,13 +153,13 @@ func addDelivery(ctx context.Context, tx store.Tx, d store.HookDelivery) error {
 // profile's when it names one) and answers "" or the rejection reason. It
 // fails closed: no secret, a secret the KEK cannot open, or a profile gone
 // reject.
-func (c *core) verifyHook(ctx context.Context, e store.HookEndpoint, h http.Header, body []byte, now time.Time) string {
+func (c *core) verifyHook(ctx context.Context, e store.HookEndpoint, h http.Header, body []byte, now time.Time) (reason, header string) {
 	a, sealed, purpose := e.Auth, e.Secret, hookEndpointPurpose(e.Slug)
 	if e.AuthProfile != "" {
 		p, err := c.store.GetHookProfile(ctx, e.AuthProfile)
 		if err != nil {
 			c.log.WarnContext(ctx, "hook profile unreadable: delivery rejected", "endpoint", e.Slug, "profile", e.AuthProfile, "err", err)
-			return "profile unavailable"
+			return "profile unavailable", ""
 		}
 		a, sealed, purpose = p.Auth, p.Secret, hookProfilePurpose(p.Slug)
 	}
@@ -157,19 +168,20 @@ func (c *core) verifyHook(ctx context.Context, e store.HookEndpoint, h http.Head
 		plain, err := c.open(sealed, purpose)
 		if err != nil {
 			c.log.WarnContext(ctx, "hook secret cannot be opened with the active KEK; set it again", "endpoint", e.Slug, "err", err)
-			return "secret unavailable"
+			return "secret unavailable", ""
 		}
 		secret = string(plain)
 	}
-	err := c.hooks.Verify(hooks.Auth{Kind: a.Kind, HeaderName: a.HeaderName, Prefix: a.Prefix}, secret, h, body, now)
+	ha := hooks.Auth{Kind: a.Kind, HeaderName: a.HeaderName, Prefix: a.Prefix}
+	err := c.hooks.Verify(ha, secret, h, body, now)
 	if err == nil {
-		return ""
+		return "", ha.WithDefaults().HeaderName
 	}
 	var rj *hooks.Rejected
 	if errors.As(err, &rj) && rj.Reason != "" {
-		return rj.Reason
+		return rj.Reason, ""
 	}
-	return "verification failed"
+	return "verification failed", ""
 }
 
 // deliverHook runs a verified delivery through dedupe (when dedupe),

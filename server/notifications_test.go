@@ -625,3 +625,23 @@ func FuzzParseTargets(f *testing.F) {
 		}
 	})
 }
+
+// A dedupe header that is also the header verification reads would show
+// the secret in every receipt: its key is kept only as a hash, and still
+// dedupes.
+func TestHookDedupeOnTheSecretHeader(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.online(t, "alice")
+	e.create(t, "sec", func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("X-Hook-Secret") })
+	ctx := context.Background()
+	first, err := e.srv.Hook(ctx, "sec", nil, signed(), []byte(`{}`))
+	require.NoError(t, err)
+	require.Equal(t, "delivered", first.Status)
+	again, err := e.srv.Hook(ctx, "sec", nil, signed(), []byte(`{}`))
+	require.NoError(t, err)
+	require.Equal(t, "duplicate", again.Status)
+	for _, r := range e.receipts(t, "sec") {
+		require.NotContains(t, r.DedupeKey, "s3cret")
+		require.True(t, strings.HasPrefix(r.DedupeKey, "sha256:"), r.DedupeKey)
+	}
+}
