@@ -31,6 +31,15 @@ const (
 	hookCoalesced = "coalesced"
 )
 
+// What receipts keep: a rejected delivery keeps the head of its body
+// only, and receipts that hold nothing pending go after
+// hookReceiptRetention (well past the 24 h dedupe window), so a sender
+// cannot grow the store without bound.
+const (
+	hookRejectedBody     = 4 << 10
+	hookReceiptRetention = 7 * 24 * time.Hour
+)
+
 // hookDeliveryKind is the data.kind of the messages a delivery becomes.
 const hookDeliveryKind = "hook_delivery"
 
@@ -116,6 +125,9 @@ func (c *core) hook(ctx context.Context, slug string, query url.Values, h http.H
 	reason, secretHeader := c.verifyHook(ctx, e, h, body, now)
 	if reason != "" {
 		d.Status, d.Reason = hookRejected, reason
+		// Anyone can post: what a sender without the secret makes the
+		// broker keep is bounded. The head is enough to debug a signature.
+		d.Body = d.Body[:min(len(d.Body), hookRejectedBody)]
 		if err := c.commit(ctx, func(ctx context.Context, tx store.Tx) error {
 			return addDelivery(ctx, tx, d)
 		}); err != nil {
@@ -264,7 +276,8 @@ func (c *core) deliverHook(ctx context.Context, e store.HookEndpoint, d store.Ho
 // stored raw body runs through the pipeline again with verification,
 // dedupe and the rate limit skipped, under a fresh receipt (the
 // overrides of the original apply again). A rejected receipt replays
-// too: replay is the manager's decision.
+// too, without its overrides, when its whole body was kept: replay is the
+// manager's decision.
 func (n *Notifications) ReplayNotificationDelivery(ctx context.Context, req *apiv1.ReplayNotificationDeliveryRequest) (*apiv1.ReplayNotificationDeliveryResponse, error) {
 	if err := validDeliveryID(req.GetId()); err != nil {
 		return nil, err
@@ -277,9 +290,16 @@ func (n *Notifications) ReplayNotificationDelivery(ctx context.Context, req *api
 	if err != nil {
 		return nil, endpointErr(err, orig.Endpoint)
 	}
+	if len(orig.Body) < orig.Size {
+		return nil, Errorf(CodeConflict, "delivery %s was rejected and only the first %d bytes of its body were kept: it cannot be replayed", orig.ID, hookRejectedBody)
+	}
 	d := store.HookDelivery{
 		ID: newID(), Endpoint: e.Slug, ReceivedAt: n.now(), Size: len(orig.Body), Body: orig.Body,
 		IfOffline: orig.IfOffline, IfBusy: orig.IfBusy, Level: orig.Level, Reason: "replay of " + orig.ID,
+	}
+	if orig.Status == hookRejected {
+		// Its overrides came from a sender that did not verify.
+		d.IfOffline, d.IfBusy, d.Level = "", "", ""
 	}
 	d, err = n.deliverHook(ctx, e, d, false)
 	if err != nil {

@@ -490,6 +490,30 @@ type hookScheduler struct {
 	c    *core
 	wake chan struct{}
 	mu   sync.Mutex // one pass at a time
+	// pruned is when old receipts were last pruned (at most once a
+	// minute: passes follow every delivery under load).
+	pruned time.Time
+}
+
+// hookPruneBatch bounds the receipts one prune deletes, so a sweep never
+// holds the writer long.
+const hookPruneBatch = 1000
+
+// prune deletes receipts past hookReceiptRetention, a batch at a time.
+func (s *hookScheduler) prune(ctx context.Context, now time.Time) error {
+	if now.Sub(s.pruned) < time.Minute {
+		return nil
+	}
+	for {
+		n, err := s.c.store.PruneHookDeliveries(ctx, now.Add(-hookReceiptRetention), hookPruneBatch)
+		if err != nil {
+			return err
+		}
+		if n < hookPruneBatch {
+			s.pruned = now
+			return nil
+		}
+	}
 }
 
 func newHookScheduler(c *core) *hookScheduler {
@@ -537,7 +561,7 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 	defer s.mu.Unlock()
 	c := s.c
 	now := c.now()
-	var errs []error
+	errs := []error{s.prune(ctx, now)}
 
 	// Debounce windows that ended.
 	due, err := c.store.ListHookPending(ctx, store.HookPendingFilter{Kind: store.HookDebounce, DueBy: now})

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -503,4 +504,45 @@ func TestHookMemberLeft(t *testing.T) {
 	require.Equal(t, "dropped", d.Status)
 	require.Contains(t, d.Reason, "copy for bob dropped: not on the team")
 	require.Empty(t, e.pendingRows(t))
+}
+
+// What a sender without the secret makes the broker keep is bounded: a
+// rejected delivery keeps the head of its body (and so cannot be
+// replayed), and receipts with nothing pending go after the retention.
+func TestHookReceiptsAreBounded(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.online(t, "alice")
+	e.endpoint(t, "m", nil, "alice")
+	ctx := context.Background()
+	big := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
+	_, err := e.srv.Hook(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
+	require.ErrorIs(t, err, ErrHookRejected)
+	_, err = e.srv.Hook(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
+	require.ErrorIs(t, err, ErrHookRejected)
+	rs := e.receipts(t, "m")
+	require.Len(t, rs, 2)
+	bigRec, smallRec := rs[1], rs[0] // newest first
+	full, err := e.st.GetHookDelivery(ctx, bigRec.ID)
+	require.NoError(t, err)
+	require.Len(t, full.Body, hookRejectedBody, "the head only")
+	require.Equal(t, len(big), full.Size, "the size it had")
+	_, err = e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: bigRec.ID})
+	requireCode(t, err, CodeConflict)
+
+	// A whole rejected body replays, without the overrides its sender set.
+	got, err := e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: smallRec.ID})
+	require.NoError(t, err)
+	replayed, err := e.st.GetHookDelivery(ctx, got.GetDelivery().GetId())
+	require.NoError(t, err)
+	require.Empty(t, replayed.Level, "not the unverified critical")
+
+	ok := e.post(t, "m", "", `{}`)
+	e.clock.Add(hookReceiptRetention - time.Minute)
+	e.pass(t)
+	require.Len(t, e.receipts(t, "m"), 4, "kept within the retention")
+	e.clock.Add(2 * time.Minute)
+	e.pass(t)
+	require.Empty(t, e.receipts(t, "m"), "gone after it")
+	_, err = e.st.GetHookDelivery(ctx, ok.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -108,6 +108,9 @@ type HookStore interface {
 	// AddHookDelivery stores a receipt: ErrConflict when the id is taken,
 	// ErrPrecondition when the endpoint does not exist.
 	AddHookDelivery(ctx context.Context, d HookDelivery) error
+	// PruneHookDeliveries deletes at most limit receipts received before
+	// before that hold no pending row, oldest first, and returns how many.
+	PruneHookDeliveries(ctx context.Context, before time.Time, limit int) (int, error)
 	// SetHookDeliveryMessages records the ids of the messages a delivery
 	// became; ErrNotFound.
 	SetHookDeliveryMessages(ctx context.Context, id string, messageIDs []string) error

@@ -28,6 +28,19 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	return translate("create hook endpoint", err)
 }
 
+// PruneHookDeliveries deletes old receipts that hold no pending row.
+func (q queries) PruneHookDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	res, err := q.w.ExecContext(ctx, `DELETE FROM hook_deliveries WHERE id IN (
+SELECT d.id FROM hook_deliveries d WHERE d.received_at < ?
+AND NOT EXISTS (SELECT 1 FROM hook_pending p WHERE p.delivery = d.id)
+ORDER BY d.received_at LIMIT ?)`, before.UnixMilli(), limit)
+	if err != nil {
+		return 0, translate("prune hook deliveries", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), translate("prune hook deliveries", err)
+}
+
 // getHookEndpointQuery runs on every hook delivery: a cached statement.
 var getHookEndpointQuery = `SELECT ` + hookEndpointColumns + ` FROM hook_endpoints WHERE slug = ?`
 

@@ -23,6 +23,7 @@ var hookTests = []suiteTest{
 	{"HookWithTxRollback", testHookWithTxRollback},
 	{"HookPending", testHookPending},
 	{"HookPendingCascade", testHookPendingCascade},
+	{"PruneHookDeliveries", testPruneHookDeliveries},
 }
 
 func hookEndpoint(slug string) store.HookEndpoint {
@@ -343,4 +344,31 @@ func testHookPendingCascade(t *testing.T, s store.Store) {
 	_, ok, err := s.NextHookPendingDue(ctx)
 	require.NoError(t, err)
 	require.False(t, ok)
+}
+
+func testPruneHookDeliveries(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	require.NoError(t, s.CreateHookEndpoint(ctx, hookEndpoint("a")))
+	for i, id := range []string{"old1", "old2", "old3", "held", "new"} {
+		d := delivery(id, "a", time.Duration(i)*time.Minute)
+		if id == "new" {
+			d.ReceivedAt = at(time.Hour)
+		}
+		require.NoError(t, s.AddHookDelivery(ctx, d))
+	}
+	require.NoError(t, s.AddHookPending(ctx, pending("held", "a", "alice", store.HookQueue, 3*time.Minute, time.Hour)))
+
+	n, err := s.PruneHookDeliveries(ctx, at(30*time.Minute), 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "a batch at most")
+	n, err = s.PruneHookDeliveries(ctx, at(30*time.Minute), 2)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "old3; held has a pending row")
+	list, err := s.ListHookDeliveries(ctx, store.HookDeliveryFilter{Endpoint: "a", Limit: 10})
+	require.NoError(t, err)
+	var ids []string
+	for _, d := range list {
+		ids = append(ids, d.ID)
+	}
+	require.ElementsMatch(t, []string{"held", "new"}, ids)
 }
