@@ -40,7 +40,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	}
 	// Statements hot inside the messenger's transactions are prepared on
 	// the writer now: a transaction holds the writer's one connection.
-	for _, q := range []string{insertMessage, insertRecipient, hookDedupeSeenQuery} {
+	for _, q := range []string{
+		insertMessage, insertRecipient,
+		hookDedupeSeenQuery, addHookDeliveryQuery, setHookMessagesQuery, getHookDeliveryQuery,
+		countHookPendingQuery, hookMessageIDsQuery, setHookStatusQuery,
+	} {
 		if _, err := c.prepared(ctx, true, q); err != nil {
 			return nil, errors.Join(fmt.Errorf("open store: prepare: %w", err), c.Close())
 		}

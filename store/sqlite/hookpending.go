@@ -73,7 +73,11 @@ func (q queries) DeleteHookPending(ctx context.Context, delivery, member, kind s
 // CountHookPending counts a receipt's rows.
 func (q queries) CountHookPending(ctx context.Context, delivery string) (int, error) {
 	var n int
-	err := q.r.QueryRowContext(ctx, `SELECT count(*) FROM hook_pending WHERE delivery = ?`, delivery).Scan(&n)
+	st, err := q.stmt(ctx, false, countHookPendingQuery)
+	if err != nil {
+		return 0, translate("count hook pending", err)
+	}
+	err = st.QueryRowContext(ctx, delivery).Scan(&n)
 	return n, translate("count hook pending", err)
 }
 
@@ -107,11 +111,23 @@ func (q queries) NextHookPendingDue(ctx context.Context) (time.Time, bool, error
 	return fromMS(due.Int64), true, nil
 }
 
+// Statements of every delivery's transaction, prepared on the writer at
+// open (see Open).
+const (
+	countHookPendingQuery = `SELECT count(*) FROM hook_pending WHERE delivery = ?`
+	hookMessageIDsQuery   = `SELECT message_ids FROM hook_deliveries WHERE id = ?`
+	setHookStatusQuery    = `UPDATE hook_deliveries SET status = ?, reason = ?, message_ids = ? WHERE id = ?`
+)
+
 // SetHookDeliveryStatus sets a receipt's status and reason and appends
 // message ids.
 func (q queries) SetHookDeliveryStatus(ctx context.Context, id, status, reason string, messageIDs []string) error {
 	var raw string
-	if err := q.w.QueryRowContext(ctx, `SELECT message_ids FROM hook_deliveries WHERE id = ?`, id).Scan(&raw); err != nil {
+	get, err := q.stmt(ctx, true, hookMessageIDsQuery)
+	if err != nil {
+		return translate("set hook delivery status", err)
+	}
+	if err := get.QueryRowContext(ctx, id).Scan(&raw); err != nil {
 		return translate("set hook delivery status", err)
 	}
 	var ids []string
@@ -122,7 +138,11 @@ func (q queries) SetHookDeliveryStatus(ctx context.Context, id, status, reason s
 	if err != nil {
 		return err
 	}
-	res, err := q.w.ExecContext(ctx, `UPDATE hook_deliveries SET status = ?, reason = ?, message_ids = ? WHERE id = ?`, status, reason, string(b), id)
+	set, err := q.stmt(ctx, true, setHookStatusQuery)
+	if err != nil {
+		return translate("set hook delivery status", err)
+	}
+	res, err := set.ExecContext(ctx, status, reason, string(b), id)
 	if err != nil {
 		return translate("set hook delivery status", err)
 	}

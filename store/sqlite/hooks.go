@@ -41,6 +41,14 @@ ORDER BY d.received_at LIMIT ?)`, before.UnixMilli(), limit)
 	return int(n), translate("prune hook deliveries", err)
 }
 
+// Statements of every delivery's transaction, prepared on the writer at
+// open (see Open).
+var (
+	addHookDeliveryQuery = `INSERT INTO hook_deliveries (` + hookDeliveryColumns + `, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	setHookMessagesQuery = `UPDATE hook_deliveries SET message_ids = ? WHERE id = ?`
+	getHookDeliveryQuery = `SELECT ` + hookDeliveryColumns + `, body FROM hook_deliveries WHERE id = ?`
+)
+
 // getHookEndpointQuery runs on every hook delivery: a cached statement.
 var getHookEndpointQuery = `SELECT ` + hookEndpointColumns + ` FROM hook_endpoints WHERE slug = ?`
 
@@ -229,7 +237,11 @@ func (q queries) AddHookDelivery(ctx context.Context, d store.HookDelivery) erro
 	if body == nil {
 		body = []byte{}
 	}
-	_, err = q.w.ExecContext(ctx, `INSERT INTO hook_deliveries (`+hookDeliveryColumns+`, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	st, err := q.stmt(ctx, true, addHookDeliveryQuery)
+	if err != nil {
+		return translate("add hook delivery", err)
+	}
+	_, err = st.ExecContext(ctx,
 		d.ID, d.Endpoint, d.Status, d.Reason, d.DedupeKey, string(ids), q.orNow(d.ReceivedAt).UnixMilli(), d.Size, d.IfOffline, d.IfBusy, d.Level, body)
 	return translate("add hook delivery", err)
 }
@@ -240,7 +252,11 @@ func (q queries) SetHookDeliveryMessages(ctx context.Context, id string, message
 	if err != nil {
 		return err
 	}
-	res, err := q.w.ExecContext(ctx, `UPDATE hook_deliveries SET message_ids = ? WHERE id = ?`, string(ids), id)
+	st, err := q.stmt(ctx, true, setHookMessagesQuery)
+	if err != nil {
+		return translate("set hook delivery messages", err)
+	}
+	res, err := st.ExecContext(ctx, string(ids), id)
 	if err != nil {
 		return translate("set hook delivery messages", err)
 	}
@@ -249,7 +265,11 @@ func (q queries) SetHookDeliveryMessages(ctx context.Context, id string, message
 
 // GetHookDelivery returns a receipt with its body.
 func (q queries) GetHookDelivery(ctx context.Context, id string) (store.HookDelivery, error) {
-	d, err := scanHookDelivery(q.r.QueryRowContext(ctx, `SELECT `+hookDeliveryColumns+`, body FROM hook_deliveries WHERE id = ?`, id), true)
+	st, err := q.stmt(ctx, false, getHookDeliveryQuery)
+	if err != nil {
+		return store.HookDelivery{}, translate("get hook delivery", err)
+	}
+	d, err := scanHookDelivery(st.QueryRowContext(ctx, id), true)
 	return d, translate("get hook delivery", err)
 }
 
