@@ -45,7 +45,7 @@ const (
 	defaultMaxWaitMs   = 15 * 60 * 1000
 	maxDebounceMs      = 10 * 60 * 1000
 	maxDebounceMax     = 100
-	minQueueTTLMs      = 60 * 1000
+	minQueueTTLMs      = 1000
 	maxQueueTTLMs      = 7 * 24 * 60 * 60 * 1000
 	minMaxWaitMs       = 1000
 	maxMaxWaitMs       = 24 * 60 * 60 * 1000

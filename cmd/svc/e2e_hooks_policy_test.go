@@ -253,3 +253,45 @@ func TestE2EHookPolicySurvivesKill9(t *testing.T) {
 	}
 	require.Equal(t, []any{[]any{held}}, deliveries)
 }
+
+// A queued copy whose member does not attach within queueTtlMs, counted
+// from receipt, expires on a timer and is never delivered; a channel
+// target of the same endpoint gets its message at once.
+func TestE2EHookQueueTTLAndChannelTarget(t *testing.T) {
+	p := mustStartSvc(t, procOpts{})
+	h := newHookPolicyEnv(t, p)
+	d := restDriver{p}
+	bob := createMember(t, d, h.admin, "bob")
+	carol := createMember(t, d, h.admin, "carol")
+	mustCall(t, d, bearer(carol), "CreateChannel", obj{"slug": "ops"})
+	cs := p.openSSE(t, "/subscribe?name=carol", sseOpts{}, withBearer(carol))
+	cs.requireReady(t, "carol")
+	mustCall(t, d, h.admin, "CreateNotificationEndpoint", obj{
+		"slug": "ttl", "targets": []any{obj{"member": "bob"}, obj{"channel": "ops"}},
+		"auth": obj{"kind": "header-secret"}, "policy": obj{"ifOffline": "queue", "queueTtlMs": 1000},
+	})
+	mustCall(t, d, h.admin, "SetNotificationEndpointSecret", obj{"slug": "ttl", "secret": h.secret})
+	h.endpoint(t, "solo", obj{"ifOffline": "queue", "queueTtlMs": 1000}, "bob")
+
+	id := h.post(t, "ttl", "", `{"n":1}`, "pending")
+	solo := h.post(t, "solo", "", `{"n":2}`, "pending")
+	m := nextHook(t, cs, "ttl")
+	require.Equal(t, []any{id}, m["data"].(obj)["deliveryIds"], "the channel copy went at once")
+
+	// The member's copy expires; the receipt is delivered (its channel
+	// copy was) and says so. With no other target it is expired.
+	r := h.eventually(t, "ttl", id, "delivered")
+	require.Contains(t, r["reason"], "bob not attached within queueTtlMs")
+	require.Equal(t, []any{m["id"]}, r["messageIds"])
+	r = h.eventually(t, "solo", solo, "expired")
+	require.Contains(t, r["reason"], "bob not attached within queueTtlMs")
+	require.Empty(t, r["messageIds"])
+
+	// bob attaches later: the expired copy does not come; a DM does.
+	s := p.openSSE(t, "/subscribe?name=bob", sseOpts{}, withBearer(bob))
+	s.requireReady(t, "bob")
+	_, err := restPush(p, carol, obj{"to": "bob", "body": "after"})
+	require.NoError(t, err)
+	next := s.nextMessage(t)
+	require.Equal(t, "carol", next["from"], "nothing from the hook before it: %v", next)
+}
