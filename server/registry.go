@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 
 	"svc/server/auth"
 	"svc/server/kek"
+	"svc/server/teamconfig"
 	"svc/store"
 )
 
@@ -208,6 +210,52 @@ type registryOf[T any] struct {
 	get      func(ctx context.Context, tx store.Tx, slug string) (T, error)
 	notFound func(err error, slug string) error // maps get's error
 	audience func(T) (allMembers bool, bound []string)
+	// noun names an entry in messages ("secret", "tool source"); bind and
+	// unbind store its bindings, for the registries that have them.
+	noun         string
+	bind, unbind func(ctx context.Context, tx store.Tx, slug, member string) error
+}
+
+// addBinding binds member to an entry of r; binding twice is no change.
+// An unknown member is 400, as an unknown assignee or watcher is.
+func addBinding[T any](ctx context.Context, c *core, r registryOf[T], slug, member string) (T, error) {
+	if err := c.knownMember("member", member); err != nil {
+		var zero T
+		return zero, err
+	}
+	return changeEntry(ctx, c, r, slug, func(ctx context.Context, tx store.Tx, x *T, ch *registryChange) (bool, error) {
+		if _, bound := r.audience(*x); slices.Contains(bound, member) {
+			return false, nil
+		}
+		if err := r.bind(ctx, tx, slug, member); err != nil {
+			if errors.Is(err, store.ErrPrecondition) {
+				return false, invalid("member", "no member %q", member)
+			}
+			return false, err
+		}
+		ch.event, ch.member = "binding_added", member
+		return true, nil
+	})
+}
+
+// removeBinding unbinds member from an entry of r: 404 when not bound.
+// The member is told even when every member may still use the entry.
+func removeBinding[T any](ctx context.Context, c *core, r registryOf[T], slug, member string) error {
+	if !teamconfig.ValidName(member) {
+		return invalid("name", "must be a member name")
+	}
+	_, err := changeEntry(ctx, c, r, slug, func(ctx context.Context, tx store.Tx, x *T, ch *registryChange) (bool, error) {
+		if err := r.unbind(ctx, tx, slug, member); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return false, Errorf(CodeNotFound, "%s is not bound to %s %q", member, r.noun, slug)
+			}
+			return false, err
+		}
+		ch.event, ch.member = "binding_removed", member
+		ch.before = append(ch.before, member)
+		return true, nil
+	})
+	return err
 }
 
 // changeEntry loads an entry of r on the committer, lets fn change it and

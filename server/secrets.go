@@ -13,7 +13,6 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
-	"svc/server/teamconfig"
 	"svc/store"
 )
 
@@ -184,6 +183,11 @@ var secretRegistry = registryOf[store.Secret]{
 	},
 	notFound: secretErr,
 	audience: func(x store.Secret) (bool, []string) { return x.AllMembers, x.Bound },
+	noun:     "secret",
+	bind:     func(ctx context.Context, tx store.Tx, slug, m string) error { return tx.PutSecretBinding(ctx, slug, m) },
+	unbind: func(ctx context.Context, tx store.Tx, slug, m string) error {
+		return tx.DeleteSecretBinding(ctx, slug, m)
+	},
 }
 
 // UpdateSecret implements apiv1.SecretsServer.
@@ -291,48 +295,17 @@ func (s *Secrets) DeleteSecretValue(ctx context.Context, req *apiv1.DeleteSecret
 // AddSecretBinding implements apiv1.SecretsServer: an unknown member is
 // 400, as an unknown assignee or watcher is.
 func (s *Secrets) AddSecretBinding(ctx context.Context, req *apiv1.AddSecretBindingRequest) (*apiv1.AddSecretBindingResponse, error) {
-	p := mustPrincipal(ctx)
-	if err := s.knownMember("member", req.GetMember()); err != nil {
-		return nil, err
-	}
-	x, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
-		if slices.Contains(x.Bound, req.GetMember()) {
-			return false, nil
-		}
-		if err := tx.PutSecretBinding(ctx, x.Slug, req.GetMember()); err != nil {
-			if errors.Is(err, store.ErrPrecondition) {
-				return false, invalid("member", "no member %q", req.GetMember())
-			}
-			return false, err
-		}
-		ch.event, ch.member = "binding_added", req.GetMember()
-		return true, nil
-	})
+	x, err := addBinding(ctx, s.core, secretRegistry, req.GetSlug(), req.GetMember())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.AddSecretBindingResponse{Secret: secretToProto(x, p, true)}, nil
+	return &apiv1.AddSecretBindingResponse{Secret: secretToProto(x, mustPrincipal(ctx), true)}, nil
 }
 
 // RemoveSecretBinding implements apiv1.SecretsServer: 204, 404 when the
 // member is not bound; the member is told.
 func (s *Secrets) RemoveSecretBinding(ctx context.Context, req *apiv1.RemoveSecretBindingRequest) (*apiv1.RemoveSecretBindingResponse, error) {
-	if !teamconfig.ValidName(req.GetName()) {
-		return nil, invalid("name", "must be a member name")
-	}
-	_, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
-		if err := tx.DeleteSecretBinding(ctx, x.Slug, req.GetName()); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return false, Errorf(CodeNotFound, "%s is not bound to secret %q", req.GetName(), x.Slug)
-			}
-			return false, err
-		}
-		ch.event, ch.member = "binding_removed", req.GetName()
-		// The member is told even when every member may still use it.
-		ch.before = append(ch.before, req.GetName())
-		return true, nil
-	})
-	if err != nil {
+	if err := removeBinding(ctx, s.core, secretRegistry, req.GetSlug(), req.GetName()); err != nil {
 		return nil, err
 	}
 	setHTTPStatus(ctx, http.StatusNoContent)

@@ -19,7 +19,6 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
-	"svc/server/teamconfig"
 	"svc/server/toolcall"
 	"svc/store"
 )
@@ -284,6 +283,11 @@ var toolSourceRegistry = registryOf[store.ToolSource]{
 	},
 	notFound: toolSourceErr,
 	audience: func(x store.ToolSource) (bool, []string) { return x.AllMembers, x.Bound },
+	noun:     "tool source",
+	bind:     func(ctx context.Context, tx store.Tx, slug, m string) error { return tx.PutToolBinding(ctx, slug, m) },
+	unbind: func(ctx context.Context, tx store.Tx, slug, m string) error {
+		return tx.DeleteToolBinding(ctx, slug, m)
+	},
 }
 
 // UpdateToolSource implements apiv1.ToolSourcesServer.
@@ -431,47 +435,17 @@ func (s *ToolSources) DeleteToolCredential(ctx context.Context, req *apiv1.Delet
 // AddToolBinding implements apiv1.ToolSourcesServer: an unknown member is
 // 400.
 func (s *ToolSources) AddToolBinding(ctx context.Context, req *apiv1.AddToolBindingRequest) (*apiv1.AddToolBindingResponse, error) {
-	p := mustPrincipal(ctx)
-	if err := s.knownMember("member", req.GetMember()); err != nil {
-		return nil, err
-	}
-	x, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error) {
-		if slices.Contains(x.Bound, req.GetMember()) {
-			return false, nil
-		}
-		if err := tx.PutToolBinding(ctx, x.Slug, req.GetMember()); err != nil {
-			if errors.Is(err, store.ErrPrecondition) {
-				return false, invalid("member", "no member %q", req.GetMember())
-			}
-			return false, err
-		}
-		ch.event, ch.member = "binding_added", req.GetMember()
-		return true, nil
-	})
+	x, err := addBinding(ctx, s.core, toolSourceRegistry, req.GetSlug(), req.GetMember())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.AddToolBindingResponse{Source: toolSourceToProto(x, p, true)}, nil
+	return &apiv1.AddToolBindingResponse{Source: toolSourceToProto(x, mustPrincipal(ctx), true)}, nil
 }
 
 // RemoveToolBinding implements apiv1.ToolSourcesServer: 204, 404 when the
 // member is not bound; the member is told.
 func (s *ToolSources) RemoveToolBinding(ctx context.Context, req *apiv1.RemoveToolBindingRequest) (*apiv1.RemoveToolBindingResponse, error) {
-	if !teamconfig.ValidName(req.GetName()) {
-		return nil, invalid("name", "must be a member name")
-	}
-	_, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error) {
-		if err := tx.DeleteToolBinding(ctx, x.Slug, req.GetName()); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return false, Errorf(CodeNotFound, "%s is not bound to tool source %q", req.GetName(), x.Slug)
-			}
-			return false, err
-		}
-		ch.event, ch.member = "binding_removed", req.GetName()
-		ch.before = append(ch.before, req.GetName())
-		return true, nil
-	})
-	if err != nil {
+	if err := removeBinding(ctx, s.core, toolSourceRegistry, req.GetSlug(), req.GetName()); err != nil {
 		return nil, err
 	}
 	setHTTPStatus(ctx, http.StatusNoContent)
