@@ -209,6 +209,12 @@ type Health struct {
 func (c *Client) Ping(ctx context.Context) (Health, error) {
 	var h Health
 	if err := c.Do(ctx, http.MethodGet, "/healthz", nil, &h); err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			// svc answers /healthz at its root: a 404 means the URL (or its
+			// path) names something else.
+			return h, fmt.Errorf("%w: GET %s/healthz answered 404", ErrNotSvc, c.url)
+		}
 		return h, err
 	}
 	if h.Status == "" {
