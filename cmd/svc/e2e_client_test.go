@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -298,5 +300,106 @@ func TestClientBrokerDownOrWrongURL(t *testing.T) {
 			require.Equal(t, 1, code)
 			oneLineError(t, errOut, tc.want)
 		})
+	}
+}
+
+// dropProxy forwards TCP to a broker; drop cuts every live connection and
+// pause refuses new ones, so a client sees its stream fall and the broker
+// stay unreachable for a while.
+type dropProxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	paused bool
+}
+
+func newDropProxy(t *testing.T, target string) *dropProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dp := &dropProxy{l: l, target: target}
+	go dp.serve()
+	t.Cleanup(func() { _ = l.Close(); dp.drop() })
+	return dp
+}
+
+func (dp *dropProxy) url() string { return "http://" + dp.l.Addr().String() }
+
+func (dp *dropProxy) serve() {
+	for {
+		c, err := dp.l.Accept()
+		if err != nil {
+			return
+		}
+		dp.mu.Lock()
+		paused := dp.paused
+		dp.mu.Unlock()
+		if paused {
+			_ = c.Close()
+			continue
+		}
+		b, err := net.Dial("tcp", dp.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		dp.mu.Lock()
+		dp.conns = append(dp.conns, c, b)
+		dp.mu.Unlock()
+		go func() { _, _ = io.Copy(b, c); _ = b.Close() }()
+		go func() { _, _ = io.Copy(c, b); _ = c.Close() }()
+	}
+}
+
+func (dp *dropProxy) drop() {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	for _, c := range dp.conns {
+		_ = c.Close()
+	}
+	dp.conns = nil
+}
+
+func (dp *dropProxy) setPaused(v bool) {
+	dp.mu.Lock()
+	dp.paused = v
+	dp.mu.Unlock()
+}
+
+// tail resumes after a drop from the last id it printed: a message sent
+// while the broker was unreachable is printed once after it reconnects.
+func TestClientTailResumesAfterDrop(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := p.adminToken(t)
+	bobTok := createMember(t, restDriver{p}, bearer(admin), "bob")
+	dp := newDropProxy(t, p.addr)
+	env := []string{"SVC_URL=" + dp.url(), "SVC_TOKEN=" + bobTok, "SVC_AUTH_CONFIG_PATH=" + filepath.Join(t.TempDir(), "a.json")}
+
+	tail := startClient(t, []string{"tail"}, env)
+	waitFor(t, tail, tail.stderr, regexp.MustCompile(`following .* as bob`))
+	push := func(body string) {
+		r := p.do(t, http.MethodPost, "/push", obj{"to": "bob", "body": body}, withBearer(admin))
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	}
+	push("one")
+	waitFor(t, tail, tail.stdout, regexp.MustCompile(`admin -> bob: one\n`))
+
+	dp.setPaused(true)
+	dp.drop()
+	waitFor(t, tail, tail.stderr, regexp.MustCompile(`(?s)stream dropped.*stream dropped`))
+	push("two")
+	dp.setPaused(false)
+	waitFor(t, tail, tail.stdout, regexp.MustCompile(`admin -> bob: two\n`))
+	push("three")
+	waitFor(t, tail, tail.stdout, regexp.MustCompile(`admin -> bob: three\n`))
+
+	require.NoError(t, tail.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, tail.wait(t))
+	lines := strings.Split(strings.TrimSuffix(tail.stdout.String(), "\n"), "\n")
+	require.Len(t, lines, 3, "each message once: %q", lines)
+	for i, want := range []string{"one", "two", "three"} {
+		require.True(t, strings.HasSuffix(lines[i], "admin -> bob: "+want), lines[i])
 	}
 }
