@@ -402,4 +402,16 @@ func TestClientTailResumesAfterDrop(t *testing.T) {
 	for i, want := range []string{"one", "two", "three"} {
 		require.True(t, strings.HasSuffix(lines[i], "admin -> bob: "+want), lines[i])
 	}
+
+	// --from replays every later message, then follows live.
+	firstID := strings.Fields(lines[0])[1]
+	from := startClient(t, []string{"tail", "--from", firstID, "--url", p.base}, env)
+	waitFor(t, from, from.stdout, regexp.MustCompile(`admin -> bob: three\n`))
+	push("four")
+	waitFor(t, from, from.stdout, regexp.MustCompile(`admin -> bob: four\n`))
+	require.NoError(t, from.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, from.wait(t))
+	got := strings.Split(strings.TrimSuffix(from.stdout.String(), "\n"), "\n")
+	require.Len(t, got, 3, "%q", got)
+	require.Equal(t, lines[1:], got[:2], "the replay is the same lines")
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,6 +170,11 @@ func TestResolveToken(t *testing.T) {
 			require.Equal(t, tc.want, got)
 			require.Equal(t, tc.src, src)
 		})
+	}
+	for _, bad := range []string{"svc_a b", "svc_\x00", "svc_é", strings.Repeat("a", maxTokenLen+1)} {
+		_, _, err := ResolveToken(bad, env(nil), "http://a:1")
+		require.ErrorContains(t, err, "the token from --token")
+		require.NotContains(t, err.Error(), bad, "the token is never echoed")
 	}
 	// An explicit token never reads the cache, so a corrupt one is harmless.
 	bad := filepath.Join(t.TempDir(), "bad.json")

@@ -53,10 +53,10 @@ const (
 // an explicit token.
 func ResolveToken(flag string, getenv func(string) string, brokerURL string) (string, TokenSource, error) {
 	if t := strings.TrimSpace(flag); t != "" {
-		return t, SourceFlag, nil
+		return checkToken(t, SourceFlag)
 	}
 	if t := strings.TrimSpace(getenv(EnvToken)); t != "" {
-		return t, SourceEnv, nil
+		return checkToken(t, SourceEnv)
 	}
 	path, err := CachePath(getenv)
 	if err != nil {
@@ -67,7 +67,25 @@ func ResolveToken(flag string, getenv func(string) string, brokerURL string) (st
 		return "", "", err
 	}
 	if t, ok := c.Lookup(brokerURL); ok {
-		return t, SourceCache, nil
+		return checkToken(t, SourceCache)
 	}
 	return "", "", fmt.Errorf("%w (no cache entry for %s in %s)", ErrNoToken, brokerURL, path)
+}
+
+// maxTokenLen bounds a token before it is sent in a header.
+const maxTokenLen = 4096
+
+// checkToken refuses a token that cannot travel in an Authorization header
+// (control characters, spaces, non-ASCII, oversize). The error names where
+// the token came from, never the token.
+func checkToken(t string, src TokenSource) (string, TokenSource, error) {
+	if len(t) > maxTokenLen {
+		return "", "", fmt.Errorf("the token from %s is longer than %d bytes", src, maxTokenLen)
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] >= 0x7f {
+			return "", "", fmt.Errorf("the token from %s has a space, control or non-ASCII character", src)
+		}
+	}
+	return t, src, nil
 }
