@@ -200,3 +200,19 @@ func TestLoginUsage(t *testing.T) {
 	require.ErrorAs(t, Whoami(context.Background(), []string{"x"}, env), &ue)
 	require.ErrorAs(t, Tail(context.Background(), []string{"x"}, env), &ue)
 }
+
+// The cache key is the URL exactly as given: a trailing slash is kept.
+func TestLoginCachesExactURL(t *testing.T) {
+	srv := httptest.NewServer(&fakeEnroll{polls: []string{""}})
+	defer srv.Close()
+	cache := filepath.Join(t.TempDir(), "auth.json")
+	env := Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{},
+		Getenv: func(k string) string {
+			return map[string]string{client.EnvAuthConfigPath: cache, client.EnvURL: srv.URL + "/"}[k]
+		}}
+	require.NoError(t, Login(context.Background(), nil, env))
+	c, err := client.LoadCache(cache)
+	require.NoError(t, err)
+	require.Len(t, c.Entries, 1)
+	require.Equal(t, srv.URL+"/", c.Entries[0].URL)
+}

@@ -46,7 +46,8 @@ const maxResponseBytes = 8 << 20
 // Client talks to one broker with one credential. It is safe for concurrent
 // use. Token may be empty for the public routes (health, enrollment).
 type Client struct {
-	url   string
+	url   string // exactly as given: the token cache key
+	base  string // url without a trailing slash: REST paths are appended
 	token string
 	http  *http.Client
 	conn  *grpc.ClientConn
@@ -72,7 +73,8 @@ func New(brokerURL, token string) (*Client, error) {
 		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
 	}
 	c := &Client{
-		url:   strings.TrimSuffix(brokerURL, "/"),
+		url:   brokerURL,
+		base:  strings.TrimSuffix(brokerURL, "/"),
 		token: token,
 		http:  &http.Client{Timeout: 30 * time.Second},
 	}
@@ -100,7 +102,7 @@ func (c *Client) outgoing(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
-// URL is the broker URL the client was made for, without a trailing slash.
+// URL is the broker URL exactly as given to New: the token cache key.
 func (c *Client) URL() string { return c.url }
 
 // Conn is the shared gRPC connection; every call on it carries the bearer
@@ -152,7 +154,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 		body = bytes.NewReader(enc)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.url+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return err
 	}
@@ -213,7 +215,7 @@ func (c *Client) Ping(ctx context.Context) (Health, error) {
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 			// svc answers /healthz at its root: a 404 means the URL (or its
 			// path) names something else.
-			return h, fmt.Errorf("%w: GET %s/healthz answered 404", ErrNotSvc, c.url)
+			return h, fmt.Errorf("%w: GET %s/healthz answered 404", ErrNotSvc, c.base)
 		}
 		return h, err
 	}
