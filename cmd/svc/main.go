@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"svc/cmd/internal/cli"
 )
 
 // version is the semver reported by /healthz; `make build` sets it.
@@ -46,6 +48,14 @@ commands:
   serve                                      run the broker
   activity prune --older-than <dur> [--yes]  delete activity older than dur
   version                                    print the version
+  login [--url U] [--label L]                sign in with the device flow; saves the token
+  whoami                                     print your member, role and permissions
+  send <to> <body> [--title T] [--level L] [--attach path]...
+                                             send to a member, #channel or general (-)
+  tail [--from ID]                           follow your messages, one line each
+
+client commands take --url (else SVC_URL, else http://127.0.0.1:7433) and,
+except login, --token (else SVC_TOKEN, else the token cache entry of the URL).
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -60,6 +70,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if len(args) > 1 && args[1] == "prune" {
 			return prune(ctx, args[2:], stdin, stdout, stderr)
 		}
+	case "login", "whoami", "send", "tail":
+		return clientCommand(ctx, args[0], args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return nil
@@ -69,4 +81,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprint(stderr, usage)
 	return &exitError{code: 2, err: fmt.Errorf("unknown command %q", args[0])}
+}
+
+// clientCommand runs one of the client commands of cmd/internal/cli; a
+// usage error exits 2, any other failure 1.
+func clientCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	cmds := map[string]func(context.Context, []string, cli.Env) error{
+		"login": cli.Login, "whoami": cli.Whoami, "send": cli.Send, "tail": cli.Tail,
+	}
+	err := cmds[name](ctx, args, cli.Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
+	var ue *cli.UsageError
+	if errors.As(err, &ue) {
+		return &exitError{code: 2, err: err}
+	}
+	return err
 }
