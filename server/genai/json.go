@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"svc/server/jsondepth"
 	"unicode/utf8"
 )
 
@@ -59,28 +60,8 @@ func isNull(raw json.RawMessage) bool {
 // checkDepth refuses JSON nested deeper than MaxDepth. It does not
 // validate; invalid JSON is refused by the decoder afterwards.
 func checkDepth(b []byte, p string) error {
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > MaxDepth {
-				return invalid(p, fmt.Sprintf("JSON nested deeper than %d levels", MaxDepth))
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
+	if jsondepth.Exceeds(b, MaxDepth) {
+		return invalid(p, fmt.Sprintf("JSON nested deeper than %d levels", MaxDepth))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"svc/server/jsondepth"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -76,30 +77,10 @@ func DecodeProto(b []byte) (*collogspb.ExportLogsServiceRequest, error) {
 }
 
 // checkJSONDepth refuses a document whose objects and arrays nest deeper
-// than maxJSONDepth, in one pass and before anything is allocated for it.
+// than maxJSONDepth, before anything is allocated for it.
 func checkJSONDepth(b []byte) error {
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > maxJSONDepth {
-				return ErrTooDeep
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
+	if jsondepth.Exceeds(b, maxJSONDepth) {
+		return ErrTooDeep
 	}
 	return nil
 }
@@ -188,7 +169,6 @@ func CheckDepth(req *collogspb.ExportLogsServiceRequest) error { return checkVal
 
 // checkValueDepth refuses a request whose attribute or body values nest
 // deeper than MaxValueDepth.
-
 func checkValueDepth(req *collogspb.ExportLogsServiceRequest) error {
 	for _, rl := range req.GetResourceLogs() {
 		if !attrsWithin(rl.GetResource().GetAttributes()) {
