@@ -118,6 +118,21 @@ func connect(c common, env Env, needToken bool) (*client.Client, error) {
 	return client.New(u, tok)
 }
 
+// dial connects with the caller's credential and checks that a broker
+// answers, so a down broker or a wrong URL gets its own one-line error
+// before any call.
+func dial(ctx context.Context, c common, env Env) (*client.Client, error) {
+	cl, err := connect(c, env, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := ping(ctx, cl); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
+}
+
 // fail turns a call error into the command's one-line error.
 func fail(cl *client.Client, err error) error {
 	return errors.New(client.Describe(err, cl.URL()))

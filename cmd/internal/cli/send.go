@@ -90,14 +90,11 @@ func Send(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return usagef("send: %v", err)
 	}
-	cl, err := connect(c, env, true)
+	cl, err := dial(ctx, c, env)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if err := ping(ctx, cl); err != nil {
-		return err
-	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 

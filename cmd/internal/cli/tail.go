@@ -35,14 +35,11 @@ func Tail(ctx context.Context, args []string, env Env) error {
 	if len(pos) > 0 {
 		return usagef("tail takes no arguments (got %q)", pos[0])
 	}
-	cl, err := connect(c, env, true)
+	cl, err := dial(ctx, c, env)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if err := ping(ctx, cl); err != nil {
-		return err
-	}
 	last := *from
 	backoff := minBackoff
 	for {

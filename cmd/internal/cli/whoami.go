@@ -22,14 +22,11 @@ func Whoami(ctx context.Context, args []string, env Env) error {
 	if len(pos) > 0 {
 		return usagef("whoami takes no arguments (got %q)", pos[0])
 	}
-	cl, err := connect(c, env, true)
+	cl, err := dial(ctx, c, env)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if err := ping(ctx, cl); err != nil {
-		return err
-	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	b, err := cl.Broker().GetBriefing(cctx, &apiv1.GetBriefingRequest{})
