@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,13 +32,14 @@ var (
 
 // broker is a spawned `svc serve` with its state in a temp dir.
 type broker struct {
-	pid   int
-	addr  string // 127.0.0.1:port
-	token string // the admin token printed at first boot
-	dir   string
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when the process has exited
-	wait  error         // cmd.Wait's result, valid once done is closed
+	svcPath string // the svc binary: the runner group runs `svc runner` too
+	pid     int
+	addr    string // 127.0.0.1:port
+	token   string // the admin token printed at first boot
+	dir     string
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process has exited
+	wait    error         // cmd.Wait's result, valid once done is closed
 
 	stopping atomic.Bool
 	mu       sync.Mutex
@@ -54,7 +53,7 @@ func startBroker(ctx context.Context, svcPath string) (*broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &broker{dir: dir, done: make(chan struct{})}
+	b := &broker{svcPath: svcPath, dir: dir, done: make(chan struct{})}
 	b.cmd = exec.Command(svcPath, "serve", "--addr", "127.0.0.1:0",
 		"--config-path", b.configPath(), "--db-path", filepath.Join(dir, "svc.db"))
 	b.cmd.Env = brokerEnv()
@@ -160,19 +159,7 @@ func (b *broker) stderrTail() string {
 }
 
 // vmRSS reads the broker's resident set size in KiB.
-func (b *broker) vmRSS() (int64, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.pid))
-	if err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc status")
-}
+func (b *broker) vmRSS() (int64, error) { return rssKiB(b.pid) }
 
 // lineWriter calls onLine for each complete line written to it. exec copies
 // each of a child's streams from one goroutine, so it needs no lock.

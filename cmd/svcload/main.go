@@ -4,7 +4,8 @@
 // objective operations per second, and telemetry: OTLP ingest and activity
 // upload rates, chat delivery beside OTLP ingest, and what invoking a tool
 // through svc adds over calling its upstream directly, and verified inbound
-// hook deliveries per second and their 202 latency. It spawns the broker
+// hook deliveries per second and their 202 latency, and how fast `svc
+// runner` wakes an idle agent and what it costs while idle. It spawns the broker
 // itself, so it knows the pid whose memory it reads.
 package main
 
@@ -44,10 +45,13 @@ var (
 )
 
 func main() {
+	if path := os.Getenv(stubAgentEnv); path != "" {
+		os.Exit(stubAgent(path))
+	}
 	svcPath := flag.String("svc", "bin/svc", "path to the svc binary to spawn")
 	quick := flag.Bool("quick", false, "short durations for a smoke run")
 	outPath := flag.String("out", "", "also write the summary table to this file")
-	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry, tools, hooks (default all)")
+	only := flag.String("only", "", "comma-separated scenario groups to run: memory, delivery, reach, throughput, files, objectives, telemetry, tools, hooks, runner (default all)")
 	flag.Parse()
 
 	p := fullPlan
@@ -95,6 +99,9 @@ func run(ctx context.Context, p plan, svcPath, outPath string) error {
 	}
 	if runErr == nil && lg.runs("hooks") {
 		runErr = lg.hooks(ctx)
+	}
+	if runErr == nil && lg.runs("runner") {
+		runErr = lg.runner(ctx)
 	}
 	if c := context.Cause(ctx); runErr != nil && c != nil && !errors.Is(runErr, c) && !errors.Is(c, context.Canceled) {
 		runErr = fmt.Errorf("%w (%w)", runErr, c)
