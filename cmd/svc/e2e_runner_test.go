@@ -368,3 +368,29 @@ func TestRunnerNoCaptureAndAgentExitCode(t *testing.T) {
 	require.Equal(t, 3, r.wait(t), "the agent's own exit code; stderr:\n%s", r.stderr)
 	require.Empty(t, activityRows(t, p, agentTok, "agent", "tool_action"))
 }
+
+func TestRunnerHookAndUsage(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		env    []string
+		stdin  string
+		code   int
+		stderr string
+	}{
+		{"hook outside a runner", []string{"hook"}, nil, `{"hook_event_name":"Stop"}`, 0, "SVC_RUNNER_SOCKET is not set"},
+		{"hook with the runner gone", []string{"hook"}, []string{"SVC_RUNNER_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}, `{"hook_event_name":"Stop"}`, 0, "svc hook: dial unix"},
+		{"hook with bad input", []string{"hook"}, []string{"SVC_RUNNER_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}, `not json`, 0, "not JSON"},
+		{"runner without a command", []string{"runner", "--token", "svc_x"}, nil, "", 2, "no agent command"},
+		{"runner with an unknown adapter", []string{"runner", "--token", "svc_x", "--agent", "nope", "--", "true"}, nil, "", 2, `unknown agent "nope"`},
+		{"runner with the broker down", []string{"runner", "--url", "http://127.0.0.1:1", "--token", "svc_x", "--state-dir", t.TempDir(), "--", "true"}, nil, "", 1, "cannot reach the broker"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runSvc(t, tc.args, tc.env, strings.NewReader(tc.stdin))
+			require.Equal(t, tc.code, code, "stderr: %s", stderr)
+			require.Empty(t, stdout, "a hook prints nothing the agent would read")
+			require.Contains(t, stderr, tc.stderr)
+		})
+	}
+}
