@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"svc/cmd/internal/cli"
+	"svc/cmd/internal/runner"
 )
 
 // version is the semver reported by /healthz; `make build` sets it.
@@ -53,6 +54,9 @@ commands:
   send <to> <body> [--title T] [--level L] [--attach path]...
                                              send to a member, #channel or general (-)
   tail [--from ID]                           follow your messages, one line each
+  runner [--agent A] [--no-capture] [--state-dir D] -- <agent command...>
+                                             run an agent as your member: wake it per message
+  hook                                       (run by an agent's hooks) report to its runner
 
 client commands take --url (else SVC_URL, else http://127.0.0.1:7433) and,
 except login, --token (else SVC_TOKEN, else the token cache entry of the URL).
@@ -72,6 +76,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	case "login", "whoami", "send", "tail":
 		return clientCommand(ctx, args[0], args[1:], stdout, stderr)
+	case "runner":
+		return runnerCommand(ctx, args[1:], stdout, stderr)
+	case "hook":
+		// A hook must never stall or fail the agent: always exit 0.
+		runner.Hook(ctx, stdin, stderr, os.Getenv)
+		return nil
 	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return nil
@@ -93,6 +103,21 @@ func clientCommand(ctx context.Context, name string, args []string, stdout, stde
 	var ue *cli.UsageError
 	if errors.As(err, &ue) {
 		return &exitError{code: 2, err: err}
+	}
+	return err
+}
+
+// runnerCommand runs `svc runner`: a usage error exits 2, the agent's own
+// non-zero exit code is the runner's, a signal exits 0.
+func runnerCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	err := runner.Main(ctx, args, stdout, stderr, os.Getenv, os.Environ())
+	var ue *cli.UsageError
+	if errors.As(err, &ue) {
+		return &exitError{code: 2, err: err}
+	}
+	var ae *runner.AgentExit
+	if errors.As(err, &ae) {
+		return &exitError{code: ae.Code, err: err}
 	}
 	return err
 }

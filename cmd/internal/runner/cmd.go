@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"svc/cmd/internal/cli"
+	"svc/cmd/internal/client"
+	"svc/cmd/internal/relay"
+)
+
+// Usage is the runner's usage line.
+const Usage = "usage: svc runner [--url U] [--token T] [--agent claude|codex|plain] [--no-capture] [--state-dir D] -- <agent command...>"
+
+// Main runs `svc runner` with its arguments (after the command name). It
+// returns nil (a signal stopped it, or the agent exited 0), a
+// *cli.UsageError, an *AgentExit carrying the agent's exit code, or
+// another error whose text is one line.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, environ []string) error {
+	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flagURL := fs.String("url", "", "broker URL (default $SVC_URL, else "+client.DefaultURL+")")
+	flagToken := fs.String("token", "", "bearer token (default $SVC_TOKEN, else the token cache)")
+	agent := fs.String("agent", "", "agent adapter: claude, codex or plain (default: by the command's name)")
+	noCapture := fs.Bool("no-capture", false, "report no activity: no live state, no telemetry, no tool results")
+	stateDir := fs.String("state-dir", "", "where the last message id is kept (default $XDG_STATE_HOME/svc/runner)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return &cli.UsageError{Msg: Usage}
+		}
+		return &cli.UsageError{Msg: fmt.Sprintf("runner: %v\n%s", err, Usage)}
+	}
+	argv := fs.Args()
+	if len(argv) == 0 || argv[0] == "" {
+		return &cli.UsageError{Msg: "runner: no agent command\n" + Usage}
+	}
+	u, err := client.ResolveURL(*flagURL, getenv)
+	if err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	tok, _, err := client.ResolveToken(*flagToken, getenv, u)
+	if err != nil {
+		return err
+	}
+	dir, err := StateDir(*stateDir, getenv)
+	if err != nil {
+		return err
+	}
+	if _, err := pickAdapter(*agent, argv); err != nil {
+		return &cli.UsageError{Msg: "runner: " + err.Error()}
+	}
+	return Run(ctx, Options{
+		URL: u, Token: tok, Agent: *agent, Capture: !*noCapture, StateDir: dir, Argv: argv,
+		Stdout: stdout, Stderr: stderr, Environ: environ,
+	})
+}
+
+// hookTimeout bounds one `svc hook`: a hook must never stall the agent.
+const hookTimeout = 5 * time.Second
+
+// Hook runs `svc hook`: it reads the hook's JSON input on stdin (at most
+// relay.MaxLine bytes) and reports it to the runner named by
+// $SVC_RUNNER_SOCKET, waiting at most 5 s. It never fails the agent: every
+// problem goes to stderr and the exit code is always 0.
+func Hook(ctx context.Context, stdin io.Reader, stderr io.Writer, getenv func(string) string) {
+	path := getenv(relay.Env)
+	if path == "" {
+		fmt.Fprintf(stderr, "svc hook: %s is not set (not running under svc runner); ignored\n", relay.Env)
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(stdin, relay.MaxLine+1))
+	if err != nil {
+		fmt.Fprintf(stderr, "svc hook: reading the hook input: %v\n", err)
+		return
+	}
+	if len(data) > relay.MaxLine {
+		fmt.Fprintf(stderr, "svc hook: hook input over %d bytes; ignored\n", relay.MaxLine)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, hookTimeout)
+	defer cancel()
+	if err := relay.SendHook(ctx, path, data); err != nil {
+		fmt.Fprintf(stderr, "svc hook: %v\n", err)
+	}
+}

@@ -1,0 +1,668 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"svc/cmd/internal/client"
+	"svc/cmd/internal/relay"
+	apiv1 "svc/gen/svc/v1"
+)
+
+// Timings of the runner.
+const (
+	// heartbeat: a non-idle state is re-posted every 10 s (spec: Limits).
+	heartbeat = 10 * time.Second
+	// stopGrace: after SIGTERM the agent has this long before SIGKILL.
+	stopGrace = 5 * time.Second
+	// callTimeout bounds one broker call.
+	callTimeout = 15 * time.Second
+	// Stream reconnect backoff: from minBackoff, doubling, capped.
+	minBackoff = 500 * time.Millisecond
+	maxBackoff = 15 * time.Second
+	// uploadQueue bounds the tool results waiting for upload; past it a
+	// result is dropped with a log line rather than holding memory.
+	uploadQueue = 256
+)
+
+// adapters are the agents the runner knows by name; an adapter file adds
+// itself from an init() (claude.go: "claude").
+var adapters = map[string]func() Agent{"plain": NewPlain}
+
+// registerAdapter adds an adapter by name; for adapter files' init().
+func registerAdapter(name string, f func() Agent) { adapters[name] = f }
+
+// pickAdapter chooses the adapter: --agent when given (it must be known),
+// else the agent command's base name when an adapter has that name, else
+// plain.
+func pickAdapter(flag string, argv []string) (Agent, error) {
+	if flag != "" {
+		f, ok := adapters[flag]
+		if !ok {
+			return nil, fmt.Errorf("unknown agent %q (known: %s)", flag, strings.Join(adapterNames(), ", "))
+		}
+		return f(), nil
+	}
+	if f, ok := adapters[filepath.Base(argv[0])]; ok {
+		return f(), nil
+	}
+	return NewPlain(), nil
+}
+
+func adapterNames() []string {
+	var out []string
+	for n := range adapters {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Options are one runner's settings, resolved by the command.
+type Options struct {
+	URL      string
+	Token    string
+	Agent    string // adapter name; "" picks by the command's base name
+	Capture  bool
+	StateDir string
+	Argv     []string
+	Stdout   io.Writer // the agent's output meant for a person
+	Stderr   io.Writer // the runner's log; the agent's stderr
+	Environ  []string  // the runner's environment, passed on to the agent
+}
+
+// AgentExit is the agent's own non-zero exit code, returned by Run when the
+// agent ended by itself.
+type AgentExit struct{ Code int }
+
+func (e *AgentExit) Error() string { return fmt.Sprintf("the agent exited with code %d", e.Code) }
+
+// logger serializes the runner's log lines.
+type logger struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *logger) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format+"\n", args...)
+}
+
+// Run runs the runner until ctx ends (a signal: nil) or the agent exits by
+// itself (nil, or *AgentExit with its code).
+func Run(ctx context.Context, o Options) error {
+	log := &logger{w: o.Stderr}
+	cl, err := client.New(o.URL, o.Token)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	describe := func(err error) error { return errors.New(client.Describe(err, o.URL)) }
+
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := cl.Ping(cctx); err != nil {
+		return describe(err)
+	}
+	brief, err := cl.Broker().GetBriefing(cctx, &apiv1.GetBriefingRequest{})
+	if err != nil {
+		return describe(err)
+	}
+	me := brief.GetMember().GetName()
+	secrets := map[string]string{}
+	if res, err := apiv1.NewSecretsClient(cl.Conn()).ResolveSecrets(cctx, &apiv1.ResolveSecretsRequest{}); err == nil {
+		secrets = res.GetEnv()
+	} else if client.Code(err) == "unavailable" {
+		// No KEK: the broker can hold no secret values at all.
+		log.logf("svc runner: the broker keeps no secrets (no KEK); the agent starts without any")
+	} else {
+		return describe(err)
+	}
+	statePath := StatePath(o.StateDir, o.URL, me)
+	lastID, err := LoadLastID(statePath)
+	if err != nil {
+		return err
+	}
+
+	agent, err := pickAdapter(o.Agent, o.Argv)
+	if err != nil {
+		return err
+	}
+	hooks := make(chan hookReq)
+	loopDone := make(chan struct{})
+	srv, err := relay.Listen("", func(p json.RawMessage) {
+		evs := agent.ParseHook(p)
+		if len(evs) == 0 {
+			return
+		}
+		done := make(chan struct{})
+		select {
+		case hooks <- hookReq{events: evs, done: done}:
+		case <-loopDone:
+			return
+		}
+		select {
+		case <-done:
+		case <-loopDone:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("relay socket: %w", err)
+	}
+	defer srv.Close()
+
+	svcPath, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	setup := Setup{
+		Argv: o.Argv, Dir: srv.Dir(), Svc: svcPath, Capture: o.Capture,
+		MCPEnv:       map[string]string{client.EnvURL: o.URL, client.EnvToken: o.Token, relay.Env: srv.Path()},
+		Env:          agentEnv(o.URL, o.Token, srv.Path(), secrets, o.Capture),
+		SystemPrompt: SystemPrompt(brief),
+	}
+	argv, extra, err := agent.Command(setup)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", agent.Name(), err)
+	}
+	proc, err := startAgent(argv, mergeEnv(o.Environ, setup.Env, extra), o.Stderr)
+	if err != nil {
+		return fmt.Errorf("starting the agent: %w", err)
+	}
+	events := make(chan Event, 64)
+	session := agent.Attach(proc.stdin, proc.stdout, events, o.Stdout)
+	log.logf("svc runner: %s runs as %s on %s (agent %s, pid %d)", filepath.Base(argv[0]), me, o.URL, agent.Name(), proc.cmd.Process.Pid)
+
+	redactor := NewRedactor(append(mapValues(secrets), o.Token)...)
+	rctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorkers()
+	var rep *reporter
+	var up *uploader
+	if o.Capture {
+		rep = newReporter(func(ctx context.Context, st ActivityState) error {
+			s := string(st)
+			_, err := cl.Broker().SetActivity(ctx, &apiv1.SetActivityRequest{State: &s})
+			return err
+		}, log)
+		go rep.run(rctx)
+		up = newUploader(cl, me, redactor, log)
+		go up.run(rctx)
+	}
+	objectives := apiv1.NewObjectivesClient(cl.Conn())
+	fetchPlate := func(ctx context.Context) ([]*apiv1.Objective, error) {
+		res, err := objectives.ListObjectives(ctx, &apiv1.ListObjectivesRequest{Assignee: me})
+		if err != nil {
+			return nil, err
+		}
+		return OpenPlate(res.GetObjectives(), me), nil
+	}
+	slugs := newSlugCache(cl)
+	var persistErr sync.Once
+	deps := loopDeps{
+		deliver: session.Deliver,
+		publish: srv.Publish,
+		persist: func(id string) {
+			if err := SaveLastID(statePath, o.URL, me, id); err != nil {
+				persistErr.Do(func() { log.logf("svc runner: last message id not saved: %v", err) })
+			}
+		},
+		fetchPlate: fetchPlate,
+		slug:       slugs.slug,
+		logf:       log.logf,
+	}
+	if o.Capture {
+		deps.report = rep.set
+		deps.upload = up.add
+	}
+	l := newLoop(me, lastID, deps)
+
+	// The re-brief goes at attach, once the agent runs and the plate is
+	// fetched.
+	pctx, pcancel := context.WithTimeout(ctx, callTimeout)
+	plate, err := fetchPlate(pctx)
+	pcancel()
+	if err != nil {
+		log.logf("svc runner: open objectives not fetched: %s", client.Describe(err, o.URL))
+	}
+	l.attach(plate)
+
+	sctx, stopStream := context.WithCancel(ctx)
+	msgs := make(chan *apiv1.Message)
+	fatal := make(chan error, 1)
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		follow(sctx, cl, lastID, msgs, fatal, log)
+	}()
+
+	loopErr := l.run(ctx, msgs, hooks, events, proc.done, fatal)
+	stopStream()
+	<-streamDone
+
+	// Stop: end the agent's input, SIGTERM its group, SIGKILL after the
+	// grace; a delivery in flight settles first so its id counts.
+	_ = session.Close()
+	signaled := ctx.Err() != nil
+	code := proc.stop(stopGrace)
+	l.finish(2 * time.Second)
+	close(loopDone)
+
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer fcancel()
+	if up != nil {
+		up.flush(fctx)
+	}
+	stopWorkers()
+	if open, err := fetchPlate(fctx); err != nil {
+		log.logf("svc runner: runner_shutdown markers not written: %s", client.Describe(err, o.URL))
+	} else if len(open) > 0 {
+		if err := uploadEvents(fctx, cl, me, shutdownMarkers(open)); err != nil {
+			log.logf("svc runner: runner_shutdown markers not written: %s", client.Describe(err, o.URL))
+		}
+	}
+	if rep != nil && rep.last() != StateIdle {
+		s := string(StateIdle)
+		if _, err := cl.Broker().SetActivity(fctx, &apiv1.SetActivityRequest{State: &s}); err != nil {
+			log.logf("svc runner: final idle not posted: %s", client.Describe(err, o.URL))
+		}
+	}
+	deps.persist(l.ledger.last)
+
+	if loopErr != nil {
+		return describe(loopErr)
+	}
+	if signaled || code == 0 {
+		return nil
+	}
+	return &AgentExit{Code: code}
+}
+
+// agentEnv is what the runner adds to the agent's environment: the
+// member's secrets, the relay socket and, with capture on, the OTLP
+// exporter pointed at the broker with the member's bearer.
+func agentEnv(brokerURL, token, socket string, secrets map[string]string, capture bool) map[string]string {
+	env := map[string]string{}
+	for k, v := range secrets {
+		env[k] = v
+	}
+	env[relay.Env] = socket
+	if capture {
+		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = strings.TrimSuffix(brokerURL, "/") + "/otlp"
+		env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+		env["OTEL_EXPORTER_OTLP_HEADERS"] = "Authorization=Bearer " + token
+		env["OTEL_LOGS_EXPORTER"] = "otlp"
+		env["OTEL_LOG_USER_PROMPTS"] = "1"
+		env["OTEL_LOG_RAW_API_BODIES"] = "1"
+		env["OTEL_LOG_TOOL_DETAILS"] = "1"
+	}
+	return env
+}
+
+// mergeEnv is the agent's environment: the runner's own without its
+// credential and relay socket (the agent gets the broker only through its
+// toolbox and the OTLP header), then the setup's, then the adapter's.
+func mergeEnv(base []string, add map[string]string, extra []string) []string {
+	var out []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == client.EnvToken || k == relay.Env {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for k, v := range add {
+		out = append(out, k+"="+v)
+	}
+	return append(out, extra...)
+}
+
+func mapValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// agentProc is the running agent: its own process group, stdin and stdout
+// on pipes the runner made (so reading stdout never races Wait).
+type agentProc struct {
+	cmd    *exec.Cmd
+	stdin  *os.File
+	stdout *os.File
+	done   chan struct{}
+	code   int
+}
+
+func startAgent(argv, env []string, stderr io.Writer) (*agentProc, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	inR.Close()
+	outW.Close()
+	p := &agentProc{cmd: cmd, stdin: inW, stdout: outR, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			p.code = 1
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop SIGTERMs the agent's process group, SIGKILLs it after grace, and
+// returns the agent's exit code.
+func (p *agentProc) stop(grace time.Duration) int {
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.done:
+		// Exited by itself: its children may still run.
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		return p.code
+	default:
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	}
+	return p.code
+}
+
+// follow holds the Subscribe stream, resuming after the last id it got,
+// reconnecting with backoff; a refused credential is fatal.
+func follow(ctx context.Context, cl *client.Client, last string, out chan<- *apiv1.Message, fatal chan<- error, log *logger) {
+	backoff := minBackoff
+	attached := false
+	for ctx.Err() == nil {
+		ready, err := followOnce(ctx, cl, &last, out, func(member string) {
+			if !attached {
+				attached = true
+				log.logf("svc runner: attached to the stream of %s", member)
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		switch client.Code(err) {
+		case "unauthenticated", "forbidden", "bad_request", "unsupported_protocol":
+			fatal <- err
+			return
+		}
+		if ready {
+			backoff = minBackoff
+		}
+		log.logf("svc runner: stream dropped (%s); reconnecting in %s", client.Describe(err, cl.URL()), backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+func followOnce(ctx context.Context, cl *client.Client, last *string, out chan<- *apiv1.Message, onReady func(string)) (bool, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := cl.Broker().Subscribe(sctx, &apiv1.SubscribeRequest{LastId: *last})
+	if err != nil {
+		return false, err
+	}
+	ready := false
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the broker closed the stream")
+			}
+			return ready, err
+		}
+		switch e := ev.GetEvent().(type) {
+		case *apiv1.SubscribeResponse_Ready:
+			ready = true
+			onReady(e.Ready.GetMember())
+		case *apiv1.SubscribeResponse_Message:
+			select {
+			case out <- e.Message:
+				*last = e.Message.GetId()
+			case <-ctx.Done():
+				return ready, ctx.Err()
+			}
+		}
+	}
+}
+
+// reporter posts the activity state on every change and re-posts a
+// non-idle state every heartbeat.
+type reporter struct {
+	ch   chan ActivityState
+	post func(context.Context, ActivityState) error
+	log  *logger
+
+	mu     sync.Mutex
+	posted ActivityState
+}
+
+func newReporter(post func(context.Context, ActivityState) error, log *logger) *reporter {
+	return &reporter{ch: make(chan ActivityState, 1), post: post, log: log, posted: StateIdle}
+}
+
+// set hands over the newest state; an older one not yet posted is replaced.
+func (r *reporter) set(s ActivityState) {
+	for {
+		select {
+		case r.ch <- s:
+			return
+		default:
+			select {
+			case <-r.ch:
+			default:
+			}
+		}
+	}
+}
+
+// last is the state the broker was last told.
+func (r *reporter) last() ActivityState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.posted
+}
+
+func (r *reporter) run(ctx context.Context) {
+	cur := StateIdle
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	failing := false
+	post := func(s ActivityState) {
+		pctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := r.post(pctx, s)
+		cancel()
+		if err != nil {
+			if !failing && ctx.Err() == nil {
+				r.log.logf("svc runner: activity not posted: %v", err)
+			}
+			failing = true
+			return
+		}
+		failing = false
+		r.mu.Lock()
+		r.posted = s
+		r.mu.Unlock()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-r.ch:
+			cur = s
+			post(s)
+			tick.Reset(heartbeat)
+		case <-tick.C:
+			if cur != StateIdle {
+				post(cur)
+			}
+		}
+	}
+}
+
+// activityEvent is one upload of POST /members/:name/activity.
+type activityEvent struct {
+	Kind        string         `json:"kind"`
+	TS          float64        `json:"ts"`
+	ObjectiveID string         `json:"objectiveId,omitempty"`
+	Data        map[string]any `json:"data"`
+}
+
+func uploadEvents(ctx context.Context, cl *client.Client, me string, evs []activityEvent) error {
+	for len(evs) > 0 {
+		n := min(len(evs), 500)
+		if err := cl.Do(ctx, http.MethodPost, "/members/"+url.PathEscape(me)+"/activity", map[string]any{"events": evs[:n]}, nil); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}
+
+// shutdownMarkers are the objective_close markers of a runner stop.
+func shutdownMarkers(open []*apiv1.Objective) []activityEvent {
+	now := float64(time.Now().UnixMilli())
+	out := make([]activityEvent, 0, len(open))
+	for _, o := range open {
+		out = append(out, activityEvent{Kind: "objective_close", TS: now, ObjectiveID: o.GetId(),
+			Data: map[string]any{"reason": "runner_shutdown"}})
+	}
+	return out
+}
+
+// uploader uploads the tool results of the agent's post-tool hooks as
+// redacted tool_action events, in order, off the loop.
+type uploader struct {
+	cl     *client.Client
+	me     string
+	redact *Redactor
+	log    *logger
+	ch     chan activityEvent
+	wg     sync.WaitGroup
+}
+
+func newUploader(cl *client.Client, me string, r *Redactor, log *logger) *uploader {
+	return &uploader{cl: cl, me: me, redact: r, log: log, ch: make(chan activityEvent, uploadQueue)}
+}
+
+func (u *uploader) add(e Event) {
+	ev := activityEvent{Kind: "tool_action", TS: float64(time.Now().UnixMilli()), Data: u.redact.ToolAction(e)}
+	u.wg.Add(1)
+	select {
+	case u.ch <- ev:
+	default:
+		u.wg.Done()
+		u.log.logf("svc runner: tool result of %s not uploaded: upload queue full", oneLine(e.Tool, 64))
+	}
+}
+
+func (u *uploader) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-u.ch:
+			batch := []activityEvent{ev}
+		more:
+			for len(batch) < 500 {
+				select {
+				case ev := <-u.ch:
+					batch = append(batch, ev)
+				default:
+					break more
+				}
+			}
+			uctx, cancel := context.WithTimeout(ctx, callTimeout)
+			if err := uploadEvents(uctx, u.cl, u.me, batch); err != nil {
+				u.log.logf("svc runner: %d tool result(s) not uploaded: %s", len(batch), client.Describe(err, u.cl.URL()))
+			}
+			cancel()
+			u.wg.Add(-len(batch))
+		}
+	}
+}
+
+// flush waits (bounded by ctx) until every queued result was sent.
+func (u *uploader) flush(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { u.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// slugCache names channel ids for turn headers.
+type slugCache struct {
+	cl      *client.Client
+	slugs   map[string]string
+	fetched time.Time
+}
+
+func newSlugCache(cl *client.Client) *slugCache {
+	return &slugCache{cl: cl, slugs: map[string]string{}}
+}
+
+// slug is called from the loop only; an unknown id refetches the channel
+// list at most every 10 s.
+func (c *slugCache) slug(id string) string {
+	if s, ok := c.slugs[id]; ok {
+		return s
+	}
+	if time.Since(c.fetched) < 10*time.Second {
+		return ""
+	}
+	c.fetched = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := c.cl.Broker().ListChannels(ctx, &apiv1.ListChannelsRequest{})
+	if err != nil {
+		return ""
+	}
+	for _, ch := range res.GetChannels() {
+		c.slugs[ch.GetId()] = ch.GetSlug()
+	}
+	return c.slugs[id]
+}

@@ -1,0 +1,66 @@
+package runner
+
+// ActivityState is a member's live activity (spec: Live activity state).
+type ActivityState string
+
+// The three activity states.
+const (
+	StateIdle    ActivityState = "idle"
+	StateWorking ActivityState = "working"
+	StateBlocked ActivityState = "blocked"
+)
+
+// Activity derives the live activity state from agent events: one
+// whole-turn flag, a nested in-flight tool counter and a blocked flag, with
+// priority blocked, then working (a turn or any tool), else idle. The zero
+// value is idle. It is a pure value: the runner owns one and feeds it.
+type Activity struct {
+	turnActive bool
+	inflight   int
+	blocked    bool
+}
+
+// Apply feeds one event and reports whether the state changed.
+//
+// Besides the spec's table (turn start on; turn end off and blocked
+// cleared; permission/elicitation blocked; idle prompt unblocked; tools
+// ±1, never below 0), a turn start and a tool end also clear blocked: the
+// spec keeps the agent blocked "until the turn resumes", and a new prompt
+// or a tool that ran after its permission prompt is the turn resuming.
+func (a *Activity) Apply(e Event) bool {
+	before := a.State()
+	switch e.Kind {
+	case TurnStart:
+		a.turnActive = true
+		a.blocked = false
+	case TurnEnd:
+		a.turnActive = false
+		a.blocked = false
+	case Blocked:
+		a.blocked = true
+	case Unblocked:
+		a.blocked = false
+	case ToolStart:
+		a.inflight++
+	case ToolEnd:
+		if a.inflight > 0 {
+			a.inflight--
+		}
+		a.blocked = false
+	}
+	return a.State() != before
+}
+
+// State is the derived state.
+func (a Activity) State() ActivityState {
+	switch {
+	case a.blocked:
+		return StateBlocked
+	case a.turnActive || a.inflight > 0:
+		return StateWorking
+	}
+	return StateIdle
+}
+
+// InFlight is the number of tools running now.
+func (a Activity) InFlight() int { return a.inflight }

@@ -1,0 +1,205 @@
+package runner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	apiv1 "svc/gen/svc/v1"
+)
+
+// Bounds of a rendered turn: a message body is capped by the broker, but a
+// turn is the agent's context, so the runner caps it again.
+const (
+	maxTurnBody  = 256 << 10
+	maxTurnTitle = 1 << 10
+)
+
+// Thread names where a message came from, as the agent reads it: "DM",
+// "#<channel slug>", "general", or the thread id (obj:<id>, hook:<slug>,
+// tool:<slug>, secret:<slug>). slug maps a channel id to its slug ("" when
+// unknown: the id is shown).
+func Thread(m *apiv1.Message, slug func(id string) string) string {
+	if m.To != nil {
+		return "DM"
+	}
+	th := dataString(m, "thread")
+	switch {
+	case th == "" || th == "chan:general":
+		return "general"
+	case strings.HasPrefix(th, "chan:"):
+		id := strings.TrimPrefix(th, "chan:")
+		if slug != nil {
+			if s := slug(id); s != "" {
+				return "#" + oneLine(s, 64)
+			}
+		}
+		return "#" + oneLine(id, 64)
+	}
+	return oneLine(th, 200)
+}
+
+// RenderTurn is the turn that delivers m: a header line naming sender,
+// thread, level and id, then the title, body and attachments.
+func RenderTurn(m *apiv1.Message, slug func(id string) string) Turn {
+	level := m.GetLevel()
+	if level == "" {
+		level = "info"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[svc] message %s from %s in %s (level %s)\n",
+		oneLine(m.GetId(), 64), oneLine(m.GetFrom(), 64), Thread(m, slug), oneLine(level, 16))
+	if t := m.GetTitle(); t != "" {
+		fmt.Fprintf(&b, "Title: %s\n", oneLine(t, maxTurnTitle))
+	}
+	b.WriteString(cleanText(m.GetBody(), maxTurnBody))
+	if len(m.GetAttachments()) > 0 {
+		b.WriteString("\nAttachments:")
+		for _, a := range m.GetAttachments() {
+			b.WriteString("\n- " + oneLine(a, 1024))
+		}
+	}
+	var meta map[string]any
+	if m.GetMeta() != nil {
+		meta = m.GetMeta().AsMap()
+	}
+	return Turn{Text: b.String(), MessageID: m.GetId(), Meta: meta}
+}
+
+// RefreshMeta is the meta of the context re-brief.
+func RefreshMeta() map[string]any {
+	return map[string]any{"kind": "context_refresh", "from": "svc"}
+}
+
+// RenderRefresh is the context re-brief listing each open objective's id,
+// title, status and outcome; ok is false for an empty plate (no re-brief).
+func RenderRefresh(plate []*apiv1.Objective) (Turn, bool) {
+	if len(plate) == 0 {
+		return Turn{}, false
+	}
+	var b strings.Builder
+	b.WriteString("[svc] context refresh: your open objectives\n")
+	for _, o := range plate {
+		fmt.Fprintf(&b, "- %s [%s] %s\n  outcome: %s\n", oneLine(o.GetId(), 128), oneLine(o.GetStatus(), 16),
+			oneLine(o.GetTitle(), 1024), oneLine(o.GetOutcome(), 4096))
+		if r := o.GetBlockReason(); r != "" && o.GetStatus() == "blocked" {
+			fmt.Fprintf(&b, "  blocked: %s\n", oneLine(r, 1024))
+		}
+	}
+	return Turn{Text: strings.TrimSuffix(b.String(), "\n"), Meta: RefreshMeta()}, true
+}
+
+// OpenPlate keeps the open objectives (active or blocked) assigned to me.
+func OpenPlate(all []*apiv1.Objective, me string) []*apiv1.Objective {
+	var out []*apiv1.Objective
+	for _, o := range all {
+		if o.GetAssignee() == me && (o.GetStatus() == "active" || o.GetStatus() == "blocked") {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// SystemPrompt renders the briefing as the agent's standing instructions:
+// the member record, the team directive and context, the teammates, the
+// open objectives and, when the member is reachable by inbound hooks, the
+// standing hooks section.
+func SystemPrompt(b *apiv1.GetBriefingResponse) string {
+	var s strings.Builder
+	me := b.GetMember()
+	team := b.GetTeam()
+	fmt.Fprintf(&s, "You are %s, a member of the team %q on svc, a team broker for humans and AI agents.\n",
+		oneLine(me.GetName(), 64), oneLine(team.GetName(), 128))
+	if r := me.GetRole(); r != nil && (r.GetTitle() != "" || r.GetDescription() != "") {
+		fmt.Fprintf(&s, "Your role: %s", oneLine(r.GetTitle(), 256))
+		if r.GetDescription() != "" {
+			fmt.Fprintf(&s, " (%s)", oneLine(r.GetDescription(), 1024))
+		}
+		s.WriteString("\n")
+	}
+	if len(me.GetPermissions()) > 0 {
+		perms := append([]string(nil), me.GetPermissions()...)
+		sort.Strings(perms)
+		fmt.Fprintf(&s, "Your permissions: %s\n", oneLine(strings.Join(perms, ", "), 2048))
+	}
+	if in := me.GetInstructions(); in != "" {
+		fmt.Fprintf(&s, "\n## Your instructions\n%s\n", cleanText(in, 32<<10))
+	}
+	if d := team.GetDirective(); d != "" {
+		fmt.Fprintf(&s, "\n## Team directive\n%s\n", cleanText(d, 32<<10))
+	}
+	if c := team.GetContext(); c != "" {
+		fmt.Fprintf(&s, "\n## Team context\n%s\n", cleanText(c, 64<<10))
+	}
+	if len(b.GetTeammates()) > 0 {
+		s.WriteString("\n## Teammates\n")
+		for _, t := range b.GetTeammates() {
+			fmt.Fprintf(&s, "- %s", oneLine(t.GetName(), 64))
+			if t.GetRole().GetTitle() != "" {
+				fmt.Fprintf(&s, " [%s]", oneLine(t.GetRole().GetTitle(), 256))
+			}
+			s.WriteString("\n")
+		}
+	}
+	if n := b.GetExternalNotifications(); n != nil {
+		s.WriteString("\n## External notifications\n")
+		if c := n.GetContract(); c != "" {
+			s.WriteString(cleanText(c, 16<<10) + "\n")
+		}
+		for _, e := range n.GetEndpoints() {
+			fmt.Fprintf(&s, "- hook:%s", oneLine(e.GetSlug(), 64))
+			if e.DisplayName != nil && e.GetDisplayName() != "" {
+				fmt.Fprintf(&s, " (%s)", oneLine(e.GetDisplayName(), 256))
+			}
+			s.WriteString("\n")
+		}
+	}
+	s.WriteString("\n## How you work here\n" +
+		"Messages for you arrive as new turns, one message per turn, each starting with a line\n" +
+		"`[svc] message <id> from <sender> in <thread> (level <level>)`. Answer and act with the svc\n" +
+		"tools (send, broadcast, objectives_*, fs_*): text you only write in your reply reaches nobody.\n" +
+		"A turn starting `[svc] context refresh` lists your open objectives.\n")
+	return s.String()
+}
+
+// oneLine makes s one line without control characters, cut at max bytes.
+func oneLine(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return ' '
+		}
+		return r
+	}, s)
+	return cut(s, max)
+}
+
+// cleanText keeps newlines and tabs, drops other control characters, cuts
+// at max bytes.
+func cleanText(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
+	return cut(s, max)
+}
+
+// cut shortens s to at most max bytes on a rune boundary, marking the cut.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && (s[i]&0xC0) == 0x80 {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+func dataString(m *apiv1.Message, key string) string {
+	return m.GetData().GetFields()[key].GetStringValue()
+}
