@@ -82,6 +82,10 @@ type loop struct {
 	seenRing []string
 
 	delivering bool
+	// turnSeen: a turn start or end came while delivering. A fast agent
+	// reports its turn before the write returns; the loop must not then
+	// wait for a start that already happened.
+	turnSeen   bool
 	results    chan deliverResult
 	awaiting   bool // delivered; waiting for the agent's turn start
 	awaitTimer *time.Timer
@@ -268,6 +272,9 @@ func (l *loop) onEvent(e Event) {
 	case TurnStart, TurnEnd:
 		l.awaiting = false
 		l.awaitTimer.Stop()
+		if l.delivering {
+			l.turnSeen = true
+		}
 	case ToolEnd:
 		if l.deps.upload != nil && (e.ToolResult != nil || e.ToolInput != nil) {
 			l.deps.upload(e)
@@ -325,6 +332,7 @@ func (l *loop) maybeDeliver(ctx context.Context) {
 	}
 	q := l.queue[0]
 	l.delivering = true
+	l.turnSeen = false
 	go func() {
 		l.results <- deliverResult{q: q, err: l.deps.deliver(ctx, q.turn)}
 	}()
@@ -351,6 +359,9 @@ func (l *loop) onDelivered(r deliverResult) {
 	}
 	if r.q.id != "" {
 		l.done(r.q.id)
+	}
+	if l.turnSeen {
+		return // the agent already reported this turn
 	}
 	l.awaiting = true
 	l.awaitTimer.Reset(turnStartWait)

@@ -29,11 +29,17 @@ type fakeWorld struct {
 	logs      []string
 	plate     []*apiv1.Objective
 	fetches   atomic.Int32
+	// onDeliver, when set, runs inside a delivery before it returns: an
+	// agent that reports its turn before the runner's write comes back.
+	onDeliver func()
 }
 
 func (w *fakeWorld) deps() loopDeps {
 	return loopDeps{
 		deliver: func(ctx context.Context, t Turn) error {
+			if w.onDeliver != nil {
+				w.onDeliver()
+			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if w.failNext > 0 {
@@ -140,6 +146,20 @@ func TestLoopOneMessagePerTurn(t *testing.T) {
 	w.mu.Lock()
 	require.Equal(t, []ActivityState{StateWorking, StateIdle}, w.reported)
 	w.mu.Unlock()
+}
+
+// A fast agent starts and ends its turn before the write of the turn
+// returns: the loop must not wait turnStartWait for a start it already saw.
+func TestLoopTurnReportedBeforeTheWriteReturns(t *testing.T) {
+	w := &fakeWorld{}
+	var h *harness
+	w.onDeliver = func() { h.hook(TurnStart, TurnEnd) }
+	h = startLoop(t, w, nil)
+	for i := range 5 {
+		h.send(t, fmt.Sprint(i+1), "alice", nil)
+	}
+	require.Eventually(t, func() bool { return len(w.texts()) == 5 }, 5*time.Second, time.Millisecond,
+		"each turn ended before its write returned; the next goes at once, not after %s", turnStartWait)
 }
 
 func TestLoopFailedDeliveryIsRetriedNeverDropped(t *testing.T) {
