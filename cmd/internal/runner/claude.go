@@ -485,8 +485,14 @@ type claudeUserLine struct {
 // stopped reading) leaves a partial line the agent will choke on, so the
 // session refuses every later turn; the runner keeps them.
 func (s *claudeSession) Deliver(ctx context.Context, t Turn) error {
+	text := boundText(t.Text, claudeMaxTurn)
+	// Claude Code runs a user line that starts with "/" as a slash command
+	// (/compact, /clear, …): a message is never a command to the agent.
+	if strings.HasPrefix(text, "/") {
+		text = " " + text
+	}
 	var l claudeUserLine
-	l.Type, l.Message.Role, l.Message.Content = "user", "user", boundText(t.Text, claudeMaxTurn)
+	l.Type, l.Message.Role, l.Message.Content = "user", "user", text
 	line, err := json.Marshal(l)
 	if err != nil {
 		return err
@@ -555,9 +561,9 @@ func (s *claudeSession) logf(format string, args ...any) {
 
 // claudeOutLine is the part of a stream-json output line the adapter reads.
 type claudeOutLine struct {
-	Type    string `json:"type"`
-	Subtype string `json:"subtype"`
-	IsError bool   `json:"is_error"`
+	Type     string          `json:"type"`
+	Subtype  string          `json:"subtype"`
+	IsError  bool            `json:"is_error"`
 	Message  json.RawMessage `json:"message"`
 	ToolName string          `json:"tool_name"`
 }
@@ -572,8 +578,11 @@ type claudeAssistant struct {
 }
 
 // read reads stdout until EOF: a result line ends the turn (the fallback
-// for a Stop hook that does not come), assistant text and tool calls go to
-// the log in one short line each.
+// for a Stop hook that does not come; a slash command such as /compact has
+// a result but no Stop), a permission_denied line ends the refused tool,
+// assistant text and tool calls go to the log in one short line each. The
+// system/init line comes at every turn, not once a session: it means
+// nothing to the runner (the SessionStart hook does).
 func (s *claudeSession) read(stdout io.Reader, events chan<- Event) {
 	r := bufio.NewReaderSize(stdout, 64<<10)
 	for {
@@ -601,9 +610,6 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 		s.logf("output: %s", short(string(line)))
 		return Event{}, false
 	}
-	if os.Getenv("CCA_DEBUG") != "" {
-		s.logf("DEBUG %s/%s %s", l.Type, l.Subtype, short(string(line)))
-	}
 	switch l.Type {
 	case "assistant":
 		var msg claudeAssistant
@@ -618,6 +624,15 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 				}
 			case "tool_use":
 				s.logf("tool %s", short(c.Name))
+			}
+		}
+	case "system":
+		// A tool the permission rules refuse had its PreToolUse hook but
+		// gets no PostToolUse(Failure): this line closes it.
+		if l.Subtype == "permission_denied" {
+			if name, ok := toolName(l.ToolName); ok {
+				s.logf("tool %s refused: not allowed", short(name))
+				return Event{Kind: ToolEnd, Tool: name}, true
 			}
 		}
 	case "result":
