@@ -360,7 +360,7 @@ func claudeSettingsJSON(user, svc string, capture bool) ([]byte, error) {
 	settings := map[string]any{}
 	if user != "" {
 		raw := []byte(user)
-		if !strings.HasPrefix(strings.TrimSpace(user), "{") {
+		if t := strings.TrimSpace(user); !strings.HasPrefix(t, "{") && !strings.HasPrefix(t, "[") {
 			b, err := readBounded(user)
 			if err != nil {
 				return nil, fmt.Errorf("claude: --settings: %w", err)
@@ -452,13 +452,17 @@ func writePrivate(path string, data []byte) error {
 
 // Attach starts reading the agent's stdout.
 func (claude) Attach(stdin io.WriteCloser, stdout io.Reader, events chan<- Event, log io.Writer) Session {
-	s := &claudeSession{stdin: stdin, log: log}
-	go s.read(stdout, events)
+	s := &claudeSession{stdin: stdin, log: log, readDone: make(chan struct{})}
+	go func() {
+		defer close(s.readDone)
+		s.read(stdout, events)
+	}()
 	return s
 }
 
 type claudeSession struct {
-	stdin io.WriteCloser
+	stdin    io.WriteCloser
+	readDone chan struct{} // closed once stdout is read to its end
 
 	logMu sync.Mutex
 	log   io.Writer
@@ -514,9 +518,17 @@ func (s *claudeSession) Deliver(ctx context.Context, t Turn) error {
 			dl = cd
 		}
 		if d.SetWriteDeadline(dl) == nil {
-			stop := context.AfterFunc(ctx, func() { _ = d.SetWriteDeadline(time.Now()) })
+			fired := make(chan struct{})
+			stop := context.AfterFunc(ctx, func() {
+				defer close(fired)
+				_ = d.SetWriteDeadline(time.Now())
+			})
 			defer func() {
-				stop()
+				// A cancel that fired must be over before the deadline
+				// is cleared, or it could cut the next turn's write.
+				if !stop() {
+					<-fired
+				}
 				_ = d.SetWriteDeadline(time.Time{})
 			}()
 		}
