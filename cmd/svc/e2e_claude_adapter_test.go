@@ -347,8 +347,9 @@ func ccaSystem(t *testing.T, q agenttest.Request) string {
 // turns at the model with the briefing in the system prompt, each ended by
 // a result line (TurnEnd) and by the Stop hook; the session's hooks are
 // SessionStart, UserPromptSubmit and Stop, never a tool hook; a message
-// that starts with "/" reaches the model instead of running a slash
-// command, and a real /compact fires SessionStart with source compact.
+// that starts with "/" or "!" reaches the model instead of running a slash
+// command or a shell, and a real /compact fires SessionStart with source
+// compact.
 func TestClaudeAdapterTurns(t *testing.T) {
 	t.Parallel()
 	bin := agenttest.Claude(t)
@@ -358,7 +359,8 @@ func TestClaudeAdapterTurns(t *testing.T) {
 	briefing := fmt.Sprintf("CCA-BRIEFING-%d: you are bob on the team.", time.Now().UnixNano())
 	m.ReplyOn("CCA-TURN-ONE", "first answer").
 		CallToolOn("CCA-TURN-TWO", "Read", `{"file_path":"`+filepath.Join(wd, "note.txt")+`"}`).Reply("second answer").
-		ReplyOn("CCA-SLASH", "not a command")
+		ReplyOn("CCA-SLASH", "not a command").
+		ReplyOn("CCA-BANG", "not a shell")
 	r := ccaStart(t, bin, m, ccaOpts{prompt: briefing, dir: wd})
 	require.Equal(t, []string{"CLAUDE_CODE_ENABLE_TELEMETRY=0"}, r.env)
 
@@ -397,17 +399,24 @@ func TestClaudeAdapterTurns(t *testing.T) {
 	// A message starting with "/" is text for the model.
 	r.deliver("/compact CCA-SLASH")
 	r.waitFor("end of the slash turn", turnEnds(3))
-	require.Zero(t, m.Pending())
+	require.Equal(t, 1, m.Pending(), "the slash turn did not reach the model")
 	hooks, _ = r.snapshot()
 	require.Empty(t, ccaHooksNamed(hooks, "SessionStart")[1:], "the message ran a slash command")
+	// Nor is "!" a shell escape.
+	r.deliver("!touch bang.txt CCA-BANG")
+	r.waitFor("end of the bang turn", turnEnds(4))
+	require.Zero(t, m.Pending())
+	_, err := os.Stat(filepath.Join(wd, "bang.txt"))
+	require.True(t, os.IsNotExist(err), "the message ran a shell: %v", err)
 
 	// The real /compact (written past the adapter): SessionStart compact,
 	// no UserPromptSubmit nor Stop, and a result line ends it.
+	hooks, _ = r.snapshot()
 	before := len(hooks)
-	_, err := io.WriteString(r.stdin, `{"type":"user","message":{"role":"user","content":"/compact"}}`+"\n")
+	_, err = io.WriteString(r.stdin, `{"type":"user","message":{"role":"user","content":"/compact"}}`+"\n")
 	require.NoError(t, err)
 	r.waitFor("the compaction", func(hooks []ccaHookRecord, ev []runner.Event) bool {
-		return len(ccaHooksNamed(hooks, "SessionStart")) == 2 && ccaCount(ev, runner.TurnEnd) == 4
+		return len(ccaHooksNamed(hooks, "SessionStart")) == 2 && ccaCount(ev, runner.TurnEnd) == 5
 	})
 	hooks, _ = r.snapshot()
 	require.Equal(t, []string{"SessionStart"}, ccaNames(hooks[before:]))
