@@ -61,7 +61,8 @@ const (
 	claudeMaxSource = 32
 )
 
-// claudeHookEvents are the Claude Code hook events the settings register.
+// claudeStateHooks and claudeToolHooks are the Claude Code hook events the
+// settings register.
 // The tool events are left out under --no-capture: they only count tools
 // in flight and carry tool results to upload, both activity.
 var (
