@@ -1,27 +1,33 @@
 package runner
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
-	"unicode"
+	"unicode/utf8"
 )
 
-// Bounds on the fields of a hook payload the runner keeps: a payload comes
-// from the agent's side of the socket and is untrusted.
+// Bounds on a hook payload: it comes from the agent's side of the socket
+// and is untrusted.
 const (
-	maxHookName   = 256
-	maxHookSource = 64
+	// maxHookPayload bounds a hook payload ParseHook reads.
+	maxHookPayload = 4 << 20
+	// maxHookToolName bounds a tool name taken from a hook payload.
+	maxHookToolName = 256
+	// maxHookSource bounds SessionStart's source.
+	maxHookSource = 32
 )
 
-// hookPayload is the part of a Claude Code hook input the runner reads.
-type hookPayload struct {
-	HookEventName    string          `json:"hook_event_name"`
+// claudeHook is the part of a Claude Code hook payload the runner reads.
+type claudeHook struct {
+	Event            string          `json:"hook_event_name"`
 	NotificationType string          `json:"notification_type"`
 	Message          string          `json:"message"`
+	Source           string          `json:"source"`
 	ToolName         string          `json:"tool_name"`
 	ToolInput        json.RawMessage `json:"tool_input"`
 	ToolResponse     json.RawMessage `json:"tool_response"`
-	Source           string          `json:"source"`
+	Error            json.RawMessage `json:"error"`
 }
 
 // ParseHook maps one Claude Code shaped hook payload to the events it means
@@ -30,72 +36,101 @@ type hookPayload struct {
 //	UserPromptSubmit                           TurnStart
 //	Stop                                       TurnEnd
 //	Notification permission_prompt,
-//	  elicitation_dialog, or a message saying
-//	  it needs permission or input             Blocked
+//	  elicitation_dialog, or (releases before
+//	  notification_type) a message saying it
+//	  needs permission                         Blocked
 //	Notification idle_prompt                   Unblocked
-//	PreToolUse / PostToolUse                   ToolStart / ToolEnd (tool, input, result)
+//	PreToolUse                                 ToolStart (tool, input)
+//	PostToolUse / PostToolUseFailure           ToolEnd (tool, input, result or error)
 //	SessionStart                               SessionStart (source)
 //
-// Anything else, and anything malformed, means nothing. The Claude Code
-// adapter and the plain adapter both use it.
+// Anything else, and anything malformed or oversized, means nothing. The
+// Claude Code adapter and the plain adapter both use it; the events that
+// fire in headless mode are measured in docs/RUNNER-CLAUDE.md.
 func ParseHook(payload json.RawMessage) []Event {
-	var p hookPayload
-	if json.Unmarshal(payload, &p) != nil {
+	if len(payload) == 0 || len(payload) > maxHookPayload {
 		return nil
 	}
-	switch p.HookEventName {
+	var h claudeHook
+	if json.Unmarshal(payload, &h) != nil {
+		return nil
+	}
+	switch h.Event {
 	case "UserPromptSubmit":
 		return []Event{{Kind: TurnStart}}
 	case "Stop":
 		return []Event{{Kind: TurnEnd}}
 	case "Notification":
-		switch p.NotificationType {
+		switch h.NotificationType {
 		case "permission_prompt", "elicitation_dialog":
 			return []Event{{Kind: Blocked}}
 		case "idle_prompt":
 			return []Event{{Kind: Unblocked}}
 		case "":
-			msg := strings.ToLower(p.Message)
+			// Releases before notification_type: the message says it.
+			msg := strings.ToLower(h.Message)
 			switch {
 			case strings.Contains(msg, "waiting for your input"):
-				// Claude Code's idle prompt when the type is absent.
 				return []Event{{Kind: Unblocked}}
-			case strings.Contains(msg, "permission"), strings.Contains(msg, "needs your input"),
-				strings.Contains(msg, "needs input"):
+			case strings.Contains(msg, "needs your permission"), strings.Contains(msg, "needs your input"):
 				return []Event{{Kind: Blocked}}
 			}
 		}
 		return nil
-	case "PreToolUse", "PostToolUse":
-		name, ok := cleanField(p.ToolName, maxHookName)
+	case "PreToolUse", "PostToolUse", "PostToolUseFailure":
+		name, ok := toolName(h.ToolName)
 		if !ok {
 			return nil
 		}
-		e := Event{Kind: ToolStart, Tool: name, ToolInput: jsonOrNil(p.ToolInput)}
-		if p.HookEventName == "PostToolUse" {
-			e.Kind = ToolEnd
-			e.ToolResult = jsonOrNil(p.ToolResponse)
+		ev := Event{Kind: ToolStart, Tool: name, ToolInput: jsonOrNil(h.ToolInput)}
+		switch h.Event {
+		case "PostToolUse":
+			ev.Kind, ev.ToolResult = ToolEnd, jsonOrNil(h.ToolResponse)
+		case "PostToolUseFailure":
+			ev.Kind = ToolEnd
+			if e := jsonOrNil(h.Error); e != nil {
+				ev.ToolResult, _ = json.Marshal(map[string]json.RawMessage{"error": e})
+			}
 		}
-		return []Event{e}
+		return []Event{ev}
 	case "SessionStart":
-		src, _ := cleanField(p.Source, maxHookSource)
+		src := h.Source
+		if src == "" || len(src) > maxHookSource || !printableASCII(src) {
+			src = "startup"
+		}
 		return []Event{{Kind: SessionStart, Source: src}}
 	}
 	return nil
 }
 
-// cleanField accepts a short single-line name.
-func cleanField(s string, max int) (string, bool) {
-	if s == "" || len(s) > max || strings.ContainsFunc(s, unicode.IsControl) {
+// toolName checks a tool name from a payload: non-empty, bounded, no
+// control characters.
+func toolName(s string) (string, bool) {
+	if s == "" || len(s) > maxHookToolName || !utf8.ValidString(s) {
 		return "", false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return "", false
+		}
 	}
 	return s, true
 }
 
-// jsonOrNil keeps a JSON value that is present and not null.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonOrNil drops an absent or null value.
 func jsonOrNil(v json.RawMessage) json.RawMessage {
-	if len(v) == 0 || string(v) == "null" || !json.Valid(v) {
+	t := bytes.TrimSpace(v)
+	if len(t) == 0 || string(t) == "null" || !json.Valid(t) {
 		return nil
 	}
-	return v
+	return t
 }

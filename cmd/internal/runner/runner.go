@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,12 +38,9 @@ const (
 	uploadQueue = 256
 )
 
-// adapters are the agents the runner knows by name; an adapter file adds
-// itself from an init() (claude.go: "claude").
-var adapters = map[string]func() Agent{"plain": NewPlain}
-
-// registerAdapter adds an adapter by name; for adapter files' init().
-func registerAdapter(name string, f func() Agent) { adapters[name] = f }
+// adapters are the agents the runner knows by name: a new agent is one
+// more adapter file and one more entry here.
+var adapters = map[string]func() Agent{"plain": NewPlain, "claude": NewClaude}
 
 // pickAdapter chooses the adapter: --agent when given (it must be known),
 // else the agent command's base name when an adapter has that name, else
@@ -66,6 +64,7 @@ func adapterNames() []string {
 	for n := range adapters {
 		out = append(out, n)
 	}
+	slices.Sort(out)
 	return out
 }
 
