@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"svc/cmd/internal/cli"
+	"svc/cmd/internal/toolbox"
 )
 
 // version is the semver reported by /healthz; `make build` sets it.
@@ -53,6 +54,7 @@ commands:
   send <to> <body> [--title T] [--level L] [--attach path]...
                                              send to a member, #channel or general (-)
   tail [--from ID]                           follow your messages, one line each
+  mcp [--url U] [--token T]                  the agent toolbox as an MCP server on stdio
 
 client commands take --url (else SVC_URL, else http://127.0.0.1:7433) and,
 except login, --token (else SVC_TOKEN, else the token cache entry of the URL).
@@ -72,6 +74,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	case "login", "whoami", "send", "tail":
 		return clientCommand(ctx, args[0], args[1:], stdout, stderr)
+	case "mcp":
+		err := toolbox.Run(ctx, args[1:], toolbox.Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, Version: version})
+		var ue *toolbox.UsageError
+		if errors.As(err, &ue) {
+			return &exitError{code: 2, err: err}
+		}
+		return err
 	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return nil
