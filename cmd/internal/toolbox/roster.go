@@ -23,7 +23,7 @@ type rosterAnswer struct {
 
 // formatRoster renders one line per teammate, in the broker's order:
 //
-//	- <name>[ (you)] [<role title>][ [admin operator]] connected=N|offline
+//   - <name>[ (you)] [<role title>][ [admin operator]] connected=N|offline
 //
 // admin marks members.manage, operator objectives.create; a bracket with
 // nothing in it is left out, so a member without a role title shows no

@@ -113,6 +113,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // reconnecting with backoff if the socket goes away.
 func (t *Toolbox) WatchRelay(ctx context.Context, path string) {
 	wait := backoffMin
+	first := true
 	for ctx.Err() == nil {
 		ch, err := relay.Subscribe(ctx, path)
 		if err != nil {
@@ -124,8 +125,11 @@ func (t *Toolbox) WatchRelay(ctx context.Context, path string) {
 			continue
 		}
 		wait = backoffMin
-		// Events may have been missed while disconnected.
-		t.Notify()
+		if !first {
+			// Events may have been missed while disconnected.
+			t.Notify()
+		}
+		first = false
 		for ev := range ch {
 			if IsRegistryKind(ev.Kind) {
 				t.Notify()
