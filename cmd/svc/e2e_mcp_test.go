@@ -375,3 +375,31 @@ func TestE2EMCPObjectives(t *testing.T) {
 	require.Equal(t, "cancelled", x["status"])
 	alice.failsPrefix(t, "objectives_view", map[string]any{"id": "no-such"}, "broker error 404: ")
 }
+
+func TestE2EMCPStartErrors(t *testing.T) {
+	p := mustStartSvc(t, procOpts{})
+	tests := []struct {
+		name   string
+		args   []string
+		env    []string
+		code   int
+		stderr string
+	}{
+		{name: "revoked token", args: []string{"mcp"}, env: []string{"SVC_URL=" + p.base, "SVC_TOKEN=svc_" + strings.Repeat("A", 43)}, code: 1,
+			stderr: "svc: unauthenticated: the broker at " + p.base + " refused the token (revoked, expired or unknown); run `svc login`\n"},
+		{name: "broker down", args: []string{"mcp", "--url", "http://127.0.0.1:1", "--token", "svc_x"}, code: 1,
+			stderr: "svc: cannot reach the broker at http://127.0.0.1:1: connection refused (is `svc serve` running?)\n"},
+		{name: "no token", args: []string{"mcp", "--url", p.base}, env: []string{"SVC_AUTH_CONFIG_PATH=" + t.TempDir() + "/auth.json"}, code: 1, stderr: "svc: no token: "},
+		{name: "argument", args: []string{"mcp", "extra"}, code: 2, stderr: "svc: usage: svc mcp [--url U] [--token T]: no arguments\n"},
+		{name: "bad url", args: []string{"mcp", "--url", "ftp://x"}, code: 2, stderr: "svc: broker URL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runSvc(t, tc.args, tc.env, nil)
+			require.Equal(t, tc.code, code, stderr)
+			require.Empty(t, stdout, "stdout carries the protocol only")
+			require.True(t, strings.HasPrefix(stderr, tc.stderr), "%q", stderr)
+			require.NotContains(t, stderr, strings.Repeat("A", 43), "the token is never echoed")
+		})
+	}
+}

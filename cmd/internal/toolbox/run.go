@@ -65,7 +65,10 @@ func Run(ctx context.Context, args []string, env Env) error {
 		if errors.As(err, &be) && be.status == 401 {
 			return errors.New(client.Describe(&client.APIError{Status: 401, Code: "unauthenticated"}, u))
 		}
-		if errors.As(err, &te) || errors.As(err, &be) {
+		if errors.As(err, &te) {
+			return te // already CLIENT.md's one line
+		}
+		if errors.As(err, &be) {
 			return err
 		}
 		return errors.New(client.Describe(err, u))
