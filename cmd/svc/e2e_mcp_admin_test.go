@@ -88,7 +88,7 @@ func TestE2EMCPFiles(t *testing.T) {
 }
 
 func TestE2EMCPAdminGroups(t *testing.T) {
-	p := mustStartSvc(t, procOpts{})
+	p := mustStartSvc(t, procOpts{env: []string{toolEgress}})
 	admin := p.adminToken(t)
 	mustMember(t, p, admin, "alice", "Lead")
 	a := startMCP(t, p, admin)
@@ -119,6 +119,12 @@ func TestE2EMCPAdminGroups(t *testing.T) {
 	require.Equal(t, true, a.okJSON(t, "tool_sources_view", map[string]any{"slug": "gh"})["hasCredential"])
 	require.Equal(t, "ok", a.ok(t, "tool_sources_delete_credential", map[string]any{"slug": "gh"}))
 	a.failsPrefix(t, "tool_sources_refresh", map[string]any{"slug": "gh"}, "broker error 4")
+	remote := startMCPServer(t, "127.0.0.1:0", mcpTool{name: "hello", description: "Says hello.", schema: `{"type":"object"}`,
+		call: func(map[string]any, http.Header) (string, bool) { return "hello", false }})
+	a.ok(t, "tool_sources_create", map[string]any{"slug": "remote", "kind": "mcp", "config": obj{"url": remote.URL}})
+	ref := a.okJSON(t, "tool_sources_refresh", map[string]any{"slug": "remote"})
+	require.Equal(t, true, ref["changed"])
+	require.Equal(t, "hello", ref["tools"].([]any)[0].(obj)["name"])
 	require.Equal(t, "ok", a.ok(t, "tool_sources_delete_tool", map[string]any{"slug": "gh", "name": "ping"}))
 	require.Equal(t, "ok", a.ok(t, "tool_sources_delete", map[string]any{"slug": "gh"}))
 	a.failsPrefix(t, "tool_sources_view", map[string]any{"slug": "gh"}, "broker error 404: ")

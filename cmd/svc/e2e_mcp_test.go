@@ -326,8 +326,10 @@ func TestE2EMCPObjectives(t *testing.T) {
 	admin := p.adminToken(t)
 	aliceTok := mustMember(t, p, admin, "alice", "Lead", "members.manage", "objectives.create")
 	bobTok := mustMember(t, p, admin, "bob", "Reviewer")
+	carolTok := mustMember(t, p, admin, "carol", "Reviewer")
 	alice := startMCP(t, p, aliceTok)
 	bob := startMCP(t, p, bobTok)
+	carol := startMCP(t, p, carolTok)
 
 	o := alice.okJSON(t, "objectives_create", map[string]any{"title": "Ship", "outcome": "released", "assignee": "bob", "body": "ctx", "watchers": []string{"admin"}})
 	id := o["id"].(string)
@@ -360,6 +362,7 @@ func TestE2EMCPObjectives(t *testing.T) {
 	bob.fails(t, "objectives_cancel", map[string]any{"id": id}, "objectives_cancel"+authority)
 	bob.fails(t, "objectives_watchers", map[string]any{"id": id, "add": []string{"bob"}}, "objectives_watchers"+authority)
 	bob.fails(t, "objectives_reassign", map[string]any{"id": id, "to": "alice"}, "objectives_reassign"+authority)
+	carol.fails(t, "objectives_update", map[string]any{"id": id, "status": "blocked", "blockReason": "x"}, "objectives_update"+authority)
 	bob.fails(t, "objectives_watchers", map[string]any{"id": id}, "objectives_watchers: add or remove is required")
 
 	w := alice.okJSON(t, "objectives_watchers", map[string]any{"id": id, "add": []string{"bob"}, "remove": []string{"admin"}})
