@@ -406,3 +406,29 @@ func TestE2EMCPStartErrors(t *testing.T) {
 		})
 	}
 }
+
+// A script that writes its requests and closes stdin still gets every
+// answer before `svc mcp` exits.
+func TestE2EMCPPipedStdin(t *testing.T) {
+	p := mustStartSvc(t, procOpts{})
+	admin := p.adminToken(t)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"roster","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"send","arguments":{"to":"admin"}}}`,
+	}, "\n") + "\n"
+	code, stdout, stderr := runSvc(t, []string{"mcp"}, []string{"SVC_URL=" + p.base, "SVC_TOKEN=" + admin}, strings.NewReader(in))
+	require.Equal(t, 0, code, stderr)
+	answers := map[float64]obj{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var m obj
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		answers[m["id"].(float64)] = m
+	}
+	require.Len(t, answers, 3, stdout)
+	require.Contains(t, mustObj(t, answers[2]["result"])["content"].([]any)[0].(obj)["text"], "- admin (you) ")
+	r3 := mustObj(t, answers[3]["result"])
+	require.Equal(t, true, r3["isError"])
+	require.Equal(t, "send: body is required", r3["content"].([]any)[0].(obj)["text"])
+}

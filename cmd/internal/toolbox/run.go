@@ -84,7 +84,7 @@ func Run(ctx context.Context, args []string, env Env) error {
 	} else {
 		go tb.WatchStream(ctx, cl.Broker())
 	}
-	t := &mcp.IOTransport{Reader: io.NopCloser(env.Stdin), Writer: nopWriteCloser{env.Stdout}}
+	t := &mcp.IOTransport{Reader: io.NopCloser(&drainReader{r: env.Stdin, tb: tb}), Writer: nopWriteCloser{env.Stdout}}
 	if err := tb.Server().Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("mcp: %w", err)
 	}
@@ -199,4 +199,28 @@ func (t *Toolbox) followStream(ctx context.Context, b apiv1.BrokerClient, last *
 			t.Notify()
 		}
 	}
+}
+
+// drainReader is stdin that, at its end, waits (bounded) for the requests
+// already read to be answered: a client that writes its requests and
+// closes stdin (a pipe from a script) still gets every answer, where the
+// SDK would close the connection at once.
+type drainReader struct {
+	r  io.Reader
+	tb *Toolbox
+}
+
+// drainGrace lets a request read just before the end reach its handler.
+const drainGrace = 100 * time.Millisecond
+
+func (d *drainReader) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		time.Sleep(drainGrace)
+		deadline := time.Now().Add(callTimeout)
+		for d.tb.inflight.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return n, err
 }

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,6 +49,9 @@ type Toolbox struct {
 	static map[string]*tool
 
 	trigger chan struct{}
+	// inflight counts requests being handled, so the end of stdin can wait
+	// for their answers (see drainReader).
+	inflight atomic.Int64
 
 	mu      sync.Mutex
 	self    string
@@ -113,6 +117,8 @@ func (t *Toolbox) Self() string {
 // enforces independently").
 func (t *Toolbox) hiddenTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		t.inflight.Add(1)
+		defer t.inflight.Add(-1)
 		if method == "tools/call" {
 			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
 				if tl, ok := t.static[r.Params.Name]; ok && !t.registered(tl.name) {
