@@ -13,6 +13,7 @@ import (
 
 	"svc/cmd/internal/cli"
 	"svc/cmd/internal/runner"
+	"svc/cmd/internal/toolbox"
 )
 
 // version is the semver reported by /healthz; `make build` sets it.
@@ -57,6 +58,7 @@ commands:
   runner [--agent A] [--no-capture] [--state-dir D] -- <agent command...>
                                              run an agent as your member: wake it per message
   hook                                       (run by an agent's hooks) report to its runner
+  mcp [--url U] [--token T]                  the agent toolbox as an MCP server on stdio
 
 client commands take --url (else SVC_URL, else http://127.0.0.1:7433) and,
 except login, --token (else SVC_TOKEN, else the token cache entry of the URL).
@@ -82,6 +84,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// A hook must never stall or fail the agent: always exit 0.
 		runner.Hook(ctx, stdin, stderr, os.Getenv)
 		return nil
+	case "mcp":
+		err := toolbox.Run(ctx, args[1:], toolbox.Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, Version: version})
+		var ue *toolbox.UsageError
+		if errors.As(err, &ue) {
+			return &exitError{code: 2, err: err}
+		}
+		return err
 	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return nil

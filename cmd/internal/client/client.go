@@ -224,3 +224,50 @@ func (c *Client) Ping(ctx context.Context) (Health, error) {
 	}
 	return h, nil
 }
+
+// maxRawBytes bounds the body DoRaw reads: a file read through fs/read can
+// be larger than a JSON answer.
+const maxRawBytes = 64 << 20
+
+// RawResponse is a REST answer as it came: the status, the media type and
+// the body bytes (at most 64 MiB).
+type RawResponse struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// ErrTooLarge is returned by DoRaw for an answer over its limit.
+var ErrTooLarge = errors.New("answer too large")
+
+// DoRaw sends one REST request with body (may be nil) of contentType and
+// returns the answer whatever its status: refusals are the caller's to
+// read (the MCP toolbox shows the broker's raw JSON body). Only a failure to
+// talk to the broker, or an answer over 64 MiB, is an error.
+func (c *Client) DoRaw(ctx context.Context, method, path string, body io.Reader, contentType string) (*RawResponse, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil && contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("X-Svc-Protocol", ProtocolVersion)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRawBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxRawBytes {
+		return nil, fmt.Errorf("%w: %s %s is over %d bytes", ErrTooLarge, method, path, maxRawBytes)
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return &RawResponse{Status: resp.StatusCode, ContentType: ct, Body: raw}, nil
+}
