@@ -278,6 +278,18 @@ func TestRunnerRestartNeitherMissesNorReplays(t *testing.T) {
 	r := startRunner(t, p, agentTok, state, nil)
 	id1 := push(t, p, aliceTok, obj{"to": "agent", "body": "one"})
 	r.waitTurns(t, 1)
+	// A written turn counts as delivered once the agent reports it
+	// started (its UserPromptSubmit hook): wait for that before stopping,
+	// or the restart rightly replays it.
+	require.Eventually(t, func() bool {
+		ents, _ := os.ReadDir(state)
+		for _, e := range ents {
+			if b, _ := os.ReadFile(filepath.Join(state, e.Name())); strings.Contains(string(b), id1) {
+				return true
+			}
+		}
+		return false
+	}, runTimeout, 10*time.Millisecond, "last id %s never persisted", id1)
 	require.Equal(t, 0, r.term(t), "stderr:\n%s", r.stderr)
 	fi, err := os.Stat(state)
 	require.NoError(t, err)

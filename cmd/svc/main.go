@@ -119,6 +119,10 @@ func clientCommand(ctx context.Context, name string, args []string, stdout, stde
 // runnerCommand runs `svc runner`: a usage error exits 2, the agent's own
 // non-zero exit code is the runner's, a signal exits 0.
 func runnerCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// A closed terminal stops the runner cleanly too: its private files
+	// (the agent's MCP config holds the token) go with it.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stop()
 	err := runner.Main(ctx, args, stdout, stderr, os.Getenv, os.Environ())
 	var ue *cli.UsageError
 	if errors.As(err, &ue) {

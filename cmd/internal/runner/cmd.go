@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -59,12 +60,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	})
 }
 
+// maxHookInput bounds the hook input `svc hook` reads: past relay.MaxLine
+// it relays only the event (stripHook), so it reads enough to parse one.
+const maxHookInput = 64 << 20
+
 // hookTimeout bounds one `svc hook`: a hook must never stall the agent.
 const hookTimeout = 5 * time.Second
 
 // Hook runs `svc hook`: it reads the hook's JSON input on stdin (at most
-// relay.MaxLine bytes) and reports it to the runner named by
-// $SVC_RUNNER_SOCKET, waiting at most 5 s. It never fails the agent: every
+// maxHookInput bytes) and reports it to the runner named by
+// $SVC_RUNNER_SOCKET, waiting at most 5 s; an input too big to relay
+// whole is relayed as its event alone (stripHook). It never fails the agent: every
 // problem goes to stderr and the exit code is always 0.
 func Hook(ctx context.Context, stdin io.Reader, stderr io.Writer, getenv func(string) string) {
 	path := getenv(relay.Env)
@@ -72,18 +78,42 @@ func Hook(ctx context.Context, stdin io.Reader, stderr io.Writer, getenv func(st
 		fmt.Fprintf(stderr, "svc hook: %s is not set (not running under svc runner); ignored\n", relay.Env)
 		return
 	}
-	data, err := io.ReadAll(io.LimitReader(stdin, relay.MaxLine+1))
+	data, err := io.ReadAll(io.LimitReader(stdin, maxHookInput+1))
 	if err != nil {
 		fmt.Fprintf(stderr, "svc hook: reading the hook input: %v\n", err)
 		return
 	}
-	if len(data) > relay.MaxLine {
-		fmt.Fprintf(stderr, "svc hook: hook input over %d bytes; ignored\n", relay.MaxLine)
-		return
+	if len(data) > relay.MaxLine-1024 {
+		// Too big to relay whole (a huge tool result): the event still
+		// counts for the activity state, so relay it without its bulk.
+		data = stripHook(data)
+		if data == nil {
+			fmt.Fprintf(stderr, "svc hook: hook input over %d bytes and not a whole hook object; ignored\n", relay.MaxLine)
+			return
+		}
+		fmt.Fprintln(stderr, "svc hook: hook input too big; reported without its tool input and result")
 	}
 	ctx, cancel := context.WithTimeout(ctx, hookTimeout)
 	defer cancel()
 	if err := relay.SendHook(ctx, path, data); err != nil {
 		fmt.Fprintf(stderr, "svc hook: %v\n", err)
 	}
+}
+
+// stripHook keeps the small fields of an oversized hook payload: the event,
+// the tool's name and id, the notification type and the session source.
+// nil when data is not a JSON object.
+func stripHook(data []byte) []byte {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(data, &p) != nil {
+		return nil
+	}
+	keep := map[string]json.RawMessage{}
+	for _, k := range []string{"hook_event_name", "tool_name", "tool_use_id", "notification_type", "source", "session_id"} {
+		if v, ok := p[k]; ok && len(v) <= 1024 {
+			keep[k] = v
+		}
+	}
+	out, _ := json.Marshal(keep)
+	return out
 }

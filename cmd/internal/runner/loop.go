@@ -82,10 +82,17 @@ type loop struct {
 	seenRing []string
 
 	delivering bool
-	// turnSeen: a turn start or end came while delivering. A fast agent
-	// reports its turn before the write returns; the loop must not then
-	// wait for a start that already happened.
-	turnSeen   bool
+	// turnSeen: a turn start came while delivering. A fast agent reports
+	// its turn before the write returns; the loop must not then wait for a
+	// start that already happened. A turn end does not count: it may be
+	// the previous turn's, read while the new one was being written.
+	turnSeen bool
+	// unacked is the message written to the agent whose turn has not
+	// started yet: it counts as delivered (the last id passes it) only once
+	// the agent reports the turn, or turnStartWait passes for an agent that
+	// reports none. A runner stopped before that replays it next start
+	// rather than lose it.
+	unacked    string
 	results    chan deliverResult
 	awaiting   bool // delivered; waiting for the agent's turn start
 	awaitTimer *time.Timer
@@ -178,6 +185,7 @@ func (l *loop) run(ctx context.Context, msgs <-chan *apiv1.Message, hooks <-chan
 			l.onDelivered(r)
 		case <-l.awaitTimer.C:
 			l.awaiting = false
+			l.ack()
 		case <-l.retryTimer.C:
 			l.retryAt = time.Time{}
 		case <-l.plateTimer.C:
@@ -272,8 +280,11 @@ func (l *loop) onEvent(e Event) {
 	case TurnStart, TurnEnd:
 		l.awaiting = false
 		l.awaitTimer.Stop()
-		if l.delivering {
+		if l.delivering && e.Kind == TurnStart {
 			l.turnSeen = true
+		}
+		if !l.delivering {
+			l.ack()
 		}
 	case ToolEnd:
 		if l.deps.upload != nil && (e.ToolResult != nil || e.ToolInput != nil) {
@@ -357,14 +368,21 @@ func (l *loop) onDelivered(r deliverResult) {
 	if len(l.queue) > 0 && l.queue[0].id == r.q.id && l.queue[0].turn.Text == r.q.turn.Text {
 		l.queue = l.queue[1:]
 	}
-	if r.q.id != "" {
-		l.done(r.q.id)
-	}
+	l.unacked = r.q.id
 	if l.turnSeen {
-		return // the agent already reported this turn
+		l.ack() // the agent already reported this turn
+		return
 	}
 	l.awaiting = true
 	l.awaitTimer.Reset(turnStartWait)
+}
+
+// ack counts the written message as delivered: its turn started.
+func (l *loop) ack() {
+	if l.unacked != "" {
+		l.done(l.unacked)
+		l.unacked = ""
+	}
 }
 
 // ledger keeps received message ids in order and the last id before the

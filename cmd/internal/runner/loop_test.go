@@ -135,16 +135,18 @@ func TestLoopOneMessagePerTurn(t *testing.T) {
 	require.Eventually(t, func() bool { return len(w.texts()) == 1 }, 5*time.Second, time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
 	require.Equal(t, []string{header("1", "alice")}, w.texts(), "the second waits for the first turn")
-	require.Equal(t, "1", w.lastPersisted(), "delivered: the last id moves")
+	require.Empty(t, w.lastPersisted(), "written but its turn not started: a stop now replays it")
 	h.hook(TurnStart)
+	require.Equal(t, "1", w.lastPersisted(), "its turn started: the last id moves")
 	time.Sleep(20 * time.Millisecond)
 	require.Len(t, w.texts(), 1, "not while working")
 	h.hook(TurnEnd)
 	require.Eventually(t, func() bool { return len(w.texts()) == 2 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, header("2", "bob"), w.texts()[1])
-	require.Eventually(t, func() bool { return w.lastPersisted() == "2" }, 5*time.Second, time.Millisecond)
+	h.hook(TurnStart)
+	require.Equal(t, "2", w.lastPersisted())
 	w.mu.Lock()
-	require.Equal(t, []ActivityState{StateWorking, StateIdle}, w.reported)
+	require.Equal(t, []ActivityState{StateWorking, StateIdle, StateWorking}, w.reported)
 	w.mu.Unlock()
 }
 
@@ -160,6 +162,34 @@ func TestLoopTurnReportedBeforeTheWriteReturns(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return len(w.texts()) == 5 }, 5*time.Second, time.Millisecond,
 		"each turn ended before its write returned; the next goes at once, not after %s", turnStartWait)
+}
+
+// The previous turn's end read while the next turn is being written must
+// not let a third message go before the agent started the second turn.
+func TestLoopStaleTurnEndDuringTheWrite(t *testing.T) {
+	w := &fakeWorld{}
+	var h *harness
+	var calls atomic.Int32
+	w.onDeliver = func() {
+		if calls.Add(1) == 2 {
+			h.hook(TurnEnd) // turn 1's late end, during turn 2's write
+		}
+	}
+	h = startLoop(t, w, nil)
+	for i := range 3 {
+		h.send(t, fmt.Sprint(i+1), "alice", nil)
+	}
+	require.Eventually(t, func() bool { return len(w.texts()) == 1 }, 5*time.Second, time.Millisecond)
+	h.hook(TurnStart)
+	h.hook(TurnEnd)
+	require.Eventually(t, func() bool { return len(w.texts()) == 2 }, 5*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	require.Len(t, w.texts(), 2, "turn 2 has not started: message 3 waits")
+	require.Equal(t, "1", w.lastPersisted(), "message 2 is written, not yet acknowledged by a turn start")
+	h.hook(TurnStart)
+	require.Equal(t, "2", w.lastPersisted())
+	h.hook(TurnEnd)
+	require.Eventually(t, func() bool { return len(w.texts()) == 3 }, 5*time.Second, time.Millisecond)
 }
 
 func TestLoopFailedDeliveryIsRetriedNeverDropped(t *testing.T) {
@@ -179,6 +209,7 @@ func TestLoopFailedDeliveryIsRetriedNeverDropped(t *testing.T) {
 	h.hook(TurnEnd)
 	require.Eventually(t, func() bool { return len(w.texts()) == 1 }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{header("1", "alice")}, w.texts())
+	h.hook(TurnStart)
 	require.Eventually(t, func() bool { return w.lastPersisted() == "2" }, 5*time.Second, time.Millisecond,
 		"delivered: the last id passes the skipped own message too")
 	w.mu.Lock()

@@ -200,12 +200,18 @@ func Run(ctx context.Context, o Options) error {
 		go up.run(rctx)
 	}
 	objectives := apiv1.NewObjectivesClient(cl.Conn())
+	// The open plate is the active and the blocked objectives: two filtered
+	// calls, so a long life's done and cancelled objectives never ride along.
 	fetchPlate := func(ctx context.Context) ([]*apiv1.Objective, error) {
-		res, err := objectives.ListObjectives(ctx, &apiv1.ListObjectivesRequest{Assignee: me})
-		if err != nil {
-			return nil, err
+		var open []*apiv1.Objective
+		for _, st := range []string{"active", "blocked"} {
+			res, err := objectives.ListObjectives(ctx, &apiv1.ListObjectivesRequest{Assignee: me, Status: st})
+			if err != nil {
+				return nil, err
+			}
+			open = append(open, res.GetObjectives()...)
 		}
-		return OpenPlate(res.GetObjectives(), me), nil
+		return OpenPlate(open, me), nil
 	}
 	slugs := newSlugCache(cl)
 	var persistErr sync.Once
