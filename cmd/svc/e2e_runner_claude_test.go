@@ -11,6 +11,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -76,7 +77,7 @@ type rcRunner struct{ *clientChild }
 // startClaudeRunner starts `svc runner` for the member with token tok over
 // the claude binary, with only rcEnv's environment (plus what makes the
 // test binary act as svc), and waits until it holds its stream.
-func startClaudeRunner(t *testing.T, p *proc, tok, claude, modelURL string) *rcRunner {
+func startClaudeRunner(t *testing.T, p *proc, tok, claude string, m *agenttest.Model) *rcRunner {
 	t.Helper()
 	args := []string{"runner", "--url", p.base, "--token", tok, "--state-dir", filepath.Join(t.TempDir(), "state"), "--", claude}
 	cmd := childCommand(t, args, nil)
@@ -87,7 +88,7 @@ func startClaudeRunner(t *testing.T, p *proc, tok, claude, modelURL string) *rcR
 			keep = append(keep, kv)
 		}
 	}
-	cmd.Env = append(keep, rcEnv(t, modelURL)...)
+	cmd.Env = append(keep, rcEnv(t, m.URL())...)
 	c := &clientChild{cmd: cmd, stdout: &lineBuffer{}, stderr: &lineBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
 	cmd.Stdin = strings.NewReader("")
@@ -108,12 +109,26 @@ func startClaudeRunner(t *testing.T, p *proc, tok, claude, modelURL string) *rcR
 			}
 		}
 		if t.Failed() {
-			t.Logf("runner stderr (the agent's stderr included):\n%s", npmcache.Tail(c.stderr.String(), 16000))
+			t.Logf("runner stderr (the agent's stderr included):\n%s\nrunner stdout (the adapter's log of the agent's output):\n%s",
+				npmcache.Tail(c.stderr.String(), 16000), npmcache.Tail(c.stdout.String(), 16000))
+			t.Logf("the stub's requests:\n%s", rcRequests(m))
 		}
 	})
 	r := &rcRunner{c}
 	waitFor(t, c, c.stderr, regexp.MustCompile(`attached to the stream of claude1`))
 	return r
+}
+
+// rcRequests describes what the stub model received and answered, for a
+// failure's log.
+func rcRequests(m *agenttest.Model) string {
+	var b strings.Builder
+	for _, q := range m.Requests() {
+		fmt.Fprintf(&b, "#%d %s %s agent=%v scripted=%v answer=%q tool=%s %s\n  last user: %q\n",
+			q.Seq, q.Method, q.Path, q.IsAgentTurn(), q.Scripted, q.Answer.Text, q.Answer.ToolName, q.Answer.ToolInput,
+			npmcache.Tail(q.LastUserText(), 600))
+	}
+	return b.String()
 }
 
 // rcEventually polls cond until it holds or rcWait passes, then fails with
@@ -210,7 +225,7 @@ func TestRunnerClaude(t *testing.T) {
 		Reply(finalText)
 
 	aliceStream := p.subscribeSSE(t, aliceTok, "alice", "")
-	r := startClaudeRunner(t, p, agentTok, bin, m.URL())
+	r := startClaudeRunner(t, p, agentTok, bin, m)
 
 	// The re-brief at attach is the agent's first turn: the model sees each
 	// open objective's id, title, status and outcome.
