@@ -308,6 +308,9 @@ func TestRunnerClaude(t *testing.T) {
 	completed := rcToolResult(t, m, completeReq)
 	require.False(t, completed.IsError, "objectives_complete failed: %s", completed.ResultText())
 	require.Contains(t, completed.ResultText(), done.id)
+	for _, q := range m.Requests() {
+		require.NotContains(t, q.LastUserText(), "from claude1 in", "the agent's own messages are not echoed back as turns")
+	}
 
 	// 4. Telemetry: an llm_exchange row for every agent request the stub
 	// answered, from Claude Code's OTLP export with the member's bearer.
