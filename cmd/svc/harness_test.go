@@ -74,7 +74,13 @@ func TestMain(m *testing.M) {
 // runChild is the svc process: main() with the arguments the parent chose.
 func runChild() {
 	var args []string
-	if err := json.Unmarshal([]byte(os.Getenv(argsEnv)), &args); err != nil {
+	if len(os.Args) > 1 {
+		// Run as `svc <args>` by another svc child that inherited this
+		// environment: `svc runner` starts its own executable as the
+		// agent's `svc mcp` and `svc hook`. (The parent starts children
+		// with no arguments.)
+		args = os.Args[1:]
+	} else if err := json.Unmarshal([]byte(os.Getenv(argsEnv)), &args); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e child: bad %s: %v\n", argsEnv, err)
 		os.Exit(97)
 	}

@@ -80,6 +80,7 @@ package agenttest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -707,5 +708,74 @@ func TestModelStub(t *testing.T) {
 	}
 	if len(m.AgentTurns()) != 4 {
 		t.Errorf("agent turns %d", len(m.AgentTurns()))
+	}
+}
+
+// TestModelHold: a turn with Hold is recorded at once and answered only
+// once Hold is closed; a request the agent drops ends the wait.
+func TestModelHold(t *testing.T) {
+	t.Parallel()
+	hold, dropped := make(chan struct{}), make(chan struct{})
+	// Registered before the stub, so it runs after the stub's Close, which
+	// waits for every request: it would hang if a dropped request still
+	// waited.
+	t.Cleanup(func() { close(dropped) })
+	m := NewModel(t)
+	m.Script(Turn{Marker: "HELD", Text: "released", Hold: hold}, Turn{Marker: "DROP", Text: "never sent", Hold: dropped})
+	body := func(text string) []byte {
+		b, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 10, "tools": []map[string]any{{"name": "Bash"}},
+			"messages": []map[string]any{{"role": "user", "content": text}}})
+		return b
+	}
+	type answer struct {
+		body string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(m.URL()+"/v1/messages", "application/json", bytes.NewReader(body("go HELD")))
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- answer{string(b), err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.Requests()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the held request was not recorded")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case a := <-got:
+		t.Fatalf("answered while held: %+v", a)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold)
+	select {
+	case a := <-got:
+		if a.err != nil || !strings.Contains(a.body, `"text":"released"`) {
+			t.Fatalf("after release: %+v", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not answered after release")
+	}
+
+	// A dropped request ends its wait (see the cleanup above).
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL()+"/v1/messages", bytes.NewReader(body("DROP")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the held request was answered")
+	}
+	if m.Pending() != 0 || len(m.Requests()) != 2 {
+		t.Fatalf("pending %d, requests %d", m.Pending(), len(m.Requests()))
 	}
 }

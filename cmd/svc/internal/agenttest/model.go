@@ -59,6 +59,12 @@ type Turn struct {
 	// agent runs the tool and sends its tool_result in its next request.
 	ToolName  string
 	ToolInput json.RawMessage
+	// Hold, when not nil, makes the stub wait until it is closed before it
+	// answers this turn (the request is already recorded, so Requests shows
+	// it): a test can look at the agent while the turn is in progress. The
+	// wait also ends when the agent drops the request. Close it in the
+	// test's cleanup too, or the stub cannot shut down while it waits.
+	Hold <-chan struct{}
 }
 
 // Request is one HTTP request the stub received, with what it answered.
@@ -375,6 +381,13 @@ func (m *Model) serve(w http.ResponseWriter, hr *http.Request) {
 	m.requests = append(m.requests, req)
 	m.mu.Unlock()
 
+	if req.Answer.Hold != nil {
+		select {
+		case <-req.Answer.Hold:
+		case <-hr.Context().Done():
+			return
+		}
+	}
 	if !known {
 		writeError(w, http.StatusNotFound, "not_found_error", "stub: no such endpoint "+hr.Method+" "+hr.URL.Path)
 		return
