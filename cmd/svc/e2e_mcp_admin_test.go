@@ -279,6 +279,9 @@ func TestE2EMCPRelayMode(t *testing.T) {
 
 	alice := startMCP(t, p, aliceTok, relay.Env+"="+srv.Path())
 	require.Eventually(t, func() bool { return srv.Subscribers() == 1 }, 10*time.Second, 20*time.Millisecond)
+	// Subscribing recomputes once (a change before it would be missed
+	// otherwise); let that settle before changing anything.
+	time.Sleep(3 * Debounce())
 	// Under a runner the toolbox opens no stream of its own.
 	require.Contains(t, strings.Split(alice.ok(t, "roster", nil), "\n"), "- alice (you) [Lead] offline")
 

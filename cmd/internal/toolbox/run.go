@@ -116,7 +116,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // reconnecting with backoff if the socket goes away.
 func (t *Toolbox) WatchRelay(ctx context.Context, path string) {
 	wait := backoffMin
-	first := true
 	for ctx.Err() == nil {
 		ch, err := relay.Subscribe(ctx, path)
 		if err != nil {
@@ -128,11 +127,9 @@ func (t *Toolbox) WatchRelay(ctx context.Context, path string) {
 			continue
 		}
 		wait = backoffMin
-		if !first {
-			// Events may have been missed while disconnected.
-			t.Notify()
-		}
-		first = false
+		// Events may have been missed before this subscription opened:
+		// after a drop, and at start between the first tool set and now.
+		t.Notify()
 		for ev := range ch {
 			if IsRegistryKind(ev.Kind) {
 				t.Notify()
@@ -179,9 +176,10 @@ func (t *Toolbox) followStream(ctx context.Context, b apiv1.BrokerClient, last *
 			return opened, err
 		}
 		if resp.GetReady() != nil {
-			if !opened && *last != "" {
-				// Reconnected: what changed meanwhile is replayed, but a
-				// recompute costs little and covers a lost gap.
+			if !opened {
+				// Reconnected, or first attached: a change between the
+				// first tool set and now is not replayed (no last id yet),
+				// and a recompute costs little.
 				t.Notify()
 			}
 			opened = true
