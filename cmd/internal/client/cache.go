@@ -137,9 +137,7 @@ func (c *Cache) Put(url, token string, now time.Time) {
 	c.Entries = append(c.Entries, e)
 }
 
-// Save writes the cache to path atomically: a 0600 temp file in the same
-// 0700 directory, synced, then renamed over the old file. A reader sees the
-// old cache or the new one, never a torn write.
+// Save writes the cache to path atomically (WriteFileAtomic).
 func (c *Cache) Save(path string) error {
 	c.Schema = CacheSchema
 	if c.Entries == nil {
@@ -149,13 +147,24 @@ func (c *Cache) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := WriteFileAtomic(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("token cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".auth-*.json")
+	return nil
+}
+
+// WriteFileAtomic writes a private client file: a 0600 temp file in the
+// same directory (created 0700), synced, renamed over path, and the
+// directory synced. A reader sees the old file or the new one, never a
+// torn write; a crash leaves one or the other.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
 	if err != nil {
-		return fmt.Errorf("token cache: %w", err)
+		return err
 	}
 	ok := false
 	defer func() {
@@ -166,21 +175,21 @@ func (c *Cache) Save(path string) error {
 	// CreateTemp makes 0600 files; Chmod states it whatever the umask.
 	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
-		return fmt.Errorf("token cache: %w", err)
+		return err
 	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return fmt.Errorf("token cache: %w", err)
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("token cache: %w", err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("token cache: %w", err)
+		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("token cache: %w", err)
+		return err
 	}
 	ok = true
 	if d, err := os.Open(dir); err == nil {
