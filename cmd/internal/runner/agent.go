@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"time"
 )
 
 // Agent is one kind of agent the runner drives: Claude Code, Codex, or a
@@ -53,6 +54,19 @@ type Setup struct {
 	// Capture is false under --no-capture: the adapter must not switch on
 	// anything that reports activity (telemetry, hooks that upload).
 	Capture bool
+	// Inferences takes each full model call an adapter captures (the
+	// provider's request and response JSON, a streamed response already
+	// reassembled): the runner redacts it and uploads it as a GenAI record
+	// (POST /members/:name/genai). It never blocks. Nil under --no-capture.
+	Inferences func(Inference)
+}
+
+// Inference is one captured model call.
+type Inference struct {
+	// TS is the capture time: when the response ended.
+	TS time.Time
+	// Request and Response are the provider's JSON bodies.
+	Request, Response []byte
 }
 
 // Session is a running agent.
