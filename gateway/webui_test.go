@@ -7,8 +7,10 @@ import (
 	"image/png"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,4 +226,28 @@ func TestWebUIAssetsAreInert(t *testing.T) {
 		return nil
 	}))
 	require.Greater(t, n, 5)
+}
+
+// firstLoadBudget is issue 15's target for the first load, compressed.
+const firstLoadBudget = 150 << 10
+
+// The first load fetches every file of the shell (app.js imports every
+// page module statically): their gzip sizes, as served, stay within the
+// budget. go test -run TestWebUIFirstLoadSize -v ./gateway/ prints them.
+func TestWebUIFirstLoadSize(t *testing.T) {
+	a, err := loadUIAssets()
+	require.NoError(t, err)
+	total, raw := 0, 0
+	for _, name := range slices.Sorted(maps.Keys(a.files)) {
+		f := a.files[name]
+		n := len(f.body)
+		if f.gz != nil {
+			n = len(f.gz)
+		}
+		total += n
+		raw += len(f.body)
+		t.Logf("%-24s %6d bytes, %6d gzipped", name, len(f.body), n)
+	}
+	t.Logf("first load: %d files, %d bytes, %d bytes gzipped (budget %d)", len(a.files), raw, total, firstLoadBudget)
+	require.LessOrEqual(t, total, firstLoadBudget)
 }
