@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"svc/cmd/svc/internal/npmcache"
 )
 

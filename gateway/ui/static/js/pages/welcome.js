@@ -25,7 +25,7 @@ export const welcomePage = {
       const form = h('form', {class: 'card', novalidate: true, onsubmit: async (e) => {
         e.preventDefault();
         const t = input.value.trim();
-        if (!TOKEN_RE.test(t)) { replace(msg, 'A token looks like svc_… (as printed by svc serve on its first run, or by svc members create).'); msg.className = 'msg error'; input.focus(); return; }
+        if (!TOKEN_RE.test(t)) { replace(msg, 'A token looks like svc_… (printed once by svc serve on its first run, or returned once when an admin creates your member).'); msg.className = 'msg error'; input.focus(); return; }
         submit.disabled = true;
         replace(msg, 'Enrolling…');
         msg.className = 'msg';
