@@ -225,6 +225,27 @@ func TestWebUIChatLive(t *testing.T) {
 	pb.WaitJS(t, "level styled", `[...document.querySelectorAll('li.msg.level-warning .body')].some(e => e.textContent === 'ping while away')`, uiWait)
 	pb.WaitJS(t, "badge gone", `!document.querySelector('nav.convs a[href="/ui/chat?c=dm%3Aalice"] .badge')`, uiWait)
 
+	// A hook delivery reaches bob as external, untrusted content: marked
+	// so, and its payload (another XSS attempt) is text. The ingress
+	// refuses the unsigned post (no secret), and the receipt's replay
+	// skips verification.
+	mustCall(t, d, admin, "CreateNotificationEndpoint", obj{"slug": "ext", "displayName": "Extern", "targets": []any{obj{"member": "bob"}}})
+	hookPayload := `{"note":"<img src=x onerror=\"window.__xss=3\">"}`
+	r = p.do(t, http.MethodPost, "/hooks/ext", []byte(hookPayload))
+	require.Equal(t, http.StatusUnauthorized, r.status)
+	receipts := listOf(t, mustCall(t, d, admin, "ListNotificationDeliveries", obj{"slug": "ext"}), "deliveries")
+	require.Len(t, receipts, 1)
+	rep := mustCall(t, d, admin, "ReplayNotificationDelivery", obj{"id": receipts[0]["id"]})
+	require.NotEqual(t, "dropped", rep["status"], "bob is online: %v", rep)
+	openConv(t, pb, "hook:ext")
+	pb.WaitJS(t, "external message", `document.querySelector('li.msg.external .ext-label')?.textContent.startsWith('External content from hook:ext')`, uiWait)
+	extBody := browsertest.Eval[string](t, pb, "external body", `document.querySelector('li.msg.external .body').textContent`)
+	require.Contains(t, extBody, `<img src=x onerror=`, "the payload is shown as text")
+	require.Contains(t, extBody, "<external_content", "the service's frame is shown as text too")
+	require.Equal(t, "undefined", browsertest.Eval[string](t, pb, "xss flag", `typeof window.__xss`))
+	require.Equal(t, 0, browsertest.Eval[int](t, pb, "elements in bodies", `document.querySelectorAll('ol.messages .body *:not(.cut), ol.messages img').length`))
+	require.True(t, browsertest.Eval[bool](t, pb, "no composer", `document.querySelector('form.composer').hidden`), "an external thread takes no replies")
+
 	pb.RequireNoCriticalA11y(t, "chat page")
 	for _, pg := range []*browsertest.Page{pa, pb} {
 		for _, line := range pg.Console() {
