@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -247,6 +249,16 @@ func TestWebUIChatLive(t *testing.T) {
 	require.True(t, browsertest.Eval[bool](t, pb, "no composer", `document.querySelector('form.composer').hidden`), "an external thread takes no replies")
 
 	pb.RequireNoCriticalA11y(t, "chat page")
+
+	// At phone width (375 px) the chat page fits: nothing scrolls sideways.
+	openConv(t, pa, "general")
+	pa.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	pa.WaitJS(t, "fits 375 px", `document.documentElement.scrollWidth <= 375 && document.getElementById('compose').getBoundingClientRect().right <= 375`, uiWait)
+	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
+		pa.Do(t, "general", chromedp.Navigate(p.base+"/ui/chat?c=chan:"+chanID))
+		waitShown(t, pa, "deploy at noon")
+		pa.SaveScreenshot(t, filepath.Join(dir, "chat-375.png"))
+	}
 	for _, pg := range []*browsertest.Page{pa, pb} {
 		for _, line := range pg.Console() {
 			require.NotContains(t, line, "exception", "%s: %s", pg.Name, line)

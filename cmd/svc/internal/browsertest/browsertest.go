@@ -220,7 +220,7 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 func (p *Page) Screenshot(label string) string {
 	ctx, cancel := context.WithTimeout(p.Ctx, 10*time.Second)
 	defer cancel()
-	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100 is PNG
 	if err != nil {
 		return fmt.Sprintf("(no screenshot: %v)", err)
 	}
@@ -247,6 +247,20 @@ func (p *Page) Screenshot(label string) string {
 	}
 	p.b.t.Logf("screenshot of %s: %s", p.Name, where)
 	return where
+}
+
+// SaveScreenshot writes the page as it is now to path (for docs).
+func (p *Page) SaveScreenshot(t testing.TB, path string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.Ctx, 10*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100 is PNG
+	if err != nil {
+		p.Fail(t, "screenshot", err)
+	}
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // ErrNotFound is returned by helpers waiting for something that never came.
