@@ -10,7 +10,7 @@ RUNDIR  ?= .run
 # time, so every Go command runs with cgo on.
 export CGO_ENABLED := 1
 
-.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean
+.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -39,8 +39,19 @@ lint: ## buf lint, buf format, gofmt and go vet.
 
 test: check-generated lint test-unit ## Everything CI runs.
 
-test-unit: ## Go tests with the race detector.
+test-unit: chromium ## Go tests with the race detector.
 	$(GO) test -race -count=1 -tags $(TAGS) ./...
+
+# The web app's tests drive Debian's chromium (cmd/svc/internal/browsertest).
+# Installed only when missing; quiet unless apt-get fails.
+chromium: ## Install Debian's chromium for the browser tests when /usr/bin/chromium is missing.
+	@test -x /usr/bin/chromium || { \
+	  echo "installing chromium for the browser tests (apt-get)"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  log=$$(mktemp); \
+	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium; } >"$$log" 2>&1 \
+	    || { cat "$$log"; rm -f "$$log"; echo "could not install chromium"; exit 1; }; \
+	  rm -f "$$log"; }
 
 fuzz: ## Run every fuzz target briefly.
 	@for pkg in $$($(GO) list ./...); do \

@@ -46,6 +46,8 @@ type Gateway struct {
 	// registered are the hand-written routes New registered, for the test
 	// that holds them to routeRules.
 	registered []string
+	// ui are the web app's embedded files (webui.go).
+	ui *uiAssets
 }
 
 // Option sets an optional setting.
@@ -67,6 +69,9 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 	}
 	for _, o := range opts {
 		o(g)
+	}
+	if g.ui, err = loadUIAssets(); err != nil {
+		return nil, err
 	}
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
@@ -142,6 +147,9 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		"POST /otlp/v1/logs":                  g.handleOTLPLogs,
 		"POST /otlp/v1/metrics":               g.handleOTLPMetrics,
 		"POST /hooks/{slug}":                  g.handleHook,
+		"GET /{$}":                            g.handleRoot,
+		"GET /ui/":                            g.handleUI,
+		"POST /ui/qr":                         g.handleQR,
 	} {
 		rh, err := g.route(pattern, h)
 		if err != nil {

@@ -59,6 +59,11 @@ var routeRules = map[string]routeRule{
 	// Inbound notifications: no credential; the endpoint's verifier is the
 	// only check (hooks.md: Authentication).
 	"POST /hooks/{slug}": {plane: planeNone, rule: auth.Public},
+	// The web app (webui.go): its files are public, as is the redirect of
+	// a browser's GET /; drawing a TOTP QR code takes a credential.
+	"GET /{$}":    {plane: planeNone, rule: auth.Public},
+	"GET /ui/":    {plane: planeNone, rule: auth.Public},
+	"POST /ui/qr": {plane: planeDual, rule: auth.AnyMember},
 }
 
 // publicMaxBody caps the bodies of public routes ({code, member} for a

@@ -1,0 +1,122 @@
+// The app shell: session, layout with navigation, and the page router.
+import {h, replace} from './h.js';
+import {api, onUnauthenticated, errorText} from './api.js';
+import {route, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
+import {startLive, stopLive, onLiveState, liveState} from './live.js';
+import {signinPage} from './pages/signin.js';
+import {welcomePage} from './pages/welcome.js';
+import {chatPage} from './pages/chat.js';
+import {notYetPage, notFoundPage} from './pages/placeholder.js';
+
+// NAV is the main navigation, in order.
+const NAV = [
+  {path: '/ui/chat', label: 'Chat', page: chatPage},
+  {path: '/ui/team', label: 'Team', page: notYetPage('Team', 'the roster with live presence, member admin, tokens and device enrollment approval')},
+  {path: '/ui/objectives', label: 'Objectives', page: notYetPage('Objectives', 'the board by status, objective detail with its audit log and thread')},
+  {path: '/ui/files', label: 'Files', page: notYetPage('Files', 'browsing homes and shared files, upload, download, mkdir, move and delete')},
+  {path: '/ui/activity', label: 'Activity', page: notYetPage('Activity', 'each member\'s activity timeline, objective traces and token usage')},
+  {path: '/ui/admin', label: 'Admin', page: notYetPage('Admin', 'notification endpoints and receipts, tool sources and secrets')},
+];
+
+// app is what pages get: the session and a few actions.
+const app = {
+  session: null,
+  async signedIn(session) {
+    app.session = session;
+    startLive(session.member);
+    const next = new URL(location.href).searchParams.get('next');
+    navigate(next && next.startsWith('/ui/') && !next.startsWith('//') ? next : '/ui/chat', {replace: true});
+  },
+  async signOut() {
+    try { await api('POST', '/session/logout'); } catch { /* the cookie is gone either way below */ }
+    app.ended();
+  },
+  ended() {
+    app.session = null;
+    stopLive();
+    navigate('/ui/signin', {replace: true});
+  },
+};
+
+const root = document.getElementById('app');
+let cleanup = null;
+
+function layout(page) {
+  const main = h('main', {id: 'main', tabindex: '-1'});
+  if (!app.session) {
+    return {node: h('div', {class: 'shell out'}, h('header', {class: 'top'}, h('span', {class: 'brand'}, 'svc')), main), main};
+  }
+  const status = h('span', {class: 'live', role: 'status', 'aria-live': 'polite'});
+  const showState = (s) => {
+    status.dataset.state = s;
+    status.textContent = {live: 'Live', connecting: 'Connecting…', reconnecting: 'Reconnecting…', idle: 'Offline'}[s] || s;
+  };
+  showState(liveState());
+  const off = onLiveState(showState);
+  const skip = h('a', {class: 'skip', href: '#main', onclick: (e) => { e.preventDefault(); main.focus(); }}, 'Skip to content');
+  const nav = h('nav', {'aria-label': 'Main'}, h('ul', {},
+    NAV.map((n) => h('li', {}, h('a', {href: n.path, 'data-nav': '', 'aria-current': n.page === page ? 'page' : null}, n.label)))));
+  const me = h('div', {class: 'me'},
+    status,
+    h('span', {class: 'who'}, app.session.member),
+    h('button', {type: 'button', class: 'quiet', onclick: () => app.signOut()}, 'Sign out'));
+  const node = h('div', {class: 'shell'}, h('header', {class: 'top'}, skip, h('a', {class: 'brand', href: '/ui/chat', 'data-nav': ''}, 'svc'), nav, me), main);
+  return {node, main, off};
+}
+
+let firstRender = true;
+
+function render(page, url) {
+  if (cleanup) { try { cleanup(); } catch { /* a page's cleanup must not stop the next */ } }
+  cleanup = null;
+  if (page.auth && !app.session) {
+    const next = url.pathname + url.search;
+    navigate('/ui/signin' + (next.startsWith('/ui/') && url.pathname !== '/ui/' && url.pathname !== '/ui' ? '?next=' + encodeURIComponent(next) : ''), {replace: true});
+    return;
+  }
+  if (page.redirect) {
+    navigate(page.redirect, {replace: true});
+    return;
+  }
+  if (!page.auth && page.signedOutOnly && app.session) {
+    navigate('/ui/chat', {replace: true});
+    return;
+  }
+  const l = layout(page);
+  replace(root, l.node);
+  root.className = '';
+  document.title = page.title + ' · svc';
+  const pageCleanup = page.render(l.main, {app, url});
+  cleanup = () => { if (l.off) l.off(); if (typeof pageCleanup === 'function') pageCleanup(); };
+  if (!firstRender) {
+    const h1 = l.main.querySelector('h1');
+    (h1 || l.main).setAttribute('tabindex', '-1');
+    (h1 || l.main).focus();
+  }
+  firstRender = false;
+}
+
+async function boot() {
+  route('/ui/', {title: 'Chat', auth: true, redirect: '/ui/chat'});
+  route('/ui/signin', signinPage);
+  route('/ui/welcome', welcomePage);
+  for (const n of NAV) route(n.path, n.page);
+  route('/ui/enroll', notYetPage('Device enrollment', 'approving a device that runs `svc login` (the code it shows goes here)'));
+  setFallback(notFoundPage);
+  onRender(render);
+  onUnauthenticated(() => { if (app.session) app.ended(); });
+  try {
+    const s = await api('GET', '/session');
+    app.session = s;
+    startLive(s.member);
+  } catch (err) {
+    if (err.status !== 401) {
+      replace(root, h('p', {class: 'boot error', role: 'alert'}, 'Cannot reach the broker: ' + errorText(err)));
+      return;
+    }
+  }
+  startRouter();
+}
+
+boot();
+export {app, refresh};

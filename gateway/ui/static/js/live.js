@@ -1,0 +1,33 @@
+// The tab's one live message stream (/subscribe), shared by every page:
+// pages listen with onMessage and see each message once, live or replayed
+// after a drop.
+import {ResumableStream} from './sse.js';
+
+let stream = null;
+const listeners = new Set();
+const stateListeners = new Set();
+
+export function startLive(member) {
+  stopLive();
+  stream = new ResumableStream('/subscribe?name=' + encodeURIComponent(member), {
+    event: 'message',
+    onItem: (msg) => { for (const fn of listeners) fn(msg); },
+    onState: (s) => { for (const fn of stateListeners) fn(s); },
+  });
+  stream.start();
+}
+
+export function stopLive() {
+  if (stream) stream.stop();
+  stream = null;
+}
+
+// advance tells the stream the newest message id the page already holds
+// (from history), so a drop before the first live message resumes there.
+export function advance(id) { if (stream) stream.advance(id); }
+
+export function liveState() { return stream ? stream.state : 'idle'; }
+
+export function onMessage(fn) { listeners.add(fn); return () => listeners.delete(fn); }
+
+export function onLiveState(fn) { stateListeners.add(fn); return () => stateListeners.delete(fn); }
