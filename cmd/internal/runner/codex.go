@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,11 @@ const (
 	codexCallTimeout = 60 * time.Second
 	// codexLogText bounds the agent text echoed to the log.
 	codexLogText = 2000
+	// codexToolboxWait bounds how long the first turn waits for the
+	// toolbox's MCP server to be up: Codex starts MCP servers in the
+	// background, and a turn started before the toolbox is ready goes to
+	// the model without the toolbox's tools (measured with 0.169.0).
+	codexToolboxWait = 30 * time.Second
 	// codexMaxInflight bounds the tool items remembered between their
 	// start and end.
 	codexMaxInflight = 1024
@@ -204,14 +210,7 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var names []string
-	var env []string
-	for _, k := range []string{client.EnvURL, client.EnvToken, relay.Env} {
-		if v, ok := s.MCPEnv[k]; ok {
-			names = append(names, k)
-			env = append(env, k+"="+v)
-		}
-	}
+	names, env := codexToolboxEnv(s.MCPEnv, os.Environ())
 	namesTOML, err := tomlValue(names)
 	if err != nil {
 		return nil, nil, err
@@ -290,6 +289,36 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 	return argv, env, nil
 }
 
+// codexToolboxEnv names the variables Codex forwards to `svc mcp`
+// (mcp_servers.svc.env_vars: Codex gives an MCP server only a short list of
+// its own variables plus those): the toolbox's (SVC_URL, SVC_TOKEN,
+// SVC_RUNNER_SOCKET), added to Codex's environment, and every other SVC_*
+// setting of the runner's environment, which Codex inherits, since
+// `svc mcp` is svc and reads its settings there. Sorted, no duplicates.
+func codexToolboxEnv(mcpEnv map[string]string, environ []string) (names, env []string) {
+	seen := map[string]bool{}
+	for _, k := range []string{client.EnvURL, client.EnvToken, relay.Env} {
+		if v, ok := mcpEnv[k]; ok {
+			seen[k] = true
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "SVC_") && codexKeyPart.MatchString(k) && !seen[k] {
+			if k == client.EnvToken || k == relay.Env {
+				continue // the runner's own, never the agent's
+			}
+			seen[k] = true
+		}
+	}
+	for k := range seen {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names, env
+}
+
 // ParseHook: Codex runs no hook command under the runner; everything comes
 // over the app-server protocol.
 func (*codex) ParseHook(json.RawMessage) []Event { return nil }
@@ -302,6 +331,7 @@ func (c *codex) Attach(stdin io.WriteCloser, stdout io.Reader, events chan<- Eve
 		pending:  map[int64]chan codexResponse{},
 		inflight: map[string]Event{},
 		ready:    make(chan struct{}),
+		toolbox:  make(chan struct{}),
 		readDone: make(chan struct{}),
 		proxy:    c.proxy,
 	}
@@ -309,6 +339,7 @@ func (c *codex) Attach(stdin io.WriteCloser, stdout io.Reader, events chan<- Eve
 		defer close(s.readDone)
 		s.read(stdout)
 		s.failAll(errors.New("codex: the agent's output ended"))
+		s.tbOnce.Do(func() { close(s.toolbox) })
 		if s.proxy != nil {
 			s.proxy.Close()
 		}
@@ -337,6 +368,8 @@ type codexSession struct {
 	compact  string           // turn id of the last compaction reported
 
 	ready    chan struct{} // closed once the thread started (or failed)
+	toolbox  chan struct{} // closed once the toolbox's MCP server is up (or failed)
+	tbOnce   sync.Once
 	threadID string
 	startErr error
 }
@@ -496,6 +529,13 @@ func (s *codexSession) start(params map[string]any) {
 		return
 	}
 	s.send(Event{Kind: SessionStart, Source: "startup"})
+	select {
+	case <-s.toolbox:
+	case <-s.readDone:
+	case <-time.After(codexToolboxWait):
+		s.logf("the toolbox (MCP server %s) is not up after %s; turns go on without waiting", codexMCPServer, codexToolboxWait)
+		s.tbOnce.Do(func() { close(s.toolbox) })
+	}
 }
 
 // send hands an event to the runner unless the session's output ended
@@ -514,6 +554,11 @@ func (s *codexSession) Deliver(ctx context.Context, t Turn) error {
 	s.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	select {
+	case <-s.toolbox:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	text := boundText(t.Text, codexMaxTurn)
 	_, err = s.call(ctx, "turn/start", map[string]any{
@@ -716,6 +761,26 @@ func rawJSON(v any) json.RawMessage {
 // notification maps one Codex notification to runner events.
 func (s *codexSession) notification(method string, params json.RawMessage) {
 	switch method {
+	case "mcpServer/startupStatus/updated":
+		var p struct {
+			Name   string  `json:"name"`
+			Status string  `json:"status"`
+			Error  *string `json:"error"`
+		}
+		if json.Unmarshal(params, &p) != nil || p.Name != codexMCPServer {
+			return
+		}
+		switch p.Status {
+		case "failed", "cancelled":
+			msg := ""
+			if p.Error != nil {
+				msg = ": " + short(*p.Error)
+			}
+			s.logf("the toolbox (MCP server %s) %s%s", codexMCPServer, p.Status, msg)
+			fallthrough
+		case "ready":
+			s.tbOnce.Do(func() { close(s.toolbox) })
+		}
 	case "turn/started":
 		s.send(Event{Kind: TurnStart})
 	case "turn/completed":
