@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 )
@@ -64,6 +65,9 @@ var codexKeyPart = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 func parseCodexOverride(arg string) (codexOverride, error) {
 	if len(arg) > codexMaxOverride {
 		return codexOverride{}, fmt.Errorf("codex: a -c value is over %d bytes", codexMaxOverride)
+	}
+	if !utf8.ValidString(arg) {
+		return codexOverride{}, errors.New("codex: a -c value is not UTF-8")
 	}
 	key, raw, ok := strings.Cut(arg, "=")
 	key = strings.TrimSpace(key)
