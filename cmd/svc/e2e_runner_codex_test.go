@@ -61,7 +61,10 @@ wire_api = "responses"
 func startCodexRunner(t *testing.T, p *proc, tok, member, codex string, m *agenttest.Responses) *rcRunner {
 	t.Helper()
 	wd := t.TempDir()
-	args := []string{"runner", "--url", p.base, "--token", tok, "--state-dir", filepath.Join(t.TempDir(), "state"), "--", codex, "-C", wd}
+	// The token comes from SVC_TOKEN, not --token: the harness's
+	// SVC_E2E_ARGS (the runner's arguments) reaches Codex's shell, which
+	// must show no token.
+	args := []string{"runner", "--url", p.base, "--state-dir", filepath.Join(t.TempDir(), "state"), "--", codex, "-C", wd}
 	cmd := childCommand(t, args, nil)
 	var keep []string
 	for _, kv := range cmd.Env {
@@ -70,7 +73,7 @@ func startCodexRunner(t *testing.T, p *proc, tok, member, codex string, m *agent
 			keep = append(keep, kv)
 		}
 	}
-	cmd.Env = append(keep, rxEnv(t, m.URL())...)
+	cmd.Env = append(append(keep, "SVC_TOKEN="+tok), rxEnv(t, m.URL())...)
 	c := &clientChild{cmd: cmd, stdout: &lineBuffer{}, stderr: &lineBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
 	cmd.Stdin = strings.NewReader("")
@@ -145,7 +148,8 @@ func TestRunnerCodex(t *testing.T) {
 	m.Script(
 		agenttest.RTurn{Marker: dmMarker, Call: "send", Namespace: "mcp__svc", Arguments: sendArgs},
 		agenttest.RTurn{Text: "Replied to alice."},
-		agenttest.RTurn{Marker: secondMarker, Text: secondReply},
+		agenttest.RTurn{Marker: secondMarker, Call: "exec_command", Arguments: json.RawMessage(`{"cmd":"env"}`)},
+		agenttest.RTurn{Text: secondReply},
 	)
 
 	aliceStream := p.subscribeSSE(t, aliceTok, "alice", "")
@@ -225,7 +229,7 @@ func TestRunnerCodex(t *testing.T) {
 		if pr["activity"] == "working" {
 			sawWorking = true
 		}
-		return !busy && m.Pending() == 1
+		return !busy && m.Pending() == 2
 	})
 
 	// 2. A second DM is a second turn of the same thread: its request
@@ -255,6 +259,20 @@ func TestRunnerCodex(t *testing.T) {
 		return !busy && m.Pending() == 0
 	})
 	require.True(t, sawWorking, "the roster showed codex1 working during a turn")
+
+	// The second turn ran `env` in Codex's shell: the commands the model
+	// runs never see the member's bearer (SVC_TOKEN, the OTLP header).
+	var envOut string
+	for _, q := range m.Requests() {
+		for _, o := range q.FunctionOutputs() {
+			if o.CallID == fmt.Sprintf("call_stub_%d", second.Seq) {
+				envOut = string(o.Output)
+			}
+		}
+	}
+	require.Contains(t, envOut, "PATH=", "the env command ran: %s", envOut)
+	require.NotContains(t, envOut, agentTok, "the model's shell sees no token")
+	require.NotContains(t, envOut, "SVC_TOKEN")
 	for _, q := range m.Requests() {
 		require.NotContains(t, q.LastUserText(), "from codex1 in", "the agent's own messages are not echoed back as turns")
 	}

@@ -224,13 +224,38 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 		"-c", "mcp_servers."+codexMCPServer+`.default_tools_approval_mode="approve"`,
 	)
 
+	cfg, err := loadCodexConfig(os.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, o := range ca.overrides {
+		setPath(cfg, o.Path, o.Value)
+	}
+
+	// The commands the model runs must not see the runner's credentials:
+	// Codex 0.169 passes its whole environment to them by default
+	// (measured: `env` showed SVC_TOKEN). The user's own excludes stay.
+	exclude := []string{client.EnvToken, "OTEL_EXPORTER_OTLP_HEADERS"}
+	if prev, ok := getPath(cfg, "shell_environment_policy", "exclude"); ok {
+		list, ok := prev.([]any)
+		if !ok {
+			return nil, nil, errors.New("codex: shell_environment_policy.exclude is not a list")
+		}
+		for _, v := range list {
+			if p, ok := v.(string); ok && !slices.Contains(exclude, p) {
+				exclude = append(exclude, p)
+			}
+		}
+	}
+	excl, err := tomlValue(exclude)
+	if err != nil {
+		return nil, nil, err
+	}
+	argv = append(argv, "-c", "shell_environment_policy.exclude="+excl)
+
 	// The model provider through the capturing proxy.
 	if s.Inferences != nil {
-		cfg, err := loadCodexConfig(os.Getenv)
-		if err != nil {
-			return nil, nil, err
-		}
-		prov, err := resolveCodexProvider(cfg, ca.overrides, os.Getenv)
+		prov, err := resolveCodexProvider(cfg, nil, os.Getenv)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -87,7 +87,9 @@ func TestCodexCommand(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("CODEX_HOME", t.TempDir())
+			home := t.TempDir()
+			t.Setenv("CODEX_HOME", home)
+			require.NoError(t, os.WriteFile(filepath.Join(home, "config.toml"), []byte("[shell_environment_policy]\nexclude = [\"MY_*\", \"SVC_TOKEN\"]\n"), 0o600))
 			s := codexSetup(t)
 			s.Capture = tc.capture
 			if tc.infer {
@@ -105,6 +107,7 @@ func TestCodexCommand(t *testing.T) {
 				`mcp_servers.svc.command="/usr/bin/svc"`, `mcp_servers.svc.args=["mcp"]`,
 				`mcp_servers.svc.env_vars=["SVC_E2E_X", "SVC_RUNNER_SOCKET", "SVC_TOKEN", "SVC_URL"]`,
 				`mcp_servers.svc.default_tools_approval_mode="approve"`,
+				`shell_environment_policy.exclude=["SVC_TOKEN", "OTEL_EXPORTER_OTLP_HEADERS", "MY_*"]`,
 			}, tc.has...) {
 				require.Contains(t, argv, h)
 			}
