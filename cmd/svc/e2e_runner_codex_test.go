@@ -12,6 +12,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -311,7 +312,66 @@ func TestRunnerCodex(t *testing.T) {
 	require.NotContains(t, string(rawRows), "user.email")
 	require.NotContains(t, string(rawRows), "user.account_id")
 
-	// 5. SIGTERM: exit 0; the token never in the log.
+	// 5. Full inference capture: the runner's proxy stood in for the stub
+	// provider, so every model call of the DM turn and of the second turn is
+	// a GenAI record of codex1 with the stub's response id and usage, and
+	// the objective's trace (its open interval runs to now) shows them.
+	wantIDs := map[string]int{} // response id -> input tokens the stub reported
+	for _, q := range m.Requests() {
+		if q.IsAgentTurn() && q.Seq >= dm.Seq {
+			in, _ := agenttest.Usage(len(q.Body))
+			wantIDs[q.ResponseID] = in
+		}
+	}
+	require.GreaterOrEqual(t, len(wantIDs), 4, "two turns, each a tool call and a reply")
+	var records []obj
+	rcEventually(t, r, "GenAI records for every model call of both turns", func() bool {
+		res := p.do(t, http.MethodGet, "/members/codex1/genai", nil, withBearer(agentTok))
+		require.Equal(t, http.StatusOK, res.status, "%s", res.raw)
+		records = listOf(t, res.body, "inferences")
+		got := map[string]bool{}
+		for _, rec := range records {
+			if id, _ := rec["responseId"].(string); id != "" {
+				got[id] = true
+			}
+		}
+		for id := range wantIDs {
+			if !got[id] {
+				return false
+			}
+		}
+		return true
+	})
+	for _, rec := range records {
+		id, _ := rec["responseId"].(string)
+		in, ok := wantIDs[id]
+		if !ok {
+			continue
+		}
+		require.Equal(t, "codex1", rec["member"], "%v", rec)
+		require.Equal(t, "responses", rec["api"], "%v", rec)
+		usage, _ := rec["usage"].(obj)
+		require.EqualValues(t, in, usage["inputTokens"], "%v", rec)
+		require.EqualValues(t, 7, usage["outputTokens"], "%v", rec)
+		raw, err := json.Marshal(rec)
+		require.NoError(t, err)
+		require.NotContains(t, string(raw), agentTok, "the upload is redacted")
+	}
+	tr := p.do(t, http.MethodGet, "/objectives/"+objID+"/trace", nil, withBearer(admin))
+	require.Equal(t, http.StatusOK, tr.status, "%s", tr.raw)
+	traced := map[string]bool{}
+	for _, row := range listOf(t, tr.body, "rows") {
+		if inf, ok := row["inference"].(obj); ok {
+			if id, _ := inf["responseId"].(string); id != "" {
+				traced[id] = true
+			}
+		}
+	}
+	for id := range wantIDs {
+		require.True(t, traced[id], "the objective's trace shows the record of %s: %s", id, tr.raw)
+	}
+
+	// 6. SIGTERM: exit 0; the token never in the log.
 	require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case <-r.done:
