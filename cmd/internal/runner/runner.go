@@ -40,7 +40,7 @@ const (
 
 // adapters are the agents the runner knows by name: a new agent is one
 // more adapter file and one more entry here.
-var adapters = map[string]func() Agent{"plain": NewPlain, "claude": NewClaude}
+var adapters = map[string]func() Agent{"plain": NewPlain, "claude": NewClaude, "codex": NewCodex}
 
 // pickAdapter chooses the adapter: --agent when given (it must be known),
 // else the agent command's base name when an adapter has that name, else
