@@ -114,11 +114,10 @@ func scanCodexArgs(argv []string) (codexArgs, error) {
 				return addConfig("model=" + q)
 			}},
 			{[]string{"-p", "--profile"}, func(v string) error {
-				q, err := tomlValue(v)
-				if err != nil {
-					return err
-				}
-				return addConfig("profile=" + q)
+				// Codex 0.169 refuses profiles for app-server (--profile
+				// "only applies to runtime commands", a profile key is a
+				// legacy config error).
+				return errors.New("codex: -p/--profile does not apply to codex app-server; put the profile's settings in -c flags or config.toml")
 			}},
 			{[]string{"-a", "--ask-for-approval"}, func(v string) error {
 				switch v {
@@ -550,7 +549,11 @@ func (s *codexSession) start(params map[string]any) {
 	s.mu.Unlock()
 	close(s.ready)
 	if err != nil {
-		s.logf("%v", err)
+		// Without a thread no turn can ever be delivered: end the agent's
+		// input so Codex exits and the runner stops with this error in its
+		// log, instead of looking online while nothing arrives.
+		s.logf("%v; stopping the agent", err)
+		_ = s.stdin.Close()
 		return
 	}
 	s.send(Event{Kind: SessionStart, Source: "startup"})
@@ -783,8 +786,22 @@ func rawJSON(v any) json.RawMessage {
 	return b
 }
 
-// notification maps one Codex notification to runner events.
+// notification maps one Codex notification to runner events. Turn and
+// item notifications of another thread (a sub-agent's) are not the
+// runner's turn and are ignored.
 func (s *codexSession) notification(method string, params json.RawMessage) {
+	if strings.HasPrefix(method, "turn/") || strings.HasPrefix(method, "item/") {
+		var t struct {
+			ThreadID string `json:"threadId"`
+		}
+		_ = json.Unmarshal(params, &t)
+		s.mu.Lock()
+		mine := s.threadID
+		s.mu.Unlock()
+		if t.ThreadID != "" && mine != "" && t.ThreadID != mine {
+			return
+		}
+	}
 	switch method {
 	case "mcpServer/startupStatus/updated":
 		var p struct {

@@ -29,7 +29,8 @@ func TestScanCodexArgs(t *testing.T) {
 		{name: "bare", argv: []string{"codex"}},
 		{name: "app-server given", argv: []string{"codex", "app-server", "-c", "a=1"}, config: []string{"a=1"}},
 		{name: "config forms", argv: []string{"codex", "-c", `model="o3"`, "--config=x.y=2"}, config: []string{`model="o3"`, "x.y=2"}},
-		{name: "model and profile", argv: []string{"codex", "-m", "gpt-5", "--profile=work"}, config: []string{`model="gpt-5"`, `profile="work"`}},
+		{name: "model", argv: []string{"codex", "-m", "gpt-5"}, config: []string{`model="gpt-5"`}},
+		{name: "profile refused", argv: []string{"codex", "--profile=work"}, wantErr: "-p/--profile does not apply"},
 		{name: "features", argv: []string{"codex", "--enable", "a", "--disable=b"}, features: []string{"--enable", "a", "--disable", "b"}},
 		{name: "approval and sandbox", argv: []string{"codex", "-a", "on-request", "-s", "workspace-write"}, approval: "on-request", sandbox: "workspace-write"},
 		{name: "on-failure is on-request", argv: []string{"codex", "-a", "on-failure"}, approval: "on-request"},
@@ -323,6 +324,45 @@ func TestCodexSessionTurn(t *testing.T) {
 	m = f.next()
 	f.send(map[string]any{"id": m["id"], "error": map[string]any{"code": -32600, "message": "busy"}})
 	require.ErrorContains(t, <-done, "busy")
+}
+
+// A thread/start Codex refuses (e.g. a config it cannot load) stops the
+// agent: its input is closed, so Codex exits and the runner with it,
+// instead of a runner that looks online while no turn can be delivered.
+func TestCodexSessionStartFailureEndsTheAgent(t *testing.T) {
+	f := newFakeAppServer(t, map[string]any{"developerInstructions": "You are codex1."})
+	m := f.next()
+	f.send(map[string]any{"id": m["id"], "result": map[string]any{}})
+	require.Equal(t, "initialized", f.next()["method"])
+	m = f.next()
+	require.Equal(t, "thread/start", m["method"])
+	f.send(map[string]any{"id": m["id"], "error": map[string]any{"code": -32600, "message": "failed to load configuration"}})
+	eof := make(chan error, 1)
+	go func() { _, err := f.in.ReadString('\n'); eof <- err }()
+	select {
+	case err := <-eof:
+		require.ErrorIs(t, err, io.EOF, "the agent's input is closed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent's input stayed open after thread/start failed")
+	}
+	require.Contains(t, f.log.String(), "failed to load configuration")
+	require.ErrorContains(t, f.sess.Deliver(context.Background(), Turn{Text: "x"}), "thread/start")
+}
+
+// Turn and item notifications of another thread (a sub-agent's) do not
+// move the runner's state: a sub-agent's turn/completed must not end the
+// main turn.
+func TestCodexSessionOtherThreadIgnored(t *testing.T) {
+	f := newFakeAppServer(t, map[string]any{"developerInstructions": "You are codex1."})
+	f.handshake()
+	f.send(map[string]any{"method": "turn/started", "params": map[string]any{"threadId": "thr_1", "turn": map[string]any{"id": "t1"}}})
+	require.Equal(t, TurnStart, f.event().Kind)
+	f.send(map[string]any{"method": "turn/started", "params": map[string]any{"threadId": "thr_sub", "turn": map[string]any{"id": "s1"}}})
+	f.send(map[string]any{"method": "item/started", "params": map[string]any{"threadId": "thr_sub", "item": map[string]any{"type": "commandExecution", "id": "c1", "command": "ls"}}})
+	f.send(map[string]any{"method": "turn/completed", "params": map[string]any{"threadId": "thr_sub", "turn": map[string]any{"id": "s1", "status": "completed"}}})
+	f.noEvent()
+	f.send(map[string]any{"method": "turn/completed", "params": map[string]any{"threadId": "thr_1", "turn": map[string]any{"id": "t1", "status": "completed"}}})
+	require.Equal(t, TurnEnd, f.event().Kind)
 }
 
 func TestCodexSessionServerRequests(t *testing.T) {

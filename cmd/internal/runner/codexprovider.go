@@ -169,8 +169,8 @@ func loadCodexConfig(getenv func(string) string) (map[string]any, error) {
 }
 
 // resolveCodexProvider is the provider Codex would use with cfg (the
-// user's config.toml) and the user's -c overrides: model_provider (from
-// the selected profile, else the top level, else "openai"), looked up in
+// user's config.toml) and the user's -c overrides: model_provider (else
+// "openai"), looked up in
 // [model_providers], else among Codex's built-in providers.
 func resolveCodexProvider(cfg map[string]any, overrides []codexOverride, getenv func(string) string) (codexProvider, error) {
 	for _, o := range overrides {
@@ -179,13 +179,6 @@ func resolveCodexProvider(cfg map[string]any, overrides []codexOverride, getenv 
 	id := "openai"
 	if s, ok := cfg["model_provider"].(string); ok && s != "" {
 		id = s
-	}
-	if prof, ok := cfg["profile"].(string); ok && prof != "" {
-		if s, ok := getPath(cfg, "profiles", prof, "model_provider"); ok {
-			if s, ok := s.(string); ok && s != "" {
-				id = s
-			}
-		}
 	}
 	if id == codexCaptureProvider {
 		return codexProvider{}, fmt.Errorf("codex: the provider id %q is the runner's own; rename yours", id)
@@ -256,6 +249,11 @@ func codexOpenAIBase(cfg map[string]any, getenv func(string) string) string {
 			return strings.TrimRight(b, "/") + "/codex"
 		}
 		return "https://chatgpt.com/backend-api/codex"
+	}
+	// openai_base_url is honoured by Codex 0.169 (a gateway or Azure
+	// endpoint); OPENAI_BASE_URL is not (real-agents.md).
+	if b, ok := cfg["openai_base_url"].(string); ok && b != "" {
+		return strings.TrimRight(b, "/")
 	}
 	return "https://api.openai.com/v1"
 }

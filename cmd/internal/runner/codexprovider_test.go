@@ -83,8 +83,6 @@ env_key = "CORP_KEY"
 wire_api = "responses"
 query_params = { api-version = "2025-01-01" }
 env_http_headers = { X-Org = "CORP_ORG" }
-[profiles.local]
-model_provider = "ollama"
 `
 	cases := []struct {
 		name      string
@@ -106,7 +104,8 @@ model_provider = "ollama"
 		{name: "-c edits the table", config: custom, overrides: []string{`model_providers.corp.base_url="http://10.0.0.1:8080/v1"`}, id: "corp", base: "http://10.0.0.1:8080/v1"},
 		{name: "-c defines one", overrides: []string{`model_provider="s"`, `model_providers.s.base_url="http://127.0.0.1:9/v1"`, `model_providers.s.wire_api="responses"`}, id: "s", base: "http://127.0.0.1:9/v1",
 			fields: map[string]any{"name": "s"}},
-		{name: "profile", config: custom, overrides: []string{`profile="local"`}, id: "ollama", base: "http://localhost:11434/v1"},
+		{name: "openai_base_url", config: `openai_base_url = "https://gw.corp.example/openai/v1/"`, id: "openai", base: "https://gw.corp.example/openai/v1"},
+		{name: "OPENAI_BASE_URL ignored as by Codex", env: map[string]string{"OPENAI_BASE_URL": "http://elsewhere/v1"}, id: "openai", base: "https://api.openai.com/v1"},
 		{name: "lmstudio port", overrides: []string{`model_provider="lmstudio"`}, env: map[string]string{"CODEX_OSS_PORT": "4321"}, id: "lmstudio", base: "http://localhost:4321/v1"},
 		{name: "oss base url", overrides: []string{`model_provider="ollama"`}, env: map[string]string{"CODEX_OSS_BASE_URL": "http://gpu:11434/v1"}, id: "ollama", base: "http://gpu:11434/v1"},
 		{name: "unknown", overrides: []string{`model_provider="nope"`}, wantErr: "not built in"},
