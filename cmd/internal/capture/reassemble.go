@@ -192,6 +192,7 @@ func reassembleResponses(evs []sseEvent) ([]byte, error) {
 		}
 	}
 	resp["object"] = mustJSON("response")
+	delete(resp, "type") // a Responses response has none; it would read as a message
 	if str(resp["status"]) == "" || terminal == "" {
 		switch terminal {
 		case "":
@@ -521,6 +522,7 @@ func reassembleMessages(evs []sseEvent) ([]byte, error) {
 		}
 	}
 	msg["type"] = mustJSON("message")
+	delete(msg, "object") // a message has none; it would read as an OpenAI shape
 	msg["content"] = mustJSON(content)
 	for _, k := range []string{"stop_reason", "stop_sequence"} {
 		if v, ok := delta[k]; ok {
@@ -568,14 +570,11 @@ func (b *msgBlock) rebuild() json.RawMessage {
 // the broker detects it, "" for none: an error body or a foreign shape is
 // not an inference.
 func shapeOf(resp []byte) API {
-	var s struct {
-		Type   json.RawMessage `json:"type"`
-		Object json.RawMessage `json:"object"`
-	}
-	if json.Unmarshal(resp, &s) != nil {
+	f := object(resp) // keys match exactly, as the broker matches them
+	if f == nil {
 		return ""
 	}
-	typ, obj := str(s.Type), str(s.Object)
+	typ, obj := str(f["type"]), str(f["object"])
 	switch {
 	case typ == "message" && obj != "chat.completion" && obj != "response":
 		return APIMessages
