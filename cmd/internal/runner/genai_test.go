@@ -125,8 +125,8 @@ func TestGenAIUploadBody(t *testing.T) {
 			redact: []string{"s3cr3t-value"}, absent: []string{"s3cr3t", "u0073"}, wantTS: at,
 		},
 		{
-			name: "secret in an object key",
-			in:   Inference{TS: at, Request: []byte(`{"model":"m","input":"x","metadata":{"s3cr3t-value":"1"}}`), Response: []byte(genaiResp)},
+			name:   "secret in an object key",
+			in:     Inference{TS: at, Request: []byte(`{"model":"m","input":"x","metadata":{"s3cr3t-value":"1"}}`), Response: []byte(genaiResp)},
 			redact: []string{"s3cr3t-value"}, absent: []string{"s3cr3t-value"}, wantTS: at,
 		},
 		{
