@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"svc/cmd/internal/capture"
+	"svc/cmd/internal/client"
 	apiv1 "svc/gen/svc/v1"
 )
 
@@ -33,6 +34,9 @@ const (
 	// maxGenAIUpload is the broker's cap on one upload body
 	// (server.MaxGenAIUpload); a larger one is dropped here, not sent.
 	maxGenAIUpload = 16 << 20
+	// genaiAttempts bounds the tries of one upload (about 45 s of
+	// backoff): a broker that stays away does not hold the queue forever.
+	genaiAttempts = 8
 )
 
 // GenAIUploader uploads the inferences an adapter captures as GenAI
@@ -46,6 +50,9 @@ type GenAIUploader struct {
 	log    *logger
 	// backoff is the first retry delay, doubling up to maxBackoff.
 	backoff time.Duration
+	// maxBody and maxQueued are maxGenAIUpload and genaiQueueBytes
+	// (smaller in tests).
+	maxBody, maxQueued int
 
 	mu      sync.Mutex
 	queue   []Inference
@@ -64,6 +71,7 @@ func NewGenAIUploader(conn grpc.ClientConnInterface, member string, r *Redactor,
 
 func newGenAIUploader(act apiv1.ActivityClient, member string, r *Redactor, log *logger) *GenAIUploader {
 	return &GenAIUploader{act: act, me: member, redact: r, log: log, backoff: minBackoff,
+		maxBody: maxGenAIUpload, maxQueued: genaiQueueBytes,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
@@ -85,7 +93,7 @@ func CaptureSink(f func(Inference)) func(capture.Exchange) {
 func (u *GenAIUploader) Add(in Inference) {
 	size := len(in.Request) + len(in.Response)
 	u.mu.Lock()
-	if len(u.queue) >= genaiQueueItems || u.bytes+size > genaiQueueBytes {
+	if len(u.queue) >= genaiQueueItems || u.bytes+size > u.maxQueued {
 		u.dropped++
 		n := u.dropped
 		u.mu.Unlock()
@@ -185,7 +193,7 @@ func (u *GenAIUploader) send(ctx context.Context, in Inference) {
 		return
 	}
 	backoff := u.backoff
-	for {
+	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		_, err := u.act.UploadGenAi(cctx, &apiv1.UploadGenAiRequest{Name: u.me, Body: body})
 		cancel()
@@ -198,6 +206,10 @@ func (u *GenAIUploader) send(ctx context.Context, in Inference) {
 		}
 		if !transient(err) {
 			u.log.logf("svc runner: inference not uploaded: the broker refused it: %s", describeStatus(err))
+			return
+		}
+		if attempt == genaiAttempts {
+			u.log.logf("svc runner: inference not uploaded after %d attempts: %s", attempt, describeStatus(err))
 			return
 		}
 		select {
@@ -233,8 +245,8 @@ func (u *GenAIUploader) body(in Inference) ([]byte, error) {
 	b.WriteString(`,"response":`)
 	b.Write(r.JSON(in.Response))
 	b.WriteString(`}`)
-	if b.Len() > maxGenAIUpload {
-		return nil, fmt.Errorf("%d bytes, over the broker's %d", b.Len(), maxGenAIUpload)
+	if b.Len() > u.maxBody {
+		return nil, fmt.Errorf("%d bytes, over the broker's %d", b.Len(), u.maxBody)
 	}
 	return b.Bytes(), nil
 }
@@ -250,18 +262,26 @@ func jsonObject(b []byte) bool {
 	return len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
-// transient says whether a failed upload may go through later.
+// transient says whether a failed upload may go through later: the broker
+// is away, slow or rate-limiting. ResourceExhausted also carries
+// payload_too_large, which no retry cures.
 func transient(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
+	case codes.ResourceExhausted:
+		return client.Code(err) != "payload_too_large"
 	}
 	return false
 }
 
-// describeStatus is a gRPC error for the log: its code and message, one
-// line.
+// describeStatus is a gRPC error for the log, one line: the spec's error
+// code when the broker gave one, else the gRPC code, and the message.
 func describeStatus(err error) string {
 	st, _ := status.FromError(err)
-	return oneLine(st.Code().String()+": "+st.Message(), 300)
+	code := client.Code(err)
+	if code == "" {
+		code = st.Code().String()
+	}
+	return oneLine(code+": "+st.Message(), 300)
 }

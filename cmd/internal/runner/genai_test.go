@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -136,13 +138,14 @@ func TestGenAIUploadBody(t *testing.T) {
 		{name: "response not JSON", in: Inference{Request: []byte(genaiReq), Response: []byte(`{"id":`)}, wantErr: "not a JSON object"},
 		{
 			name:    "over the broker's cap",
-			in:      Inference{Request: []byte(`{"model":"m","input":"` + strings.Repeat("x", maxGenAIUpload) + `"}`), Response: []byte(genaiResp)},
+			in:      Inference{Request: []byte(`{"model":"m","input":"` + strings.Repeat("x", 1<<10) + `"}`), Response: []byte(genaiResp)},
 			wantErr: "over the broker's",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			u := newGenAIUploader(nil, "ann", NewRedactor(tc.redact...), &logger{w: &syncLog{}})
+			u.maxBody = 1 << 10
 			before := time.Now().Truncate(time.Millisecond)
 			body, err := u.body(tc.in)
 			if tc.wantErr != "" {
@@ -203,8 +206,12 @@ func TestGenAIUploaderRetries(t *testing.T) {
 		{name: "deadline and exhaustion retried", failures: []error{status.Error(codes.DeadlineExceeded, "slow"), status.Error(codes.ResourceExhausted, "busy")}, calls: 3, stored: 1},
 		{name: "invalid dropped at once", failures: []error{status.Error(codes.InvalidArgument, "inference upload: bad")}, calls: 1, stored: 0,
 			log: "svc runner: inference not uploaded: the broker refused it: InvalidArgument: inference upload: bad\n"},
+		{name: "too large dropped at once", failures: []error{tooLarge()}, calls: 1, stored: 0,
+			log: "svc runner: inference not uploaded: the broker refused it: payload_too_large: inference upload over 16777216 bytes\n"},
+		{name: "gives up after its attempts", failures: slices.Repeat([]error{status.Error(codes.Unavailable, "down")}, genaiAttempts), calls: genaiAttempts, stored: 0,
+			log: "svc runner: inference not uploaded after 8 attempts: Unavailable: down\n"},
 		{name: "forbidden dropped at once", failures: []error{status.Error(codes.PermissionDenied, "not yours")}, calls: 1, stored: 0,
-			log: "svc runner: inference not uploaded: the broker refused it: PermissionDenied: not yours\n"},
+			log: "svc runner: inference not uploaded: the broker refused it: forbidden: not yours\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,6 +232,17 @@ func TestGenAIUploaderRetries(t *testing.T) {
 			require.Equal(t, tc.log, log.String())
 		})
 	}
+}
+
+// tooLarge is the broker's refusal of an oversized upload: ResourceExhausted
+// with the payload_too_large reason.
+func tooLarge() error {
+	st, err := status.New(codes.ResourceExhausted, "inference upload over 16777216 bytes").
+		WithDetails(&errdetails.ErrorInfo{Reason: "payload_too_large", Domain: "svc"})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
 }
 
 func TestGenAIUploaderQueueFull(t *testing.T) {
@@ -249,9 +267,11 @@ func TestGenAIUploaderQueueFull(t *testing.T) {
 	require.Len(t, f.stored(), genaiQueueItems+1)
 
 	// The byte bound holds too: one inference past it is dropped.
-	huge := Inference{Request: []byte(`{"input":"` + strings.Repeat("x", genaiQueueBytes) + `"}`), Response: []byte(genaiResp)}
 	u2 := newGenAIUploader(nil, "ann", NewRedactor(), &logger{w: &syncLog{}})
-	u2.Add(huge)
+	u2.maxQueued = 1 << 10
+	u2.Add(Inference{Request: []byte(`{"input":"` + strings.Repeat("x", 1<<9) + `"}`), Response: []byte(genaiResp)})
+	require.Zero(t, u2.Dropped())
+	u2.Add(Inference{Request: []byte(`{"input":"` + strings.Repeat("x", 1<<9) + `"}`), Response: []byte(genaiResp)})
 	require.Equal(t, int64(1), u2.Dropped())
 }
 
