@@ -223,6 +223,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.wg.Done()
+	// The transport may still read the request body (to check it holds
+	// no byte past its length) after the upstream answered; without full
+	// duplex the server closes that body as the answer's headers go out,
+	// and the failed read cuts the upstream connection mid-stream.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	// Only the agent knows the prefix; the Host check keeps a web page
 	// that rebinds a DNS name to 127.0.0.1 out as well.
 	if r.Host != p.host {
@@ -365,6 +370,12 @@ type teeBody struct {
 }
 
 func (t *teeBody) Read(p []byte) (int, error) {
+	t.buf.mu.Lock()
+	eof := t.buf.eof
+	t.buf.mu.Unlock()
+	if eof {
+		return 0, io.EOF // the end stays the end, whatever the body does after
+	}
 	n, err := t.rc.Read(p)
 	if n > 0 {
 		t.buf.write(p[:n])

@@ -553,3 +553,25 @@ func TestStartRefusesBadUpstream(t *testing.T) {
 	_, err := Start(Options{})
 	require.Error(t, err)
 }
+
+// A request body the upstream reads whole before it answers: the server
+// must not close it under the transport, which reads once more past its
+// length while the answer streams (that read failing cut the stream).
+func TestProxyLargeRequestStreamsWhole(t *testing.T) {
+	h := mustHarness(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, e := range strings.SplitAfter(codexStubStream, "\n\n") {
+			_, _ = io.WriteString(w, e)
+			w.(http.Flusher).Flush()
+		}
+	}, func(o *Options) { o.Sink = func(Exchange) {} })
+	req := `{"model":"gpt-5","stream":true,"input":"` + strings.Repeat("context ", 5000) + `"}`
+	for i := range 200 {
+		resp := h.post(t, context.Background(), "/responses", strings.NewReader(req), nil)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err, "call %d", i)
+		require.Equal(t, codexStubStream, string(b))
+	}
+}
