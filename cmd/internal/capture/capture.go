@@ -249,6 +249,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reqEncoding: r.Header.Get("Content-Encoding"), creds: credentials(r.Header),
 	}
 	st.req.max, st.resp.max = p.maxBody, p.maxBody
+	if r.ContentLength > 0 && r.ContentLength <= p.maxBody {
+		st.req.b = make([]byte, 0, r.ContentLength)
+	}
 	// Deferred, so it also runs when the proxy aborts a response the
 	// upstream cut (ReverseProxy panics with http.ErrAbortHandler).
 	defer func() {
