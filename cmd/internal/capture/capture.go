@@ -137,7 +137,13 @@ func Start(o Options) (*Proxy, error) {
 				r.Out.URL.RawQuery = strings.TrimSuffix(up.RawQuery+"&"+r.In.URL.RawQuery, "&")
 			}
 			r.Out.Host = "" // the upstream's own host
-			if st, ok := r.In.Context().Value(stateKey{}).(*state); ok && r.Out.Body != nil && r.Out.Body != http.NoBody {
+			if r.Out.Body == nil || r.Out.Body == http.NoBody {
+				return
+			}
+			if r.In.ContentLength > 0 {
+				r.Out.Body = &lengthBody{rc: r.Out.Body, left: r.In.ContentLength}
+			}
+			if st, ok := r.In.Context().Value(stateKey{}).(*state); ok {
 				r.Out.Body = &teeBody{rc: r.Out.Body, buf: &st.req}
 			}
 		},
@@ -223,11 +229,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.wg.Done()
-	// The transport may still read the request body (to check it holds
-	// no byte past its length) after the upstream answered; without full
-	// duplex the server closes that body as the answer's headers go out,
-	// and the failed read cuts the upstream connection mid-stream.
-	_ = http.NewResponseController(w).EnableFullDuplex()
 	// Only the agent knows the prefix; the Host check keeps a web page
 	// that rebinds a DNS name to 127.0.0.1 out as well.
 	if r.Host != p.host {
@@ -364,6 +365,34 @@ func (c *capBuf) snapshot() (b []byte, over, eof bool) {
 	defer c.mu.Unlock()
 	return c.b, c.over, c.eof
 }
+
+// lengthBody ends a request body of known length at that length, without
+// asking the server's body for the end. The transport reads once more past
+// the length to check nothing follows, and by then the server may have
+// closed the body (it does as the answer's headers go out): that read
+// failing would make the transport drop the upstream connection in the
+// middle of the answer.
+type lengthBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left <= 0 && err == nil {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *lengthBody) Close() error { return b.rc.Close() }
 
 // teeBody copies what is read through it into a capBuf; the reader gets
 // every byte as it comes, unbuffered.
