@@ -67,6 +67,10 @@ type Inference struct {
 	TS time.Time
 	// Request and Response are the provider's JSON bodies.
 	Request, Response []byte
+	// Credentials are values the call's own headers carried (the
+	// provider's API key): redacted from the upload like the member's
+	// secrets (capture.Exchange.Credentials).
+	Credentials []string
 }
 
 // Session is a running agent.

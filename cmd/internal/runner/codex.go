@@ -262,10 +262,7 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		sink := s.Inferences
-		p, err := capture.Start(capture.Options{Upstream: up, Log: os.Stderr, Sink: func(e capture.Exchange) {
-			sink(Inference{TS: e.End, Request: e.Request, Response: e.Response})
-		}})
+		p, err := capture.Start(capture.Options{Upstream: up, Log: os.Stderr, Sink: CaptureSink(s.Inferences)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("codex: capturing proxy: %w", err)
 		}

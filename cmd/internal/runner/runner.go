@@ -172,6 +172,12 @@ func Run(ctx context.Context, o Options) error {
 		Env:          agentEnv(o.URL, o.Token, srv.Path(), secrets, o.Capture),
 		SystemPrompt: SystemPrompt(brief),
 	}
+	redactor := NewRedactor(append(mapValues(secrets), o.Token)...)
+	var genaiUp *GenAIUploader
+	if o.Capture {
+		genaiUp = newGenAIUploader(apiv1.NewActivityClient(cl.Conn()), me, redactor, log)
+		setup.Inferences = genaiUp.Add
+	}
 	argv, extra, err := agent.Command(setup)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", agent.Name(), err)
@@ -184,7 +190,6 @@ func Run(ctx context.Context, o Options) error {
 	session := agent.Attach(proc.stdin, proc.stdout, events, o.Stdout)
 	log.logf("svc runner: %s runs as %s on %s (agent %s, pid %d)", filepath.Base(argv[0]), me, o.URL, agent.Name(), proc.cmd.Process.Pid)
 
-	redactor := NewRedactor(append(mapValues(secrets), o.Token)...)
 	rctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	var rep *reporter
@@ -198,6 +203,7 @@ func Run(ctx context.Context, o Options) error {
 		go rep.run(rctx)
 		up = newUploader(cl, me, redactor, log)
 		go up.run(rctx)
+		go genaiUp.Run(rctx)
 	}
 	objectives := apiv1.NewObjectivesClient(cl.Conn())
 	// The open plate is the active and the blocked objectives: two filtered
@@ -268,6 +274,11 @@ func Run(ctx context.Context, o Options) error {
 	defer fcancel()
 	if up != nil {
 		up.flush(fctx)
+	}
+	if genaiUp != nil {
+		gctx, gcancel := context.WithTimeout(fctx, genaiDrainGrace)
+		genaiUp.Flush(gctx)
+		gcancel()
 	}
 	stopWorkers()
 	if open, err := fetchPlate(fctx); err != nil {
