@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -65,7 +66,14 @@ type Options struct {
 	Log io.Writer
 	// MaxBody caps the captured bytes of each body; 0 is DefaultMaxBody.
 	MaxBody int64
+	// Key, when set, must arrive in the KeyHeader of every request (the
+	// agent sends it from its environment, which other local users cannot
+	// read, unlike a command line); the header never goes upstream.
+	Key string
 }
+
+// KeyHeader carries Options.Key.
+const KeyHeader = "X-Svc-Capture-Key"
 
 // Proxy is a running capturing proxy on 127.0.0.1.
 type Proxy struct {
@@ -80,6 +88,7 @@ type Proxy struct {
 	sink    func(Exchange)
 	log     *log.Logger
 	maxBody int64
+	key     string
 	cancel  context.CancelFunc
 
 	mu     sync.Mutex
@@ -121,7 +130,7 @@ func Start(o Options) (*Proxy, error) {
 	tr.DisableCompression = true
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
-		ln: ln, tr: tr, prefix: "/" + hex.EncodeToString(secret), base: base, baseEsc: baseEsc,
+		key: o.Key, ln: ln, tr: tr, prefix: "/" + hex.EncodeToString(secret), base: base, baseEsc: baseEsc,
 		host: ln.Addr().String(), sink: o.Sink, log: log.New(logw, "capture: ", 0),
 		maxBody: o.MaxBody, cancel: cancel,
 	}
@@ -239,6 +248,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such path on the capturing proxy")
 		return
 	}
+	if p.key != "" {
+		got := r.Header.Get(KeyHeader)
+		if subtle.ConstantTimeCompare([]byte(got), []byte(p.key)) != 1 {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "the capturing proxy needs its key")
+			return
+		}
+	}
+	r.Header.Del(KeyHeader)
 	suffix, _ := p.suffix(r.URL)
 	api := apiOf(r.Method, suffix)
 	if api == "" || p.sink == nil {

@@ -273,6 +273,41 @@ func TestProxyRefusesStrangers(t *testing.T) {
 	h.none(t)
 }
 
+// With a Key, a request must carry it in KeyHeader; the header never
+// reaches the upstream.
+func TestProxyKey(t *testing.T) {
+	upHdr := make(chan http.Header, 4)
+	h := mustHarness(t, func(w http.ResponseWriter, r *http.Request) {
+		upHdr <- r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"resp_k","object":"response","status":"completed","model":"m","output":[],"usage":{"input_tokens":1,"output_tokens":1}}`)
+	}, func(o *Options) { o.Key = "k3y" })
+	tests := []struct {
+		name   string
+		key    string
+		status int
+	}{
+		{name: "no key", status: http.StatusUnauthorized},
+		{name: "wrong key", key: "k3", status: http.StatusUnauthorized},
+		{name: "right key", key: "k3y", status: http.StatusOK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := http.Header{"Content-Type": {"application/json"}}
+			if tc.key != "" {
+				hdr.Set(KeyHeader, tc.key)
+			}
+			resp := h.post(t, context.Background(), "/responses", strings.NewReader(responsesReq), hdr)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			require.Equal(t, tc.status, resp.StatusCode)
+		})
+	}
+	require.Len(t, upHdr, 1, "only the request with the key went upstream")
+	require.Empty(t, (<-upHdr).Get(KeyHeader), "the key is not forwarded")
+	h.next(t)
+}
+
 // jsonUpstream answers every request with a non-streamed Responses JSON
 // and records the raw request body it got.
 func jsonUpstream(got chan<- []byte, gzipped bool) http.HandlerFunc {

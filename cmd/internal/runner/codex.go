@@ -12,6 +12,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,7 +236,7 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 	// The commands the model runs must not see the runner's credentials:
 	// Codex 0.169 passes its whole environment to them by default
 	// (measured: `env` showed SVC_TOKEN). The user's own excludes stay.
-	exclude := []string{client.EnvToken, "OTEL_EXPORTER_OTLP_HEADERS"}
+	exclude := []string{client.EnvToken, "OTEL_EXPORTER_OTLP_HEADERS", codexCaptureKeyEnv}
 	if prev, ok := getPath(cfg, "shell_environment_policy", "exclude"); ok {
 		list, ok := prev.([]any)
 		if !ok {
@@ -262,10 +264,15 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		p, err := capture.Start(capture.Options{Upstream: up, Log: os.Stderr, Sink: CaptureSink(s.Inferences)})
+		key := make([]byte, 16)
+		if _, err := rand.Read(key); err != nil {
+			return nil, nil, err
+		}
+		p, err := capture.Start(capture.Options{Upstream: up, Log: os.Stderr, Sink: CaptureSink(s.Inferences), Key: hex.EncodeToString(key)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("codex: capturing proxy: %w", err)
 		}
+		env = append(env, codexCaptureKeyEnv+"="+hex.EncodeToString(key))
 		over, err := prov.captureOverrides(p.URL())
 		if err != nil {
 			p.Close()

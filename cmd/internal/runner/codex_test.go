@@ -108,7 +108,7 @@ func TestCodexCommand(t *testing.T) {
 				`mcp_servers.svc.command="/usr/bin/svc"`, `mcp_servers.svc.args=["mcp"]`,
 				`mcp_servers.svc.env_vars=["SVC_E2E_X", "SVC_RUNNER_SOCKET", "SVC_TOKEN", "SVC_URL"]`,
 				`mcp_servers.svc.default_tools_approval_mode="approve"`,
-				`shell_environment_policy.exclude=["SVC_TOKEN", "OTEL_EXPORTER_OTLP_HEADERS", "MY_*"]`,
+				`shell_environment_policy.exclude=["SVC_TOKEN", "OTEL_EXPORTER_OTLP_HEADERS", "SVC_CAPTURE_KEY", "MY_*"]`,
 			}, tc.has...) {
 				require.Contains(t, argv, h)
 			}
@@ -118,7 +118,19 @@ func TestCodexCommand(t *testing.T) {
 			require.NotContains(t, joined, "svc_secret_token", "no secret on the command line")
 			require.NotContains(t, joined, "svc_runner_own")
 			require.NotContains(t, joined, "You are codex1", "the briefing goes over stdin")
-			require.ElementsMatch(t, []string{"SVC_URL=http://127.0.0.1:7/", "SVC_TOKEN=svc_secret_token", "SVC_RUNNER_SOCKET=/run/s.sock"}, env)
+			wantEnv := []string{"SVC_URL=http://127.0.0.1:7/", "SVC_TOKEN=svc_secret_token", "SVC_RUNNER_SOCKET=/run/s.sock"}
+			if tc.infer {
+				// The proxy's key travels in the environment, sent by Codex
+				// as a header; never on the command line.
+				require.Len(t, env, len(wantEnv)+1)
+				key, ok := strings.CutPrefix(env[len(env)-1], "SVC_CAPTURE_KEY=")
+				require.True(t, ok, env)
+				require.Len(t, key, 32)
+				require.NotContains(t, joined, key)
+				require.Contains(t, argv, `model_providers.svc_capture.env_http_headers={"X-Svc-Capture-Key" = "SVC_CAPTURE_KEY"}`)
+				env = env[:len(env)-1]
+			}
+			require.ElementsMatch(t, wantEnv, env)
 			require.Equal(t, map[string]any{"approvalPolicy": "never", "cwd": "/work", "developerInstructions": "You are codex1."}, a.threadParams)
 			if tc.provider != "" {
 				require.Contains(t, argv, `model_provider="svc_capture"`)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"svc/cmd/internal/capture"
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
@@ -283,10 +284,31 @@ func codexChatGPTLogin(getenv func(string) string) bool {
 	return a.Tokens != nil && (a.Key == nil || *a.Key == "")
 }
 
+// codexCaptureKeyEnv holds the capturing proxy's key in Codex's
+// environment.
+const codexCaptureKeyEnv = "SVC_CAPTURE_KEY"
+
 // captureOverrides are the -c arguments that define the runner's provider
 // (the user's fields, base_url = proxy) and select it.
+//
+// The provider also sends the proxy's key (capture.KeyHeader) from the
+// environment variable codexCaptureKeyEnv, beside the user's own
+// env_http_headers: the key never appears on a command line.
 func (p codexProvider) captureOverrides(proxyURL string) ([]string, error) {
 	var out []string
+	fields := map[string]any{}
+	for k, v := range p.Fields {
+		fields[k] = v
+	}
+	hdrs := map[string]any{}
+	if h, ok := fields["env_http_headers"].(map[string]any); ok {
+		for k, v := range h {
+			hdrs[k] = v
+		}
+	}
+	hdrs[capture.KeyHeader] = codexCaptureKeyEnv
+	fields["env_http_headers"] = hdrs
+	p.Fields = fields
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range p.Fields {
 			if !yield(k) {

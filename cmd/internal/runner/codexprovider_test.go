@@ -173,6 +173,7 @@ func TestCaptureOverrides(t *testing.T) {
 			fields: map[string]any{"name": "Corp", "base_url": "https://corp/v1", "env_key": "K", "wire_api": "responses",
 				"requires_openai_auth": true, "query_params": map[string]any{"api-version": "1"}, "stream_max_retries": int64(3), "bogus": 1},
 			want: []string{
+				`-c`, `model_providers.svc_capture.env_http_headers={"X-Svc-Capture-Key" = "SVC_CAPTURE_KEY"}`,
 				`-c`, `model_providers.svc_capture.env_key="K"`,
 				`-c`, `model_providers.svc_capture.name="Corp"`,
 				`-c`, `model_providers.svc_capture.query_params={"api-version" = "1"}`,
@@ -182,10 +183,12 @@ func TestCaptureOverrides(t *testing.T) {
 				`-c`, `model_providers.svc_capture.base_url="http://127.0.0.1:5/v1"`,
 				`-c`, `model_provider="svc_capture"`,
 			}},
+		{name: "the proxy key joins the user's env headers", fields: map[string]any{"base_url": "https://x/v1", "env_http_headers": map[string]any{"X-Org": "CORP_ORG"}},
+			want: []string{`-c`, `model_providers.svc_capture.env_http_headers={"X-Org" = "CORP_ORG", "X-Svc-Capture-Key" = "SVC_CAPTURE_KEY"}`, `-c`, `model_providers.svc_capture.base_url="http://127.0.0.1:5/v1"`, `-c`, `model_provider="svc_capture"`}},
 		{name: "bearer token refused", fields: map[string]any{"base_url": "https://x/v1", "experimental_bearer_token": "sk"}, wantErr: "env_key instead"},
 		{name: "credential header refused", fields: map[string]any{"base_url": "https://x/v1", "http_headers": map[string]any{"Authorization": "Bearer sk"}}, wantErr: "env_http_headers instead"},
 		{name: "plain header kept", fields: map[string]any{"base_url": "https://x/v1", "http_headers": map[string]any{"X-Team": "a"}},
-			want: []string{`-c`, `model_providers.svc_capture.http_headers={"X-Team" = "a"}`, `-c`, `model_providers.svc_capture.base_url="http://127.0.0.1:5/v1"`, `-c`, `model_provider="svc_capture"`}},
+			want: []string{`-c`, `model_providers.svc_capture.env_http_headers={"X-Svc-Capture-Key" = "SVC_CAPTURE_KEY"}`, `-c`, `model_providers.svc_capture.http_headers={"X-Team" = "a"}`, `-c`, `model_providers.svc_capture.base_url="http://127.0.0.1:5/v1"`, `-c`, `model_provider="svc_capture"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
