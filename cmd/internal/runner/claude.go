@@ -447,7 +447,8 @@ func writePrivate(path string, data []byte) error {
 
 // Attach starts reading the agent's stdout.
 func (claude) Attach(stdin io.WriteCloser, stdout io.Reader, events chan<- Event, log io.Writer) Session {
-	s := &claudeSession{stdin: stdin, log: log, readDone: make(chan struct{})}
+	s := &claudeSession{stdin: stdin, log: log, readDone: make(chan struct{}),
+		out: lineWriter{w: stdin, name: "claude", timeout: claudeWriteTimeout}}
 	go func() {
 		defer close(s.readDone)
 		s.read(stdout, events)
@@ -462,8 +463,7 @@ type claudeSession struct {
 	logMu sync.Mutex
 	log   io.Writer
 
-	wmu    sync.Mutex // one write at a time
-	broken error      // set once a line was cut short: the input is unusable
+	out lineWriter // the agent's stdin, one turn line at a time
 
 	mu        sync.Mutex
 	delivered int // turns written whole
@@ -498,43 +498,8 @@ func (s *claudeSession) Deliver(ctx context.Context, t Turn) error {
 	}
 	line = append(line, '\n')
 
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.broken != nil {
-		return s.broken
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.out.writeLine(ctx, line, "delivering a turn"); err != nil {
 		return err
-	}
-	type deadliner interface{ SetWriteDeadline(time.Time) error }
-	if d, ok := s.stdin.(deadliner); ok {
-		dl := time.Now().Add(claudeWriteTimeout)
-		if cd, ok := ctx.Deadline(); ok && cd.Before(dl) {
-			dl = cd
-		}
-		if d.SetWriteDeadline(dl) == nil {
-			fired := make(chan struct{})
-			stop := context.AfterFunc(ctx, func() {
-				defer close(fired)
-				_ = d.SetWriteDeadline(time.Now())
-			})
-			defer func() {
-				// A cancel that fired must be over before the deadline
-				// is cleared, or it could cut the next turn's write.
-				if !stop() {
-					<-fired
-				}
-				_ = d.SetWriteDeadline(time.Time{})
-			}()
-		}
-	}
-	n, err := s.stdin.Write(line)
-	if err != nil {
-		if n > 0 {
-			s.broken = fmt.Errorf("claude: the agent's input is cut mid-line (%d of %d bytes): %w", n, len(line), err)
-			return s.broken
-		}
-		return fmt.Errorf("claude: delivering a turn: %w", err)
 	}
 	s.mu.Lock()
 	s.delivered++

@@ -356,6 +356,7 @@ func (*codex) ParseHook(json.RawMessage) []Event { return nil }
 func (c *codex) Attach(stdin io.WriteCloser, stdout io.Reader, events chan<- Event, log io.Writer) Session {
 	s := &codexSession{
 		stdin: stdin, log: log, events: events,
+		out:      lineWriter{w: stdin, name: "codex", timeout: codexCallTimeout},
 		pending:  map[int64]chan codexResponse{},
 		inflight: map[string]Event{},
 		ready:    make(chan struct{}),
@@ -385,8 +386,7 @@ type codexSession struct {
 	logMu sync.Mutex
 	log   io.Writer
 
-	wmu    sync.Mutex // one line at a time
-	broken error
+	out lineWriter // the agent's stdin, one line at a time
 
 	mu       sync.Mutex
 	nextID   int64
@@ -435,43 +435,7 @@ func (s *codexSession) write(ctx context.Context, v any) error {
 		return err
 	}
 	line = append(line, '\n')
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.broken != nil {
-		return s.broken
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	type deadliner interface{ SetWriteDeadline(time.Time) error }
-	if d, ok := s.stdin.(deadliner); ok {
-		dl := time.Now().Add(codexCallTimeout)
-		if cd, ok := ctx.Deadline(); ok && cd.Before(dl) {
-			dl = cd
-		}
-		if d.SetWriteDeadline(dl) == nil {
-			fired := make(chan struct{})
-			stop := context.AfterFunc(ctx, func() {
-				defer close(fired)
-				_ = d.SetWriteDeadline(time.Now())
-			})
-			defer func() {
-				if !stop() {
-					<-fired
-				}
-				_ = d.SetWriteDeadline(time.Time{})
-			}()
-		}
-	}
-	n, err := s.stdin.Write(line)
-	if err != nil {
-		if n > 0 {
-			s.broken = fmt.Errorf("codex: the agent's input is cut mid-line (%d of %d bytes): %w", n, len(line), err)
-			return s.broken
-		}
-		return fmt.Errorf("codex: writing to the agent: %w", err)
-	}
-	return nil
+	return s.out.writeLine(ctx, line, "writing to the agent")
 }
 
 // call sends a request and waits for its response.
