@@ -84,7 +84,9 @@ func newTelemetry(w *activityWriter, flushAfter time.Duration, now func() time.T
 	return &telemetry{
 		corr:   otlp.NewCorrelator(otlp.Options{FlushAfter: flushAfter, Now: now}),
 		writer: w, log: log, now: now,
-		every:    min(max(flushAfter/12, 100*time.Millisecond), 10*time.Second),
+		// The flush runs often enough that an accounting record waiting
+		// for its body (otlp.DefaultOrphanWait) is stored soon after.
+		every:    min(max(flushAfter/12, 100*time.Millisecond), time.Second),
 		members:  map[string]*memberTelemetry{},
 		slots:    make(chan struct{}, ingestSlots()),
 		slotWait: 30 * time.Second,
@@ -227,6 +229,9 @@ func (t *telemetry) run(ctx context.Context) {
 // their members, in one commit. When the commit fails the records go back,
 // to be flushed next time.
 func (t *telemetry) flush(ctx context.Context) {
+	if !t.corr.AnyDue(t.now()) {
+		return // the usual case: exports go on undisturbed
+	}
 	t.gate.Lock()
 	defer t.gate.Unlock()
 	due := t.corr.Due(t.now())

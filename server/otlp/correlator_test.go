@@ -369,6 +369,61 @@ func TestCorrelatorExchanges(t *testing.T) {
 				{clock: 120, due: true, wantFlushed: true, want: evs(ex(0, false, true, reqParts("later")))},
 			},
 		},
+		{
+			name: "accounting and response before their body (two exports in flight) wait for it",
+			steps: []step{
+				{ingest: []Record{body(1, "hello", 0), acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)}, want: evs(full)},
+				{clock: 3, ingest: []Record{acct("req_2", 4, "event.sequence", "7"), resp("req_2", 5)}, pending: 1},
+				{clock: 3, ingest: []Record{body(6, "second", 3)}, want: evs(ex(4, false, false, acctParts("req_2"), reqParts("second"), respParts))},
+			},
+		},
+		{
+			name: "accounting before its body, then the response",
+			steps: []step{
+				{ingest: []Record{body(1, "hello", 0)}, pending: 1},
+				{ingest: []Record{acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)}, want: evs(full)},
+				{clock: 3, ingest: []Record{acct("req_2", 4, "event.sequence", "7")}, pending: 1},
+				{clock: 3, restore: true, pending: 1},
+				{clock: 4, ingest: []Record{body(6, "second", 3)}, pending: 1},
+				{clock: 4, restore: true, pending: 1},
+				{clock: 5, ingest: []Record{resp("req_2", 5)}, want: evs(ex(4, false, false, acctParts("req_2"), reqParts("second"), respParts))},
+			},
+		},
+		{
+			name: "a session that sends no bodies is never kept waiting",
+			steps: []step{
+				{ingest: []Record{acct("req_1", 1, "event.sequence", "2")}, want: evs(ex(1, false, false, acctParts("req_1")))},
+				{ingest: []Record{body(1, "other session", 0, "session.id", "s2")}, pending: 1},
+				{ingest: []Record{acct("req_2", 2, "event.sequence", "3")}, want: evs(ex(2, false, false, acctParts("req_2"))), pending: 1},
+			},
+		},
+		{
+			name: "an accounting record without event.sequence is not kept waiting",
+			steps: []step{
+				{ingest: []Record{body(1, "hello", 0), acct("req_1", 1), resp("req_1", 2)}, want: evs(full)},
+				{ingest: []Record{acct("req_2", 3)}, want: evs(ex(3, false, false, acctParts("req_2")))},
+			},
+		},
+		{
+			name: "a body that never comes: stored without request after OrphanWait",
+			opts: Options{OrphanWait: 5 * time.Second},
+			steps: []step{
+				{ingest: []Record{body(1, "hello", 0), acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)}, want: evs(full)},
+				{clock: 10, ingest: []Record{acct("req_2", 10, "event.sequence", "7"), resp("req_2", 10)}, pending: 1},
+				{clock: 14, due: true, pending: 1},
+				{clock: 15, due: true, wantFlushed: true, want: evs(ex(10, false, false, acctParts("req_2"), respParts))},
+				{clock: 16, ingest: []Record{body(6, "late", 16)}, pending: 1},
+			},
+		},
+		{
+			name: "a later request's body does not complete an earlier accounting record",
+			steps: []step{
+				{ingest: []Record{body(1, "hello", 0), acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)}, want: evs(full)},
+				{clock: 3, ingest: []Record{acct("req_2", 4, "event.sequence", "7"), resp("req_2", 5)}, pending: 1},
+				{clock: 3, ingest: []Record{body(9, "third", 6)}, pending: 2},
+				{clock: 3, ingest: []Record{body(6, "second", 3)}, want: evs(ex(4, false, false, acctParts("req_2"), reqParts("second"), respParts)), pending: 1},
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { runSteps(t, tc.opts, tc.steps) })
@@ -672,4 +727,28 @@ func TestCorrelatorConcurrent(t *testing.T) {
 	for _, m := range c.Members() {
 		require.LessOrEqual(t, c.pending(m), 8)
 	}
+}
+
+func TestCorrelatorAnyDue(t *testing.T) {
+	clock := at(0)
+	c := NewCorrelator(Options{FlushAfter: 120 * time.Second, OrphanWait: 5 * time.Second, Now: func() time.Time { return clock }})
+	require.False(t, c.AnyDue(at(1000)), "no state")
+	c.Ingest("alice", []Record{body(1, "hello", 0), acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)})
+	require.False(t, c.AnyDue(at(1000)), "all paired")
+
+	c.Ingest("alice", []Record{body(3, "queued", 0, "model", "claude-opus-4-1")})
+	clock = at(10)
+	c.Ingest("bob", []Record{body(1, "hello", 0)})
+	c.Ingest("alice", []Record{acct("req_2", 10, "event.sequence", "9")})
+	for _, tc := range []struct {
+		sec  int
+		want bool
+	}{{0, false}, {14, false}, {15, true}, {119, true}} {
+		require.Equal(t, tc.want, c.AnyDue(at(tc.sec)), "at %d s", tc.sec)
+	}
+	require.Equal(t, 2, c.pending("alice"), "AnyDue changes nothing")
+	out := c.Due(at(15))
+	require.Len(t, out["alice"], 1, "the orphan only")
+	require.False(t, c.AnyDue(at(119)))
+	require.True(t, c.AnyDue(at(120)), "the queued body")
 }
