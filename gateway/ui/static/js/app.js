@@ -18,14 +18,24 @@ const NAV = [
   {path: '/ui/admin', label: 'Admin', page: notYetPage('Admin', 'notification endpoints and receipts, tool sources and secrets')},
 ];
 
+// safeNext is where to go after signing in: the ?next= path when, once
+// the browser has resolved it (dot segments, percent-escapes), it is still
+// a page of ours; else Chat.
+function safeNext(next) {
+  if (!next) return '/ui/chat';
+  let u;
+  try { u = new URL(next, location.origin); } catch { return '/ui/chat'; }
+  if (u.origin !== location.origin || !u.pathname.startsWith('/ui/') || u.pathname.startsWith('/ui/signin')) return '/ui/chat';
+  return u.pathname + u.search;
+}
+
 // app is what pages get: the session and a few actions.
 const app = {
   session: null,
   async signedIn(session) {
     app.session = session;
     startLive(session.member);
-    const next = new URL(location.href).searchParams.get('next');
-    navigate(next && next.startsWith('/ui/') && !next.startsWith('//') ? next : '/ui/chat', {replace: true});
+    navigate(safeNext(new URL(location.href).searchParams.get('next')), {replace: true});
   },
   async signOut() {
     try { await api('POST', '/session/logout'); } catch { /* the cookie is gone either way below */ }

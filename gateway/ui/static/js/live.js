@@ -2,6 +2,7 @@
 // pages listen with onMessage and see each message once, live or replayed
 // after a drop.
 import {ResumableStream} from './sse.js';
+import {api} from './api.js';
 
 let stream = null;
 const listeners = new Set();
@@ -13,6 +14,9 @@ export function startLive(member) {
     event: 'message',
     onItem: (msg) => { for (const fn of listeners) fn(msg); },
     onState: (s) => { for (const fn of stateListeners) fn(s); },
+    // A stream refused for an ended session would retry forever: asking
+    // for the session answers 401 then, and the app signs out (api.js).
+    onDrop: () => { api('GET', '/session').catch(() => {}); },
   });
   stream.start();
 }

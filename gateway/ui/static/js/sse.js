@@ -17,8 +17,11 @@ const MAX_DATA = 4 << 20; // a frame larger than this is not a message of ours
 
 export class ResumableStream {
   // url: the stream's URL without lastEventId; event: the item event name;
-  // onItem(obj, id) per new item; onState('connecting'|'live'|'reconnecting').
-  constructor(url, {event = 'message', onItem, onState = () => {}, minDelay = 250, maxDelay = 8000} = {}) {
+  // onItem(obj, id) per new item; onState('connecting'|'live'|'reconnecting');
+  // onDrop() on every failed or dropped connection (EventSource hides the
+  // status: the page checks whether its session still stands).
+  constructor(url, {event = 'message', onItem, onState = () => {}, onDrop = () => {}, minDelay = 250, maxDelay = 8000} = {}) {
+    this.onDrop = onDrop;
     this.url = url;
     this.event = event;
     this.onItem = onItem;
@@ -94,6 +97,7 @@ export class ResumableStream {
       this.es = null;
       if (this.stopped) return;
       this.setState('reconnecting');
+      this.onDrop();
       const wait = this.delay;
       this.delay = Math.min(this.delay * 2, this.maxDelay);
       this.timer = setTimeout(() => { if (!this.stopped) this.connect('reconnecting'); }, wait);

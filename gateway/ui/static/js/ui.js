@@ -1,0 +1,109 @@
+// Widgets every page shares: a status line, labelled fields, forms that
+// call the API and show its error, a confirm dialog, tables and times.
+// Everything is built with h(), so data is always text.
+import {h, replace} from './h.js';
+import {errorText} from './api.js';
+
+let ids = 0;
+
+// uid returns a fresh element id with prefix.
+export function uid(prefix) { ids += 1; return `${prefix}-${ids}`; }
+
+// status is a line that shows progress, success or an error:
+// s.busy('Saving…'), s.ok('Saved'), s.error(err), s.clear().
+export function status() {
+  const node = h('p', {class: 'msg', role: 'status', 'aria-live': 'polite'});
+  const set = (cls, text) => { node.className = cls; replace(node, text); };
+  return {
+    node,
+    busy: (text) => set('msg', text),
+    ok: (text) => set('msg ok', text),
+    error: (err) => { set('msg error', typeof err === 'string' ? err : errorText(err)); node.setAttribute('role', 'alert'); },
+    clear: () => set('msg', ''),
+  };
+}
+
+// field is a labelled control: field('Name', h('input', {...}), 'hint').
+// The control gets an id when it has none.
+export function field(label, control, hint) {
+  if (!control.id) control.id = uid('f');
+  const hintNode = hint ? h('span', {class: 'hint', id: control.id + '-hint'}, hint) : null;
+  if (hintNode) control.setAttribute('aria-describedby', hintNode.id);
+  return h('div', {class: 'field'}, h('label', {for: control.id}, label), control, hintNode);
+}
+
+// form builds a form whose submit runs action(form) with the submit button
+// disabled and its status line showing the outcome: action returns the
+// success text (or nothing), or throws an ApiError that is shown.
+export function form({label, submit = 'Save', action, busy = 'Working…', cls = 'card'}, ...children) {
+  const st = status();
+  const button = h('button', {type: 'submit'}, submit);
+  const f = h('form', {class: cls, novalidate: true, 'aria-label': label || null, onsubmit: async (e) => {
+    e.preventDefault();
+    if (button.disabled) return;
+    button.disabled = true;
+    st.busy(busy);
+    try {
+      const done = await action(f);
+      if (done) st.ok(done); else st.clear();
+    } catch (err) {
+      st.error(err);
+    } finally {
+      button.disabled = false;
+    }
+  }}, children, button, st.node);
+  return f;
+}
+
+// confirmDialog asks a yes/no question in a modal <dialog> and resolves
+// true when confirmed. Escape and Cancel resolve false.
+export function confirmDialog(question, {yes = 'Confirm', danger = false} = {}) {
+  return new Promise((resolve) => {
+    const dlg = h('dialog', {class: 'confirm', 'aria-label': question});
+    const done = (v) => { dlg.close(); dlg.remove(); resolve(v); };
+    dlg.addEventListener('cancel', (e) => { e.preventDefault(); done(false); });
+    dlg.append(
+      h('p', {}, question),
+      h('div', {class: 'actions'},
+        h('button', {type: 'button', class: 'quiet', onclick: () => done(false)}, 'Cancel'),
+        h('button', {type: 'button', class: danger ? 'danger' : null, onclick: () => done(true)}, yes)));
+    document.body.append(dlg);
+    dlg.showModal();
+    dlg.querySelector('button.quiet').focus();
+  });
+}
+
+// table renders rows as a table: cols is [{label, cell: (row) => node|text}].
+export function table(cols, rows, {caption, empty = 'Nothing yet.'} = {}) {
+  if (!rows.length) return h('p', {class: 'empty'}, empty);
+  return h('div', {class: 'table-wrap'}, h('table', {},
+    caption ? h('caption', {}, caption) : null,
+    h('thead', {}, h('tr', {}, cols.map((c) => h('th', {scope: 'col'}, c.label)))),
+    h('tbody', {}, rows.map((r) => h('tr', {}, cols.map((c) => h('td', {'data-label': c.label}, c.cell(r))))))));
+}
+
+// ago renders an epoch-ms time as "5 min ago", with the full time as its
+// title.
+export function ago(ms) {
+  const t = Number(ms);
+  if (!Number.isFinite(t) || t <= 0) return h('span', {}, '—');
+  const s = Math.round((Date.now() - t) / 1000);
+  let text;
+  if (s < 45) text = 'just now';
+  else if (s < 3600) text = `${Math.round(s / 60)} min ago`;
+  else if (s < 86400) text = `${Math.round(s / 3600)} h ago`;
+  else text = `${Math.round(s / 86400)} d ago`;
+  return h('time', {datetime: new Date(t).toISOString(), title: new Date(t).toLocaleString()}, text);
+}
+
+// bytes renders a size for people.
+export function bytes(n) {
+  const v = Number(n);
+  if (!Number.isFinite(v) || v < 0) return '—';
+  if (v < 1024) return `${v} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let x = v / 1024;
+  let i = 0;
+  while (x >= 1024 && i < units.length - 1) { x /= 1024; i += 1; }
+  return `${x < 10 ? x.toFixed(1) : Math.round(x)} ${units[i]}`;
+}
