@@ -48,7 +48,16 @@ type telemetry struct {
 	// slotWait bounds how long an export waits for a slot before it is
 	// told to come back (503 with Retry-After, which exporters honour).
 	slotWait time.Duration
+	// earlyWait bounds how long an export that overtook an earlier one of
+	// its member's (otlp.Correlator.Early) waits for it.
+	earlyWait time.Duration
+	// onHold, when set (tests), is called as an export starts waiting.
+	onHold func()
 }
+
+// defaultEarlyWait is how long an export waits for the one it overtook:
+// two exports in flight at once arrive milliseconds apart.
+const defaultEarlyWait = 250 * time.Millisecond
 
 // ingestSlots is how many exports are taken at once: half the cores, at
 // least one, so chat always has cores of its own.
@@ -75,6 +84,9 @@ type memberTelemetry struct {
 	// committed is the state stored last: what the correlator goes back to
 	// when a commit fails, so the exporter's retry finds it as it was.
 	committed []byte
+	// changed is closed (and replaced) when an export of the member's
+	// commits; guarded by telemetry.mu.
+	changed chan struct{}
 }
 
 func newTelemetry(w *activityWriter, flushAfter time.Duration, now func() time.Time, log *slog.Logger) *telemetry {
@@ -84,12 +96,11 @@ func newTelemetry(w *activityWriter, flushAfter time.Duration, now func() time.T
 	return &telemetry{
 		corr:   otlp.NewCorrelator(otlp.Options{FlushAfter: flushAfter, Now: now}),
 		writer: w, log: log, now: now,
-		// The flush runs often enough that an accounting record waiting
-		// for its body (otlp.DefaultOrphanWait) is stored soon after.
-		every:    min(max(flushAfter/12, 100*time.Millisecond), time.Second),
-		members:  map[string]*memberTelemetry{},
-		slots:    make(chan struct{}, ingestSlots()),
-		slotWait: 30 * time.Second,
+		every:     min(max(flushAfter/12, 100*time.Millisecond), 10*time.Second),
+		members:   map[string]*memberTelemetry{},
+		slots:     make(chan struct{}, ingestSlots()),
+		slotWait:  30 * time.Second,
+		earlyWait: defaultEarlyWait,
 	}
 }
 
@@ -98,10 +109,52 @@ func (t *telemetry) member(name string) *memberTelemetry {
 	defer t.mu.Unlock()
 	m := t.members[name]
 	if m == nil {
-		m = &memberTelemetry{}
+		m = &memberTelemetry{changed: make(chan struct{})}
 		t.members[name] = m
 	}
 	return m
+}
+
+// changed returns a channel closed when the next export of member's
+// commits.
+func (t *telemetry) changed(member string) <-chan struct{} {
+	m := t.member(member)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return m.changed
+}
+
+// committed wakes those waiting for an export of m's to commit.
+func (t *telemetry) committed(m *memberTelemetry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// awaitEarlier holds back an export of member's that overtook an earlier
+// one (otlp.Correlator.Early) until that one commits or earlyWait passes;
+// then the export goes on as it is, so a body that never comes costs
+// earlyWait once.
+func (t *telemetry) awaitEarlier(ctx context.Context, member string, recs []otlp.Record) {
+	timer := time.NewTimer(t.earlyWait)
+	defer timer.Stop()
+	if t.onHold != nil {
+		t.onHold()
+	}
+	for {
+		ch := t.changed(member)
+		if !t.corr.Early(member, recs) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // load restores the stored correlation states. A state that does not read
@@ -163,6 +216,7 @@ func (t *telemetry) commit(ctx context.Context, p *prepared) (int64, error) {
 		}
 	}
 	p.m.committed = p.state
+	t.committed(p.m)
 	return p.rejected, nil
 }
 
@@ -229,9 +283,6 @@ func (t *telemetry) run(ctx context.Context) {
 // their members, in one commit. When the commit fails the records go back,
 // to be flushed next time.
 func (t *telemetry) flush(ctx context.Context) {
-	if !t.corr.AnyDue(t.now()) {
-		return // the usual case: exports go on undisturbed
-	}
 	t.gate.Lock()
 	defer t.gate.Unlock()
 	due := t.corr.Due(t.now())
@@ -328,10 +379,21 @@ func (c *core) exportLogs(ctx context.Context, p *auth.Principal, decode func() 
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer func() { release() }()
 	recs, err := decode()
 	if err != nil {
 		return nil, err
+	}
+	if c.tel.corr.Early(p.Member, recs) {
+		// The export it overtook needs a slot to commit: give this one up
+		// while waiting.
+		release()
+		release = func() {}
+		c.tel.awaitEarlier(ctx, p.Member, recs)
+		if release, err = c.tel.slot(ctx); err != nil {
+			release = func() {}
+			return nil, err
+		}
 	}
 	rejected, err := c.tel.export(ctx, p.Member, recs)
 	if err != nil {

@@ -220,3 +220,57 @@ func TestTelemetryIngestSlots(t *testing.T) {
 	require.Len(t, exchanges(t, act, "ann"), 1)
 	require.Len(t, tel.slots, cap(tel.slots)-1, "the slot is given back after the commit")
 }
+
+// withSeq numbers lr in its session.
+func withSeq(lr *logspb.LogRecord, seq string) *logspb.LogRecord {
+	lr.Attributes = append(lr.Attributes, &commonpb.KeyValue{Key: "event.sequence", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: seq}}})
+	return lr
+}
+
+// TestTelemetryOvertakenExportIsWaitedFor: an exporter with two exports in
+// flight (Claude Code's gRPC exporter on shutdown) can deliver a request's
+// accounting and response before its body. The later export waits for the
+// earlier one, so the exchange keeps its body and its response; when the
+// body never comes it waits only briefly and is stored without it.
+func TestTelemetryOvertakenExportIsWaitedFor(t *testing.T) {
+	act := memActivity(t)
+	tel := startTelemetry(t, act, time.Hour, time.Now)
+	tel.earlyWait = time.Minute // the body below always comes
+	held := make(chan struct{}, 1)
+	tel.onHold = func() { held <- struct{}{} }
+	c := &core{tel: tel}
+	ann := &auth.Principal{Member: "ann", Via: auth.ViaBearer}
+	ctx := context.Background()
+	export := func(recs ...*logspb.LogRecord) error {
+		_, err := c.exportLogs(ctx, ann, func() ([]otlp.Record, error) { return records(recs...), nil })
+		return err
+	}
+
+	require.NoError(t, export(bodyRecord("1"), withSeq(accountingRecord("req_1"), "2"), withSeq(responseRecord("req_1"), "3")))
+	require.Len(t, exchanges(t, act, "ann"), 1)
+
+	later := make(chan error, 1)
+	go func() {
+		later <- export(withSeq(accountingRecord("req_2"), "5"), withSeq(responseRecord("req_2"), "6"))
+	}()
+	<-held
+	require.Len(t, exchanges(t, act, "ann"), 1, "the overtaking export waits")
+	require.NoError(t, export(bodyRecord("4")))
+	require.NoError(t, <-later)
+	ex := exchanges(t, act, "ann")
+	require.Len(t, ex, 2)
+	require.Equal(t, "req_2", ex[1]["requestId"])
+	require.NotNil(t, ex[1]["messages"], "the body that came second is in the exchange")
+	require.Equal(t, "msg_req_2", ex[1]["responseId"], "and so is the response")
+
+	// A body that never comes: the export waits earlyWait, then the
+	// accounting record is an exchange on its own, as without the wait.
+	tel.earlyWait = 20 * time.Millisecond
+	require.NoError(t, export(withSeq(accountingRecord("req_3"), "9")))
+	<-held
+	ex = exchanges(t, act, "ann")
+	require.Len(t, ex, 3)
+	require.Equal(t, "req_3", ex[2]["requestId"])
+	require.Nil(t, ex[2]["messages"])
+	require.Len(t, tel.slots, 0, "the slots are all given back")
+}

@@ -35,15 +35,14 @@ const (
 	// so of its persisted state): 256 records of the ~60 KB bodies Claude
 	// Code exports.
 	DefaultMaxBytes = 16 << 20
-	// DefaultOrphanWait is how long an accounting record whose body has not
-	// come yet waits for it. An exporter with two exports in flight (Claude
-	// Code's gRPC exporter on shutdown) can deliver a request's accounting
-	// and response before its body; they arrive milliseconds apart.
-	DefaultOrphanWait = 5 * time.Second
 	// bodyMemory is how long a session that sent a request body counts as
-	// one that sends them: only such a session's accounting waits for a
-	// body, so an agent that exports no bodies is never delayed.
+	// one that sends them (see Early).
 	bodyMemory = 10 * time.Minute
+	// maxSessions is how many sessions the correlator remembers before it
+	// forgets the quiet ones; maxGap is the widest numbering gap Early
+	// checks record by record.
+	maxSessions = 1024
+	maxGap      = 1024
 )
 
 // Event is one activity event: its kind, time and data as
@@ -73,10 +72,6 @@ type Options struct {
 	// MaxBytes bounds the bytes those records keep. Default
 	// DefaultMaxBytes.
 	MaxBytes int
-	// OrphanWait is how long an accounting record waits for a body that has
-	// not come yet, when its session sends bodies. Default
-	// DefaultOrphanWait, at most FlushAfter.
-	OrphanWait time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -87,13 +82,20 @@ type Correlator struct {
 	opts    Options
 	mu      sync.Mutex
 	members map[string]*memberState
-	// bodied is when each session (member and session.id) last sent a
-	// request body.
-	bodied map[sessionKey]time.Time
+	// sessions is what Early needs of each recent session (member and
+	// session.id).
+	sessions map[sessionKey]*sessionSeen
 }
 
 // sessionKey names one agent session of a member.
 type sessionKey struct{ member, session string }
+
+// sessionSeen is what the correlator took of one session's records.
+type sessionSeen struct {
+	bodyAt time.Time // the last request body
+	seen   time.Time // the last record
+	maxSeq int64     // the highest event.sequence
+}
 
 // NewCorrelator returns a correlator with no state.
 func NewCorrelator(o Options) *Correlator {
@@ -106,14 +108,10 @@ func NewCorrelator(o Options) *Correlator {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
-	if o.OrphanWait <= 0 {
-		o.OrphanWait = DefaultOrphanWait
-	}
-	o.OrphanWait = min(o.OrphanWait, o.FlushAfter)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Correlator{opts: o, members: map[string]*memberState{}, bodied: map[sessionKey]time.Time{}}
+	return &Correlator{opts: o, members: map[string]*memberState{}, sessions: map[sessionKey]*sessionSeen{}}
 }
 
 // Kinds of waiting records.
@@ -121,7 +119,6 @@ const (
 	itemBody    = "body"    // an api_request_body no accounting claimed yet
 	itemClaimed = "claimed" // body and accounting, waiting for the response
 	itemHeld    = "held"    // an api_response_body before its accounting
-	itemOrphan  = "orphan"  // accounting (and maybe response) before its body
 )
 
 // item is one waiting record of a member.
@@ -132,8 +129,7 @@ type item struct {
 	// Seen is when Ingest took the record (or, claimed, the accounting).
 	Seen time.Time `json:"seen"`
 	// BodySeen is, claimed, when Ingest took the body, kept (with Session
-	// and Seq) to queue the body again if its response names another. An
-	// orphan's Session and Seq are its accounting record's.
+	// and Seq) to queue the body again if its response names another.
 	BodySeen  *time.Time  `json:"bodySeen,omitempty"`
 	Model     string      `json:"model,omitempty"`
 	Session   string      `json:"session,omitempty"`
@@ -213,43 +209,6 @@ func (s *memberState) claimable(model, session string) int {
 	return best
 }
 
-// sawBody notes that session sent a request body at now. Sessions silent
-// for bodyMemory are forgotten once many are remembered.
-func (c *Correlator) sawBody(k sessionKey, now time.Time) {
-	if len(c.bodied) >= maxBodied {
-		for k, seen := range c.bodied {
-			if !seen.Add(bodyMemory).After(now) {
-				delete(c.bodied, k)
-			}
-		}
-	}
-	c.bodied[k] = now
-}
-
-// maxBodied is how many sessions the correlator remembers before it
-// forgets the silent ones.
-const maxBodied = 1024
-
-// orphanFor returns the index of the orphaned accounting record a body of
-// model, session and seq belongs to, or -1: the one with the lowest
-// event.sequence among those recorded after the body (a body comes before
-// its accounting record in a session's numbering).
-func (s *memberState) orphanFor(model, session string, seq *int64) int {
-	best := -1
-	for i, it := range s.items {
-		if it.Kind != itemOrphan || it.Model != model || (session != "" && it.Session != "" && it.Session != session) {
-			continue
-		}
-		if seq != nil && it.Seq != nil && *seq >= *it.Seq {
-			continue
-		}
-		if best < 0 || seqBefore(it, s.items[best]) {
-			best = i
-		}
-	}
-	return best
-}
-
 func seqBefore(a, b *item) bool {
 	switch {
 	case a.Seq != nil && b.Seq != nil && *a.Seq != *b.Seq:
@@ -290,6 +249,7 @@ func (c *Correlator) Ingest(member string, recs []Record) (events []Event, rejec
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.note(member, recs, now)
 	st := c.members[member]
 	if st == nil {
 		st = &memberState{}
@@ -300,11 +260,9 @@ func (c *Correlator) Ingest(member string, recs []Record) (events []Event, rejec
 		switch p.stage {
 		case stageBody:
 			p.body.Seen = now
-			c.sawBody(sessionKey{member, p.body.Session}, now)
-			events = st.body(events, p.body)
+			st.add(p.body)
 		case stageAccounting:
-			wait := p.seq != nil && c.bodied[sessionKey{member, p.session}].Add(bodyMemory).After(now)
-			events = st.account(events, p.acct, p.session, p.seq, wait, now)
+			events = st.account(events, p.acct, p.session, now)
 		case stageResponse:
 			events = st.respond(events, p.requestID, p.resp, now)
 		}
@@ -315,6 +273,118 @@ func (c *Correlator) Ingest(member string, recs []Record) (events []Event, rejec
 	}
 	sort.SliceStable(events, func(a, b int) bool { return events[a].TS.Before(events[b].TS) })
 	return events, rejected
+}
+
+// note records what Early needs of recs: each session's highest
+// event.sequence and when it last sent a request body.
+func (c *Correlator) note(member string, recs []Record, now time.Time) {
+	for _, r := range recs {
+		seq := parseInt(r.Attrs["event.sequence"])
+		body := r.Name == "api_request_body"
+		if r.Agent == Codex || (seq == nil && !body) {
+			continue
+		}
+		k := sessionKey{member, r.Attrs["session.id"]}
+		s := c.sessions[k]
+		if s == nil {
+			c.forgetQuiet(now)
+			s = &sessionSeen{maxSeq: -1}
+			c.sessions[k] = s
+		}
+		s.seen = now
+		if seq != nil {
+			s.maxSeq = max(s.maxSeq, *seq)
+		}
+		if body {
+			s.bodyAt = now
+		}
+	}
+}
+
+// forgetQuiet makes room for a session: past maxSessions it forgets those
+// quiet for bodyMemory, and if all are recent, all of them (Early then
+// lets exports through unheld until it has learnt them again).
+func (c *Correlator) forgetQuiet(now time.Time) {
+	if len(c.sessions) < maxSessions {
+		return
+	}
+	for k, s := range c.sessions {
+		if !s.seen.Add(bodyMemory).After(now) {
+			delete(c.sessions, k)
+		}
+	}
+	if len(c.sessions) >= maxSessions {
+		clear(c.sessions)
+	}
+}
+
+// Early reports whether recs, an export of member's, hold an accounting
+// record that has overtaken the export carrying its request body: an
+// exporter with two exports in flight (Claude Code's gRPC exporter on
+// shutdown) can deliver a request's accounting and response before its
+// body, and the exchange would be stored without either. It holds when the
+// record's session sent bodies in the last 10 minutes, no body of its
+// model waits in state or in recs, and a record numbered between the
+// session's highest event.sequence taken and the record's own is in
+// neither: the missing body is on its way. The caller then holds the
+// export back briefly (see server/telemetry.go); Early changes nothing.
+func (c *Correlator) Early(member string, recs []Record) bool {
+	type acct struct {
+		session, model string
+		seq            int64
+	}
+	var accts []acct
+	inExport := map[string]map[int64]bool{} // session → sequence numbers
+	bodies := map[[2]string]bool{}          // session, model
+	for _, r := range recs {
+		if r.Agent == Codex {
+			continue
+		}
+		a := r.Attrs
+		session := a["session.id"]
+		seq := parseInt(a["event.sequence"])
+		if seq != nil {
+			if inExport[session] == nil {
+				inExport[session] = map[int64]bool{}
+			}
+			inExport[session][*seq] = true
+		}
+		switch r.Name {
+		case "api_request_body":
+			bodies[[2]string{session, a["model"]}] = true
+		case "api_request":
+			if seq != nil && a["model"] != "" && a["request_id"] != "" {
+				accts = append(accts, acct{session, a["model"], *seq})
+			}
+		}
+	}
+	if len(accts) == 0 {
+		return false
+	}
+	now := c.opts.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ac := range accts {
+		s := c.sessions[sessionKey{member, ac.session}]
+		if s == nil || !s.bodyAt.Add(bodyMemory).After(now) || bodies[[2]string{ac.session, ac.model}] {
+			continue
+		}
+		if st := c.members[member]; st != nil && st.claimable(ac.model, ac.session) >= 0 {
+			continue
+		}
+		if s.maxSeq >= ac.seq-1 {
+			continue
+		}
+		if ac.seq-s.maxSeq > maxGap {
+			return true
+		}
+		for q := s.maxSeq + 1; q < ac.seq; q++ {
+			if !inExport[ac.session][q] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Stages of a record that pairs, in the order Ingest takes them.
@@ -332,7 +402,6 @@ type prepared struct {
 	body      *item       // stageBody
 	acct      *accounting // stageAccounting
 	session   string      // stageAccounting
-	seq       *int64      // stageAccounting: its event.sequence, if any
 	requestID string      // stageResponse
 	resp      *response   // stageResponse
 }
@@ -381,7 +450,7 @@ func prepare(r Record, now time.Time) (prepared, bool) {
 		if acct.Model == "" {
 			return prepared{}, false
 		}
-		return prepared{stage: stageAccounting, acct: acct, session: a["session.id"], seq: parseInt(a["event.sequence"])}, true
+		return prepared{stage: stageAccounting, acct: acct, session: a["session.id"]}, true
 
 	case "api_response_body":
 		id := a["request_id"]
@@ -405,30 +474,9 @@ func prepare(r Record, now time.Time) (prepared, bool) {
 	return prepared{}, false
 }
 
-// body applies a request body: it completes or claims the orphaned
-// accounting record it belongs to, else it is queued.
-func (s *memberState) body(events []Event, body *item) []Event {
-	i := s.orphanFor(body.Model, body.Session, body.Seq)
-	if i < 0 {
-		s.add(body)
-		return events
-	}
-	o := s.remove(i)
-	if o.Resp != nil {
-		return append(events, exchange(body.Req, o.Acct, o.Resp, false))
-	}
-	s.add(&item{
-		Kind: itemClaimed, Seen: body.Seen, Model: o.Model, RequestID: o.RequestID, Req: body.Req, Acct: o.Acct,
-		BodySeen: &body.Seen, Session: body.Session, Seq: body.Seq,
-	})
-	return events
-}
-
 // account applies an accounting record: it claims a queued body of its
-// model and waits for its response, or completes at once. With wait (its
-// session sends bodies and the record is numbered), a record whose body
-// has not come waits OrphanWait for it.
-func (s *memberState) account(events []Event, acct *accounting, session string, seq *int64, wait bool, now time.Time) []Event {
+// model and waits for its response, or completes at once.
+func (s *memberState) account(events []Event, acct *accounting, session string, now time.Time) []Event {
 	var held *response
 	if acct.RequestID != "" {
 		if i := s.find(itemHeld, acct.RequestID); i >= 0 {
@@ -446,14 +494,6 @@ func (s *memberState) account(events []Event, acct *accounting, session string, 
 	var body *item
 	if i >= 0 {
 		body = s.remove(i)
-	}
-	if body == nil && wait && acct.RequestID != "" {
-		if i := s.find(itemOrphan, acct.RequestID); i >= 0 {
-			old := s.remove(i)
-			events = append(events, exchange(nil, old.Acct, old.Resp, false))
-		}
-		s.add(&item{Kind: itemOrphan, Seen: now, Model: acct.Model, RequestID: acct.RequestID, Acct: acct, Resp: held, Session: session, Seq: seq})
-		return events
 	}
 	if held != nil || body == nil || acct.RequestID == "" {
 		// Complete, or nothing to wait for: no body, or no id a response
@@ -491,14 +531,6 @@ func (s *memberState) respond(events []Event, requestID string, resp *response, 
 			}
 		}
 		return append(events, exchange(req, it.Acct, resp, false))
-	}
-	if i := s.find(itemOrphan, requestID); i >= 0 {
-		// The body completes it; a repeated response replaces the one kept.
-		it := s.items[i]
-		s.bytes -= it.size()
-		it.Resp = resp
-		s.bytes += it.size()
-		return events
 	}
 	if i := s.find(itemHeld, requestID); i >= 0 {
 		s.remove(i) // a repeated response replaces the one held
@@ -633,8 +665,6 @@ func flush(it *item) (Event, bool) {
 		return ev, true
 	case itemClaimed:
 		return exchange(it.Req, it.Acct, nil, false), true
-	case itemOrphan:
-		return exchange(nil, it.Acct, it.Resp, false), true
 	}
 	return Event{}, false
 }
@@ -652,9 +682,7 @@ func (c *Correlator) enforce(st *memberState, events []Event) []Event {
 
 // Due returns, per member, the events of records that waited FlushAfter or
 // longer at now (request-only exchanges for unclaimed bodies, exchanges
-// without response for claimed ones) and of accounting records that
-// waited OrphanWait for their body (exchanges without request), removing
-// them from state. Held
+// without response for claimed ones), removing them from state. Held
 // responses that waited as long are dropped. A member whose state changed
 // is in the map even when that gave no event (an empty slice), so the
 // caller knows to persist its new state.
@@ -662,12 +690,11 @@ func (c *Correlator) Due(now time.Time) map[string][]Event {
 	out := map[string][]Event{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-
 	for member, st := range c.members {
 		changed := false
 		events := []Event{}
 		for i := 0; i < len(st.items); {
-			if st.items[i].Seen.Add(c.wait(st.items[i])).After(now) {
+			if st.items[i].Seen.Add(c.opts.FlushAfter).After(now) {
 				i++
 				continue
 			}
@@ -686,29 +713,6 @@ func (c *Correlator) Due(now time.Time) map[string][]Event {
 		}
 	}
 	return out
-}
-
-// AnyDue reports whether Due at now would find a record to flush, without
-// changing anything: the flush checks it before it stops every export.
-func (c *Correlator) AnyDue(now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, st := range c.members {
-		for _, it := range st.items {
-			if !it.Seen.Add(c.wait(it)).After(now) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// wait is how long it waits before Due flushes it.
-func (c *Correlator) wait(it *item) time.Duration {
-	if it.Kind == itemOrphan {
-		return c.opts.OrphanWait
-	}
-	return c.opts.FlushAfter
 }
 
 // stateVersion is the version of the State encoding.
@@ -796,8 +800,6 @@ func validItem(it *item) bool {
 		return it.RequestID != "" && it.Req != nil && it.Acct != nil && it.Acct.Model != "" && it.BodySeen != nil
 	case itemHeld:
 		return it.RequestID != "" && it.Resp != nil
-	case itemOrphan:
-		return it.RequestID != "" && it.Acct != nil && it.Acct.Model != "" && it.Model == it.Acct.Model
 	}
 	return false
 }

@@ -369,61 +369,6 @@ func TestCorrelatorExchanges(t *testing.T) {
 				{clock: 120, due: true, wantFlushed: true, want: evs(ex(0, false, true, reqParts("later")))},
 			},
 		},
-		{
-			name: "accounting and response before their body (two exports in flight) wait for it",
-			steps: []step{
-				{ingest: []Record{body(1, "hello", 0), acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)}, want: evs(full)},
-				{clock: 3, ingest: []Record{acct("req_2", 4, "event.sequence", "7"), resp("req_2", 5)}, pending: 1},
-				{clock: 3, ingest: []Record{body(6, "second", 3)}, want: evs(ex(4, false, false, acctParts("req_2"), reqParts("second"), respParts))},
-			},
-		},
-		{
-			name: "accounting before its body, then the response",
-			steps: []step{
-				{ingest: []Record{body(1, "hello", 0)}, pending: 1},
-				{ingest: []Record{acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)}, want: evs(full)},
-				{clock: 3, ingest: []Record{acct("req_2", 4, "event.sequence", "7")}, pending: 1},
-				{clock: 3, restore: true, pending: 1},
-				{clock: 4, ingest: []Record{body(6, "second", 3)}, pending: 1},
-				{clock: 4, restore: true, pending: 1},
-				{clock: 5, ingest: []Record{resp("req_2", 5)}, want: evs(ex(4, false, false, acctParts("req_2"), reqParts("second"), respParts))},
-			},
-		},
-		{
-			name: "a session that sends no bodies is never kept waiting",
-			steps: []step{
-				{ingest: []Record{acct("req_1", 1, "event.sequence", "2")}, want: evs(ex(1, false, false, acctParts("req_1")))},
-				{ingest: []Record{body(1, "other session", 0, "session.id", "s2")}, pending: 1},
-				{ingest: []Record{acct("req_2", 2, "event.sequence", "3")}, want: evs(ex(2, false, false, acctParts("req_2"))), pending: 1},
-			},
-		},
-		{
-			name: "an accounting record without event.sequence is not kept waiting",
-			steps: []step{
-				{ingest: []Record{body(1, "hello", 0), acct("req_1", 1), resp("req_1", 2)}, want: evs(full)},
-				{ingest: []Record{acct("req_2", 3)}, want: evs(ex(3, false, false, acctParts("req_2")))},
-			},
-		},
-		{
-			name: "a body that never comes: stored without request after OrphanWait",
-			opts: Options{OrphanWait: 5 * time.Second},
-			steps: []step{
-				{ingest: []Record{body(1, "hello", 0), acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)}, want: evs(full)},
-				{clock: 10, ingest: []Record{acct("req_2", 10, "event.sequence", "7"), resp("req_2", 10)}, pending: 1},
-				{clock: 14, due: true, pending: 1},
-				{clock: 15, due: true, wantFlushed: true, want: evs(ex(10, false, false, acctParts("req_2"), respParts))},
-				{clock: 16, ingest: []Record{body(6, "late", 16)}, pending: 1},
-			},
-		},
-		{
-			name: "a later request's body does not complete an earlier accounting record",
-			steps: []step{
-				{ingest: []Record{body(1, "hello", 0), acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)}, want: evs(full)},
-				{clock: 3, ingest: []Record{acct("req_2", 4, "event.sequence", "7"), resp("req_2", 5)}, pending: 1},
-				{clock: 3, ingest: []Record{body(9, "third", 6)}, pending: 2},
-				{clock: 3, ingest: []Record{body(6, "second", 3)}, want: evs(ex(4, false, false, acctParts("req_2"), reqParts("second"), respParts)), pending: 1},
-			},
-		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { runSteps(t, tc.opts, tc.steps) })
@@ -729,26 +674,40 @@ func TestCorrelatorConcurrent(t *testing.T) {
 	}
 }
 
-func TestCorrelatorAnyDue(t *testing.T) {
-	clock := at(0)
-	c := NewCorrelator(Options{FlushAfter: 120 * time.Second, OrphanWait: 5 * time.Second, Now: func() time.Time { return clock }})
-	require.False(t, c.AnyDue(at(1000)), "no state")
-	c.Ingest("alice", []Record{body(1, "hello", 0), acct("req_1", 1, "event.sequence", "2"), resp("req_1", 2)})
-	require.False(t, c.AnyDue(at(1000)), "all paired")
-
-	c.Ingest("alice", []Record{body(3, "queued", 0, "model", "claude-opus-4-1")})
-	clock = at(10)
-	c.Ingest("bob", []Record{body(1, "hello", 0)})
-	c.Ingest("alice", []Record{acct("req_2", 10, "event.sequence", "9")})
-	for _, tc := range []struct {
-		sec  int
-		want bool
-	}{{0, false}, {14, false}, {15, true}, {119, true}} {
-		require.Equal(t, tc.want, c.AnyDue(at(tc.sec)), "at %d s", tc.sec)
+// TestCorrelatorEarly: an export whose accounting record overtook the
+// export carrying its body is recognised, and nothing else is.
+func TestCorrelatorEarly(t *testing.T) {
+	seq := func(n int) []string { return []string{"event.sequence", fmt.Sprint(n)} }
+	first := []Record{body(1, "hello", 0), acct("req_1", 1, seq(2)...), resp("req_1", 2, seq(3)...)}
+	tests := []struct {
+		name   string
+		before []Record // ingested first
+		recs   []Record
+		clock  int
+		want   bool
+	}{
+		{name: "body overtaken", before: first, recs: []Record{acct("req_2", 5, seq(5)...), resp("req_2", 6, seq(6)...)}, want: true},
+		{name: "next in line", before: first, recs: []Record{acct("req_2", 5, seq(4)...)}},
+		{name: "the gap is filled by the export itself", before: first,
+			recs: []Record{rec("tool_result", 4, append(seq(4), "tool_name", "Read")...), acct("req_2", 5, seq(5)...)}},
+		{name: "its body in the export", before: first, recs: []Record{body(4, "again", 4), acct("req_2", 5, seq(7)...)}},
+		{name: "its body already queued", before: append(first[:3:3], body(4, "queued", 4)), recs: []Record{acct("req_2", 5, seq(9)...)}},
+		{name: "a session that sends no bodies", before: []Record{acct("req_1", 1, seq(2)...)}, recs: []Record{acct("req_2", 5, seq(9)...)}},
+		{name: "another session", before: first, recs: []Record{acct("req_2", 5, append(seq(9), "session.id", "s2")...)}},
+		{name: "no event.sequence", before: first, recs: []Record{acct("req_2", 5)}},
+		{name: "no request id", before: first, recs: []Record{acct("req_2", 5, append(seq(9), "request_id", "<absent>")...)}},
+		{name: "bodies sent too long ago", before: first, clock: int(bodyMemory / time.Second), recs: []Record{acct("req_2", 5, seq(9)...)}},
+		{name: "a wide gap", before: first, recs: []Record{acct("req_2", 5, seq(1_000_000)...)}, want: true},
+		{name: "codex records", before: first, recs: []Record{codexRec("api_request", 5, append(seq(9), "model", model, "request_id", "r")...)}},
 	}
-	require.Equal(t, 2, c.pending("alice"), "AnyDue changes nothing")
-	out := c.Due(at(15))
-	require.Len(t, out["alice"], 1, "the orphan only")
-	require.False(t, c.AnyDue(at(119)))
-	require.True(t, c.AnyDue(at(120)), "the queued body")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := at(0)
+			c := NewCorrelator(Options{Now: func() time.Time { return clock }})
+			c.Ingest("alice", tc.before)
+			clock = at(tc.clock)
+			require.Equal(t, tc.want, c.Early("alice", tc.recs))
+			require.False(t, c.Early("bob", tc.recs), "another member's sessions are its own")
+		})
+	}
 }
