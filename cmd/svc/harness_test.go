@@ -59,8 +59,10 @@ const (
 	stopTimeout = 10 * time.Second
 	// runTimeout bounds a child expected to exit on its own.
 	runTimeout = 30 * time.Second
-	// callTimeout bounds one HTTP or gRPC call.
-	callTimeout = 10 * time.Second
+	// callTimeout bounds one HTTP or gRPC call: a hang, not a speed. The
+	// 16 MiB bodies take seconds under -race on a busy machine (a CI run
+	// beside Chromium tests timed out at 10 s).
+	callTimeout = 30 * time.Second
 )
 
 func TestMain(m *testing.M) {
