@@ -218,6 +218,28 @@ func TestWebUITeamAdminTokens(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#create-member form button[type=submit]")))
 	pg.WaitJS(t, "conflict shown", `(document.querySelector('#create-member .msg.error')?.textContent || '').includes('(conflict)')`, uiWait)
 
+	// Edit carol: role and instructions saved, as the broker now answers.
+	pg.Do(t, "edit carol",
+		chromedp.Click(chromedp.CSS(`li.member[data-member="carol"] button[data-action=edit]`)),
+		chromedp.WaitVisible(chromedp.ID("ed-instructions")),
+		chromedp.SetValue(chromedp.ID("ed-role-title"), "Docs reviewer"),
+		chromedp.SetValue(chromedp.ID("ed-instructions"), "Review the docs only."),
+		chromedp.Click(chromedp.CSS("form.edit-member button[type=submit]")))
+	pg.WaitJS(t, "saved", `document.querySelector('form.edit-member .msg.ok')?.textContent === 'Saved carol.' && `+memberRow("carol")+`?.querySelector('.role')?.textContent === 'Docs reviewer'`, uiWait)
+	carol := memberByName(t, d, admin, "carol")
+	require.Equal(t, "Review the docs only.", carol["instructions"])
+	require.ElementsMatch(t, operatorLeaves, strs(t, carol["permissions"]), "permissions kept")
+
+	// The last members.manage holder cannot lose it: the server refuses,
+	// the page shows its answer.
+	pg.Do(t, "edit the admin",
+		chromedp.Click(chromedp.CSS(`li.member[data-member=`+js(adminName)+`] button[data-action=edit]`)),
+		chromedp.WaitVisible(chromedp.ID("ed-permissions")),
+		chromedp.SetValue(chromedp.ID("ed-permissions"), "operator"),
+		chromedp.Click(chromedp.CSS("form.edit-member button[type=submit]")))
+	pg.WaitJS(t, "refusal shown", `(document.querySelector('form.edit-member .msg.error')?.textContent || '').includes('members.manage')`, uiWait)
+	require.Contains(t, strs(t, memberByName(t, d, admin, adminName)["permissions"]), "members.manage")
+
 	// Deleting carol works, and ends her token.
 	pg.Do(t, "delete carol", chromedp.Click(chromedp.CSS(`li.member[data-member="carol"] button[data-action=delete]`)))
 	confirmYes(t, pg)

@@ -15,7 +15,7 @@
 // shown as it answers.
 import {h, replace} from '../h.js';
 import {api} from '../api.js';
-import {status, form, confirmDialog, table, ago} from '../ui.js';
+import {status, form, field, confirmDialog, table, ago} from '../ui.js';
 import {memberFields, loadPresets, onceToken, tokensOf, roleTitle, textBlock} from './team-common.js';
 
 const POLL_MS = 2000;
@@ -47,6 +47,7 @@ export const teamPage = {
     const list = h('ul', {class: 'roster', id: 'roster', 'aria-label': 'Members'});
     const panel = h('section', {class: 'tokens-panel', id: 'tokens-panel', 'aria-labelledby': 'tokens-title', hidden: true});
     const createSlot = h('div', {class: 'create-slot'});
+    const rosterTitle = h('h2', {id: 'roster-title', tabindex: '-1'}, 'Members');
 
     // --- Roster -------------------------------------------------------
 
@@ -86,6 +87,9 @@ export const teamPage = {
       if (admin || mine) {
         actions.push(h('button', {type: 'button', class: 'quiet', 'data-action': 'tokens', 'aria-controls': 'tokens-panel',
           onclick: () => openTokens(name)}, mine ? 'My tokens' : 'Tokens'));
+      }
+      if (admin) {
+        actions.push(h('button', {type: 'button', class: 'quiet', 'data-action': 'edit', 'aria-controls': 'tokens-panel', onclick: () => openEdit(name)}, 'Edit'));
       }
       if (admin && !mine) {
         actions.push(h('button', {type: 'button', class: 'quiet danger-text', 'data-action': 'delete', onclick: () => removeMember(name)}, 'Delete'));
@@ -193,6 +197,7 @@ export const teamPage = {
         if (open === name) closeTokens();
         await loadRoster({force: true});
         st.ok(`Deleted ${name}.`);
+        rosterTitle.focus();
       } catch (err) {
         st.error(err);
       }
@@ -205,7 +210,43 @@ export const teamPage = {
       panel.hidden = true;
       replace(panel);
       const back = rows.get(was);
-      if (back) { const b = back.li.querySelector('[data-action=tokens]'); if (b) b.focus(); }
+      if (back) { const b = back.li.querySelector('[data-action=tokens], [data-action=edit]'); if (b) b.focus(); }
+    };
+
+    // openEdit shows the edit form of a member in the panel: role,
+    // instructions, permissions (presets and leaves, as POST /members
+    // takes them). The server's refusal (the last members.manage holder
+    // losing it) is shown as it answers.
+    const openEdit = (name) => {
+      if (once && panel.contains(once.node)) { once.drop(); once = null; }
+      const m = teammates.find((x) => x.name === name) || {};
+      const d = details.get(name) || {};
+      open = name;
+      panel.hidden = false;
+      const title = h('h2', {id: 'tokens-title', tabindex: '-1'}, `Edit ${name}`);
+      const rt = h('input', {id: 'ed-role-title', maxlength: '200', autocomplete: 'off', value: roleTitle(m)});
+      const rd = h('input', {id: 'ed-role-desc', maxlength: '1000', autocomplete: 'off', value: m.role && typeof m.role.description === 'string' ? m.role.description : ''});
+      const ins = h('textarea', {id: 'ed-instructions', rows: '4', maxlength: '16000'});
+      ins.value = typeof d.instructions === 'string' ? d.instructions : '';
+      const perms = h('input', {id: 'ed-permissions', autocomplete: 'off', spellcheck: 'false',
+        value: (Array.isArray(m.permissions) ? m.permissions.filter((x) => typeof x === 'string') : []).join(', ')});
+      const f = form({label: `Edit ${name}`, submit: 'Save changes', busy: 'Saving…', cls: 'card edit-member', action: async () => {
+        const body = {
+          role: {title: rt.value.trim(), description: rd.value.trim()},
+          instructions: ins.value,
+          permissions: perms.value.split(/[\s,]+/).filter(Boolean),
+        };
+        await api('PATCH', '/members/' + encodeURIComponent(name), {body});
+        await loadRoster({force: true});
+        return `Saved ${name}.`;
+      }},
+      field('Role title', rt), field('Role description', rd),
+      field('Instructions', ins, 'Private directive; only members.manage holders see it.'),
+      field('Permissions', perms, 'Preset names and leaves, separated by commas' + (Object.keys(presets).length ? ' (presets: ' + Object.keys(presets).sort().join(', ') + ')' : '') + '.'));
+      replace(panel,
+        h('div', {class: 'panel-head'}, title, h('button', {type: 'button', class: 'quiet', onclick: closeTokens}, 'Close')),
+        f);
+      title.focus();
     };
 
     const openTokens = async (name) => {
@@ -263,12 +304,12 @@ export const teamPage = {
     };
 
     main.append(h('section', {class: 'page team'},
-      h('h1', {}, 'Team'),
+      h('h1', {tabindex: '-1'}, 'Team'),
       st.node,
       admin ? createSlot : h('p', {class: 'hint', id: 'not-admin'}, 'Adding and removing members and managing their tokens needs the members.manage permission. You can manage your own tokens.'),
       admin ? h('p', {}, h('a', {href: '/ui/enroll', 'data-nav': ''}, 'Approve a device'), ' that runs ', h('code', {}, 'svc login'), '.') : null,
       panel,
-      h('h2', {id: 'roster-title'}, 'Members'),
+      rosterTitle,
       h('p', {class: 'hint'}, 'Presence and activity update live.'),
       list));
 
