@@ -6,12 +6,14 @@ import {startLive, stopLive, onLiveState, liveState} from './live.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
+import {teamPage} from './pages/team.js';
+import {enrollPage} from './pages/enroll.js';
 import {notYetPage, notFoundPage} from './pages/placeholder.js';
 
 // NAV is the main navigation, in order.
 const NAV = [
   {path: '/ui/chat', label: 'Chat', page: chatPage},
-  {path: '/ui/team', label: 'Team', page: notYetPage('Team', 'the roster with live presence, member admin, tokens and device enrollment approval')},
+  {path: '/ui/team', label: 'Team', page: teamPage},
   {path: '/ui/objectives', label: 'Objectives', page: notYetPage('Objectives', 'the board by status, objective detail with its audit log and thread')},
   {path: '/ui/files', label: 'Files', page: notYetPage('Files', 'browsing homes and shared files, upload, download, mkdir, move and delete')},
   {path: '/ui/activity', label: 'Activity', page: notYetPage('Activity', 'each member\'s activity timeline, objective traces and token usage')},
@@ -111,7 +113,7 @@ async function boot() {
   route('/ui/signin', signinPage);
   route('/ui/welcome', welcomePage);
   for (const n of NAV) route(n.path, n.page);
-  route('/ui/enroll', notYetPage('Device enrollment', 'approving a device that runs `svc login` (the code it shows goes here)'));
+  route('/ui/enroll', enrollPage);
   setFallback(notFoundPage);
   onRender(render);
   onUnauthenticated(() => { if (app.session) app.ended(); });
