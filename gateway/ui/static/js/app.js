@@ -6,6 +6,8 @@ import {startLive, stopLive, onLiveState, liveState} from './live.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
+import {activityPage} from './pages/activity.js';
+import {adminPage} from './pages/admin.js';
 import {notYetPage, notFoundPage} from './pages/placeholder.js';
 
 // NAV is the main navigation, in order.
@@ -14,8 +16,8 @@ const NAV = [
   {path: '/ui/team', label: 'Team', page: notYetPage('Team', 'the roster with live presence, member admin, tokens and device enrollment approval')},
   {path: '/ui/objectives', label: 'Objectives', page: notYetPage('Objectives', 'the board by status, objective detail with its audit log and thread')},
   {path: '/ui/files', label: 'Files', page: notYetPage('Files', 'browsing homes and shared files, upload, download, mkdir, move and delete')},
-  {path: '/ui/activity', label: 'Activity', page: notYetPage('Activity', 'each member\'s activity timeline, objective traces and token usage')},
-  {path: '/ui/admin', label: 'Admin', page: notYetPage('Admin', 'notification endpoints and receipts, tool sources and secrets')},
+  {path: '/ui/activity', label: 'Activity', page: activityPage},
+  {path: '/ui/admin', label: 'Admin', page: adminPage},
 ];
 
 // safeNext is where to go after signing in: the ?next= path when, once
