@@ -126,7 +126,7 @@ func TestWebUIActivity(t *testing.T) {
 	// exchange's tokens in one of them, and the table beside.
 	pg.WaitJS(t, "a bar per day", `document.querySelectorAll('svg.chart rect.bar').length === 7`, uiWait)
 	pg.WaitJS(t, "usage drawn", `[...document.querySelectorAll('svg.chart rect.bar')].some(r => Number(r.dataset.value) === 1590)`, uiWait)
-	require.Contains(t, browsertest.Eval[string](t, pg, "usage summary", `document.getElementById('usage-summary').textContent`), "1 exchanges")
+	require.Contains(t, browsertest.Eval[string](t, pg, "usage summary", `document.getElementById('usage-summary').textContent`), "1 exchange,")
 	uiSelect(t, pg, "usage-range", "24h")
 	pg.WaitJS(t, "a bar per hour", `document.querySelectorAll('svg.chart rect.bar').length === 24 &&
 		[...document.querySelectorAll('svg.chart rect.bar')].filter(r => Number(r.dataset.value) > 0).length === 1`, uiWait)
@@ -268,6 +268,11 @@ func TestWebUIAdmin(t *testing.T) {
 	}
 
 	pg.RequireNoCriticalA11y(t, "admin page")
+	pg.Do(t, "close the editors",
+		chromedp.Click(chromedp.CSS(`#adm-notif .adm-editor > button.quiet`)),
+		chromedp.Click(chromedp.CSS(`#adm-tools .adm-editor > button.quiet`)),
+		chromedp.Click(chromedp.CSS(`#adm-secrets .adm-editor > button.quiet`)))
+	pg.WaitJS(t, "editors closed", `!document.querySelector('.adm-editor form') && document.activeElement?.textContent === 'New secret'`, uiWait)
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pg.Do(t, "desktop", chromedp.EmulateViewport(1280, 900))
 		pg.SaveScreenshot(t, filepath.Join(dir, "admin.png"))

@@ -37,6 +37,7 @@ function obj(v) { return v && typeof v === 'object' && !Array.isArray(v) ? v : {
 function str(v) { return typeof v === 'string' ? v : ''; }
 function num(v) { const n = Number(v); return Number.isFinite(n) ? n : 0; }
 function fmtInt(v) { return Math.round(num(v)).toLocaleString(); }
+function exchanges(v) { return `${fmtInt(v)} exchange${Math.round(num(v)) === 1 ? '' : 's'}`; }
 function fmtCost(v) { const n = num(v); return '$' + (n && n < 0.01 ? n.toFixed(4) : n.toFixed(2)); }
 
 // text renders any value as bounded text: strings as they are, the rest
@@ -174,18 +175,20 @@ function inferenceNode(rec) {
 
 // usageChart draws buckets [{label, usage}] as bars of metric, in an SVG
 // made with DOM calls, labelled for assistive technology by its caption.
-function usageChart(buckets, metric, captionId) {
-  const W = 720, H = 220, top = 10, bottom = 36, left = 56, right = 8;
+function usageChart(buckets, metric, captionId, width) {
+  // Drawn at the box's own width, so one unit is one pixel and the labels
+  // keep their size on a phone.
+  const W = Math.max(280, Math.min(2000, Math.round(width) || 720)), H = 220, top = 10, bottom = 36, left = 56, right = 8;
   const val = (u) => (metric === 'cost' ? num(u.costUsd) : num(u.inputTokens) + num(u.outputTokens) + num(u.cacheReadTokens) + num(u.cacheCreationTokens));
   const max = Math.max(0, ...buckets.map((b) => val(b.usage)));
   const scale = max > 0 ? max : 1;
   const bw = (W - left - right) / Math.max(1, buckets.length);
   const fmt = (v) => (metric === 'cost' ? fmtCost(v) : fmtInt(v));
-  const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-labelledby': captionId, preserveAspectRatio: 'none'});
+  const svg = s('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'chart', role: 'img', 'aria-labelledby': captionId});
   svg.append(s('line', {x1: left, y1: H - bottom, x2: W - right, y2: H - bottom, class: 'axis'}));
   svg.append(s('text', {x: left - 6, y: top + 10, class: 'tick', 'text-anchor': 'end'}, fmt(max)));
   svg.append(s('text', {x: left - 6, y: H - bottom, class: 'tick', 'text-anchor': 'end'}, '0'));
-  const every = Math.ceil(buckets.length / 8);
+  const every = Math.ceil(buckets.length / Math.max(2, Math.floor((W - left) / 72)));
   buckets.forEach((b, i) => {
     const v = val(b.usage);
     const hgt = v > 0 ? Math.max(2, (v / scale) * (H - top - bottom)) : 0;
@@ -313,11 +316,15 @@ export const activityPage = {
     const usageTable = h('div', {class: 'usage-table'});
     const usageSum = h('p', {class: 'facts', id: 'usage-summary'});
     let buckets = [];
+    let drawnWidth = 0;
+    const onResize = () => { if (buckets.length && Math.abs(chartBox.clientWidth - drawnWidth) > 24) drawUsage(); };
+    window.addEventListener('resize', onResize);
     const drawUsage = () => {
       const cap = 'usage-caption';
       replace(chartBox,
         h('p', {id: cap, class: 'sr-only'}, `${metricSel.value === 'cost' ? 'Cost' : 'Tokens'} of ${member} per ${RANGES[rangeSel.value].ms === 3600e3 ? 'hour' : 'day'}, ${RANGES[rangeSel.value].label.toLowerCase()}; the table below has the figures.`),
-        usageChart(buckets, metricSel.value, cap));
+        usageChart(buckets, metricSel.value, cap, chartBox.clientWidth));
+      drawnWidth = chartBox.clientWidth;
       replace(usageTable, h('details', {}, h('summary', {}, 'Usage as a table'), table([
         {label: 'Period', cell: (b) => b.label},
         {label: 'Input', cell: (b) => fmtInt(b.usage.inputTokens)},
@@ -329,7 +336,7 @@ export const activityPage = {
       ], buckets, {caption: 'Usage of ' + member + ' by period'})));
       const tot = {inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0, costUsd: 0, exchanges: 0};
       for (const b of buckets) for (const k of Object.keys(tot)) tot[k] += num(b.usage[k]);
-      replace(usageSum, `In all: ${fmtInt(tot.exchanges)} exchanges, ${usageText(tot)}, ${fmtCost(tot.costUsd)}.`);
+      replace(usageSum, `In all: ${exchanges(tot.exchanges)}, ${usageText(tot)}, ${fmtCost(tot.costUsd)}.`);
     };
     const loadUsage = async () => {
       const r = RANGES[rangeSel.value] || RANGES['7d'];
@@ -368,7 +375,7 @@ export const activityPage = {
         const label = objSel.selectedOptions[0] ? objSel.selectedOptions[0].textContent : id;
         replace(traceBox,
           h('h3', {id: 'trace-title', tabindex: '-1'}, 'Trace of ', label),
-          us && us.usage ? h('p', {class: 'facts'}, `Usage: ${fmtInt(us.usage.exchanges)} exchanges, ${usageText(us.usage)}, ${fmtCost(us.usage.costUsd)}`) : null,
+          us && us.usage ? h('p', {class: 'facts'}, `Usage: ${exchanges(us.usage.exchanges)}, ${usageText(us.usage)}, ${fmtCost(us.usage.costUsd)}`) : null,
           tr && tr.truncated ? h('p', {class: 'notice'}, 'The trace is longer than one answer: these are its first rows.') : null,
           rows.length ? h('ol', {class: 'timeline trace-rows', 'aria-labelledby': 'trace-title'}, rows.map((r) => {
             const o = obj(r);
@@ -431,6 +438,7 @@ export const activityPage = {
 
     return () => {
       alive = false;
+      window.removeEventListener('resize', onResize);
       if (stream) stream.stop();
     };
   },

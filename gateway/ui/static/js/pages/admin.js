@@ -262,7 +262,6 @@ export const adminPage = {
         {label: 'Size', cell: (d) => String(Number(d.size) || 0) + ' B'},
         {label: 'Dedupe key', cell: (d) => (d.dedupeKey ? h('code', {}, str(d.dedupeKey)) : '—')},
         {label: 'Messages', cell: (d) => String(arr(d.messageIds).length)},
-        {label: 'Replay of', cell: (d) => (d.replayOf ? h('code', {}, str(d.replayOf).slice(0, 8)) : '—')},
         {label: 'Actions', cell: (d) => h('div', {class: 'actions'},
           h('button', {type: 'button', class: 'quiet small', 'aria-label': 'Show the body of receipt ' + str(d.id), onclick: () => showBody(str(d.id))}, 'Body'),
           h('button', {type: 'button', class: 'quiet small', 'aria-label': 'Replay receipt ' + str(d.id), 'data-replay': str(d.id), onclick: () => replay(str(d.id))}, 'Replay'))},
