@@ -207,7 +207,7 @@ export const activityPage = {
     const me = app.session.member;
     const canReadAll = Array.isArray(app.session.permissions) && app.session.permissions.includes('activity.read');
     const asked = url.searchParams.get('member') || me;
-    const member = NAME_RE.test(asked) ? asked : me;
+    const member = canReadAll && NAME_RE.test(asked) ? asked : me;
     let alive = true;
     let stream = null;
 

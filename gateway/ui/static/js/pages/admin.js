@@ -389,7 +389,17 @@ export const adminPage = {
       flashSt.node);
       if (flash) flashSt.ok(flash);
       const toolsList = t && arr(t.tools).length ? h('div', {}, h('h4', {}, 'Tools'), h('ul', {}, arr(t.tools).slice(0, 500).map((d) => h('li', {}, h('code', {}, str(o(d).name)), o(d).description ? ' — ' + str(d.description).slice(0, 300) : '')))) : null;
-      replace(tsEditor, f,
+      const refreshSt = status();
+      const refresh = t && t.kind === 'mcp' ? h('div', {class: 'inline'},
+        h('button', {type: 'button', class: 'quiet', onclick: async () => {
+          refreshSt.busy('Asking the MCP server for its tools…');
+          try {
+            const r = o(await api('POST', '/tool-sources/' + enc(t.slug) + '/refresh', {body: {}}));
+            await loadSources();
+            await editSource(t.slug, `Refreshed: ${arr(r.tools).length} tools${r.changed ? ', changed' : ', unchanged'}.`);
+          } catch (err) { refreshSt.error(err); }
+        }}, 'Refresh tools from the server'), refreshSt.node) : null;
+      replace(tsEditor, f, refresh,
         t ? h('div', {class: 'card'}, bindingsEditor('/tool-sources/' + enc(t.slug), arr(t.boundMembers), members, (note) => editSource(t.slug, note))) : null,
         toolsList,
         h('button', {type: 'button', class: 'quiet', onclick: () => { replace(tsEditor); newTs.focus(); }}, 'Close'));
