@@ -185,9 +185,11 @@ func TestWebUIAdmin(t *testing.T) {
 	b := browsertest.Launch(t)
 	pg := b.NewPage("admin")
 	me := uiSignInAdmin(t, p, d, admin, pg)
-	waitLive(t, pg)
 	pg.Do(t, "open admin", chromedp.Navigate(p.base+"/ui/admin"))
 	pg.WaitJS(t, "admin page", `!!document.getElementById('adm-notif-h') && !!document.querySelector('#adm-notif .empty')`, uiWait)
+	// The hook's target is this member: online (its stream attached), so
+	// deliveries are not dropped (ifOffline drop).
+	waitLive(t, pg)
 	recordResponses(t, pg)
 
 	// A notification endpoint with a secret.
