@@ -8,6 +8,8 @@ import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
 import {teamPage} from './pages/team.js';
 import {enrollPage} from './pages/enroll.js';
+import {activityPage} from './pages/activity.js';
+import {adminPage} from './pages/admin.js';
 import {notYetPage, notFoundPage} from './pages/placeholder.js';
 
 // NAV is the main navigation, in order.
@@ -16,8 +18,8 @@ const NAV = [
   {path: '/ui/team', label: 'Team', page: teamPage},
   {path: '/ui/objectives', label: 'Objectives', page: notYetPage('Objectives', 'the board by status, objective detail with its audit log and thread')},
   {path: '/ui/files', label: 'Files', page: notYetPage('Files', 'browsing homes and shared files, upload, download, mkdir, move and delete')},
-  {path: '/ui/activity', label: 'Activity', page: notYetPage('Activity', 'each member\'s activity timeline, objective traces and token usage')},
-  {path: '/ui/admin', label: 'Admin', page: notYetPage('Admin', 'notification endpoints and receipts, tool sources and secrets')},
+  {path: '/ui/activity', label: 'Activity', page: activityPage},
+  {path: '/ui/admin', label: 'Admin', page: adminPage},
 ];
 
 // safeNext is where to go after signing in: the ?next= path when, once
