@@ -6,6 +6,7 @@ import {startLive, stopLive, onLiveState, liveState} from './live.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
+import {settingsPage} from './pages/settings.js';
 import {notYetPage, notFoundPage} from './pages/placeholder.js';
 
 // NAV is the main navigation, in order.
@@ -16,6 +17,7 @@ const NAV = [
   {path: '/ui/files', label: 'Files', page: notYetPage('Files', 'browsing homes and shared files, upload, download, mkdir, move and delete')},
   {path: '/ui/activity', label: 'Activity', page: notYetPage('Activity', 'each member\'s activity timeline, objective traces and token usage')},
   {path: '/ui/admin', label: 'Admin', page: notYetPage('Admin', 'notification endpoints and receipts, tool sources and secrets')},
+  {path: '/ui/settings', label: 'Settings', page: settingsPage},
 ];
 
 // safeNext is where to go after signing in: the ?next= path when, once
