@@ -345,9 +345,20 @@ export const chatPage = {
       else if (atBottom || !keepTop) list.scrollTop = list.scrollHeight;
     };
 
-    store.onChange = (k) => {
+    // A live message newer than everything shown is appended alone; the
+    // list is rebuilt only when one lands in between (history, replay).
+    const drawNew = (msg) => {
+      const last = list.lastElementChild;
+      const lastID = last && last.dataset.id;
+      if (!msg || !validID(msg.id) || !lastID || list.querySelector('li.empty') || BigInt(msg.id) <= BigInt(lastID) || conv(key).msgs.size > MAX_HELD - 1) { draw(); return; }
+      const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+      list.append(messageNode(msg, me));
+      if (atBottom) list.scrollTop = list.scrollHeight;
+    };
+
+    store.onChange = (k, msg) => {
       if (!alive) return;
-      if (k === key) draw(); else drawConvs();
+      if (k === key) drawNew(msg); else drawConvs();
       // A message in a channel this tab does not know yet: refresh the list.
       if (k && k.startsWith('chan:') && channelsLoaded && !channels.some((c) => 'chan:' + c.id === k)) refreshChannels();
     };
