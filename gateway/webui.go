@@ -130,6 +130,11 @@ func (g *Gateway) handleUI(w http.ResponseWriter, r *http.Request, _ *auth.Princ
 	if a == nil || strings.Contains(rest, "..") {
 		return server.Errorf(server.CodeNotFound, "no such file")
 	}
+	if rest == "static/sw.js" {
+		// The service worker lives with the other files but controls the
+		// whole app (its notifications open /ui/ pages).
+		w.Header().Set("Service-Worker-Allowed", "/ui/")
+	}
 	serveUIAsset(w, r, a)
 	return nil
 }

@@ -102,6 +102,19 @@ type Page struct {
 func (b *Browser) NewPage(name string) *Page {
 	b.t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	return b.open(name, ctx, cancel)
+}
+
+// NewTab opens another tab in p's browser context: same cookies, storage
+// and service workers, as a second tab of the same person would be.
+func (p *Page) NewTab(name string) *Page {
+	p.b.t.Helper()
+	ctx, cancel := chromedp.NewContext(p.Ctx)
+	return p.b.open(name, ctx, cancel)
+}
+
+func (b *Browser) open(name string, ctx context.Context, cancel context.CancelFunc) *Page {
+	b.t.Helper()
 	p := &Page{Name: name, Ctx: ctx, b: b}
 	// Listen creates the tab (on the long-lived context, as above).
 	err := chromedp.Listen(ctx, func(ev any) {

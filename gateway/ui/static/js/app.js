@@ -10,6 +10,7 @@ import {teamPage} from './pages/team.js';
 import {enrollPage} from './pages/enroll.js';
 import {activityPage} from './pages/activity.js';
 import {adminPage} from './pages/admin.js';
+import {settingsPage} from './pages/settings.js';
 import {notYetPage, notFoundPage} from './pages/placeholder.js';
 
 // NAV is the main navigation, in order.
@@ -20,6 +21,7 @@ const NAV = [
   {path: '/ui/files', label: 'Files', page: notYetPage('Files', 'browsing homes and shared files, upload, download, mkdir, move and delete')},
   {path: '/ui/activity', label: 'Activity', page: activityPage},
   {path: '/ui/admin', label: 'Admin', page: adminPage},
+  {path: '/ui/settings', label: 'Settings', page: settingsPage},
 ];
 
 // safeNext is where to go after signing in: the ?next= path when, once

@@ -5,12 +5,14 @@ import {ResumableStream} from './sse.js';
 import {api} from './api.js';
 
 let stream = null;
+let member = '';
 const listeners = new Set();
 const stateListeners = new Set();
 
-export function startLive(member) {
+export function startLive(name) {
   stopLive();
-  stream = new ResumableStream('/subscribe?name=' + encodeURIComponent(member), {
+  member = name;
+  stream = new ResumableStream('/subscribe?name=' + encodeURIComponent(name), {
     event: 'message',
     onItem: (msg) => { for (const fn of listeners) fn(msg); },
     onState: (s) => { for (const fn of stateListeners) fn(s); },
@@ -26,12 +28,11 @@ export function stopLive() {
   stream = null;
 }
 
-// advance tells the stream the newest message id the page already holds
-// (from history), so a drop before the first live message resumes there.
-export function advance(id) { if (stream) stream.advance(id); }
-
 export function liveState() { return stream ? stream.state : 'idle'; }
 
 export function onMessage(fn) { listeners.add(fn); return () => listeners.delete(fn); }
 
 export function onLiveState(fn) { stateListeners.add(fn); return () => stateListeners.delete(fn); }
+
+// liveMember is the member the stream is open for ('' when none).
+export function liveMember() { return stream ? member : ''; }

@@ -5,11 +5,14 @@
 // order before going live, so nothing is lost; items at or before the last
 // id are dropped here, so nothing is delivered twice.
 //
-// Ids are decimal strings in commit order, compared as BigInt. A page that
-// loaded history before the first item can advance() the position to the
-// newest id it holds, so even a drop before any live item loses nothing.
-// Pages key what they show by id as well, so an overlap of history and
-// live delivery shows once.
+// Ids are decimal strings in commit order, compared as BigInt. The resume
+// position is only ever an id this stream delivered: the stream carries
+// every conversation, so an id learned elsewhere (one conversation's
+// history) is no position for the whole stream — resuming after it would
+// skip other conversations' messages still in flight. Before the first
+// item there is no position: a drop then resumes live-only, and the page
+// closes that gap itself (onState 'live': refetch what it shows). Pages key
+// what they show by id, so an overlap of history and live shows once.
 
 const MAX_ID_LEN = 19;
 const ID_RE = /^[0-9]{1,19}$/;
@@ -30,7 +33,6 @@ export class ResumableStream {
     this.maxDelay = maxDelay;
     this.delay = minDelay;
     this.last = null; // BigInt of the last id delivered, or null
-    this.floor = null; // BigInt of the newest id the page holds from elsewhere
     this.es = null;
     this.timer = 0;
     this.stopped = true;
@@ -38,25 +40,11 @@ export class ResumableStream {
   }
 
   // lastId is the position the stream would resume after ('' when none).
-  get lastId() { const p = this.resumeAfter(); return p === null ? '' : p.toString(); }
-
-  // advance records a position the page already holds (the newest id of
-  // the history it loaded). It only matters while the stream has delivered
-  // nothing yet: a drop then resumes after it instead of going live-only
-  // and losing what came in between. Once items flow, their ids are the
-  // position: an id from history may be ahead of items still in flight.
-  advance(id) {
-    if (typeof id !== 'string' || !ID_RE.test(id)) return;
-    const n = BigInt(id);
-    if (this.floor === null || n > this.floor) this.floor = n;
-  }
-
-  // resumeAfter is the position a reconnect asks for, null for none.
-  resumeAfter() { return this.last !== null ? this.last : this.floor; }
+  get lastId() { return this.last === null ? '' : this.last.toString(); }
 
   start() {
     this.stopped = false;
-    this.connect(this.resumeAfter() === null ? 'connecting' : 'reconnecting');
+    this.connect(this.last === null ? 'connecting' : 'reconnecting');
   }
 
   stop() {
@@ -76,8 +64,7 @@ export class ResumableStream {
   connect(state) {
     this.setState(state);
     let url = this.url;
-    const after = this.resumeAfter();
-    if (after !== null) url += (url.includes('?') ? '&' : '?') + 'lastEventId=' + after.toString();
+    if (this.last !== null) url += (url.includes('?') ? '&' : '?') + 'lastEventId=' + this.last.toString();
     const es = new EventSource(url);
     this.es = es;
     es.addEventListener('ready', () => {

@@ -1,0 +1,111 @@
+// Attachments in chat: the composer's picker (upload a file into the
+// sender's home, or name a file already in the shared filesystem) and the
+// download links a message shows. A path is always shown as text; a link
+// points at /fs/read with each segment escaped, and the browser downloads
+// it under its base name.
+import {h, replace} from '../h.js';
+import {api, ApiError} from '../api.js';
+
+const MAX_ATTACHMENTS = 64;
+const MAX_PATH = 1024;
+
+// readURL is the download URL of a filesystem path.
+export function readURL(path) {
+  return '/fs/read/' + path.split('/').filter((s) => s !== '').map(encodeURIComponent).join('/');
+}
+
+// baseName is the last segment of a path.
+export function baseName(path) {
+  const parts = path.split('/').filter((s) => s !== '');
+  return parts.length ? parts[parts.length - 1] : path;
+}
+
+// attachmentList renders a message's attachments as download links.
+export function attachmentList(paths) {
+  const ok = (Array.isArray(paths) ? paths : []).filter((p) => typeof p === 'string' && p.startsWith('/') && p.length <= MAX_PATH).slice(0, MAX_ATTACHMENTS);
+  if (!ok.length) return null;
+  return h('ul', {class: 'attachments', 'aria-label': 'Attachments'}, ok.map((p) => {
+    const name = baseName(p);
+    return h('li', {}, h('a', {href: readURL(p), download: name, title: p, class: 'attachment'}, name));
+  }));
+}
+
+// safeFileName makes a browser-given file name one path segment.
+export function safeFileName(name) {
+  let n = String(name || '').replace(/[\u0000-\u001f\u007f/\\]/g, '_').slice(0, 200);
+  if (n === '' || n === '.' || n === '..') n = 'file';
+  return n;
+}
+
+// upload writes file to path (renamed by the broker on a collision) and
+// returns the path it got.
+export async function upload(path, file) {
+  const q = new URLSearchParams({path, collide: 'suffix'});
+  let res;
+  try {
+    res = await fetch('/fs/write?' + q.toString(), {
+      method: 'POST', credentials: 'same-origin', cache: 'no-store', redirect: 'error', body: file,
+      headers: {'X-SVC-Protocol': '1', Accept: 'application/json', 'Content-Type': file.type || 'application/octet-stream'},
+    });
+  } catch {
+    throw new ApiError(0, 'network', 'The broker cannot be reached. Check that svc is running.');
+  }
+  let data = null;
+  try { data = await res.json(); } catch { /* shown below */ }
+  if (!res.ok) {
+    const code = data && typeof data.error === 'string' ? data.error.slice(0, 64) : 'http_' + res.status;
+    const message = data && typeof data.message === 'string' ? data.message.slice(0, 500) : 'upload failed';
+    throw new ApiError(res.status, code, message);
+  }
+  const got = data && data.entry && typeof data.entry.path === 'string' ? data.entry.path : path;
+  return got;
+}
+
+// attachPicker is the composer's attachment control: {node, paths(),
+// clear()}. onError(err) shows a failure; onBusy(bool) while uploading.
+export function attachPicker(me, {onError, onBusy = () => {}}) {
+  const pending = [];
+  const list = h('ul', {class: 'pending', 'aria-label': 'Attached to the next message'});
+  const draw = () => {
+    replace(list, pending.map((p, i) => h('li', {},
+      h('span', {class: 'path'}, p),
+      h('button', {type: 'button', class: 'quiet', 'aria-label': 'Remove ' + p, onclick: () => { pending.splice(i, 1); draw(); fileInput.focus(); }}, 'Remove'))));
+    summary.textContent = pending.length ? `Attach (${pending.length})` : 'Attach';
+  };
+  const add = (p) => {
+    if (pending.includes(p)) return;
+    if (pending.length >= MAX_ATTACHMENTS) throw new Error(`At most ${MAX_ATTACHMENTS} attachments per message.`);
+    pending.push(p);
+    draw();
+  };
+  const fileInput = h('input', {type: 'file', id: 'attach-file', multiple: true, onchange: async () => {
+    const files = [...fileInput.files];
+    fileInput.value = '';
+    onBusy(true);
+    try {
+      for (const f of files) add(await upload(`/${me}/uploads/${safeFileName(f.name)}`, f));
+    } catch (err) { onError(err); } finally { onBusy(false); }
+  }});
+  const pathInput = h('input', {type: 'text', id: 'attach-path', autocomplete: 'off', spellcheck: 'false', placeholder: `/${me}/notes.txt`, maxlength: String(MAX_PATH)});
+  const addPath = async () => {
+    const p = pathInput.value.trim();
+    if (!p) { pathInput.focus(); return; }
+    try {
+      if (!p.startsWith('/')) throw new Error('A path starts with / (your home is /' + me + '/).');
+      const res = await api('GET', '/fs/stat', {query: {path: p}});
+      const e = res && (res.entry || res);
+      if (e && e.kind === 'dir') throw new Error('That is a folder: attach files one by one.');
+      add(e && typeof e.path === 'string' ? e.path : p);
+      pathInput.value = '';
+    } catch (err) { onError(err); }
+  };
+  pathInput.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); addPath(); } });
+  const summary = h('summary', {}, 'Attach');
+  const node = h('details', {class: 'attach'}, summary,
+    h('div', {class: 'attach-body'},
+      h('div', {class: 'field'}, h('label', {for: 'attach-file'}, 'Upload a file'), fileInput),
+      h('div', {class: 'field'}, h('label', {for: 'attach-path'}, 'Or a file already stored (path)'),
+        h('div', {class: 'row'}, pathInput, h('button', {type: 'button', class: 'quiet', onclick: addPath}, 'Add')))),
+    list);
+  return {node, paths: () => pending.slice(), clear: () => { pending.length = 0; draw(); }};
+}
