@@ -6,14 +6,16 @@ import {startLive, stopLive, onLiveState, liveState} from './live.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
+import {objectivesPage} from './pages/objectives.js';
+import {filesPage} from './pages/files.js';
 import {notYetPage, notFoundPage} from './pages/placeholder.js';
 
 // NAV is the main navigation, in order.
 const NAV = [
   {path: '/ui/chat', label: 'Chat', page: chatPage},
   {path: '/ui/team', label: 'Team', page: notYetPage('Team', 'the roster with live presence, member admin, tokens and device enrollment approval')},
-  {path: '/ui/objectives', label: 'Objectives', page: notYetPage('Objectives', 'the board by status, objective detail with its audit log and thread')},
-  {path: '/ui/files', label: 'Files', page: notYetPage('Files', 'browsing homes and shared files, upload, download, mkdir, move and delete')},
+  {path: '/ui/objectives', label: 'Objectives', page: objectivesPage},
+  {path: '/ui/files', label: 'Files', page: filesPage},
   {path: '/ui/activity', label: 'Activity', page: notYetPage('Activity', 'each member\'s activity timeline, objective traces and token usage')},
   {path: '/ui/admin', label: 'Admin', page: notYetPage('Admin', 'notification endpoints and receipts, tool sources and secrets')},
 ];
