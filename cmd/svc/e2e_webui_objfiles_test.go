@@ -69,7 +69,7 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	uiSignIn(t, pa, p.base, alice)
 	uiSignIn(t, pb, p.base, bob)
 	for _, pg := range []*browsertest.Page{pa, pb} {
-		pg.Do(t, "open objectives", chromedp.Click(chromedp.CSS(`nav[aria-label=Main] a[href="/ui/objectives"]`)))
+		click(t, pg, `nav[aria-label=Main] a[href="/ui/objectives"]`)
 		pg.WaitJS(t, "board drawn", `document.querySelectorAll('.board .column').length === 4 && document.querySelector('.board').getAttribute('aria-busy') === 'false'`, uiWait)
 		waitLive(t, pg)
 	}
@@ -78,30 +78,27 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	title := "Ship it " + xssPayload
 	body := "Context " + xssPayload + "\nsecond line"
 	fill := func(attach string) {
-		pa.Do(t, "fill the new objective",
-			chromedp.Click(chromedp.CSS(`details.create > summary`)),
-			chromedp.WaitVisible(chromedp.CSS(`form.new-objective input[name=title]`)),
-			chromedp.SetValue(chromedp.CSS(`form.new-objective input[name=title]`), title),
-			chromedp.SetValue(chromedp.CSS(`form.new-objective textarea[name=outcome]`), "bob's part is live"),
-			chromedp.SetValue(chromedp.CSS(`form.new-objective textarea[name=body]`), body))
+		click(t, pa, `details.create > summary`)
+		pa.WaitJS(t, "shown", `document.querySelector(`+js(`form.new-objective input[name=title]`)+`)`, uiWait)
+		setValue(t, pa, `form.new-objective input[name=title]`, title)
+		setValue(t, pa, `form.new-objective textarea[name=outcome]`, "bob's part is live")
+		setValue(t, pa, `form.new-objective textarea[name=body]`, body)
 		pa.WaitJS(t, "members loaded", `document.querySelector('form.new-objective select[name=assignee] option[value=bob]') && document.querySelector('form.new-objective input[name=watchers][value=carol]')`, uiWait)
-		pa.Do(t, "assignee, watcher, attachment",
-			chromedp.SetValue(chromedp.CSS(`form.new-objective select[name=assignee]`), "bob"),
-			chromedp.Click(chromedp.CSS(`form.new-objective input[name=watchers][value=carol]`)),
-			chromedp.SendKeys(chromedp.CSS(`fieldset.attach input[type=text]`), attach),
-			chromedp.Click(chromedp.CSS(`fieldset.attach .attach-add button`)))
+		setValue(t, pa, `form.new-objective select[name=assignee]`, "bob")
+		click(t, pa, `form.new-objective input[name=watchers][value=carol]`)
+		setValue(t, pa, `fieldset.attach input[type=text]`, attach)
+		click(t, pa, `fieldset.attach .attach-add button`)
 		pa.WaitJS(t, "attachment listed", `[...document.querySelectorAll('.attach-list code')].some(c => c.textContent === `+js(attach)+`)`, uiWait)
 	}
 
 	// The server refuses an attachment that does not exist: its error shows.
 	fill("/alice/missing.txt")
-	pa.Do(t, "create (refused)", chromedp.Click(chromedp.CSS(`form.new-objective button[type=submit]`)))
+	click(t, pa, `form.new-objective button[type=submit]`)
 	pa.WaitJS(t, "server error shown", `document.querySelector('form.new-objective > .msg.error')?.textContent.includes('(bad_request)')`, uiWait)
-	pa.Do(t, "drop the bad attachment", chromedp.Click(chromedp.CSS(`.attach-list button`)))
-	pa.Do(t, "attach the real file",
-		chromedp.SendKeys(chromedp.CSS(`fieldset.attach input[type=text]`), "/alice/spec.txt"),
-		chromedp.Click(chromedp.CSS(`fieldset.attach .attach-add button`)))
-	pa.Do(t, "create", chromedp.Click(chromedp.CSS(`form.new-objective button[type=submit]`)))
+	click(t, pa, `.attach-list button`)
+	setValue(t, pa, `fieldset.attach input[type=text]`, "/alice/spec.txt")
+	click(t, pa, `fieldset.attach .attach-add button`)
+	click(t, pa, `form.new-objective button[type=submit]`)
 	pa.WaitJS(t, "created", `document.querySelector('form.new-objective > .msg.ok')?.textContent.startsWith('Created')`, uiWait)
 	pa.WaitJS(t, "alice's board: active", cardIn("active", title), uiWait)
 	browsertest.Eval[bool](t, pa, "mark the page", `window.__noReload = true`)
@@ -112,13 +109,13 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	requireInert(t, pa, ".board")
 
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
-		pa.Do(t, "close the form", chromedp.Click(chromedp.CSS(`details.create > summary`)))
+		click(t, pa, `details.create > summary`)
 		pa.SaveScreenshot(t, filepath.Join(dir, "objectives.png"))
 	}
 	pa.RequireNoCriticalA11y(t, "objectives board")
 
 	// Bob opens it and blocks it with a reason.
-	pb.Do(t, "open detail", chromedp.Click(chromedp.CSS(`.column[data-status="active"] .obj-card .obj-title`)))
+	click(t, pb, `.column[data-status="active"] .obj-card .obj-title`)
 	pb.WaitJS(t, "detail drawn", `document.getElementById('obj-title')?.textContent === `+js(title)+` && document.querySelector('form.act-block')`, uiWait)
 	require.Equal(t, body, browsertest.Eval[string](t, pb, "body text", `document.querySelector('.obj-body').textContent`))
 	requireInert(t, pb, ".objective")
@@ -128,26 +125,25 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	pb.WaitJS(t, "thread has the announcement", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent.includes("bob's part is live"))`, uiWait)
 	require.Equal(t, "assigned", browsertest.Eval[string](t, pb, "audit", auditKinds))
 
-	pb.Do(t, "block",
-		chromedp.SendKeys(chromedp.CSS(`form.act-block textarea`), "waiting on the vendor <i>"),
-		chromedp.Click(chromedp.CSS(`form.act-block button[type=submit]`)))
+	setValue(t, pb, `form.act-block textarea`, "waiting on the vendor <i>")
+	click(t, pb, `form.act-block button[type=submit]`)
 	pb.WaitJS(t, "blocked in the audit log", auditKinds+` === 'assigned,blocked' && document.querySelector('.obj-status').textContent === 'Blocked'`, uiWait)
 	require.Equal(t, "bob", browsertest.Eval[string](t, pb, "actor", `document.querySelector('ol.audit li[data-kind=blocked] .actor').textContent`))
 	require.Equal(t, "blocked: waiting on the vendor <i>", browsertest.Eval[string](t, pb, "reason", `document.querySelector('ol.audit li[data-kind=blocked] .what').textContent`))
 	pa.WaitJS(t, "alice's board: blocked, live", cardIn("blocked", title), uiWait)
 	pa.WaitJS(t, "alice sees the reason", `[...document.querySelectorAll('.column[data-status=blocked] .reason')].some(p => p.textContent === 'Blocked: waiting on the vendor <i>')`, uiWait)
 
-	pb.Do(t, "unblock", chromedp.Click(chromedp.CSS(`form.act-unblock button[type=submit]`)))
+	click(t, pb, `form.act-unblock button[type=submit]`)
 	pb.WaitJS(t, "unblocked in the audit log", auditKinds+` === 'assigned,blocked,unblocked' && document.querySelector('.obj-status').textContent === 'Active'`, uiWait)
 	pa.WaitJS(t, "alice's board: active again", cardIn("active", title), uiWait)
 
 	// A post in the thread reaches alice's session too (she originated it).
-	pb.Do(t, "post", chromedp.SendKeys(chromedp.ID("discuss-body"), "on it"), chromedp.Click(chromedp.CSS(`form.composer button[type=submit]`)))
+	setValue(t, pb, "#discuss-body", "on it")
+	click(t, pb, `form.composer button[type=submit]`)
 	pb.WaitJS(t, "post shown", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent === 'on it')`, uiWait)
 
-	pb.Do(t, "complete",
-		chromedp.SendKeys(chromedp.CSS(`form.act-complete textarea`), "shipped"),
-		chromedp.Click(chromedp.CSS(`form.act-complete button[type=submit]`)))
+	setValue(t, pb, `form.act-complete textarea`, "shipped")
+	click(t, pb, `form.act-complete button[type=submit]`)
 	pb.WaitJS(t, "completed in the audit log", auditKinds+` === 'assigned,blocked,unblocked,completed' && document.querySelector('.obj-status').textContent === 'Done'`, uiWait)
 	pb.WaitJS(t, "no more lifecycle actions", `!document.querySelector('form.act-block, form.act-unblock, form.act-complete')`, uiWait)
 	pa.WaitJS(t, "alice's board: done, live", cardIn("done", title)+` && !(`+cardIn("active", title)+`)`, uiWait)
@@ -156,22 +152,24 @@ func TestWebUIObjectivesLive(t *testing.T) {
 
 	// Alice's detail: the whole log, the thread post, and as originator
 	// she manages watchers (carol, then removed).
-	pa.Do(t, "alice opens it", chromedp.Click(chromedp.CSS(`.column[data-status="done"] .obj-card .obj-title`)))
+	click(t, pa, `.column[data-status="done"] .obj-card .obj-title`)
 	pa.WaitJS(t, "alice's detail", auditKinds+` === 'assigned,blocked,unblocked,completed'`, uiWait)
 	pa.WaitJS(t, "thread post seen", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent === 'on it')`, uiWait)
-	pa.Do(t, "remove watcher", chromedp.Click(chromedp.CSS(`.act-watchers button[aria-label="Remove watcher carol"]`)))
+	click(t, pa, `.act-watchers button[aria-label="Remove watcher carol"]`)
 	pa.WaitJS(t, "watcher removed", auditKinds+`.endsWith(',watcher_removed') && document.querySelector('ol.audit li[data-kind=watcher_removed] .what').textContent === 'removed watcher carol'`, uiWait)
 	requireInert(t, pa, ".objective")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pb.SaveScreenshot(t, filepath.Join(dir, "objective-detail.png"))
 		pb.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
-		pb.Do(t, "board", chromedp.Click(chromedp.CSS(`nav[aria-label=Main] a[href="/ui/objectives"]`)))
+
+		click(t, pb, `nav[aria-label=Main] a[href="/ui/objectives"]`)
 		pb.WaitJS(t, "board drawn", cardIn("done", title), uiWait)
 		pb.SaveScreenshot(t, filepath.Join(dir, "objectives-375.png"))
 	}
 	pa.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+
 	pa.WaitJS(t, "detail fits 375 px", `document.documentElement.scrollWidth <= 375`, uiWait)
-	pa.Do(t, "board", chromedp.Click(chromedp.CSS(`nav[aria-label=Main] a[href="/ui/objectives"]`)))
+	click(t, pa, `nav[aria-label=Main] a[href="/ui/objectives"]`)
 	pa.WaitJS(t, "board fits 375 px, one column per status stacked", cardIn("done", title)+` && document.documentElement.scrollWidth <= 375 && (() => { const c = [...document.querySelectorAll('.board .column')].map(e => e.getBoundingClientRect()); return c.every((r, i) => i === 0 || r.top >= c[i-1].bottom); })()`, uiWait)
 	requireNoExceptions(t, pa)
 	requireNoExceptions(t, pb)
@@ -214,17 +212,19 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 	b := browsertest.Launch(t)
 	pa := b.NewPage("alice")
 	uiSignIn(t, pa, p.base, alice)
-	pa.Do(t, "open files", chromedp.Click(chromedp.CSS(`nav[aria-label=Main] a[href="/ui/files"]`)))
+	click(t, pa, `nav[aria-label=Main] a[href="/ui/files"]`)
 	pa.WaitJS(t, "own home listed", `document.querySelector('.listing')?.getAttribute('aria-busy') === 'false' && document.querySelector('.listing .empty')?.textContent === 'This folder is empty.'`, uiWait)
 
 	// A folder, entered by its link.
-	pa.Do(t, "mkdir", chromedp.SendKeys(chromedp.ID("mkdir-name"), "docs"), chromedp.Click(chromedp.CSS(`form.inline-form button[type=submit]`)))
+	setValue(t, pa, "#mkdir-name", "docs")
+	click(t, pa, `form.inline-form button[type=submit]`)
 	pa.WaitJS(t, "folder listed", fileRow("docs"), uiWait)
-	pa.Do(t, "enter docs", chromedp.Click(chromedp.CSS(`.listing a.fname.dir`)))
+	click(t, pa, `.listing a.fname.dir`)
 	pa.WaitJS(t, "in docs", `new URL(location.href).searchParams.get('path') === '/alice/docs' && document.querySelector('.listing .empty')`, uiWait)
 
 	// Upload through the file input; download through the page's link.
 	pa.Do(t, "upload", chromedp.SetUploadFiles(chromedp.ID("upload-input"), []string{local}))
+
 	pa.WaitJS(t, "uploaded", fileRow("bytes.bin")+` && document.querySelector('.files > .msg.ok')?.textContent === 'Uploaded bytes.bin'`, uiWait)
 	require.Equal(t, "1.0 KiB", browsertest.Eval[string](t, pa, "size", fileRow("bytes.bin")+`.querySelector('td[data-label=Size]').textContent`))
 	link := fileRow("bytes.bin") + `.querySelector('a.download')`
@@ -256,18 +256,18 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 	require.Equal(t, "undefined", browsertest.Eval[string](t, pa, "xss flag", `typeof window.__xss`))
 
 	// Move (rename) through the dialog, then delete with confirmation.
-	pa.Do(t, "move", chromedp.Click(chromedp.CSS(`button[aria-label="Move or rename bytes.bin"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`dialog form.move input`)),
-		chromedp.SetValue(chromedp.CSS(`dialog form.move input`), "/alice/docs/renamed.bin"),
-		chromedp.Click(chromedp.CSS(`dialog form.move button[type=submit]`)))
+	click(t, pa, `button[aria-label="Move or rename bytes.bin"]`)
+	pa.WaitJS(t, "shown", `document.querySelector(`+js(`dialog form.move input`)+`)`, uiWait)
+	setValue(t, pa, `dialog form.move input`, "/alice/docs/renamed.bin")
+	click(t, pa, `dialog form.move button[type=submit]`)
 	pa.WaitJS(t, "renamed", fileRow("renamed.bin")+` && !`+fileRow("bytes.bin"), uiWait)
-	pa.Do(t, "delete", chromedp.Click(chromedp.CSS(`button[aria-label="Delete renamed.bin"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`dialog.confirm button.danger`)))
-	pa.Do(t, "cancel first", chromedp.Click(chromedp.CSS(`dialog.confirm button.quiet`)))
+	click(t, pa, `button[aria-label="Delete renamed.bin"]`)
+	pa.WaitJS(t, "shown", `document.querySelector(`+js(`dialog.confirm button.danger`)+`)`, uiWait)
+	click(t, pa, `dialog.confirm button.quiet`)
 	require.True(t, browsertest.Eval[bool](t, pa, "still there", `!!`+fileRow("renamed.bin")))
-	pa.Do(t, "delete", chromedp.Click(chromedp.CSS(`button[aria-label="Delete renamed.bin"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`dialog.confirm button.danger`)),
-		chromedp.Click(chromedp.CSS(`dialog.confirm button.danger`)))
+	click(t, pa, `button[aria-label="Delete renamed.bin"]`)
+	pa.WaitJS(t, "shown", `document.querySelector(`+js(`dialog.confirm button.danger`)+`)`, uiWait)
+	click(t, pa, `dialog.confirm button.danger`)
 	pa.WaitJS(t, "deleted", `!`+fileRow("renamed.bin")+` && `+fileRow(evil), uiWait)
 	pa.RequireNoCriticalA11y(t, "files page")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
@@ -275,18 +275,19 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 	}
 
 	// Shared with her: bob's attachment, readable, not changeable.
-	pa.Do(t, "shared", chromedp.Click(chromedp.CSS(`nav.tabs a[href="/ui/files?view=shared"]`)))
+	click(t, pa, `nav.tabs a[href="/ui/files?view=shared"]`)
 	pa.WaitJS(t, "shared listed", fileRow("/bob/notes/for-alice.txt"), uiWait)
 	require.Equal(t, 0, browsertest.Eval[int](t, pa, "no move/delete", fileRow("/bob/notes/for-alice.txt")+`.querySelectorAll('button').length`))
 	require.Equal(t, "from bob", browsertest.Eval[string](t, pa, "read shared", `fetch(`+fileRow("/bob/notes/for-alice.txt")+`.querySelector('a.download').href).then(r => r.text())`))
-	pa.Do(t, "all homes", chromedp.Click(chromedp.CSS(`nav.tabs a[href="/ui/files?path=%2F"]`)))
+	click(t, pa, `nav.tabs a[href="/ui/files?path=%2F"]`)
 	pa.WaitJS(t, "homes", fileRow("alice")+` && `+fileRow("bob"), uiWait)
-	pa.Do(t, "bob's home", chromedp.Click(chromedp.CSS(`.listing a.fname.dir[href="/ui/files?path=%2Fbob"]`)))
+	click(t, pa, `.listing a.fname.dir[href="/ui/files?path=%2Fbob"]`)
 	pa.WaitJS(t, "bob's shared folder only, read-only", fileRow("notes")+` && !document.getElementById('upload-input')`, uiWait)
 
 	pa.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
-	pa.Do(t, "my files", chromedp.Click(chromedp.CSS(`nav.tabs a[href="/ui/files?path=%2Falice"]`)))
-	pa.Do(t, "docs", chromedp.Click(chromedp.CSS(`.listing a.fname.dir`)))
+
+	click(t, pa, `nav.tabs a[href="/ui/files?path=%2Falice"]`)
+	click(t, pa, `.listing a.fname.dir`)
 	pa.WaitJS(t, "fits 375 px", fileRow(evil)+` && document.documentElement.scrollWidth <= 375`, uiWait)
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pa.SaveScreenshot(t, filepath.Join(dir, "files-375.png"))
@@ -297,3 +298,23 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 
 // textPlain makes a request's body text/plain (do sets JSON).
 func textPlain(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }
+
+// click waits until sel matches an enabled element and clicks it, as a
+// user would (the element's own click(): chromedp's node queries can
+// miss an element the page has just redrawn).
+func click(t *testing.T, pg *browsertest.Page, sel string) {
+	t.Helper()
+	q := `document.querySelector(` + js(sel) + `)`
+	pg.WaitJS(t, "clickable: "+sel, q+` && !`+q+`.disabled && `+q+`.getClientRects().length > 0`, uiWait)
+	browsertest.Eval[bool](t, pg, "click "+sel, `(() => { `+q+`.click(); return true; })()`)
+}
+
+// setValue waits for the control sel and gives it value, firing input and
+// change as typing and choosing do.
+func setValue(t *testing.T, pg *browsertest.Page, sel, value string) {
+	t.Helper()
+	q := `document.querySelector(` + js(sel) + `)`
+	pg.WaitJS(t, "control: "+sel, q, uiWait)
+	browsertest.Eval[bool](t, pg, "set "+sel, `(() => { const e = `+q+`; e.focus(); e.value = `+js(value)+`;
+		e.dispatchEvent(new Event('input', {bubbles: true})); e.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
+}
