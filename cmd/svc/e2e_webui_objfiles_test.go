@@ -318,3 +318,63 @@ func setValue(t *testing.T, pg *browsertest.Page, sel, value string) {
 	browsertest.Eval[bool](t, pg, "set "+sel, `(() => { const e = `+q+`; e.focus(); e.value = `+js(value)+`;
 		e.dispatchEvent(new Event('input', {bubbles: true})); e.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`)
 }
+
+// A manager's detail page offers what members.manage allows: reassign
+// (the new assignee in the audit log), add a watcher, cancel with a
+// reason; a terminal objective offers no lifecycle action any more. A
+// member without rights sees no actions, and an unknown id says so.
+func TestWebUIObjectivesManage(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	adminTok := p.adminToken(t)
+	admin := bearer(adminTok)
+	d := restDriver{p}
+	createMember(t, d, admin, "bob")
+	createMember(t, d, admin, "carol")
+	createMember(t, d, admin, "dave")
+	adminU, dave := enroll(t, d, admin, "admin"), enroll(t, d, admin, "dave")
+	r := p.do(t, http.MethodPost, "/objectives", obj{"title": "Rotate keys", "outcome": "new keys live", "assignee": "bob"}, withBearer(adminTok))
+	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	id, _ := r.body["id"].(string)
+	require.NotEmpty(t, id)
+
+	b := browsertest.Launch(t)
+	pg, pd := b.NewPage("admin"), b.NewPage("dave")
+	uiSignIn(t, pg, p.base, adminU)
+	uiSignIn(t, pd, p.base, dave)
+	waitLive(t, pg)
+	click(t, pg, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	click(t, pg, `.column[data-status="active"] .obj-card .obj-title`)
+	pg.WaitJS(t, "detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('form.act-reassign select option[value=carol]')`, uiWait)
+	require.False(t, browsertest.Eval[bool](t, pg, "no complete for a non-assignee", `!!document.querySelector('form.act-complete')`))
+
+	setValue(t, pg, `form.act-reassign select`, "carol")
+	setValue(t, pg, `form.act-reassign input`, "bob is away")
+	click(t, pg, `form.act-reassign button[type=submit]`)
+	pg.WaitJS(t, "reassigned", auditKinds+` === 'assigned,reassigned' && document.querySelector('ol.audit li[data-kind=reassigned] .what').textContent === 'reassigned from bob to carol: bob is away'`, uiWait)
+	pg.WaitJS(t, "assignee shown", `[...document.querySelectorAll('.facts dt')].find(dt => dt.textContent === 'Assignee')?.nextElementSibling.textContent === 'carol'`, uiWait)
+
+	pg.WaitJS(t, "watcher choices", `document.querySelector('.act-watchers select option[value=dave]')`, uiWait)
+	setValue(t, pg, `.act-watchers select`, "dave")
+	click(t, pg, `.act-watchers form button[type=submit]`)
+	pg.WaitJS(t, "watcher added", auditKinds+` === 'assigned,reassigned,watcher_added' && document.querySelector('.act-watchers button[aria-label="Remove watcher dave"]')`, uiWait)
+
+	// Dave, now a watcher, opens it: no actions for him, but the thread
+	// (from his joining on: the broker keeps history per recipient).
+	click(t, pd, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	click(t, pd, `.column[data-status="active"] .obj-card .obj-title`)
+	pd.WaitJS(t, "dave's detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('.obj-actions .hint')?.textContent === 'You have no actions on this objective.'`, uiWait)
+	pd.WaitJS(t, "dave reads the thread", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent.includes('added dave as a watcher'))`, uiWait)
+
+	setValue(t, pg, `form.act-cancel input`, "superseded")
+	click(t, pg, `form.act-cancel button[type=submit]`)
+	pg.WaitJS(t, "cancelled", auditKinds+` === 'assigned,reassigned,watcher_added,cancelled' && document.querySelector('.obj-status').textContent === 'Cancelled'`, uiWait)
+	pg.WaitJS(t, "no lifecycle actions", `!document.querySelector('form.act-block, form.act-cancel, form.act-reassign') && document.querySelector('.act-watchers')`, uiWait)
+	pd.WaitJS(t, "dave sees it cancelled, live", `document.querySelector('.obj-status')?.textContent === 'Cancelled' && document.querySelector('ol.audit li[data-kind=cancelled] .what')?.textContent === 'cancelled: superseded'`, uiWait)
+	pg.RequireNoCriticalA11y(t, "objective detail (manager)")
+
+	pg.Do(t, "unknown id", chromedp.Navigate(p.base+"/ui/objectives?id=00000000-0000-0000-0000-000000000000"))
+	pg.WaitJS(t, "not found shown", `document.getElementById('obj-title')?.textContent === 'Objective not available' && document.querySelector('.objective > .msg.error')?.textContent.includes('(not_found)')`, uiWait)
+	requireNoExceptions(t, pg)
+	requireNoExceptions(t, pd)
+}
