@@ -344,7 +344,28 @@ func TestWebUIObjectivesManage(t *testing.T) {
 	uiSignIn(t, pd, p.base, dave)
 	waitLive(t, pg)
 	click(t, pg, `nav[aria-label=Main] a[href="/ui/objectives"]`)
-	click(t, pg, `.column[data-status="active"] .obj-card .obj-title`)
+
+	// A new objective with a file uploaded from the form and attached.
+	local := filepath.Join(t.TempDir(), "brief.txt")
+	require.NoError(t, os.WriteFile(local, []byte("the brief"), 0o600))
+	click(t, pg, `details.create > summary`)
+	pg.Do(t, "upload an attachment", chromedp.SetUploadFiles(chromedp.ID("attach-upload"), []string{local}))
+	pg.WaitJS(t, "uploaded and attached", `[...document.querySelectorAll('.attach-list code')].some(c => c.textContent === '/admin/attachments/brief.txt')`, uiWait)
+	setValue(t, pg, `form.new-objective input[name=title]`, "Read the brief")
+	setValue(t, pg, `form.new-objective textarea[name=outcome]`, "read")
+	pg.WaitJS(t, "members loaded", `document.querySelector('form.new-objective select[name=assignee] option[value=dave]')`, uiWait)
+	setValue(t, pg, `form.new-objective select[name=assignee]`, "dave")
+	click(t, pg, `form.new-objective button[type=submit]`)
+	pg.WaitJS(t, "created", cardIn("active", "Read the brief"), uiWait)
+	r = p.do(t, http.MethodGet, "/objectives?assignee=dave", nil, withBearer(adminTok))
+	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	mine := listOf(t, r.body, "objectives")
+	require.Len(t, mine, 1)
+	atts, _ := mine[0]["attachments"].([]any)
+	require.Len(t, atts, 1)
+	require.Equal(t, "/admin/attachments/brief.txt", atts[0].(map[string]any)["path"])
+
+	click(t, pg, `.obj-card[data-id="`+id+`"] .obj-title`)
 	pg.WaitJS(t, "detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('form.act-reassign select option[value=carol]')`, uiWait)
 	require.False(t, browsertest.Eval[bool](t, pg, "no complete for a non-assignee", `!!document.querySelector('form.act-complete')`))
 
@@ -362,7 +383,7 @@ func TestWebUIObjectivesManage(t *testing.T) {
 	// Dave, now a watcher, opens it: no actions for him, but the thread
 	// (from his joining on: the broker keeps history per recipient).
 	click(t, pd, `nav[aria-label=Main] a[href="/ui/objectives"]`)
-	click(t, pd, `.column[data-status="active"] .obj-card .obj-title`)
+	click(t, pd, `.obj-card[data-id="`+id+`"] .obj-title`)
 	pd.WaitJS(t, "dave's detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('.obj-actions .hint')?.textContent === 'You have no actions on this objective.'`, uiWait)
 	pd.WaitJS(t, "dave reads the thread", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent.includes('added dave as a watcher'))`, uiWait)
 

@@ -131,6 +131,10 @@ export const filesPage = {
       }
     }
 
+    // After a row goes away its button has no place to keep focus: the
+    // outcome line takes it.
+    const focusStatus = () => { st.node.setAttribute('tabindex', '-1'); st.node.focus(); };
+
     async function uploadAll(files) {
       const list = [...files];
       if (!list.length || !writable) return;
@@ -160,6 +164,7 @@ export const filesPage = {
         const res = await api('POST', '/fs/mv', {body: {from: e.path, to}});
         st.ok(`Moved ${e.name} to ${res && res.path ? res.path : to}`);
         await load(false);
+        focusStatus();
       } catch (err) { st.error(err); }
     }
 
@@ -171,6 +176,7 @@ export const filesPage = {
         await api('DELETE', '/fs/rm', {query: {path: e.path, recursive: e.kind === 'dir' ? 'true' : undefined}});
         st.ok('Deleted ' + e.name);
         await load(false);
+        focusStatus();
       } catch (err) { st.error(err); }
     }
 

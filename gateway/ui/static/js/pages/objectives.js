@@ -127,7 +127,7 @@ function createForm(me, created) {
   const attachList = h('ul', {class: 'attach-list', 'aria-label': 'Attachments'});
   const pathInput = h('input', {type: 'text', list: uid('dl'), autocomplete: 'off', spellcheck: 'false', placeholder: '/' + me + '/…'});
   const datalist = h('datalist', {id: pathInput.getAttribute('list')});
-  const fileInput = h('input', {type: 'file', multiple: true});
+  const fileInput = h('input', {type: 'file', multiple: true, id: 'attach-upload'});
   const attachSt = status();
 
   const drawAttach = () => replace(attachList, [...attachments.keys()].map((p) => h('li', {},
@@ -352,7 +352,7 @@ function renderDetail(main, {app}, id) {
       const wst = status();
       const remove = (w) => async () => {
         wst.busy('Removing ' + w + '…');
-        try { await api('PATCH', base + '/watchers', {body: {remove: [w]}}); await reload(); } catch (err) { wst.error(err); }
+        try { await api('PATCH', base + '/watchers', {body: {remove: [w]}}); st.ok('Removed watcher ' + w + '.'); await reload(); head.focus(); } catch (err) { wst.error(err); }
       };
       out.push(h('div', {class: 'card act act-watchers'},
         h('h2', {}, 'Watchers'),
