@@ -92,15 +92,24 @@ function renderBoard(main, {app}) {
     } catch (err) { if (alive) st.error(err); }
   }
 
-  const pending = new Set();
-  const off = onMessage(async (msg) => {
-    const oid = objectiveIdOf(msg);
-    if (!oid || pending.has(oid)) return;
-    pending.add(oid);
+  // One fetch per objective at a time; a message arriving during it asks
+  // for one more after it, so the last state fetched is never older than
+  // the last message.
+  const inflight = new Map(); // id → whether another fetch is due
+  const refetch = async (oid) => {
+    if (inflight.has(oid)) { inflight.set(oid, true); return; }
+    inflight.set(oid, false);
     try {
       const r = await api('GET', '/objectives/' + encodeURIComponent(oid));
-      if (alive && r && r.objective) { objs.set(oid, r.objective); draw(); }
-    } catch { /* the next refresh shows it */ } finally { pending.delete(oid); }
+      if (alive && r && r.objective && r.objective.id === oid) { objs.set(oid, r.objective); draw(); }
+    } catch { /* Refresh shows it */ }
+    const again = inflight.get(oid);
+    inflight.delete(oid);
+    if (again && alive) refetch(oid);
+  };
+  const off = onMessage((msg) => {
+    const oid = objectiveIdOf(msg);
+    if (oid) refetch(oid);
   });
 
   const canCreate = perms.includes('objectives.create');
@@ -307,9 +316,15 @@ function renderDetail(main, {app}, id) {
     }}, h('h2', {}, label), fields);
   };
 
+  // Actions are redrawn only when what they depend on changed, so a live
+  // update does not wipe a reason being typed.
+  let actionsKey = '';
   const drawActions = () => {
     if (!obj) return;
     const o = obj;
+    const key = JSON.stringify([o.status, o.assignee, o.originator, o.watchers, names]);
+    if (key === actionsKey) return;
+    actionsKey = key;
     const live = !TERMINAL.has(o.status);
     const assignee = o.assignee === me;
     const origin = o.originator === me;
@@ -369,10 +384,17 @@ function renderDetail(main, {app}, id) {
     replace(actionsBox, out.length ? out : h('p', {class: 'hint'}, live ? 'You have no actions on this objective.' : 'This objective is ' + statusLabel(o.status).toLowerCase() + '; nothing more can change but its watchers.'));
   };
 
+  // Reloads may overlap (an action and its own live message): an answer
+  // older than one already shown is dropped.
+  let asked = 0;
+  let shown = 0;
   async function reload() {
+    const mine = ++asked;
     try {
       const r = await api('GET', '/objectives/' + encodeURIComponent(id));
       if (!alive) return null;
+      if (mine < shown) return r.objective;
+      shown = mine;
       drawObj(r.objective, r.events);
       return r.objective;
     } catch (err) {
