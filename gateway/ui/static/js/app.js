@@ -11,14 +11,16 @@ import {enrollPage} from './pages/enroll.js';
 import {activityPage} from './pages/activity.js';
 import {adminPage} from './pages/admin.js';
 import {settingsPage} from './pages/settings.js';
-import {notYetPage, notFoundPage} from './pages/placeholder.js';
+import {objectivesPage} from './pages/objectives.js';
+import {filesPage} from './pages/files.js';
+import {notFoundPage} from './pages/placeholder.js';
 
 // NAV is the main navigation, in order.
 const NAV = [
   {path: '/ui/chat', label: 'Chat', page: chatPage},
   {path: '/ui/team', label: 'Team', page: teamPage},
-  {path: '/ui/objectives', label: 'Objectives', page: notYetPage('Objectives', 'the board by status, objective detail with its audit log and thread')},
-  {path: '/ui/files', label: 'Files', page: notYetPage('Files', 'browsing homes and shared files, upload, download, mkdir, move and delete')},
+  {path: '/ui/objectives', label: 'Objectives', page: objectivesPage},
+  {path: '/ui/files', label: 'Files', page: filesPage},
   {path: '/ui/activity', label: 'Activity', page: activityPage},
   {path: '/ui/admin', label: 'Admin', page: adminPage},
   {path: '/ui/settings', label: 'Settings', page: settingsPage},

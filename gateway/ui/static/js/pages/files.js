@@ -1,0 +1,230 @@
+// Files: browse the virtual filesystem (the member's home, every home it
+// may see from /, and the files shared with it), upload by button or by
+// dropping files on the listing, download, make folders, move/rename and
+// delete. Names are hostile: they are only ever text, and a download link
+// encodes each path segment on its own (files-api.js).
+import {h, replace} from '../h.js';
+import {api, errorText} from '../api.js';
+import {status, field, confirmDialog, table, ago, bytes} from '../ui.js';
+import {readHref, joinPath, parentOf, upload} from './files-api.js';
+
+const MAX_NAME = 255;
+
+// pageHref is the Files page showing path (or the shared list).
+function pageHref(path) { return '/ui/files?path=' + encodeURIComponent(path); }
+
+// cleanPath accepts an absolute path of non-empty segments, else ''.
+function cleanPath(p) {
+  if (typeof p !== 'string' || !p.startsWith('/') || p.length > 4096) return '';
+  if (p === '/') return '/';
+  const segs = p.split('/').slice(1);
+  if (segs[segs.length - 1] === '') segs.pop();
+  if (!segs.length || segs.some((s) => s === '' || s === '.' || s === '..')) return '';
+  return '/' + segs.join('/');
+}
+
+// crumbs is the path as links, one per directory on the way.
+function crumbs(path) {
+  const segs = path === '/' ? [] : path.split('/').slice(1);
+  const items = [h('li', {}, h('a', {href: pageHref('/'), 'data-nav': '', 'aria-current': segs.length ? null : 'page'}, 'All homes'))];
+  let at = '';
+  segs.forEach((s, i) => {
+    at += '/' + s;
+    items.push(h('li', {}, h('a', {href: pageHref(at), 'data-nav': '', 'aria-current': i === segs.length - 1 ? 'page' : null}, s)));
+  });
+  return h('nav', {class: 'crumbs', 'aria-label': 'Folder path'}, h('ol', {}, items));
+}
+
+// downloadLink is a link to a file's bytes that saves it under its name.
+export function downloadLink(entry, text = 'Download') {
+  return h('a', {class: 'download', href: readHref(entry.path), download: String(entry.name || 'file'), 'aria-label': text === 'Download' ? 'Download ' + entry.name : null}, text);
+}
+
+// moveDialog asks for a file's new path; resolves the new path or ''.
+function moveDialog(entry) {
+  return new Promise((resolve) => {
+    const input = h('input', {type: 'text', value: entry.path, required: true, maxlength: '4096', autocomplete: 'off', spellcheck: 'false'});
+    const dlg = h('dialog', {class: 'confirm', 'aria-label': 'Move or rename ' + entry.name});
+    const done = (v) => { dlg.close(); dlg.remove(); resolve(v); };
+    dlg.addEventListener('cancel', (e) => { e.preventDefault(); done(''); });
+    dlg.append(h('form', {class: 'move', onsubmit: (e) => { e.preventDefault(); done(input.value.trim()); }},
+      h('p', {}, 'Move or rename ', h('strong', {}, entry.name)),
+      field('New path', input, 'A file moves within your own home (the whole path, folders are created).'),
+      h('div', {class: 'actions'},
+        h('button', {type: 'button', class: 'quiet', onclick: () => done('')}, 'Cancel'),
+        h('button', {type: 'submit'}, 'Move'))));
+    document.body.append(dlg);
+    dlg.showModal();
+    input.focus();
+    const dot = entry.name.lastIndexOf('.');
+    const start = entry.path.length - entry.name.length;
+    input.setSelectionRange(start, dot > 0 ? start + dot : entry.path.length);
+  });
+}
+
+export const filesPage = {
+  title: 'Files', auth: true,
+  render(main, {app, url}) {
+    const me = app.session.member;
+    const perms = Array.isArray(app.session.permissions) ? app.session.permissions : [];
+    const manager = perms.includes('members.manage');
+    const shared = url.searchParams.get('view') === 'shared';
+    const path = shared ? '' : (cleanPath(url.searchParams.get('path') || '/' + me) || '/' + me);
+    const writable = !shared && path !== '/' && (manager || path === '/' + me || path.startsWith('/' + me + '/'));
+    let alive = true;
+    let entries = [];
+    let next = '';
+
+    const st = status();
+    const listing = h('div', {class: 'listing', 'aria-live': 'polite', 'aria-busy': 'true'});
+    const more = h('button', {type: 'button', class: 'quiet', hidden: true, onclick: () => load(true)}, 'Show more');
+
+    const tabs = h('nav', {class: 'tabs', 'aria-label': 'Files views'}, h('ul', {},
+      h('li', {}, h('a', {href: pageHref('/' + me), 'data-nav': '', 'aria-current': !shared && (path === '/' + me || path.startsWith('/' + me + '/')) ? 'page' : null}, 'My files')),
+      h('li', {}, h('a', {href: pageHref('/'), 'data-nav': '', 'aria-current': !shared && path === '/' ? 'page' : null}, 'All homes')),
+      h('li', {}, h('a', {href: '/ui/files?view=shared', 'data-nav': '', 'aria-current': shared ? 'page' : null}, 'Shared with me'))));
+
+    const nameCell = (e) => {
+      if (e.kind === 'dir') return h('a', {class: 'fname dir', href: pageHref(e.path), 'data-nav': ''}, e.name);
+      return h('span', {class: 'fname'}, e.name);
+    };
+    const actions = (e) => {
+      const mine = manager || e.path.startsWith('/' + me + '/');
+      const home = e.path.split('/').length === 2;
+      return h('div', {class: 'row-actions'},
+        e.kind === 'file' ? downloadLink(e) : null,
+        e.kind === 'file' && mine ? h('button', {type: 'button', class: 'quiet', 'aria-label': 'Move or rename ' + e.name, onclick: () => move(e)}, 'Move') : null,
+        mine && !home ? h('button', {type: 'button', class: 'quiet danger-text', 'aria-label': 'Delete ' + e.name, onclick: () => remove(e)}, 'Delete') : null);
+    };
+    const cols = shared
+      ? [{label: 'Path', cell: (e) => h('span', {class: 'fname'}, e.path)}, {label: 'Size', cell: (e) => bytes(e.size)},
+        {label: 'Type', cell: (e) => h('code', {}, e.mimeType || '')}, {label: 'Owner', cell: (e) => e.owner || ''},
+        {label: 'Modified', cell: (e) => ago(e.updatedAt)}, {label: 'Actions', cell: actions}]
+      : [{label: 'Name', cell: nameCell}, {label: 'Size', cell: (e) => (e.kind === 'dir' ? '—' : bytes(e.size))},
+        {label: 'Type', cell: (e) => (e.kind === 'dir' ? 'folder' : h('code', {}, e.mimeType || ''))}, {label: 'Owner', cell: (e) => e.owner || ''},
+        {label: 'Modified', cell: (e) => ago(e.updatedAt)}, {label: 'Actions', cell: actions}];
+
+    const draw = () => {
+      listing.setAttribute('aria-busy', 'false');
+      replace(listing, table(cols, entries, {
+        caption: shared ? 'Files shared with you' : (path === '/' ? 'Homes you can see' : 'Contents of ' + path),
+        empty: shared ? 'Nothing is shared with you yet.' : 'This folder is empty.'}));
+      more.hidden = !next;
+    };
+
+    async function load(append) {
+      more.disabled = true;
+      try {
+        const q = {after: append ? next : undefined};
+        const res = shared ? await api('GET', '/fs/shared', {query: q}) : await api('GET', '/fs/ls', {query: {path, ...q}});
+        if (!alive) return;
+        const got = Array.isArray(res && res.entries) ? res.entries.filter((e) => e && typeof e.path === 'string' && typeof e.name === 'string') : [];
+        entries = append ? entries.concat(got) : got;
+        next = res && typeof res.next === 'string' ? res.next : '';
+        draw();
+      } catch (err) {
+        if (!alive) return;
+        listing.setAttribute('aria-busy', 'false');
+        replace(listing, h('p', {class: 'msg error', role: 'alert'}, errorText(err)));
+      } finally {
+        more.disabled = false;
+      }
+    }
+
+    // After a row goes away its button has no place to keep focus: the
+    // outcome line takes it.
+    const focusStatus = () => { st.node.setAttribute('tabindex', '-1'); st.node.focus(); };
+
+    async function uploadAll(files) {
+      const list = [...files];
+      if (!list.length || !writable) return;
+      const done = [];
+      for (const f of list) {
+        if (!f.name || f.name.length > MAX_NAME) { st.error('A file name must be 1 to 255 characters: ' + String(f.name).slice(0, 80)); continue; }
+        st.busy('Uploading ' + f.name + '…');
+        try {
+          const res = await upload(joinPath(path, f.name), f, 'suffix');
+          done.push(res.renamed ? `${f.name} (saved as ${res.entry.name})` : res.entry.name);
+        } catch (err) {
+          st.error(`${f.name}: ${errorText(err)}`);
+          await load(false);
+          return;
+        }
+      }
+      if (!alive) return;
+      st.ok('Uploaded ' + done.join(', '));
+      await load(false);
+    }
+
+    async function move(e) {
+      const to = cleanPath(await moveDialog(e));
+      if (!to || to === e.path) return;
+      st.busy('Moving…');
+      try {
+        const res = await api('POST', '/fs/mv', {body: {from: e.path, to}});
+        st.ok(`Moved ${e.name} to ${res && res.path ? res.path : to}`);
+        await load(false);
+        focusStatus();
+      } catch (err) { st.error(err); }
+    }
+
+    async function remove(e) {
+      const q = e.kind === 'dir' ? `Delete the folder ${e.name} and everything in it?` : `Delete ${e.name}?`;
+      if (!(await confirmDialog(q, {yes: 'Delete', danger: true}))) return;
+      st.busy('Deleting…');
+      try {
+        await api('DELETE', '/fs/rm', {query: {path: e.path, recursive: e.kind === 'dir' ? 'true' : undefined}});
+        st.ok('Deleted ' + e.name);
+        await load(false);
+        focusStatus();
+      } catch (err) { st.error(err); }
+    }
+
+    const fileInput = h('input', {type: 'file', multiple: true, id: 'upload-input', onchange: () => { const fs = [...fileInput.files]; fileInput.value = ''; uploadAll(fs); }});
+    const folderName = h('input', {type: 'text', id: 'mkdir-name', maxlength: String(MAX_NAME), autocomplete: 'off', required: true});
+    const mkdirForm = h('form', {class: 'inline-form', 'aria-label': 'New folder', onsubmit: async (e) => {
+      e.preventDefault();
+      const name = folderName.value.trim();
+      if (!name || name.includes('/') || name === '.' || name === '..') { st.error('A folder name is one path segment: no "/", not "." or "..".'); folderName.focus(); return; }
+      st.busy('Creating folder…');
+      try {
+        await api('POST', '/fs/mkdir', {body: {path: joinPath(path, name)}});
+        folderName.value = '';
+        st.ok('Created folder ' + name);
+        await load(false);
+      } catch (err) { st.error(err); }
+    }}, field('New folder', folderName), h('button', {type: 'submit'}, 'Create folder'));
+
+    const dropHint = h('p', {class: 'hint drop-hint'}, 'Or drop files on the listing to upload them here.');
+    const zone = h('section', {class: 'dropzone', 'aria-label': shared ? 'Shared files' : 'Folder contents'}, listing, more);
+    if (writable) {
+      let depth = 0;
+      zone.addEventListener('dragenter', (e) => { if (hasFiles(e)) { e.preventDefault(); depth += 1; zone.classList.add('over'); } });
+      zone.addEventListener('dragover', (e) => { if (hasFiles(e)) { e.preventDefault(); e.dataTransfer.dropEffect = 'copy'; } });
+      zone.addEventListener('dragleave', () => { depth = Math.max(0, depth - 1); if (!depth) zone.classList.remove('over'); });
+      zone.addEventListener('drop', (e) => {
+        e.preventDefault();
+        depth = 0;
+        zone.classList.remove('over');
+        uploadAll(e.dataTransfer ? e.dataTransfer.files : []);
+      });
+    }
+
+    const up = path === '/' || shared ? null : h('a', {href: pageHref(parentOf(path)), 'data-nav': '', class: 'up'}, '↑ Up one folder');
+    main.append(h('section', {class: 'files'},
+      h('h1', {}, 'Files'),
+      tabs,
+      shared ? h('p', {class: 'hint'}, 'Files others attached to messages or objectives you received. They are read-only for you.') : crumbs(path),
+      writable ? h('div', {class: 'file-tools'}, field('Upload files', fileInput, 'Files keep their names; a name already taken gets a suffix (a-1.txt).'), mkdirForm, dropHint) : null,
+      !writable && !shared && path !== '/' ? h('p', {class: 'hint'}, 'You can read what is shared with you here, not change it.') : null,
+      st.node,
+      up,
+      zone));
+    load(false);
+    return () => { alive = false; };
+  },
+};
+
+function hasFiles(e) {
+  return !!(e.dataTransfer && [...e.dataTransfer.types].includes('Files'));
+}

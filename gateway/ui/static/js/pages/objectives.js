@@ -1,0 +1,452 @@
+// Objectives: the team's board by status, live, with a form to create one;
+// and one objective's detail (?id=): its fields, attachments, the audit
+// log oldest first, the obj:<id> thread, and the actions the caller's
+// permissions allow (the server decides; its refusal is shown).
+//
+// Live: the broker sends an objective's lifecycle events as messages on
+// obj:<id> (data.kind 'objective_event') to its originator, assignee,
+// watchers and members.manage holders, on the tab's one stream (live.js).
+// The board refetches the objective such a message names; the detail page
+// reloads itself and appends thread posts.
+import {h, replace, fmtTime} from '../h.js';
+import {api, errorText} from '../api.js';
+import {onMessage, advance} from '../live.js';
+import {status, field, form, ago, bytes, uid} from '../ui.js';
+import {readHref, joinPath, upload} from './files-api.js';
+
+export const STATUSES = [
+  {key: 'active', label: 'Active'},
+  {key: 'blocked', label: 'Blocked'},
+  {key: 'done', label: 'Done'},
+  {key: 'cancelled', label: 'Cancelled'},
+];
+const TERMINAL = new Set(['done', 'cancelled']);
+const MAX_TEXT = 64 << 10; // what of one text is shown
+const MAX_THREAD = 1000;
+const ID_RE = /^[A-Za-z0-9-]{1,64}$/;
+
+function str(v) { return typeof v === 'string' ? v : ''; }
+function cut(s, n = MAX_TEXT) { s = str(s); return s.length > n ? s.slice(0, n) + ' … (cut)' : s; }
+function statusLabel(s) { const x = STATUSES.find((t) => t.key === s); return x ? x.label : 'Unknown'; }
+function statusBadge(s) { return h('span', {class: ['obj-status', 'st-' + (STATUSES.some((t) => t.key === s) ? s : 'unknown')]}, statusLabel(s)); }
+function detailHref(id) { return '/ui/objectives?id=' + encodeURIComponent(id); }
+
+// objectiveEventOf is the objective id a live message reports on, '' if none.
+function objectiveIdOf(msg) {
+  const t = msg && msg.data && typeof msg.data.thread === 'string' ? msg.data.thread : '';
+  if (!t.startsWith('obj:')) return '';
+  const id = t.slice(4);
+  return ID_RE.test(id) ? id : '';
+}
+
+async function members() {
+  const r = await api('GET', '/roster');
+  return (Array.isArray(r && r.teammates) ? r.teammates : []).map((t) => str(t && t.name)).filter(Boolean).sort();
+}
+
+export const objectivesPage = {
+  title: 'Objectives', auth: true,
+  render(main, ctx) {
+    const id = ctx.url.searchParams.get('id');
+    if (id !== null) return renderDetail(main, ctx, ID_RE.test(id) ? id : '');
+    return renderBoard(main, ctx);
+  },
+};
+
+// ---- Board ----
+
+function renderBoard(main, {app}) {
+  const me = app.session.member;
+  const perms = Array.isArray(app.session.permissions) ? app.session.permissions : [];
+  const objs = new Map();
+  let alive = true;
+  const st = status();
+  const board = h('div', {class: 'board', 'aria-busy': 'true'});
+
+  const card = (o) => h('li', {class: 'obj-card', 'data-id': o.id},
+    h('a', {class: 'obj-title', href: detailHref(o.id), 'data-nav': ''}, cut(o.title, 200) || '(untitled)'),
+    h('div', {class: 'meta'},
+      h('span', {}, 'Assignee: ', h('strong', {}, str(o.assignee))),
+      h('span', {}, 'updated ', ago(o.updatedAt))),
+    o.status === 'blocked' && o.blockReason ? h('p', {class: 'reason'}, 'Blocked: ' + cut(o.blockReason, 300)) : null);
+
+  const draw = () => {
+    board.setAttribute('aria-busy', 'false');
+    const all = [...objs.values()].sort((a, b) => (Number(b.updatedAt) || 0) - (Number(a.updatedAt) || 0));
+    replace(board, STATUSES.map((s) => {
+      const items = all.filter((o) => o.status === s.key);
+      const hid = 'col-' + s.key;
+      return h('section', {class: ['column', 'col-' + s.key], 'aria-labelledby': hid, 'data-status': s.key},
+        h('h2', {id: hid}, s.label, ' ', h('span', {class: 'count'}, `(${items.length})`)),
+        items.length ? h('ul', {class: 'cards'}, items.map(card)) : h('p', {class: 'empty'}, 'None.'));
+    }));
+  };
+
+  async function loadAll() {
+    try {
+      const r = await api('GET', '/objectives');
+      if (!alive) return;
+      objs.clear();
+      for (const o of Array.isArray(r && r.objectives) ? r.objectives : []) if (o && ID_RE.test(str(o.id))) objs.set(o.id, o);
+      draw();
+    } catch (err) { if (alive) st.error(err); }
+  }
+
+  // One fetch per objective at a time; a message arriving during it asks
+  // for one more after it, so the last state fetched is never older than
+  // the last message.
+  const inflight = new Map(); // id → whether another fetch is due
+  const refetch = async (oid) => {
+    if (inflight.has(oid)) { inflight.set(oid, true); return; }
+    inflight.set(oid, false);
+    try {
+      const r = await api('GET', '/objectives/' + encodeURIComponent(oid));
+      if (alive && r && r.objective && r.objective.id === oid) { objs.set(oid, r.objective); draw(); }
+    } catch { /* Refresh shows it */ }
+    const again = inflight.get(oid);
+    inflight.delete(oid);
+    if (again && alive) refetch(oid);
+  };
+  const off = onMessage((msg) => {
+    const oid = objectiveIdOf(msg);
+    if (oid) refetch(oid);
+  });
+
+  const canCreate = perms.includes('objectives.create');
+  main.append(h('section', {class: 'objectives'},
+    h('div', {class: 'page-head'},
+      h('h1', {}, 'Objectives'),
+      h('button', {type: 'button', class: 'quiet', onclick: () => { st.clear(); loadAll(); }}, 'Refresh')),
+    h('p', {class: 'hint'}, 'Objectives you originate, own or watch update here live; others on Refresh.'),
+    canCreate ? createForm(me, (o) => { objs.set(o.id, o); draw(); }) : null,
+    st.node,
+    board));
+  loadAll();
+  return () => { alive = false; off(); };
+}
+
+// createForm is the "New objective" form in a disclosure.
+function createForm(me, created) {
+  const title = h('input', {type: 'text', name: 'title', maxlength: '200', required: true, autocomplete: 'off'});
+  const outcome = h('textarea', {name: 'outcome', rows: '2', required: true});
+  const body = h('textarea', {name: 'body', rows: '3'});
+  const assignee = h('select', {name: 'assignee', required: true}, h('option', {value: ''}, 'Choose…'));
+  const watchersBox = h('fieldset', {class: 'checks'}, h('legend', {}, 'Watchers'), h('p', {class: 'hint'}, 'Loading members…'));
+  const attachments = new Map(); // path → label
+  const attachList = h('ul', {class: 'attach-list', 'aria-label': 'Attachments'});
+  const pathInput = h('input', {type: 'text', list: uid('dl'), autocomplete: 'off', spellcheck: 'false', placeholder: '/' + me + '/…'});
+  const datalist = h('datalist', {id: pathInput.getAttribute('list')});
+  const fileInput = h('input', {type: 'file', multiple: true, id: 'attach-upload'});
+  const attachSt = status();
+
+  const drawAttach = () => replace(attachList, [...attachments.keys()].map((p) => h('li', {},
+    h('code', {}, p), ' ',
+    h('button', {type: 'button', class: 'quiet', 'aria-label': 'Remove attachment ' + p, onclick: () => { attachments.delete(p); drawAttach(); pathInput.focus(); }}, 'Remove'))));
+  const addPath = () => {
+    const p = pathInput.value.trim();
+    if (!p.startsWith('/')) { attachSt.error('A file path starts with /, e.g. /' + me + '/notes.txt'); return; }
+    if (attachments.size >= 64) { attachSt.error('At most 64 attachments.'); return; }
+    attachments.set(p, p);
+    pathInput.value = '';
+    attachSt.clear();
+    drawAttach();
+  };
+  pathInput.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); addPath(); } });
+  fileInput.addEventListener('change', async () => {
+    const files = [...fileInput.files];
+    fileInput.value = '';
+    for (const f of files) {
+      attachSt.busy('Uploading ' + f.name + '…');
+      try {
+        const r = await upload(joinPath('/' + me + '/attachments', f.name), f, 'suffix');
+        attachments.set(r.entry.path, r.entry.path);
+        drawAttach();
+        attachSt.ok('Uploaded ' + r.entry.path);
+      } catch (err) { attachSt.error(`${f.name}: ${errorText(err)}`); return; }
+    }
+  });
+
+  (async () => {
+    try {
+      const names = await members();
+      for (const n of names) assignee.append(h('option', {value: n}, n));
+      replace(watchersBox, h('legend', {}, 'Watchers'),
+        h('div', {class: 'check-list'}, names.map((n) => {
+          const cb = h('input', {type: 'checkbox', name: 'watchers', value: n, id: uid('w')});
+          return h('span', {class: 'check'}, cb, h('label', {for: cb.id}, n));
+        })));
+    } catch (err) { replace(watchersBox, h('legend', {}, 'Watchers'), h('p', {class: 'msg error'}, errorText(err))); }
+    try {
+      const r = await api('GET', '/fs/ls', {query: {path: '/' + me}});
+      const files = [];
+      const walk = async (entries, depth) => {
+        for (const e of entries) {
+          if (files.length >= 200) return;
+          if (e.kind === 'file') files.push(e.path);
+          else if (e.kind === 'dir' && depth < 2) {
+            const sub = await api('GET', '/fs/ls', {query: {path: e.path}});
+            await walk(Array.isArray(sub && sub.entries) ? sub.entries : [], depth + 1);
+          }
+        }
+      };
+      await walk(Array.isArray(r && r.entries) ? r.entries : [], 0);
+      replace(datalist, files.map((p) => h('option', {value: p})));
+    } catch { /* suggestions only */ }
+  })();
+
+  const f = form({label: 'New objective', submit: 'Create objective', busy: 'Creating…', action: async (el) => {
+    if (!title.value.trim()) { title.focus(); throw new Error('A title is required.'); }
+    if (!outcome.value.trim()) { outcome.focus(); throw new Error('An outcome is required: how will anyone know it is done?'); }
+    if (!assignee.value) { assignee.focus(); throw new Error('Choose an assignee.'); }
+    const watchers = [...el.querySelectorAll('input[name=watchers]:checked')].map((c) => c.value);
+    const payload = {title: title.value, outcome: outcome.value, assignee: assignee.value};
+    if (body.value.trim()) payload.body = body.value;
+    if (watchers.length) payload.watchers = watchers;
+    if (attachments.size) payload.attachments = [...attachments.keys()];
+    const o = await api('POST', '/objectives', {body: payload});
+    created(o);
+    title.value = ''; outcome.value = ''; body.value = ''; attachments.clear(); drawAttach();
+    for (const c of el.querySelectorAll('input[name=watchers]')) c.checked = false;
+    return 'Created "' + cut(o.title, 200) + '".';
+  }},
+  field('Title', title),
+  field('Outcome', outcome, 'The verifiable definition of done.'),
+  field('Details (optional)', body),
+  field('Assignee', assignee),
+  watchersBox,
+  h('fieldset', {class: 'attach'}, h('legend', {}, 'Attachments'),
+    attachList,
+    h('div', {class: 'attach-add'}, field('A file from your files', pathInput), datalist,
+      h('button', {type: 'button', class: 'quiet', onclick: addPath}, 'Attach path')),
+    field('Or upload and attach', fileInput, 'Uploads go to /' + me + '/attachments.'),
+    attachSt.node));
+  f.classList.add('new-objective');
+  return h('details', {class: 'create'}, h('summary', {}, 'New objective'), f);
+}
+
+// ---- Detail ----
+
+function eventText(ev) {
+  const p = ev && typeof ev.payload === 'object' && ev.payload ? ev.payload : {};
+  switch (ev.kind) {
+    case 'assigned': return `assigned to ${str(p.assignee)}`;
+    case 'blocked': return `blocked: ${cut(p.reason, 8192)}`;
+    case 'unblocked': return 'unblocked';
+    case 'completed': return `completed: ${cut(p.result, 8192)}`;
+    case 'cancelled': return p.reason ? `cancelled: ${cut(p.reason, 8192)}` : 'cancelled';
+    case 'reassigned': return `reassigned from ${str(p.from)} to ${str(p.to)}` + (p.note ? `: ${cut(p.note, 8192)}` : '');
+    case 'watcher_added': return `added watcher ${str(p.watcher)}`;
+    case 'watcher_removed': return `removed watcher ${str(p.watcher)}`;
+    default: return str(ev.kind) || 'event';
+  }
+}
+
+function byDecimalId(a, b) {
+  const x = str(a.id), y = str(b.id);
+  if (/^[0-9]+$/.test(x) && /^[0-9]+$/.test(y)) { const bx = BigInt(x), by = BigInt(y); return bx < by ? -1 : bx > by ? 1 : 0; }
+  return (Number(a.createdAt) || 0) - (Number(b.createdAt) || 0);
+}
+
+function renderDetail(main, {app}, id) {
+  const me = app.session.member;
+  const perms = Array.isArray(app.session.permissions) ? app.session.permissions : [];
+  const has = (p) => perms.includes(p);
+  let alive = true;
+  const back = h('p', {}, h('a', {href: '/ui/objectives', 'data-nav': ''}, '← All objectives'));
+  if (!id) {
+    main.append(h('section', {class: 'objective'}, back, h('h1', {}, 'No such objective'), h('p', {class: 'msg error'}, 'That is not an objective id.')));
+    return () => {};
+  }
+  const head = h('h1', {id: 'obj-title', tabindex: '-1'}, 'Objective');
+  const summary = h('div', {class: 'obj-summary'});
+  const actionsBox = h('div', {class: 'obj-actions'});
+  const events = h('ol', {class: 'audit', 'aria-labelledby': 'audit-h'});
+  const thread = h('ol', {class: 'messages thread', 'aria-labelledby': 'thread-h', tabindex: '0'});
+  const threadSt = status();
+  const st = status();
+  const msgs = new Map();
+  let obj = null;
+  let names = [];
+  let canThread = true;
+
+  const drawThread = () => {
+    const list = [...msgs.values()].sort(byDecimalId);
+    replace(thread, list.map((m) => h('li', {class: ['msg', m.data && m.data.kind === 'objective_event' ? 'lifecycle' : null], 'data-id': m.id},
+      h('div', {class: 'meta'}, h('span', {class: 'from'}, str(m.from)), h('time', {datetime: new Date(Number(m.createdAt) || 0).toISOString()}, fmtTime(m.createdAt))),
+      h('div', {class: 'body'}, cut(m.body)))));
+    if (!list.length) thread.append(h('li', {class: 'empty'}, canThread ? 'No messages yet.' : 'The thread is for the objective\'s originator, assignee, watchers and managers.'));
+  };
+
+  const drawObj = (o, evs) => {
+    obj = o;
+    replace(head, cut(o.title, 200) || '(untitled)');
+    document.title = (str(o.title).slice(0, 60) || 'Objective') + ' · svc';
+    const row = (k, v) => (v === null || v === undefined || v === '' ? null : [h('dt', {}, k), h('dd', {}, v)]);
+    const atts = Array.isArray(o.attachments) ? o.attachments.filter((a) => a && typeof a.path === 'string') : [];
+    replace(summary,
+      h('p', {}, statusBadge(o.status)),
+      h('dl', {class: 'facts'},
+        row('Outcome', h('span', {class: 'pre'}, cut(o.outcome))),
+        row('Details', o.body ? h('span', {class: 'pre obj-body'}, cut(o.body)) : null),
+        row('Assignee', str(o.assignee)),
+        row('Originator', str(o.originator)),
+        row('Watchers', Array.isArray(o.watchers) && o.watchers.length ? o.watchers.map(str).join(', ') : 'none'),
+        row('Blocked because', o.status === 'blocked' ? h('span', {class: 'pre'}, cut(o.blockReason)) : null),
+        row('Result', o.result ? h('span', {class: 'pre'}, cut(o.result)) : null),
+        row('Created', ago(o.createdAt)),
+        row('Updated', ago(o.updatedAt))),
+      atts.length ? [h('h2', {}, 'Attachments'), h('ul', {class: 'attachments'}, atts.map((a) => h('li', {},
+        h('a', {href: readHref(a.path), download: str(a.name) || 'file'}, str(a.name) || a.path), ' ', h('span', {class: 'hint'}, `${bytes(a.size)} · ${str(a.mimeType)} · `), h('code', {}, a.path))))] : null);
+    const list = (Array.isArray(evs) ? evs.slice() : []).sort(byDecimalId);
+    replace(events, list.map((ev) => h('li', {class: 'ev ev-' + str(ev.kind).replace(/[^a-z_]/g, ''), 'data-kind': str(ev.kind)},
+      h('time', {datetime: new Date(Number(ev.createdAt) || 0).toISOString()}, fmtTime(ev.createdAt)), ' ',
+      h('strong', {class: 'actor'}, str(ev.actor)), ' ',
+      h('span', {class: 'what'}, eventText(ev)))));
+    drawActions();
+  };
+
+  // Each action is a small form; the server's refusal shows in its line.
+  const act = (label, submit, fields, run, cls) => {
+    return form({label, submit, cls: 'card act ' + (cls || ''), action: async () => {
+      await run();
+      st.ok(label + ': done.');
+      await reload();
+      head.focus();
+      return '';
+    }}, h('h2', {}, label), fields);
+  };
+
+  // Actions are redrawn only when what they depend on changed, so a live
+  // update does not wipe a reason being typed.
+  let actionsKey = '';
+  const drawActions = () => {
+    if (!obj) return;
+    const o = obj;
+    const key = JSON.stringify([o.status, o.assignee, o.originator, o.watchers, names]);
+    if (key === actionsKey) return;
+    actionsKey = key;
+    const live = !TERMINAL.has(o.status);
+    const assignee = o.assignee === me;
+    const origin = o.originator === me;
+    const base = '/objectives/' + encodeURIComponent(o.id);
+    const out = [];
+    if (live && (assignee || has('members.manage'))) {
+      if (o.status === 'active') {
+        const reason = h('textarea', {rows: '2', required: true});
+        out.push(act('Block', 'Block', [field('Reason', reason)], () => {
+          if (!reason.value.trim()) throw new Error('A reason is required to block.');
+          return api('PATCH', base, {body: {status: 'blocked', blockReason: reason.value}});
+        }, 'act-block'));
+      } else if (o.status === 'blocked') {
+        out.push(act('Unblock', 'Unblock', [h('p', {class: 'hint'}, 'Back to active; the reason is cleared.')], () => api('PATCH', base, {body: {status: 'active'}}), 'act-unblock'));
+      }
+    }
+    if (live && assignee) {
+      const result = h('textarea', {rows: '2', required: true});
+      out.push(act('Complete', 'Mark done', [field('Result', result, 'What was done, against the outcome.')], () => {
+        if (!result.value.trim()) throw new Error('A result is required to complete.');
+        return api('POST', base + '/complete', {body: {result: result.value}});
+      }, 'act-complete'));
+    }
+    if (live && (origin || has('objectives.cancel'))) {
+      const reason = h('input', {type: 'text'});
+      out.push(act('Cancel', 'Cancel objective', [field('Reason (optional)', reason)], () =>
+        api('POST', base + '/cancel', {body: reason.value.trim() ? {reason: reason.value} : {}}), 'act-cancel'));
+    }
+    if (live && has('members.manage')) {
+      const to = h('select', {required: true}, h('option', {value: ''}, 'Choose…'), names.filter((n) => n !== o.assignee).map((n) => h('option', {value: n}, n)));
+      const note = h('input', {type: 'text'});
+      out.push(act('Reassign', 'Reassign', [field('To', to), field('Note (optional)', note)], () => {
+        if (!to.value) throw new Error('Choose who takes it over.');
+        return api('POST', base + '/reassign', {body: note.value.trim() ? {to: to.value, note: note.value} : {to: to.value}});
+      }, 'act-reassign'));
+    }
+    if (origin || has('objectives.watch')) {
+      const watchers = Array.isArray(o.watchers) ? o.watchers.map(str) : [];
+      const add = h('select', {}, h('option', {value: ''}, 'Choose…'), names.filter((n) => !watchers.includes(n)).map((n) => h('option', {value: n}, n)));
+      const wst = status();
+      const remove = (w) => async () => {
+        wst.busy('Removing ' + w + '…');
+        try { await api('PATCH', base + '/watchers', {body: {remove: [w]}}); st.ok('Removed watcher ' + w + '.'); await reload(); head.focus(); } catch (err) { wst.error(err); }
+      };
+      out.push(h('div', {class: 'card act act-watchers'},
+        h('h2', {}, 'Watchers'),
+        watchers.length ? h('ul', {class: 'watchers'}, watchers.map((w) => h('li', {}, h('span', {}, w), ' ',
+          h('button', {type: 'button', class: 'quiet', 'aria-label': 'Remove watcher ' + w, onclick: remove(w)}, 'Remove')))) : h('p', {class: 'hint'}, 'No watchers.'),
+        form({label: 'Add watcher', submit: 'Add watcher', cls: 'inline-form', action: async () => {
+          if (!add.value) throw new Error('Choose a member.');
+          await api('PATCH', base + '/watchers', {body: {add: [add.value]}});
+          await reload();
+          return '';
+        }}, field('Add watcher', add)),
+        wst.node));
+    }
+    replace(actionsBox, out.length ? out : h('p', {class: 'hint'}, live ? 'You have no actions on this objective.' : 'This objective is ' + statusLabel(o.status).toLowerCase() + '; nothing more can change but its watchers.'));
+  };
+
+  // Reloads may overlap (an action and its own live message): an answer
+  // older than one already shown is dropped.
+  let asked = 0;
+  let shown = 0;
+  async function reload() {
+    const mine = ++asked;
+    try {
+      const r = await api('GET', '/objectives/' + encodeURIComponent(id));
+      if (!alive) return null;
+      if (mine < shown) return r.objective;
+      shown = mine;
+      drawObj(r.objective, r.events);
+      return r.objective;
+    } catch (err) {
+      if (alive) { st.error(err); if (!obj) replace(head, 'Objective not available'); }
+      return null;
+    }
+  }
+
+  async function loadThread() {
+    try {
+      const r = await api('GET', '/history', {query: {thread: 'obj:' + id, limit: 500}});
+      if (!alive) return;
+      for (const m of Array.isArray(r && r.messages) ? r.messages : []) if (m && typeof m.id === 'string') { msgs.set(m.id, m); if (/^[0-9]{1,19}$/.test(m.id)) advance(m.id); }
+      drawThread();
+    } catch (err) {
+      if (!alive) return;
+      if (err.status === 403) { canThread = false; composer.hidden = true; drawThread(); } else threadSt.error(err);
+    }
+  }
+
+  // The thread's composer.
+  const input = h('textarea', {id: 'discuss-body', rows: '2', required: true, maxlength: String(MAX_TEXT)});
+  const composer = h('form', {class: 'composer', 'aria-label': 'Post to the thread', onsubmit: async (e) => {
+    e.preventDefault();
+    if (!input.value.trim()) { input.focus(); return; }
+    const btn = composer.querySelector('button');
+    btn.disabled = true;
+    try {
+      const m = await api('POST', '/objectives/' + encodeURIComponent(id) + '/discuss', {body: {body: input.value}});
+      input.value = '';
+      threadSt.clear();
+      if (m && typeof m.id === 'string') { msgs.set(m.id, m); drawThread(); }
+    } catch (err) { threadSt.error(err); } finally { btn.disabled = false; input.focus(); }
+  }}, h('label', {for: 'discuss-body', class: 'sr-only'}, 'Message'), input, h('button', {type: 'submit'}, 'Post'));
+
+  const off = onMessage((msg) => {
+    if (objectiveIdOf(msg) !== id || typeof msg.id !== 'string') return;
+    if (msgs.size < MAX_THREAD || msgs.has(msg.id)) { msgs.set(msg.id, msg); drawThread(); }
+    if (msg.data && msg.data.kind === 'objective_event') reload();
+  });
+
+  main.append(h('section', {class: 'objective'},
+    back, head, st.node, summary,
+    h('div', {class: 'obj-cols'},
+      h('section', {class: 'obj-side', 'aria-label': 'Actions'}, actionsBox),
+      h('section', {class: 'obj-log', 'aria-labelledby': 'audit-h'}, h('h2', {id: 'audit-h'}, 'Audit log'), events),
+      h('section', {class: 'obj-thread', 'aria-labelledby': 'thread-h'}, h('h2', {id: 'thread-h'}, 'Thread'), thread, threadSt.node, composer))));
+  (async () => {
+    try { names = await members(); } catch { names = []; }
+    if (alive) drawActions();
+  })();
+  reload();
+  loadThread();
+  return () => { alive = false; off(); };
+}
