@@ -19,8 +19,6 @@ import (
 // tokens) and the device enrollment page (/ui/enroll) in chromium against
 // a real broker; enrollment approval completes a real `svc login`.
 
-// xssPayload would run script or make elements if any page parsed it.
-const xssPayload = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script><b onmouseover=alert(1)>bold</b>`
 
 // memberRow is the roster row of name, as a JavaScript expression.
 func memberRow(name string) string {
@@ -59,14 +57,6 @@ func confirmYes(t *testing.T, pg *browsertest.Page) {
 	pg.Do(t, "confirm", chromedp.WaitVisible(chromedp.CSS("dialog.confirm[open]")),
 		chromedp.Click(chromedp.CSS("dialog.confirm[open] .actions button:not(.quiet)")))
 	pg.WaitJS(t, "dialog closed", `!document.querySelector('dialog.confirm')`, uiWait)
-}
-
-// requireInert asserts no payload ran and no element was made from text.
-func requireInert(t *testing.T, pg *browsertest.Page, scope string) {
-	t.Helper()
-	require.Equal(t, "undefined", browsertest.Eval[string](t, pg, "xss flag", `typeof window.__xss`), "%s ran a payload", pg.Name)
-	require.Equal(t, 0, browsertest.Eval[int](t, pg, "elements from payloads",
-		`document.querySelectorAll(`+js(scope+` img, `+scope+` script, `+scope+` b`)+`).length`))
 }
 
 // requireFits asserts the page does not scroll sideways at 375 px.
