@@ -19,7 +19,6 @@ import (
 // tokens) and the device enrollment page (/ui/enroll) in chromium against
 // a real broker; enrollment approval completes a real `svc login`.
 
-
 // memberRow is the roster row of name, as a JavaScript expression.
 func memberRow(name string) string {
 	return `document.querySelector('li.member[data-member=` + js(name) + `]')`
