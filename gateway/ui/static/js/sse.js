@@ -13,6 +13,11 @@
 // item there is no position: a drop then resumes live-only, and the page
 // closes that gap itself (onState 'live': refetch what it shows). Pages key
 // what they show by id, so an overlap of history and live shows once.
+//
+// A stream whose history is the whole stream (one member's activity, not
+// the message stream's many conversations) may advance() its position to
+// the newest id of the history it loaded, so a drop before the first item
+// resumes there instead of going live-only.
 
 const MAX_ID_LEN = 19;
 const ID_RE = /^[0-9]{1,19}$/;
@@ -41,6 +46,15 @@ export class ResumableStream {
 
   // lastId is the position the stream would resume after ('' when none).
   get lastId() { return this.last === null ? '' : this.last.toString(); }
+
+  // advance records id, the newest of a history that is the whole stream,
+  // as the position, until the stream delivers something newer. Never
+  // call it with an id from part of the stream (see above).
+  advance(id) {
+    if (typeof id !== 'string' || !ID_RE.test(id)) return;
+    const n = BigInt(id);
+    if (this.last === null || n > this.last) this.last = n;
+  }
 
   start() {
     this.stopped = false;
