@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -164,6 +165,55 @@ func TestWebUIActivity(t *testing.T) {
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pg.SaveScreenshot(t, filepath.Join(dir, "activity-375.png"))
 	}
+	for _, line := range pg.Console() {
+		require.NotContains(t, line, "exception", "%s", line)
+	}
+}
+
+// Paging the timeline skips and repeats nothing: more rows than a page
+// share one millisecond (the route's cursor is an inclusive ts), and a
+// live row with an old ts arriving before "Load older" neither moves the
+// cursor past unread rows nor lands on top.
+func TestWebUIActivityPaging(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	alice := bearer(createMember(t, d, admin, "alice"))
+	at := time.Now().Add(-time.Hour).UnixMilli()
+	var evs []obj
+	for i := range 60 {
+		evs = append(evs, actEv("tool_action", at, obj{"tool": fmt.Sprintf("same-ms-%02d", i)}))
+	}
+	for i := range 3 {
+		evs = append(evs, actEv("tool_action", at-1000, obj{"tool": fmt.Sprintf("older-%d", i)}))
+	}
+	mustUpload(t, d, alice, "alice", evs...)
+
+	b := browsertest.Launch(t)
+	pg := b.NewPage("lead")
+	uiSignInAdmin(t, p, d, admin, pg)
+	pg.Do(t, "open activity", chromedp.Navigate(p.base+"/ui/activity?member=alice"))
+	rows := `document.querySelectorAll('ol.timeline li.act')`
+	pg.WaitJS(t, "first page", rows+`.length === 50`, uiWait)
+	pg.WaitJS(t, "activity stream live", `document.querySelector('.act-live')?.dataset.state === 'live'`, uiWait)
+	mustUpload(t, d, alice, "alice", actEv("tool_action", at-2000, obj{"tool": "late-old"}))
+	pg.WaitJS(t, "late row shown last", `[...`+rows+`].at(-1)?.querySelector('.model')?.textContent === 'late-old'`, uiWait)
+
+	olderBtn := `[...document.querySelectorAll('.act-sec button')].find(x => x.textContent === 'Load older activity')`
+	for i := 0; i < 5 && browsertest.Eval[bool](t, pg, "more to load", `!`+olderBtn+`.hidden`); i++ {
+		n := browsertest.Eval[int](t, pg, "rows", rows+`.length`)
+		browsertest.Eval[bool](t, pg, "load older", `(`+olderBtn+`.click(), true)`)
+		pg.WaitJS(t, "page answered", `!`+olderBtn+`.disabled && (`+olderBtn+`.hidden || `+rows+`.length > `+fmt.Sprint(n)+`)`, uiWait)
+	}
+	tools := browsertest.Eval[[]string](t, pg, "tools shown", `[...`+rows+`].map(li => li.querySelector('.model').textContent)`)
+	require.Len(t, tools, 64, "every row once: %v", tools)
+	seen := map[string]bool{}
+	for _, tool := range tools {
+		require.False(t, seen[tool], "%s shown twice", tool)
+		seen[tool] = true
+	}
+	require.Equal(t, []string{"older-2", "older-1", "older-0", "late-old"}, tools[60:], "oldest last, newest id first within a ms")
 	for _, line := range pg.Console() {
 		require.NotContains(t, line, "exception", "%s", line)
 	}
