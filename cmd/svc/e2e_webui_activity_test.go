@@ -219,6 +219,58 @@ func TestWebUIActivityPaging(t *testing.T) {
 	}
 }
 
+// Receipts page without a skip or a repeat where more receipts than a
+// page share one millisecond. The broker cannot be made to stamp receipts
+// in one ms on demand, so the page's fetch of the deliveries route is
+// answered from 70 receipts (60 in one ms) with the route's own rules:
+// newest first then latest stored, before exclusive, limit.
+func TestWebUIAdminReceiptsPaging(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	b := browsertest.Launch(t)
+	pg := b.NewPage("admin")
+	me := uiSignInAdmin(t, p, d, admin, pg)
+	mustCall(t, d, admin, "CreateNotificationEndpoint", obj{"slug": "gh", "targets": []obj{{"member": me}}})
+	pg.Do(t, "open admin", chromedp.Navigate(p.base+"/ui/admin"))
+	pg.WaitJS(t, "endpoint listed", `!!document.querySelector('#adm-notif button[aria-label="Receipts of gh"]')`, uiWait)
+	browsertest.Eval[bool](t, pg, "stub the deliveries route", `(() => {
+		const at = Date.now() - 3600e3;
+		const all = [];
+		for (let i = 0; i < 70; i++) all.push({id: 'r' + String(i).padStart(2, '0'), endpoint: 'gh', status: 'delivered', size: 2, receivedAt: i < 10 ? at - 1 : at});
+		all.reverse(); // newest first: the latest stored first within a ms
+		const orig = window.fetch;
+		window.__asked = [];
+		window.fetch = async (url, opts) => {
+			const u = new URL(String(url), location.origin);
+			if (!u.pathname.endsWith('/deliveries')) return orig(url, opts);
+			window.__asked.push(u.search);
+			const before = u.searchParams.has('before') ? Number(u.searchParams.get('before')) : Infinity;
+			const limit = Number(u.searchParams.get('limit') || 50);
+			const deliveries = all.filter((r) => r.receivedAt < before).slice(0, limit);
+			return new Response(JSON.stringify({deliveries}), {status: 200, headers: {'Content-Type': 'application/json'}});
+		};
+		return true;
+	})()`)
+	pg.Do(t, "open receipts", chromedp.Click(chromedp.CSS(`#adm-notif button[aria-label="Receipts of gh"]`)))
+	rows := `document.querySelectorAll('.adm-receipts tbody tr')`
+	pg.WaitJS(t, "first page", rows+`.length === 50`, uiWait)
+	more := `[...document.querySelectorAll('.adm-receipts button')].find(x => x.textContent === 'Load older receipts')`
+	for i := 0; i < 5 && browsertest.Eval[bool](t, pg, "more to load", `!`+more+`.hidden`); i++ {
+		n := browsertest.Eval[int](t, pg, "rows", rows+`.length`)
+		browsertest.Eval[bool](t, pg, "load older", `(`+more+`.click(), true)`)
+		pg.WaitJS(t, "page answered", `!`+more+`.disabled && (`+more+`.hidden || `+rows+`.length > `+fmt.Sprint(n)+`)`, uiWait)
+	}
+	ids := browsertest.Eval[[]string](t, pg, "receipts shown", `[...document.querySelectorAll('.adm-receipts tbody button[data-replay]')].map(b => b.dataset.replay)`)
+	require.Len(t, ids, 70, "every receipt once: %v (asked %v)", ids, browsertest.Eval[[]string](t, pg, "asked", `window.__asked`))
+	seen := map[string]bool{}
+	for _, id := range ids {
+		require.False(t, seen[id], "%s shown twice", id)
+		seen[id] = true
+	}
+}
+
 // An admin creates a notification endpoint with a secret the page never
 // shows nor gets back; a delivery carrying an XSS payload is shown inert
 // in the receipts and replays; a tool source and a secret take write-only

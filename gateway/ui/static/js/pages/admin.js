@@ -14,6 +14,8 @@ import {status, field, form, confirmDialog, table, uid} from '../ui.js';
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical'];
 const MAX_BODY_SHOWN = 256 << 10;
+const PAGE = 50; // receipts a page
+const MAX_RECEIPTS = 500; // the most one deliveries answer holds
 
 function str(v) { return typeof v === 'string' ? v : ''; }
 function arr(v) { return Array.isArray(v) ? v : []; }
@@ -264,21 +266,30 @@ export const adminPage = {
         {label: 'Messages', cell: (d) => String(arr(d.messageIds).length)},
         {label: 'Actions', cell: (d) => h('div', {class: 'actions'},
           h('button', {type: 'button', class: 'quiet small', 'aria-label': 'Show the body of receipt ' + str(d.id), onclick: () => showBody(str(d.id))}, 'Body'),
-          h('button', {type: 'button', class: 'quiet small', 'aria-label': 'Replay receipt ' + str(d.id), 'data-replay': str(d.id), onclick: () => replay(str(d.id))}, 'Replay'))},
+          h('button', {type: 'button', class: 'quiet small', 'aria-label': 'Replay receipt ' + str(d.id), 'data-replay': str(d.id), onclick: (e) => replay(str(d.id), e.currentTarget)}, 'Replay'))},
       ], rows, {caption: 'Receipts of ' + slug + ', newest first', empty: 'No delivery has reached this endpoint yet.'}));
+      // before is exclusive and the route has no id cursor: an older page
+      // asks again for the receipts held at the oldest ms, plus a page, so
+      // receipts sharing that ms are never skipped (up to the route's 500).
       const load = async (older) => {
+        more.disabled = true;
         try {
-          const q = {limit: 50};
-          if (older && Number.isFinite(oldest)) q.before = oldest;
+          const q = {limit: PAGE};
+          if (older && Number.isFinite(oldest)) {
+            const held = rows.filter((d) => Number(d.receivedAt) === oldest).length;
+            q.before = held + PAGE > MAX_RECEIPTS ? oldest : oldest + 1;
+            q.limit = Math.min(MAX_RECEIPTS, held + PAGE);
+          }
           const res = await api('GET', '/notifications/endpoints/' + enc(slug) + '/deliveries', {query: q});
           if (!alive) return;
           const got = arr(res && res.deliveries).map(o);
           const seen = new Set(rows.map((d) => d.id));
           rows = older ? rows.concat(got.filter((d) => !seen.has(d.id))) : got;
+          if (!older) oldest = Infinity;
           for (const d of got) if (Number(d.receivedAt) < oldest) oldest = Number(d.receivedAt);
-          more.hidden = got.length < 50;
+          more.hidden = got.length < q.limit;
           draw();
-        } catch (err) { st.error(err); }
+        } catch (err) { st.error(err); } finally { more.disabled = false; }
       };
       const showBody = async (id) => {
         try {
@@ -289,12 +300,16 @@ export const adminPage = {
             h('pre', {class: 'payload external-payload', tabindex: '0'}, decodeBody(d.body)));
         } catch (err) { st.error(err); }
       };
-      const replay = async (id) => {
+      // replay runs once per press: a second press while the first is
+      // answered would post the delivery to its targets twice.
+      const replay = async (id, btn) => {
+        if (btn.disabled) return;
+        btn.disabled = true;
         try {
           const d = o(await api('POST', '/notifications/deliveries/' + enc(id) + '/replay', {body: {}}));
           await load(false);
           st.ok(`Replayed: the fresh receipt is ${str(d.status)}${d.reason ? ' (' + str(d.reason) + ')' : ''}.`);
-        } catch (err) { st.error(err); }
+        } catch (err) { st.error(err); } finally { btn.disabled = false; }
       };
       replace(receipts, h('section', {class: 'card', 'aria-labelledby': 'rc-h'},
         h('h3', {id: 'rc-h', tabindex: '-1'}, 'Receipts of ', h('code', {}, slug)),
