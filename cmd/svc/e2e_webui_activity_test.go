@@ -306,6 +306,8 @@ func TestWebUIAdmin(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`.adm-editor form button[type=submit]`)))
 	pg.WaitJS(t, "created with a secret", `document.querySelector('.adm-editor .msg.ok')?.textContent.includes('Secret stored') &&
 		[...document.querySelectorAll('#adm-notif tbody tr')].some(tr => tr.textContent.includes('gh') && tr.textContent.includes('set'))`, uiWait)
+	require.True(t, browsertest.Eval[bool](t, pg, "focus after saving", `document.activeElement?.matches('#adm-notif .adm-editor .msg.ok')`),
+		"focus stays with the saved form, not on the body: %s", browsertest.Eval[string](t, pg, "focused", `document.activeElement?.outerHTML.slice(0, 80)`))
 	requireNowhere(t, pg, hookSecret)
 	r := p.do(t, http.MethodGet, "/notifications/endpoints/gh", nil, withAuthorization(admin.authorization))
 	require.Equal(t, http.StatusOK, r.status)

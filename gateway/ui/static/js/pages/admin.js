@@ -43,6 +43,12 @@ function secretInput(name, id) {
   return h('input', {type: 'password', name, id, autocomplete: 'new-password', spellcheck: 'false', value: ''});
 }
 function yesNo(b) { return b ? 'yes' : 'no'; }
+// focusAfter moves focus to el (made focusable): after a save the form the
+// user was in is redrawn, and focus would otherwise fall to the body.
+function focusAfter(el) {
+  if (!el.hasAttribute('tabindex') && !/^(INPUT|SELECT|TEXTAREA|BUTTON|A)$/.test(el.tagName)) el.setAttribute('tabindex', '-1');
+  el.focus();
+}
 
 // decodeBody turns a receipt's base64 body into text (bytes that are not
 // UTF-8 show as U+FFFD), bounded.
@@ -247,7 +253,7 @@ export const adminPage = {
       replace(epEditor, f,
         h('button', {type: 'button', class: 'quiet', onclick: () => { replace(epEditor); newEp.focus(); }}, 'Close'));
       (ep ? f.querySelector('h3') : slug).setAttribute('tabindex', '-1');
-      if (!flash) (ep ? f.querySelector('h3') : slug).focus();
+      focusAfter(flash ? flashSt.node : (ep ? f.querySelector('h3') : slug));
     };
 
     const showReceipts = async (slug, flash) => {
@@ -353,12 +359,14 @@ export const adminPage = {
       if (!await confirmDialog(`Delete the tool source ${slug} with its tools, bindings and credential?`, {yes: 'Delete', danger: true})) return;
       try { await api('DELETE', '/tool-sources/' + enc(slug)); replace(tsEditor); await loadSources(); tsStatus.ok('Deleted ' + slug + '.'); } catch (err) { tsStatus.error(err); }
     };
+    let tsSeq = 0; // the latest editSource call; an earlier answer is dropped
     const editSource = async (slugOrNull, flash) => {
+      const seq = ++tsSeq;
       let t = null;
       if (slugOrNull) {
-        try { t = o(await api('GET', '/tool-sources/' + enc(slugOrNull))); } catch (err) { tsStatus.error(err); return; }
+        try { t = o(await api('GET', '/tool-sources/' + enc(slugOrNull))); } catch (err) { if (seq === tsSeq) tsStatus.error(err); return; }
       }
-      if (!alive) return;
+      if (!alive || seq !== tsSeq) return;
       const slug = input('slug', t ? t.slug : '', {id: 'ts-slug', required: true, disabled: !!t, autocomplete: 'off'});
       const kind = select('kind', ['custom', 'mcp'], t ? str(t.kind) : 'mcp');
       if (t) kind.disabled = true;
@@ -420,7 +428,7 @@ export const adminPage = {
         h('button', {type: 'button', class: 'quiet', onclick: () => { replace(tsEditor); newTs.focus(); }}, 'Close'));
       const focusEl = t ? f.querySelector('h3') : slug;
       focusEl.setAttribute('tabindex', '-1');
-      if (!flash) focusEl.focus();
+      focusAfter(flash ? flashSt.node : focusEl);
     };
     const newTs = h('button', {type: 'button', onclick: () => editSource(null)}, 'New tool source');
     if (can.tools) tools.append(newTs, tsStatus.node, tsList, tsEditor);
@@ -451,12 +459,14 @@ export const adminPage = {
       if (!await confirmDialog(`Delete the secret ${slug} with its value and bindings?`, {yes: 'Delete', danger: true})) return;
       try { await api('DELETE', '/secrets/' + enc(slug)); replace(secEditor); await loadSecrets(); secStatus.ok('Deleted ' + slug + '.'); } catch (err) { secStatus.error(err); }
     };
+    let secSeq = 0; // the latest editSecret call; an earlier answer is dropped
     const editSecret = async (slugOrNull, flash) => {
+      const seq = ++secSeq;
       let x = null;
       if (slugOrNull) {
-        try { x = o(await api('GET', '/secrets/' + enc(slugOrNull))); } catch (err) { secStatus.error(err); return; }
+        try { x = o(await api('GET', '/secrets/' + enc(slugOrNull))); } catch (err) { if (seq === secSeq) secStatus.error(err); return; }
       }
-      if (!alive) return;
+      if (!alive || seq !== secSeq) return;
       const slug = input('slug', x ? x.slug : '', {id: 'sec-slug', required: true, disabled: !!x, autocomplete: 'off'});
       const envName = input('envName', x && x.envName, {id: 'sec-env', placeholder: 'GITHUB_TOKEN', autocomplete: 'off'});
       const desc = input('description', x && x.description);
@@ -498,7 +508,7 @@ export const adminPage = {
         h('button', {type: 'button', class: 'quiet', onclick: () => { replace(secEditor); newSec.focus(); }}, 'Close'));
       const focusEl = x ? f.querySelector('h3') : slug;
       focusEl.setAttribute('tabindex', '-1');
-      if (!flash) focusEl.focus();
+      focusAfter(flash ? flashSt.node : focusEl);
     };
     const newSec = h('button', {type: 'button', onclick: () => editSecret(null)}, 'New secret');
     if (can.secrets) secrets.append(newSec, secStatus.node, secList, secEditor);
