@@ -121,6 +121,15 @@ func TestWebUITeamRosterLive(t *testing.T) {
 	presence("working")
 	pg.WaitJS(t, "bob working while offline", bob+`.querySelector('.activity').dataset.state === 'working'`, uiWait)
 
+	// A member added elsewhere redraws the roster; the button a keyboard
+	// user is on keeps focus, and each row's buttons name their member.
+	require.Equal(t, "Delete bob", browsertest.Eval[string](t, pg, "delete label", bob+`.querySelector('[data-action=delete]').getAttribute('aria-label')`))
+	require.True(t, browsertest.Eval[bool](t, pg, "focus bob's edit", `(`+bob+`.querySelector('[data-action=edit]').focus(), document.activeElement.dataset.action === 'edit')`))
+	createMember(t, d, admin, "dave")
+	pg.WaitJS(t, "dave listed", `!!`+memberRow("dave"), uiWait)
+	require.True(t, browsertest.Eval[bool](t, pg, "focus kept", `document.activeElement === `+bob+`.querySelector('[data-action=edit]')`),
+		"focus after the redraw: %s", browsertest.Eval[string](t, pg, "focused", `document.activeElement?.outerHTML.slice(0, 80)`))
+
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pg.SaveScreenshot(t, filepath.Join(dir, "team.png"))
 	}
