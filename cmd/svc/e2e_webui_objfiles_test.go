@@ -18,12 +18,12 @@ import (
 // The Objectives and Files pages of the web app (issue 15) in chromium
 // against the real broker.
 
-// xssPayload is markup that would run script if any page parsed it.
-const xssPayload = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script><b onmouseover=alert(1)>b</b>`
+// objXSS is markup that would run script if any page parsed it.
+const objXSS = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script><b onmouseover=alert(1)>b</b>`
 
-// requireInert asserts no payload ran in pg and that within the element
+// requireNoPayload asserts no payload ran in pg and that within the element
 // matching scope no payload element exists.
-func requireInert(t *testing.T, pg *browsertest.Page, scope string) {
+func requireNoPayload(t *testing.T, pg *browsertest.Page, scope string) {
 	t.Helper()
 	require.Equal(t, "undefined", browsertest.Eval[string](t, pg, "xss flag", `typeof window.__xss`), "%s ran a payload", pg.Name)
 	require.Equal(t, 0, browsertest.Eval[int](t, pg, "payload elements",
@@ -75,8 +75,8 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	}
 	require.Equal(t, 0, browsertest.Eval[int](t, pb, "bob cannot create", `document.querySelectorAll('details.create').length`))
 
-	title := "Ship it " + xssPayload
-	body := "Context " + xssPayload + "\nsecond line"
+	title := "Ship it " + objXSS
+	body := "Context " + objXSS + "\nsecond line"
 	fill := func(attach string) {
 		click(t, pa, `details.create > summary`)
 		pa.WaitJS(t, "shown", `document.querySelector(`+js(`form.new-objective input[name=title]`)+`)`, uiWait)
@@ -105,8 +105,8 @@ func TestWebUIObjectivesLive(t *testing.T) {
 
 	// Bob's board shows it live: he is the assignee.
 	pb.WaitJS(t, "bob's board: active, live", cardIn("active", title), uiWait)
-	requireInert(t, pb, ".board")
-	requireInert(t, pa, ".board")
+	requireNoPayload(t, pb, ".board")
+	requireNoPayload(t, pa, ".board")
 
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		click(t, pa, `details.create > summary`)
@@ -118,7 +118,7 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	click(t, pb, `.column[data-status="active"] .obj-card .obj-title`)
 	pb.WaitJS(t, "detail drawn", `document.getElementById('obj-title')?.textContent === `+js(title)+` && document.querySelector('form.act-block')`, uiWait)
 	require.Equal(t, body, browsertest.Eval[string](t, pb, "body text", `document.querySelector('.obj-body').textContent`))
-	requireInert(t, pb, ".objective")
+	requireNoPayload(t, pb, ".objective")
 	pb.WaitJS(t, "attachment link", `document.querySelector('.objective ul.attachments a')?.getAttribute('href') === '/fs/read/alice/spec.txt'`, uiWait)
 	got := browsertest.Eval[string](t, pb, "read the attachment", `fetch(document.querySelector('.objective ul.attachments a').href).then(r => r.text())`)
 	require.Equal(t, "the spec", got, "the assignee reads the attachment through its grant")
@@ -157,7 +157,7 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	pa.WaitJS(t, "thread post seen", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent === 'on it')`, uiWait)
 	click(t, pa, `.act-watchers button[aria-label="Remove watcher carol"]`)
 	pa.WaitJS(t, "watcher removed", auditKinds+`.endsWith(',watcher_removed') && document.querySelector('ol.audit li[data-kind=watcher_removed] .what').textContent === 'removed watcher carol'`, uiWait)
-	requireInert(t, pa, ".objective")
+	requireNoPayload(t, pa, ".objective")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pb.SaveScreenshot(t, filepath.Join(dir, "objective-detail.png"))
 		pb.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
@@ -246,7 +246,7 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 		return true;
 	})()`)
 	pa.WaitJS(t, "dropped file listed", fileRow(evil), uiWait)
-	requireInert(t, pa, ".files")
+	requireNoPayload(t, pa, ".files")
 	disp := browsertest.Eval[string](t, pa, "disposition", `fetch(`+fileRow(evil)+`.querySelector('a.download').href).then(r => r.headers.get('content-disposition') || '')`)
 	kind, params, err := mime.ParseMediaType(disp)
 	require.NoError(t, err, "%q", disp)
@@ -292,7 +292,7 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pa.SaveScreenshot(t, filepath.Join(dir, "files-375.png"))
 	}
-	requireInert(t, pa, ".files")
+	requireNoPayload(t, pa, ".files")
 	requireNoExceptions(t, pa)
 }
 
