@@ -10,7 +10,7 @@
 // reloads itself and appends thread posts.
 import {h, replace, fmtTime} from '../h.js';
 import {api, errorText} from '../api.js';
-import {onMessage, advance} from '../live.js';
+import {onMessage} from '../live.js';
 import {status, field, form, ago, bytes, uid} from '../ui.js';
 import {readHref, joinPath, upload} from './files-api.js';
 
@@ -407,7 +407,9 @@ function renderDetail(main, {app}, id) {
     try {
       const r = await api('GET', '/history', {query: {thread: 'obj:' + id, limit: 500}});
       if (!alive) return;
-      for (const m of Array.isArray(r && r.messages) ? r.messages : []) if (m && typeof m.id === 'string') { msgs.set(m.id, m); if (/^[0-9]{1,19}$/.test(m.id)) advance(m.id); }
+      // No resume position is taken from this thread's history: the tab's
+      // stream carries every conversation (see sse.js).
+      for (const m of Array.isArray(r && r.messages) ? r.messages : []) if (m && typeof m.id === 'string') msgs.set(m.id, m);
       drawThread();
     } catch (err) {
       if (!alive) return;
