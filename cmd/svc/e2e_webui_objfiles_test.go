@@ -246,6 +246,19 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 		return true;
 	})()`)
 	pa.WaitJS(t, "dropped file listed", fileRow(evil), uiWait)
+	// Dropped beside the listing, a file is refused by the page (the
+	// browser would otherwise leave the app to show it) and not uploaded.
+	require.Equal(t, "true,true,false", browsertest.Eval[string](t, pa, "drop beside", `(() => {
+		const dt = new DataTransfer();
+		dt.items.add(new File(['x'], 'beside.txt', {type: 'text/plain'}));
+		const h1 = document.querySelector('.files h1');
+		const over = new DragEvent('dragover', {dataTransfer: dt, bubbles: true, cancelable: true});
+		const drop = new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true});
+		h1.dispatchEvent(over);
+		h1.dispatchEvent(drop);
+		const uploading = [...document.querySelectorAll('.files .msg')].some(m => m.textContent.includes('beside'));
+		return over.defaultPrevented + ',' + drop.defaultPrevented + ',' + uploading;
+	})()`))
 	requireNoPayload(t, pa, ".files")
 	disp := browsertest.Eval[string](t, pa, "disposition", `fetch(`+fileRow(evil)+`.querySelector('a.download').href).then(r => r.headers.get('content-disposition') || '')`)
 	kind, params, err := mime.ParseMediaType(disp)
