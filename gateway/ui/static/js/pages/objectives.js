@@ -434,7 +434,10 @@ function renderDetail(main, {app}, id) {
 
   const off = onMessage((msg) => {
     if (objectiveIdOf(msg) !== id || typeof msg.id !== 'string') return;
-    if (msgs.size < MAX_THREAD || msgs.has(msg.id)) { msgs.set(msg.id, msg); drawThread(); }
+    msgs.set(msg.id, msg);
+    // A page left open all day holds the newest MAX_THREAD posts.
+    if (msgs.size > MAX_THREAD) msgs.delete([...msgs.values()].sort(byDecimalId)[0].id);
+    drawThread();
     if (msg.data && msg.data.kind === 'objective_event') reload();
   });
 
