@@ -10,7 +10,7 @@ import {teamPage} from './pages/team.js';
 import {enrollPage} from './pages/enroll.js';
 import {activityPage} from './pages/activity.js';
 import {adminPage} from './pages/admin.js';
-import {settingsPage} from './pages/settings.js';
+import {settingsPage, optOutOnSignOut} from './pages/settings.js';
 import {objectivesPage} from './pages/objectives.js';
 import {filesPage} from './pages/files.js';
 import {notFoundPage} from './pages/placeholder.js';
@@ -46,6 +46,7 @@ const app = {
     navigate(safeNext(new URL(location.href).searchParams.get('next')), {replace: true});
   },
   async signOut() {
+    if (app.session) await optOutOnSignOut(app.session.member);
     try { await api('POST', '/session/logout'); } catch { /* the cookie is gone either way below */ }
     app.ended();
   },

@@ -410,6 +410,8 @@ function renderDetail(main, {app}, id) {
     try {
       const r = await api('GET', '/history', {query: {thread: 'obj:' + id, limit: 500}});
       if (!alive) return;
+      // No resume position is taken from this thread's history: the tab's
+      // stream carries every conversation (see sse.js).
       for (const m of Array.isArray(r && r.messages) ? r.messages : []) if (m && typeof m.id === 'string') msgs.set(m.id, m);
       drawThread();
     } catch (err) {
@@ -435,7 +437,10 @@ function renderDetail(main, {app}, id) {
 
   const off = onMessage((msg) => {
     if (objectiveIdOf(msg) !== id || typeof msg.id !== 'string') return;
-    if (msgs.size < MAX_THREAD || msgs.has(msg.id)) { msgs.set(msg.id, msg); drawThread(); }
+    msgs.set(msg.id, msg);
+    // A page left open all day holds the newest MAX_THREAD posts.
+    if (msgs.size > MAX_THREAD) msgs.delete([...msgs.values()].sort(byDecimalId)[0].id);
+    drawThread();
     if (msg.data && msg.data.kind === 'objective_event') reload();
   });
   const offLive = onLiveState((s) => { if (s === 'live' && alive) { reload(); loadThread(); } });
