@@ -262,10 +262,13 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 	setValue(t, pa, `dialog form.move input`, "/alice/docs/renamed.bin")
 	click(t, pa, `dialog form.move button[type=submit]`)
 	pa.WaitJS(t, "renamed", fileRow("renamed.bin")+` && !`+fileRow("bytes.bin"), uiWait)
+	browsertest.Eval[bool](t, pa, "focus delete", `(() => { document.querySelector('button[aria-label="Delete renamed.bin"]').focus(); return true; })()`)
 	click(t, pa, `button[aria-label="Delete renamed.bin"]`)
 	pa.WaitJS(t, "shown", `document.querySelector(`+js(`dialog.confirm button.danger`)+`)`, uiWait)
 	click(t, pa, `dialog.confirm button.quiet`)
 	require.True(t, browsertest.Eval[bool](t, pa, "still there", `!!`+fileRow("renamed.bin")))
+	require.Equal(t, "Delete renamed.bin", browsertest.Eval[string](t, pa, "focus back", `document.activeElement.getAttribute('aria-label') || document.activeElement.tagName`),
+		"a cancelled dialog gives focus back to the button that opened it")
 	click(t, pa, `button[aria-label="Delete renamed.bin"]`)
 	pa.WaitJS(t, "shown", `document.querySelector(`+js(`dialog.confirm button.danger`)+`)`, uiWait)
 	click(t, pa, `dialog.confirm button.danger`)
