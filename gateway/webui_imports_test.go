@@ -16,6 +16,10 @@ var (
 	exportListRE   = regexp.MustCompile(`(?m)^export\s*\{([^}]*)\}`)
 	importAnyRE    = regexp.MustCompile(`(?m)^import\s`)
 	importedNameRE = regexp.MustCompile(`^[A-Za-z_$][\w$]*$`)
+	// lazyRE is a page loaded on first use: lazy(title, () =>
+	// import('./pages/x.js'), 'xPage'); dynamicRE is any dynamic import.
+	lazyRE    = regexp.MustCompile(`import\('([^']+)'\),\s*'([A-Za-z_$][\w$]*)'\)`)
+	dynamicRE = regexp.MustCompile(`import\('([^']+)'\)`)
 )
 
 // TestWebUIImportsResolve checks that every named import of the web app's
@@ -56,7 +60,7 @@ func TestWebUIImportsResolve(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, sources)
 
-	checked := 0
+	checked, lazy := 0, 0
 	for p, src := range sources {
 		// Every import statement must be of the named form this test reads,
 		// so none escapes the check.
@@ -77,6 +81,19 @@ func TestWebUIImportsResolve(t *testing.T) {
 				checked++
 			}
 		}
+		// Dynamic imports: the module must exist; a lazy page's named
+		// export must too (a miss shows "could not be loaded" only when the
+		// page is opened, so nothing else would catch it).
+		for _, m := range dynamicRE.FindAllStringSubmatch(src, -1) {
+			_, ok := exports[path.Clean(path.Join(path.Dir(p), m[1]))]
+			require.True(t, ok, "%s imports %s dynamically, which is not among the embedded modules", p, m[1])
+		}
+		for _, m := range lazyRE.FindAllStringSubmatch(src, -1) {
+			target := path.Clean(path.Join(path.Dir(p), m[1]))
+			require.True(t, exports[target][m[2]], "%s loads %s from %s, which does not export it", p, m[2], m[1])
+			lazy++
+		}
 	}
+	require.Greater(t, lazy, 5, "the lazy-page pattern no longer matches app.js")
 	require.Greater(t, checked, 50, "the import pattern no longer matches the app's modules")
 }
