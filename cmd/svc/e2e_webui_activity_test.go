@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -169,6 +170,107 @@ func TestWebUIActivity(t *testing.T) {
 	}
 }
 
+// Paging the timeline skips and repeats nothing: more rows than a page
+// share one millisecond (the route's cursor is an inclusive ts), and a
+// live row with an old ts arriving before "Load older" neither moves the
+// cursor past unread rows nor lands on top.
+func TestWebUIActivityPaging(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	alice := bearer(createMember(t, d, admin, "alice"))
+	at := time.Now().Add(-time.Hour).UnixMilli()
+	var evs []obj
+	for i := range 60 {
+		evs = append(evs, actEv("tool_action", at, obj{"tool": fmt.Sprintf("same-ms-%02d", i)}))
+	}
+	for i := range 3 {
+		evs = append(evs, actEv("tool_action", at-1000, obj{"tool": fmt.Sprintf("older-%d", i)}))
+	}
+	mustUpload(t, d, alice, "alice", evs...)
+
+	b := browsertest.Launch(t)
+	pg := b.NewPage("lead")
+	uiSignInAdmin(t, p, d, admin, pg)
+	pg.Do(t, "open activity", chromedp.Navigate(p.base+"/ui/activity?member=alice"))
+	rows := `document.querySelectorAll('ol.timeline li.act')`
+	pg.WaitJS(t, "first page", rows+`.length === 50`, uiWait)
+	pg.WaitJS(t, "activity stream live", `document.querySelector('.act-live')?.dataset.state === 'live'`, uiWait)
+	mustUpload(t, d, alice, "alice", actEv("tool_action", at-2000, obj{"tool": "late-old"}))
+	pg.WaitJS(t, "late row shown last", `[...`+rows+`].at(-1)?.querySelector('.model')?.textContent === 'late-old'`, uiWait)
+
+	olderBtn := `[...document.querySelectorAll('.act-sec button')].find(x => x.textContent === 'Load older activity')`
+	for i := 0; i < 5 && browsertest.Eval[bool](t, pg, "more to load", `!`+olderBtn+`.hidden`); i++ {
+		n := browsertest.Eval[int](t, pg, "rows", rows+`.length`)
+		browsertest.Eval[bool](t, pg, "load older", `(`+olderBtn+`.click(), true)`)
+		pg.WaitJS(t, "page answered", `!`+olderBtn+`.disabled && (`+olderBtn+`.hidden || `+rows+`.length > `+fmt.Sprint(n)+`)`, uiWait)
+	}
+	tools := browsertest.Eval[[]string](t, pg, "tools shown", `[...`+rows+`].map(li => li.querySelector('.model').textContent)`)
+	require.Len(t, tools, 64, "every row once: %v", tools)
+	seen := map[string]bool{}
+	for _, tool := range tools {
+		require.False(t, seen[tool], "%s shown twice", tool)
+		seen[tool] = true
+	}
+	require.Equal(t, []string{"older-2", "older-1", "older-0", "late-old"}, tools[60:], "oldest last, newest id first within a ms")
+	for _, line := range pg.Console() {
+		require.NotContains(t, line, "exception", "%s", line)
+	}
+}
+
+// Receipts page without a skip or a repeat where more receipts than a
+// page share one millisecond. The broker cannot be made to stamp receipts
+// in one ms on demand, so the page's fetch of the deliveries route is
+// answered from 70 receipts (60 in one ms) with the route's own rules:
+// newest first then latest stored, before exclusive, limit.
+func TestWebUIAdminReceiptsPaging(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	b := browsertest.Launch(t)
+	pg := b.NewPage("admin")
+	me := uiSignInAdmin(t, p, d, admin, pg)
+	mustCall(t, d, admin, "CreateNotificationEndpoint", obj{"slug": "gh", "targets": []obj{{"member": me}}})
+	pg.Do(t, "open admin", chromedp.Navigate(p.base+"/ui/admin"))
+	pg.WaitJS(t, "endpoint listed", `!!document.querySelector('#adm-notif button[aria-label="Receipts of gh"]')`, uiWait)
+	browsertest.Eval[bool](t, pg, "stub the deliveries route", `(() => {
+		const at = Date.now() - 3600e3;
+		const all = [];
+		for (let i = 0; i < 70; i++) all.push({id: 'r' + String(i).padStart(2, '0'), endpoint: 'gh', status: 'delivered', size: 2, receivedAt: i < 10 ? at - 1 : at});
+		all.reverse(); // newest first: the latest stored first within a ms
+		const orig = window.fetch;
+		window.__asked = [];
+		window.fetch = async (url, opts) => {
+			const u = new URL(String(url), location.origin);
+			if (!u.pathname.endsWith('/deliveries')) return orig(url, opts);
+			window.__asked.push(u.search);
+			const before = u.searchParams.has('before') ? Number(u.searchParams.get('before')) : Infinity;
+			const limit = Number(u.searchParams.get('limit') || 50);
+			const deliveries = all.filter((r) => r.receivedAt < before).slice(0, limit);
+			return new Response(JSON.stringify({deliveries}), {status: 200, headers: {'Content-Type': 'application/json'}});
+		};
+		return true;
+	})()`)
+	pg.Do(t, "open receipts", chromedp.Click(chromedp.CSS(`#adm-notif button[aria-label="Receipts of gh"]`)))
+	rows := `document.querySelectorAll('.adm-receipts tbody tr')`
+	pg.WaitJS(t, "first page", rows+`.length === 50`, uiWait)
+	more := `[...document.querySelectorAll('.adm-receipts button')].find(x => x.textContent === 'Load older receipts')`
+	for i := 0; i < 5 && browsertest.Eval[bool](t, pg, "more to load", `!`+more+`.hidden`); i++ {
+		n := browsertest.Eval[int](t, pg, "rows", rows+`.length`)
+		browsertest.Eval[bool](t, pg, "load older", `(`+more+`.click(), true)`)
+		pg.WaitJS(t, "page answered", `!`+more+`.disabled && (`+more+`.hidden || `+rows+`.length > `+fmt.Sprint(n)+`)`, uiWait)
+	}
+	ids := browsertest.Eval[[]string](t, pg, "receipts shown", `[...document.querySelectorAll('.adm-receipts tbody button[data-replay]')].map(b => b.dataset.replay)`)
+	require.Len(t, ids, 70, "every receipt once: %v (asked %v)", ids, browsertest.Eval[[]string](t, pg, "asked", `window.__asked`))
+	seen := map[string]bool{}
+	for _, id := range ids {
+		require.False(t, seen[id], "%s shown twice", id)
+		seen[id] = true
+	}
+}
+
 // An admin creates a notification endpoint with a secret the page never
 // shows nor gets back; a delivery carrying an XSS payload is shown inert
 // in the receipts and replays; a tool source and a secret take write-only
@@ -204,6 +306,8 @@ func TestWebUIAdmin(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`.adm-editor form button[type=submit]`)))
 	pg.WaitJS(t, "created with a secret", `document.querySelector('.adm-editor .msg.ok')?.textContent.includes('Secret stored') &&
 		[...document.querySelectorAll('#adm-notif tbody tr')].some(tr => tr.textContent.includes('gh') && tr.textContent.includes('set'))`, uiWait)
+	require.True(t, browsertest.Eval[bool](t, pg, "focus after saving", `document.activeElement?.matches('#adm-notif .adm-editor .msg.ok')`),
+		"focus stays with the saved form, not on the body: %s", browsertest.Eval[string](t, pg, "focused", `document.activeElement?.outerHTML.slice(0, 80)`))
 	requireNowhere(t, pg, hookSecret)
 	r := p.do(t, http.MethodGet, "/notifications/endpoints/gh", nil, withAuthorization(admin.authorization))
 	require.Equal(t, http.StatusOK, r.status)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"svc/cmd/svc/internal/browsertest"
 )
@@ -365,4 +368,103 @@ func TestWebUIChat2NextStaysInApp(t *testing.T) {
 		pg.Do(t, "sign out", chromedp.Click(chromedp.CSS(".me button")))
 		pg.WaitJS(t, "signed out", `location.pathname === '/ui/signin'`, uiWait)
 	}
+}
+
+// Scrollback: a conversation longer than several pages loads older pages
+// on request until it is whole, every message exactly once and in order.
+// The messages are posted concurrently, so many share a millisecond: pages
+// chained by the ms cursor would skip those on a page boundary. Loading
+// older keeps the reader's place; a message arriving while the reader is
+// scrolled back does not move the list.
+func TestWebUIChat2Scrollback(t *testing.T) {
+	t.Parallel()
+	p := mustStartSvc(t, procOpts{})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	aliceTok := createMember(t, d, admin, "alice")
+	bobTok := createMember(t, d, admin, "bob")
+	alice := enroll(t, d, admin, "alice")
+
+	const n = 170
+	post := func(tok, body string) error {
+		enc, _ := json.Marshal(map[string]string{"body": body})
+		req, err := http.NewRequest(http.MethodPost, p.base+"/push", bytes.NewReader(enc))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("X-SVC-Protocol", "1")
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("push %q: %s", body, res.Status)
+		}
+		return nil
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range n {
+		g.Go(func() error { return post(bobTok, fmt.Sprintf("m-%03d", i)) })
+	}
+	require.NoError(t, g.Wait())
+	// The broker's order, newest first, is what the page must show oldest first.
+	var want []string
+	cursor := ""
+	for {
+		q := "/history?limit=500"
+		if cursor != "" {
+			q += "&beforeId=" + cursor
+		}
+		r := p.do(t, http.MethodGet, q, nil, withBearer(aliceTok))
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+		msgs, _ := r.body["messages"].([]any)
+		for _, m := range msgs {
+			mm := m.(map[string]any)
+			want = append([]string{mm["body"].(string)}, want...)
+			cursor = mm["id"].(string)
+		}
+		if len(msgs) < 500 {
+			break
+		}
+	}
+	require.Len(t, want, n)
+
+	b := browsertest.Launch(t)
+	pa := b.NewPage("alice")
+	uiSignIn(t, pa, p.base, alice)
+	waitLive(t, pa)
+	pa.WaitJS(t, "first page", `document.querySelectorAll('ol.messages li.msg').length === 50`, uiWait)
+	require.True(t, browsertest.Eval[bool](t, pa, "at the newest", `(() => { const l = document.querySelector('ol.messages'); return l.scrollHeight - l.scrollTop - l.clientHeight < 40; })()`))
+
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10, "the older button never went away")
+		if browsertest.Eval[bool](t, pa, "older hidden", `document.querySelector('button.older').hidden`) {
+			break
+		}
+		before := browsertest.Eval[int](t, pa, "shown", `document.querySelectorAll('ol.messages li.msg').length`)
+		top := browsertest.Eval[string](t, pa, "top shown", `(() => { const l = document.querySelector('ol.messages'); l.scrollTop = 0; return l.querySelector('li.msg').dataset.id; })()`)
+		clickButton(t, pa, ".conv", "Load older messages")
+		pa.WaitJS(t, "older page", `document.querySelectorAll('ol.messages li.msg').length > `+fmt.Sprint(before)+
+			` || document.querySelector('button.older').hidden`, uiWait)
+		pa.WaitJS(t, "older loaded", `!document.querySelector('button.older').disabled`, uiWait)
+		// The message that was on top is still where the reader left it.
+		require.True(t, browsertest.Eval[bool](t, pa, "place kept", `(() => {
+			const l = document.querySelector('ol.messages');
+			const li = l.querySelector('li.msg[data-id="`+top+`"]');
+			const dy = li.getBoundingClientRect().top - l.getBoundingClientRect().top;
+			return l.scrollTop > 0 && Math.abs(dy) < 40;
+		})()`), "after page %d the reader's message moved", pages)
+	}
+	require.Equal(t, want, shownBodies(t, pa), "every message once, oldest first")
+
+	// Scrolled back to the start, a new message does not move the list.
+	browsertest.Eval[bool](t, pa, "to the top", `(() => { document.querySelector('ol.messages').scrollTop = 0; return true; })()`)
+	require.NoError(t, post(bobTok, "late"))
+	waitShown(t, pa, "late")
+	require.Equal(t, 0, browsertest.Eval[int](t, pa, "still at the top", `document.querySelector('ol.messages').scrollTop`))
+	noExceptions(t, pa)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/serviceworker"
 	"github.com/chromedp/chromedp"
@@ -47,7 +48,12 @@ func pushStub(endpoint, p256dh, auth string) string {
     endpoint: ` + js(endpoint) + `, expirationTime: null,
     options: {userVisibleOnly: true, applicationServerKey: key.buffer},
     toJSON() { return {endpoint: this.endpoint, expirationTime: null, keys: {p256dh: ` + js(p256dh) + `, auth: ` + js(auth) + `}}; },
-    unsubscribe() { current = null; localStorage.setItem('stub.unsubscribed', '1'); return Promise.resolve(true); },
+    unsubscribe() {
+      current = null;
+      localStorage.setItem('stub.unsubscribed', '1');
+      localStorage.setItem('stub.unsubscribes', String(Number(localStorage.getItem('stub.unsubscribes') || 0) + 1));
+      return Promise.resolve(true);
+    },
   });
   const saved = localStorage.getItem('stub.key');
   if (saved && !localStorage.getItem('stub.unsubscribed')) current = make(Uint8Array.from(atob(saved.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - saved.length % 4) % 4)), (c) => c.charCodeAt(0)));
@@ -260,4 +266,82 @@ func TestWebUIPushOptInNotifyOptOut(t *testing.T) {
 	waitPushes(t, fake, 2)
 	require.Equal(t, 1, pushesTo(fake, "/alice-browser"), "no push to alice after opting out")
 	noExceptions(t, last)
+}
+
+// grantNotifications grants pg's origin the notification permission, as a
+// person would at the prompt.
+func grantNotifications(t *testing.T, pg *browsertest.Page, origin string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(pg.Ctx, browsertest.ActionTimeout)
+	defer cancel()
+	_, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+		Permission: &browser.PermissionDescriptor{Name: "notifications"}, Setting: browser.PermissionSettingGranted,
+		Origin: origin, BrowserContextID: chromedp.FromContext(pg.Ctx).BrowserContextID,
+	})
+	require.NoError(t, err)
+}
+
+// uiPushOn turns browser notifications on from Settings.
+func uiPushOn(t *testing.T, pg *browsertest.Page) {
+	t.Helper()
+	uiOpen(t, pg, "/ui/settings")
+	pg.WaitJS(t, "off", `document.getElementById('push-state')?.dataset.state === 'off' && !document.getElementById('push-on').hidden`, uiWait)
+	pg.Do(t, "turn on", chromedp.Click(chromedp.ID("push-on")))
+	pg.WaitJS(t, "on", `document.getElementById('push-state')?.dataset.state === 'on'`, uiWait)
+}
+
+// A browser signed out shows nobody's messages: Sign out turns push off
+// for the member first (the broker sends alice's DMs nowhere after). And a
+// browser whose subscription was made for someone whose session just
+// ended (no sign-out) does not hand that subscription to the next member:
+// opting in starts a new one and forgets the old member's id.
+func TestWebUIPushSignOut(t *testing.T) {
+	t.Parallel()
+	fake := webpushtest.NewService(t)
+	p := mustStartSvc(t, procOpts{env: []string{"SVC_WEBPUSH_ALLOW_HTTP=1"}})
+	admin := bearer(p.adminToken(t))
+	d := restDriver{p}
+	aliceTok := createMember(t, d, admin, "alice")
+	bobTok := createMember(t, d, admin, "bob")
+	createMember(t, d, admin, "carol")
+	alice, carol := enroll(t, d, admin, "alice"), enroll(t, d, admin, "carol")
+	sub := fake.NewSubscriber("/shared-browser")
+
+	b := browsertest.Launch(t)
+	pg := b.NewPage("shared")
+	grantNotifications(t, pg, p.base)
+	installStub(t, pg, pushStub(sub.Endpoint(), sub.P256dh(), sub.Auth()))
+
+	uiSignIn(t, pg, p.base, alice)
+	waitLive(t, pg)
+	uiPushOn(t, pg)
+	require.NotEmpty(t, browsertest.Eval[string](t, pg, "id kept", `localStorage.getItem('svc.push.v1.alice') || ''`))
+	pg.Do(t, "sign out", chromedp.Click(chromedp.CSS(`.me button`)))
+	pg.WaitJS(t, "signed out", `location.pathname === '/ui/signin'`, uiWait)
+	require.Equal(t, "", browsertest.Eval[string](t, pg, "id forgotten", `localStorage.getItem('svc.push.v1.alice') || ''`))
+	require.Equal(t, "1", browsertest.Eval[string](t, pg, "unsubscribed", `localStorage.getItem('stub.unsubscribes') || ''`))
+	waitNoStream(t, p, aliceTok, "alice")
+	r := p.do(t, http.MethodPost, "/push", obj{"to": "alice", "body": "after signing out"}, withBearer(bobTok))
+	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	// A push to bob after it is the marker: alice's would have gone first.
+	subscribeBrowser(t, d, bearer(bobTok), fake.NewSubscriber("/bob-browser"))
+	r = p.do(t, http.MethodPost, "/push", obj{"to": "bob", "body": "marker"}, withBearer(aliceTok))
+	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	waitPushes(t, fake, 1)
+	require.Equal(t, 0, pushesTo(fake, "/shared-browser"), "no push to a signed-out browser")
+
+	// Alice on again, then her session ends without signing out (cookies
+	// cleared); carol signs in at the same browser and turns push on.
+	uiSignIn(t, pg, p.base, alice)
+	uiPushOn(t, pg)
+	ctx, cancel := context.WithTimeout(pg.Ctx, browsertest.ActionTimeout)
+	_, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{})
+	cancel()
+	require.NoError(t, err)
+	uiSignIn(t, pg, p.base, carol)
+	uiPushOn(t, pg)
+	require.Equal(t, "2", browsertest.Eval[string](t, pg, "alice's subscription dropped", `localStorage.getItem('stub.unsubscribes') || ''`))
+	require.Equal(t, "", browsertest.Eval[string](t, pg, "alice's id forgotten", `localStorage.getItem('svc.push.v1.alice') || ''`))
+	require.NotEmpty(t, browsertest.Eval[string](t, pg, "carol's id", `localStorage.getItem('svc.push.v1.carol') || ''`))
+	noExceptions(t, pg)
 }

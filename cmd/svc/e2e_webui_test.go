@@ -266,6 +266,19 @@ func TestWebUIChatLive(t *testing.T) {
 	}
 }
 
+// xssPayload is markup that would run script or make elements if any page
+// parsed it; the web-app tests put it in every field a page shows.
+const xssPayload = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script><b onmouseover=alert(1)>bold</b>`
+
+// requireInert asserts no payload ran in pg and that no payload element
+// exists within the elements matching scope.
+func requireInert(t *testing.T, pg *browsertest.Page, scope string) {
+	t.Helper()
+	require.Equal(t, "undefined", browsertest.Eval[string](t, pg, "xss flag", `typeof window.__xss`), "%s ran a payload", pg.Name)
+	require.Equal(t, 0, browsertest.Eval[int](t, pg, "payload elements",
+		`document.querySelectorAll(`+js(scope+` img, `+scope+` script, `+scope+` b`)+`).length`), "%s made elements from a payload", pg.Name)
+}
+
 // mustToken mints a fresh bearer token of member (rotating its tokens).
 func mustToken(t *testing.T, p *proc, admin cred, member string) string {
 	t.Helper()
@@ -312,11 +325,23 @@ func TestWebUIStreamResumesAfterDrop(t *testing.T) {
 		want = append(want, fmt.Sprintf("during the drop %d", i))
 		post(want[len(want)-1])
 	}
-	time.Sleep(300 * time.Millisecond) // a reconnect attempt or two is refused
+	// DMs to a conversation not on screen: only the stream's replay brings
+	// them (the page refetches just the open one when it goes live), so
+	// their unread count shows the resume worked.
+	for i := 1; i <= 2; i++ {
+		r := p.do(t, http.MethodPost, "/push", obj{"to": "alice", "body": fmt.Sprintf("dm during the drop %d", i)}, withBearer(bobTok))
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	}
+	deadline := time.Now().Add(uiWait)
+	for px.refusals() < 2 { // the page tried to reconnect, and was refused
+		require.True(t, time.Now().Before(deadline), "the page did not try to reconnect")
+		time.Sleep(20 * time.Millisecond)
+	}
 	require.Equal(t, want[:3], shownBodies(t, pg), "nothing arrives while cut off")
 	px.restore()
 	waitLive(t, pg)
 	waitShown(t, pg, want[len(want)-1])
+	pg.WaitJS(t, "replayed DMs counted", `document.querySelector(`+js(convSel("dm:bob")+` .badge`)+`)?.textContent === '2'`, uiWait)
 	want = append(want, "after the drop")
 	post("after the drop")
 	waitShown(t, pg, "after the drop")
@@ -331,10 +356,11 @@ type cutProxy struct {
 	ln   net.Listener
 	to   string
 
-	mu      sync.Mutex
-	down    bool
-	conns   map[net.Conn]struct{}
-	nAccept int
+	mu       sync.Mutex
+	down     bool
+	conns    map[net.Conn]struct{}
+	nAccept  int
+	nRefused int
 }
 
 func startCutProxy(t *testing.T, to string) *cutProxy {
@@ -369,6 +395,7 @@ func startCutProxy(t *testing.T, to string) *cutProxy {
 func (px *cutProxy) serve(c net.Conn) {
 	px.mu.Lock()
 	if px.down {
+		px.nRefused++
 		px.mu.Unlock()
 		c.Close()
 		return
@@ -414,6 +441,13 @@ func (px *cutProxy) cut() {
 	for c := range px.conns {
 		c.Close()
 	}
+}
+
+// refusals is how many connections were refused while cut.
+func (px *cutProxy) refusals() int {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	return px.nRefused
 }
 
 func (px *cutProxy) restore() {

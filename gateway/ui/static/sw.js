@@ -53,9 +53,13 @@ self.addEventListener('notificationclick', (e) => {
     const wins = await self.clients.matchAll({type: 'window', includeUncontrolled: true});
     for (const w of wins) {
       if (new URL(w.url).pathname.startsWith('/ui/')) {
-        await w.focus();
-        if ('navigate' in w) await w.navigate(url.href);
-        return;
+        // navigate() is refused for a tab this worker does not control
+        // (opened before it was installed): a new tab then.
+        try {
+          await w.focus();
+          if ('navigate' in w && await w.navigate(url.href)) return;
+        } catch { /* fall through to a new window */ }
+        break;
       }
     }
     await self.clients.openWindow(url.href);

@@ -6,14 +6,46 @@ import {startLive, stopLive, onLiveState, liveState} from './live.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
-import {teamPage} from './pages/team.js';
-import {enrollPage} from './pages/enroll.js';
-import {activityPage} from './pages/activity.js';
-import {adminPage} from './pages/admin.js';
-import {settingsPage} from './pages/settings.js';
-import {objectivesPage} from './pages/objectives.js';
-import {filesPage} from './pages/files.js';
 import {notFoundPage} from './pages/placeholder.js';
+
+// lazy is a page whose module loads when it is first opened: the first
+// load carries the shell, sign-in and Chat only. load() is a dynamic
+// import; name the page's export (checked by gateway's import test).
+function lazy(title, load, name) {
+  let mod = null;
+  return {
+    title, auth: true,
+    render(main, ctx) {
+      let alive = true;
+      let inner = null;
+      const show = (page) => {
+        if (!alive) return;
+        const focused = document.activeElement === main || document.activeElement === document.body;
+        main.replaceChildren();
+        document.title = page.title + ' · svc';
+        inner = page.render(main, ctx);
+        const h1 = main.querySelector('h1');
+        if (focused && h1) { h1.setAttribute('tabindex', '-1'); h1.focus(); }
+      };
+      if (mod) show(mod);
+      else {
+        main.append(h('p', {class: 'msg', role: 'status'}, 'Loading…'));
+        load().then((m) => { mod = m[name]; show(mod); }, (err) => {
+          if (alive) replace(main, h('p', {class: 'msg error', role: 'alert'}, 'This page could not be loaded: ' + errorText(err)));
+        });
+      }
+      return () => { alive = false; if (typeof inner === 'function') inner(); };
+    },
+  };
+}
+
+const teamPage = lazy('Team', () => import('./pages/team.js'), 'teamPage');
+const enrollPage = lazy('Device enrollment', () => import('./pages/enroll.js'), 'enrollPage');
+const objectivesPage = lazy('Objectives', () => import('./pages/objectives.js'), 'objectivesPage');
+const filesPage = lazy('Files', () => import('./pages/files.js'), 'filesPage');
+const activityPage = lazy('Activity', () => import('./pages/activity.js'), 'activityPage');
+const adminPage = lazy('Admin', () => import('./pages/admin.js'), 'adminPage');
+const settingsPage = lazy('Settings', () => import('./pages/settings.js'), 'settingsPage');
 
 // NAV is the main navigation, in order.
 const NAV = [
@@ -46,6 +78,12 @@ const app = {
     navigate(safeNext(new URL(location.href).searchParams.get('next')), {replace: true});
   },
   async signOut() {
+    if (app.session) {
+      try {
+        const {optOutOnSignOut} = await import('./pages/settings.js');
+        await optOutOnSignOut(app.session.member);
+      } catch { /* signing out never fails for push */ }
+    }
     try { await api('POST', '/session/logout'); } catch { /* the cookie is gone either way below */ }
     app.ended();
   },

@@ -33,6 +33,7 @@ export class ResumableStream {
     this.maxDelay = maxDelay;
     this.delay = minDelay;
     this.last = null; // BigInt of the last id delivered, or null
+    this.floor = null; // BigInt from advance(), used until an item arrives
     this.es = null;
     this.timer = 0;
     this.stopped = true;
@@ -41,6 +42,19 @@ export class ResumableStream {
 
   // lastId is the position the stream would resume after ('' when none).
   get lastId() { return this.last === null ? '' : this.last.toString(); }
+
+  // advance records a position the page already holds (the newest id of
+  // the history it loaded), for a stream whose history is everything it
+  // carries (one member's activity: history and stream are the same rows).
+  // It only matters while the stream has delivered nothing yet: a drop then
+  // resumes after it instead of going live-only. Once items flow, their
+  // ids are the position. Never for /subscribe: one conversation's history
+  // is no position for a stream of all of them.
+  advance(id) {
+    if (typeof id !== 'string' || id.length > MAX_ID_LEN || !ID_RE.test(id)) return;
+    const n = BigInt(id);
+    if (this.floor === null || n > this.floor) this.floor = n;
+  }
 
   start() {
     this.stopped = false;
@@ -64,7 +78,8 @@ export class ResumableStream {
   connect(state) {
     this.setState(state);
     let url = this.url;
-    if (this.last !== null) url += (url.includes('?') ? '&' : '?') + 'lastEventId=' + this.last.toString();
+    const after = this.last !== null ? this.last : this.floor;
+    if (after !== null) url += (url.includes('?') ? '&' : '?') + 'lastEventId=' + after.toString();
     const es = new EventSource(url);
     this.es = es;
     es.addEventListener('ready', () => {

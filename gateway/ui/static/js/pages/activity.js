@@ -13,6 +13,7 @@ import {status, field, table} from '../ui.js';
 
 const PAGE = 50;
 const MAX_HELD = 2000; // timeline rows held on screen
+const MAX_ROUTE_ROWS = 1000; // the most GET /members/:name/activity answers
 const MAX_TEXT = 64 << 10; // what of one text value is shown
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const SVGNS = 'http://www.w3.org/2000/svg';
@@ -235,13 +236,24 @@ export const activityPage = {
     const liveNote = h('span', {class: 'act-live', role: 'status'}, '');
     const list = h('ol', {class: 'timeline', 'aria-label': 'Activity of ' + member});
     const nodes = new Map(); // id (string) → li
-    let oldestTs = Infinity;
+    // pageTs is the oldest ts of the rows read by paging (not live ones: a
+    // late row with an old ts must not make "Load older" jump past rows
+    // never read). gen counts reloads, so a page answered after the kind
+    // changed is dropped instead of mixed in.
+    let pageTs = Infinity;
+    let gen = 0;
     let exhausted = false;
     const kindSel = h('select', {id: 'act-kind', name: 'kind'},
       h('option', {value: ''}, 'Everything'),
       Object.entries(KIND_LABEL).map(([k, l]) => h('option', {value: k}, l)));
     const older = h('button', {type: 'button', class: 'quiet', hidden: true, onclick: () => loadPage(true)}, 'Load older activity');
 
+    // Rows are kept in the broker's order, newest ts first then highest
+    // id, so a page of older rows lands below and a late row in its place.
+    const before = (ts, n, el) => {
+      const et = Number(el.dataset.ts);
+      return et < ts || (et === ts && BigInt(el.dataset.id) < n);
+    };
     const insert = (row) => {
       if (!row || row.id === undefined) return;
       const id = String(row.id);
@@ -249,49 +261,69 @@ export const activityPage = {
       if (kindSel.value && row.kind !== kindSel.value) return;
       const node = rowNode(row, (oid) => openTrace(oid));
       const n = BigInt(id);
-      // nodes are kept newest first: insert before the newest older one.
+      const ts = Number.isFinite(Number(row.ts)) ? Number(row.ts) : 0;
+      node.dataset.ts = String(ts);
       let at = null;
-      for (const el of list.children) { if (el.dataset.id && BigInt(el.dataset.id) < n) { at = el; break; } }
+      for (const el of list.children) { if (el.dataset.id && before(ts, n, el)) { at = el; break; } }
       list.insertBefore(node, at);
       nodes.set(id, node);
-      const ts = Number(row.ts);
-      if (Number.isFinite(ts) && ts < oldestTs) oldestTs = ts;
       while (nodes.size > MAX_HELD) {
         const last = list.lastElementChild;
         if (!last) break;
         nodes.delete(last.dataset.id);
         last.remove();
+        // What is below the last row shown is to be read again.
+        pageTs = Number(list.lastElementChild?.dataset.ts ?? pageTs);
         exhausted = false;
+        older.hidden = false;
       }
       const empty = list.querySelector('.empty');
       if (empty) empty.remove();
     };
 
     const loadPage = async (olderPage) => {
+      const g = gen;
       older.disabled = true;
       tlStatus.busy('Loading…');
       try {
         const q = {limit: PAGE, kind: kindSel.value || undefined};
-        if (olderPage && Number.isFinite(oldestTs)) q.to = oldestTs;
+        if (olderPage && Number.isFinite(pageTs)) {
+          // to is inclusive and the route has no id cursor: ask again for
+          // the rows at pageTs already held, plus a page, so rows sharing
+          // that millisecond are never skipped (up to the route's 1000).
+          let held = 0;
+          for (const el of list.children) if (Number(el.dataset.ts) === pageTs) held += 1;
+          q.to = held + PAGE > MAX_ROUTE_ROWS ? pageTs - 1 : pageTs;
+          q.limit = Math.min(MAX_ROUTE_ROWS, held + PAGE);
+        }
         const res = await api('GET', '/members/' + encodeURIComponent(member) + '/activity', {query: q});
-        if (!alive) return;
+        if (!alive || g !== gen) return;
         const rows = Array.isArray(res && res.activity) ? res.activity : [];
-        const before = nodes.size;
-        for (const r of rows) insert(r);
-        // A page of rows all already shown at one ts: step past it.
-        if (olderPage && rows.length && nodes.size === before) oldestTs -= 1;
-        exhausted = rows.length < PAGE;
-        if (!olderPage && rows.length && stream) stream.advance(String(rows[0].id));
+        for (const r of rows) {
+          insert(r);
+          const ts = Number(r && r.ts);
+          if (Number.isFinite(ts) && ts < pageTs) pageTs = ts;
+        }
+        exhausted = rows.length < q.limit;
+        if (!olderPage) {
+          let newest = null;
+          for (const r of rows) { const id = String(r && r.id); if (/^[0-9]{1,19}$/.test(id) && (newest === null || BigInt(id) > newest)) newest = BigInt(id); }
+          if (newest !== null) newestId = newest.toString();
+          if (newestId && stream) stream.advance(newestId);
+        }
         if (!nodes.size) replace(list, h('li', {class: 'empty'}, 'No activity yet.'));
         older.hidden = exhausted;
         tlStatus.clear();
       } catch (err) {
-        if (alive) tlStatus.error(err);
+        if (alive && g === gen) tlStatus.error(err);
       } finally {
-        older.disabled = false;
+        if (g === gen) older.disabled = false;
       }
     };
 
+    // The stream opens after the first page, resuming after its newest id,
+    // so a row stored between the two is replayed rather than lost.
+    let newestId = '';
     const startStream = () => {
       if (stream) stream.stop();
       stream = new ResumableStream('/members/' + encodeURIComponent(member) + '/activity/stream', {
@@ -300,11 +332,13 @@ export const activityPage = {
         onState: (st) => { liveNote.dataset.state = st; liveNote.textContent = st === 'live' ? 'Live' : st === 'idle' ? '' : 'Reconnecting…'; },
         onDrop: () => { api('GET', '/session').catch(() => {}); },
       });
+      if (newestId) stream.advance(newestId);
       stream.start();
     };
 
     kindSel.addEventListener('change', () => {
-      nodes.clear(); oldestTs = Infinity; replace(list);
+      gen += 1;
+      nodes.clear(); pageTs = Infinity; replace(list);
       loadPage(false);
     });
 
@@ -409,8 +443,7 @@ export const activityPage = {
         h('div', {class: 'controls'}, field('Objective', objSel)),
         traceStatus.node, traceBox)));
 
-    startStream();
-    loadPage(false);
+    loadPage(false).then(() => { if (alive) startStream(); });
     loadUsage();
     (async () => {
       try {

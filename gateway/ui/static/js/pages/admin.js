@@ -14,6 +14,8 @@ import {status, field, form, confirmDialog, table, uid} from '../ui.js';
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical'];
 const MAX_BODY_SHOWN = 256 << 10;
+const PAGE = 50; // receipts a page
+const MAX_RECEIPTS = 500; // the most one deliveries answer holds
 
 function str(v) { return typeof v === 'string' ? v : ''; }
 function arr(v) { return Array.isArray(v) ? v : []; }
@@ -41,6 +43,12 @@ function secretInput(name, id) {
   return h('input', {type: 'password', name, id, autocomplete: 'new-password', spellcheck: 'false', value: ''});
 }
 function yesNo(b) { return b ? 'yes' : 'no'; }
+// focusAfter moves focus to el (made focusable): after a save the form the
+// user was in is redrawn, and focus would otherwise fall to the body.
+function focusAfter(el) {
+  if (!el.hasAttribute('tabindex') && !/^(INPUT|SELECT|TEXTAREA|BUTTON|A)$/.test(el.tagName)) el.setAttribute('tabindex', '-1');
+  el.focus();
+}
 
 // decodeBody turns a receipt's base64 body into text (bytes that are not
 // UTF-8 show as U+FFFD), bounded.
@@ -245,7 +253,7 @@ export const adminPage = {
       replace(epEditor, f,
         h('button', {type: 'button', class: 'quiet', onclick: () => { replace(epEditor); newEp.focus(); }}, 'Close'));
       (ep ? f.querySelector('h3') : slug).setAttribute('tabindex', '-1');
-      if (!flash) (ep ? f.querySelector('h3') : slug).focus();
+      focusAfter(flash ? flashSt.node : (ep ? f.querySelector('h3') : slug));
     };
 
     const showReceipts = async (slug, flash) => {
@@ -264,21 +272,30 @@ export const adminPage = {
         {label: 'Messages', cell: (d) => String(arr(d.messageIds).length)},
         {label: 'Actions', cell: (d) => h('div', {class: 'actions'},
           h('button', {type: 'button', class: 'quiet small', 'aria-label': 'Show the body of receipt ' + str(d.id), onclick: () => showBody(str(d.id))}, 'Body'),
-          h('button', {type: 'button', class: 'quiet small', 'aria-label': 'Replay receipt ' + str(d.id), 'data-replay': str(d.id), onclick: () => replay(str(d.id))}, 'Replay'))},
+          h('button', {type: 'button', class: 'quiet small', 'aria-label': 'Replay receipt ' + str(d.id), 'data-replay': str(d.id), onclick: (e) => replay(str(d.id), e.currentTarget)}, 'Replay'))},
       ], rows, {caption: 'Receipts of ' + slug + ', newest first', empty: 'No delivery has reached this endpoint yet.'}));
+      // before is exclusive and the route has no id cursor: an older page
+      // asks again for the receipts held at the oldest ms, plus a page, so
+      // receipts sharing that ms are never skipped (up to the route's 500).
       const load = async (older) => {
+        more.disabled = true;
         try {
-          const q = {limit: 50};
-          if (older && Number.isFinite(oldest)) q.before = oldest;
+          const q = {limit: PAGE};
+          if (older && Number.isFinite(oldest)) {
+            const held = rows.filter((d) => Number(d.receivedAt) === oldest).length;
+            q.before = held + PAGE > MAX_RECEIPTS ? oldest : oldest + 1;
+            q.limit = Math.min(MAX_RECEIPTS, held + PAGE);
+          }
           const res = await api('GET', '/notifications/endpoints/' + enc(slug) + '/deliveries', {query: q});
           if (!alive) return;
           const got = arr(res && res.deliveries).map(o);
           const seen = new Set(rows.map((d) => d.id));
           rows = older ? rows.concat(got.filter((d) => !seen.has(d.id))) : got;
+          if (!older) oldest = Infinity;
           for (const d of got) if (Number(d.receivedAt) < oldest) oldest = Number(d.receivedAt);
-          more.hidden = got.length < 50;
+          more.hidden = got.length < q.limit;
           draw();
-        } catch (err) { st.error(err); }
+        } catch (err) { st.error(err); } finally { more.disabled = false; }
       };
       const showBody = async (id) => {
         try {
@@ -289,12 +306,16 @@ export const adminPage = {
             h('pre', {class: 'payload external-payload', tabindex: '0'}, decodeBody(d.body)));
         } catch (err) { st.error(err); }
       };
-      const replay = async (id) => {
+      // replay runs once per press: a second press while the first is
+      // answered would post the delivery to its targets twice.
+      const replay = async (id, btn) => {
+        if (btn.disabled) return;
+        btn.disabled = true;
         try {
           const d = o(await api('POST', '/notifications/deliveries/' + enc(id) + '/replay', {body: {}}));
           await load(false);
           st.ok(`Replayed: the fresh receipt is ${str(d.status)}${d.reason ? ' (' + str(d.reason) + ')' : ''}.`);
-        } catch (err) { st.error(err); }
+        } catch (err) { st.error(err); } finally { btn.disabled = false; }
       };
       replace(receipts, h('section', {class: 'card', 'aria-labelledby': 'rc-h'},
         h('h3', {id: 'rc-h', tabindex: '-1'}, 'Receipts of ', h('code', {}, slug)),
@@ -338,12 +359,14 @@ export const adminPage = {
       if (!await confirmDialog(`Delete the tool source ${slug} with its tools, bindings and credential?`, {yes: 'Delete', danger: true})) return;
       try { await api('DELETE', '/tool-sources/' + enc(slug)); replace(tsEditor); await loadSources(); tsStatus.ok('Deleted ' + slug + '.'); } catch (err) { tsStatus.error(err); }
     };
+    let tsSeq = 0; // the latest editSource call; an earlier answer is dropped
     const editSource = async (slugOrNull, flash) => {
+      const seq = ++tsSeq;
       let t = null;
       if (slugOrNull) {
-        try { t = o(await api('GET', '/tool-sources/' + enc(slugOrNull))); } catch (err) { tsStatus.error(err); return; }
+        try { t = o(await api('GET', '/tool-sources/' + enc(slugOrNull))); } catch (err) { if (seq === tsSeq) tsStatus.error(err); return; }
       }
-      if (!alive) return;
+      if (!alive || seq !== tsSeq) return;
       const slug = input('slug', t ? t.slug : '', {id: 'ts-slug', required: true, disabled: !!t, autocomplete: 'off'});
       const kind = select('kind', ['custom', 'mcp'], t ? str(t.kind) : 'mcp');
       if (t) kind.disabled = true;
@@ -405,7 +428,7 @@ export const adminPage = {
         h('button', {type: 'button', class: 'quiet', onclick: () => { replace(tsEditor); newTs.focus(); }}, 'Close'));
       const focusEl = t ? f.querySelector('h3') : slug;
       focusEl.setAttribute('tabindex', '-1');
-      if (!flash) focusEl.focus();
+      focusAfter(flash ? flashSt.node : focusEl);
     };
     const newTs = h('button', {type: 'button', onclick: () => editSource(null)}, 'New tool source');
     if (can.tools) tools.append(newTs, tsStatus.node, tsList, tsEditor);
@@ -436,12 +459,14 @@ export const adminPage = {
       if (!await confirmDialog(`Delete the secret ${slug} with its value and bindings?`, {yes: 'Delete', danger: true})) return;
       try { await api('DELETE', '/secrets/' + enc(slug)); replace(secEditor); await loadSecrets(); secStatus.ok('Deleted ' + slug + '.'); } catch (err) { secStatus.error(err); }
     };
+    let secSeq = 0; // the latest editSecret call; an earlier answer is dropped
     const editSecret = async (slugOrNull, flash) => {
+      const seq = ++secSeq;
       let x = null;
       if (slugOrNull) {
-        try { x = o(await api('GET', '/secrets/' + enc(slugOrNull))); } catch (err) { secStatus.error(err); return; }
+        try { x = o(await api('GET', '/secrets/' + enc(slugOrNull))); } catch (err) { if (seq === secSeq) secStatus.error(err); return; }
       }
-      if (!alive) return;
+      if (!alive || seq !== secSeq) return;
       const slug = input('slug', x ? x.slug : '', {id: 'sec-slug', required: true, disabled: !!x, autocomplete: 'off'});
       const envName = input('envName', x && x.envName, {id: 'sec-env', placeholder: 'GITHUB_TOKEN', autocomplete: 'off'});
       const desc = input('description', x && x.description);
@@ -483,7 +508,7 @@ export const adminPage = {
         h('button', {type: 'button', class: 'quiet', onclick: () => { replace(secEditor); newSec.focus(); }}, 'Close'));
       const focusEl = x ? f.querySelector('h3') : slug;
       focusEl.setAttribute('tabindex', '-1');
-      if (!flash) focusEl.focus();
+      focusAfter(flash ? flashSt.node : focusEl);
     };
     const newSec = h('button', {type: 'button', onclick: () => editSecret(null)}, 'New secret');
     if (can.secrets) secrets.append(newSec, secStatus.node, secList, secEditor);

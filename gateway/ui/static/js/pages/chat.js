@@ -156,10 +156,12 @@ function historyQuery(key) {
 async function loadHistory(key, older) {
   const c = conv(key);
   const q = {...historyQuery(key), limit: PAGE};
+  // Older pages chain by the oldest id held (the broker's exact cursor):
+  // the ms cursor `before` would skip messages sharing the oldest one's
+  // millisecond that did not fit on the page.
   if (older) {
-    let oldest = Infinity;
-    for (const m of c.msgs.values()) if (Number(m.createdAt) < oldest) oldest = Number(m.createdAt);
-    if (Number.isFinite(oldest)) q.before = oldest;
+    const ids = sortedIDs(c);
+    if (ids.length) q.beforeId = ids[0];
   }
   if (!older) c.stale = false;
   const res = await api('GET', '/history', {query: q});
@@ -256,6 +258,7 @@ export const chatPage = {
         replace(status, '');
         status.className = 'msg';
         if (res && res.message) { hold(conv(key), [res.message]); draw(); }
+        list.scrollTop = list.scrollHeight; // one's own message is in view
       } catch (err) {
         showError(err);
       } finally {
@@ -341,8 +344,11 @@ export const chatPage = {
       replace(list, sortedIDs(c).map((id) => messageNode(c.msgs.get(id), me)));
       if (!c.msgs.size && c.loaded) list.append(h('li', {class: 'empty'}, 'No messages yet.'));
       older.hidden = !c.loaded || c.exhausted;
+      // Older messages keep what was on screen in place; otherwise the list
+      // follows the newest only when the reader was already there, so a
+      // refetch or a replayed message does not yank someone reading back.
       if (keepTop) list.scrollTop = list.scrollHeight - prevHeight;
-      else if (atBottom || !keepTop) list.scrollTop = list.scrollHeight;
+      else if (atBottom) list.scrollTop = list.scrollHeight;
     };
 
     // A live message newer than everything shown is appended alone; the

@@ -171,7 +171,7 @@ export const enrollPage = {
         h('code', {}, str(p.userCode, 16)), ' ',
         h('span', {class: 'label-hint'}, p.labelHint ? str(p.labelHint, 128) : '(no label)'), ' · ',
         h('span', {}, str(p.status, 32) || 'pending'), ' · expires ', until(p.expiresAt), ' ',
-        h('button', {type: 'button', class: 'quiet', onclick: () => {
+        h('button', {type: 'button', class: 'quiet', 'aria-label': 'Review ' + str(p.userCode, 16), onclick: () => {
           codeInput.value = p.userCode;
           history.replaceState(null, '', '/ui/enroll?code=' + encodeURIComponent(p.userCode));
           show();

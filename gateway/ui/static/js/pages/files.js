@@ -220,8 +220,21 @@ export const filesPage = {
       st.node,
       up,
       zone));
+    // A file dropped anywhere else on the page would make the browser
+    // leave the app to show it: such a drop does nothing.
+    const guard = (e) => {
+      if (!hasFiles(e) || (writable && zone.contains(e.target))) return;
+      e.preventDefault();
+      if (e.type === 'dragover') e.dataTransfer.dropEffect = 'none';
+    };
+    document.addEventListener('dragover', guard);
+    document.addEventListener('drop', guard);
     load(false);
-    return () => { alive = false; };
+    return () => {
+      alive = false;
+      document.removeEventListener('dragover', guard);
+      document.removeEventListener('drop', guard);
+    };
   },
 };
 

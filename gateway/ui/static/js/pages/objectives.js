@@ -10,7 +10,7 @@
 // reloads itself and appends thread posts.
 import {h, replace, fmtTime} from '../h.js';
 import {api, errorText} from '../api.js';
-import {onMessage, advance} from '../live.js';
+import {onMessage, onLiveState} from '../live.js';
 import {status, field, form, ago, bytes, uid} from '../ui.js';
 import {readHref, joinPath, upload} from './files-api.js';
 
@@ -111,6 +111,9 @@ function renderBoard(main, {app}) {
     const oid = objectiveIdOf(msg);
     if (oid) refetch(oid);
   });
+  // A reconnect that resumed live-only (before the stream delivered
+  // anything) may have missed events: read the board again.
+  const offLive = onLiveState((s) => { if (s === 'live' && alive) loadAll(); });
 
   const canCreate = perms.includes('objectives.create');
   main.append(h('section', {class: 'objectives'},
@@ -122,7 +125,7 @@ function renderBoard(main, {app}) {
     st.node,
     board));
   loadAll();
-  return () => { alive = false; off(); };
+  return () => { alive = false; off(); offLive(); };
 }
 
 // createForm is the "New objective" form in a disclosure.
@@ -407,7 +410,9 @@ function renderDetail(main, {app}, id) {
     try {
       const r = await api('GET', '/history', {query: {thread: 'obj:' + id, limit: 500}});
       if (!alive) return;
-      for (const m of Array.isArray(r && r.messages) ? r.messages : []) if (m && typeof m.id === 'string') { msgs.set(m.id, m); if (/^[0-9]{1,19}$/.test(m.id)) advance(m.id); }
+      // No resume position is taken from this thread's history: the tab's
+      // stream carries every conversation (see sse.js).
+      for (const m of Array.isArray(r && r.messages) ? r.messages : []) if (m && typeof m.id === 'string') msgs.set(m.id, m);
       drawThread();
     } catch (err) {
       if (!alive) return;
@@ -432,9 +437,13 @@ function renderDetail(main, {app}, id) {
 
   const off = onMessage((msg) => {
     if (objectiveIdOf(msg) !== id || typeof msg.id !== 'string') return;
-    if (msgs.size < MAX_THREAD || msgs.has(msg.id)) { msgs.set(msg.id, msg); drawThread(); }
+    msgs.set(msg.id, msg);
+    // A page left open all day holds the newest MAX_THREAD posts.
+    if (msgs.size > MAX_THREAD) msgs.delete([...msgs.values()].sort(byDecimalId)[0].id);
+    drawThread();
     if (msg.data && msg.data.kind === 'objective_event') reload();
   });
+  const offLive = onLiveState((s) => { if (s === 'live' && alive) { reload(); loadThread(); } });
 
   main.append(h('section', {class: 'objective'},
     back, head, st.node, summary,
@@ -448,5 +457,5 @@ function renderDetail(main, {app}, id) {
   })();
   reload();
   loadThread();
-  return () => { alive = false; off(); };
+  return () => { alive = false; off(); offLive(); };
 }

@@ -7,6 +7,7 @@
 //
 // The subscription id the broker returns is kept in localStorage (it is no
 // secret: only its owner can delete it), so opting out can name it.
+// Signing out opts out first (app.js).
 import {h, replace} from '../h.js';
 import {api} from '../api.js';
 import {status} from '../ui.js';
@@ -45,6 +46,18 @@ async function register(sub) {
   return res.id;
 }
 
+// pushKeys are the localStorage keys of push ids this browser holds.
+function pushKeys() {
+  const out = [];
+  try {
+    for (let i = 0; i < localStorage.length; i += 1) {
+      const k = localStorage.key(i);
+      if (k && k.startsWith('svc.push.v1.')) out.push(k);
+    }
+  } catch { /* storage off: nothing held */ }
+  return out;
+}
+
 export async function optIn(me) {
   const res = await api('GET', '/push/vapid-public-key');
   const key = keyBytes(String(res && res.publicKey || ''));
@@ -54,11 +67,17 @@ export async function optIn(me) {
   const reg = await navigator.serviceWorker.ready;
   let sub = await reg.pushManager.getSubscription();
   // A subscription made for another key (the broker's was replaced) cannot
-  // receive: start over.
-  if (sub && sub.options && sub.options.applicationServerKey && !sameKey(sub.options.applicationServerKey, key)) {
+  // receive: start over. So for one this browser made for another member
+  // (signed in here before, whose session ended without signing out): the
+  // broker may still hold it for them, and reusing its endpoint would show
+  // their messages to this member. A new endpoint leaves theirs dead (the
+  // push service answers 410 and the broker drops it).
+  const others = pushKeys().filter((k) => k !== idKey(me));
+  if (sub && (others.length || (sub.options && sub.options.applicationServerKey && !sameKey(sub.options.applicationServerKey, key)))) {
     await sub.unsubscribe();
     sub = null;
   }
+  for (const k of others) { try { localStorage.removeItem(k); } catch { /* gone with the endpoint */ } }
   if (!sub) sub = await reg.pushManager.subscribe({userVisibleOnly: true, applicationServerKey: key});
   const id = await register(sub);
   try { localStorage.setItem(idKey(me), id); } catch { /* opting out re-registers to learn it */ }
@@ -80,6 +99,17 @@ export async function optOut(me) {
   }
   try { localStorage.removeItem(idKey(me)); } catch { /* nothing kept */ }
   if (sub) await sub.unsubscribe();
+}
+
+// optOutOnSignOut turns push off when this browser turned it on for me:
+// a signed-out browser shows nobody's messages (the next person at a
+// shared machine would read them). Best effort, bounded: signing out
+// never waits on it for long, nor fails for it.
+export async function optOutOnSignOut(me) {
+  let id = null;
+  try { id = localStorage.getItem(idKey(me)); } catch { id = null; }
+  if (!id || !supported()) return;
+  await Promise.race([optOut(me).catch(() => {}), new Promise((r) => setTimeout(r, 3000))]);
 }
 
 // pushState is 'unsupported', 'blocked', 'on' or 'off'.

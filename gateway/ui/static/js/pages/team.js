@@ -41,6 +41,7 @@ export const teamPage = {
     const presence = new Map(); // name → Presence
     const rows = new Map(); // name → {li, pres, act, seen}
     let open = ''; // member whose tokens panel is open
+    let openedBy = ''; // the row action that opened the panel: 'tokens' or 'edit'
     let once = null; // the plaintext box on screen
 
     const st = status();
@@ -86,13 +87,13 @@ export const teamPage = {
       const actions = [];
       if (admin || mine) {
         actions.push(h('button', {type: 'button', class: 'quiet', 'data-action': 'tokens', 'aria-controls': 'tokens-panel',
-          onclick: () => openTokens(name)}, mine ? 'My tokens' : 'Tokens'));
+          'aria-label': mine ? null : `Tokens of ${name}`, onclick: () => openTokens(name)}, mine ? 'My tokens' : 'Tokens'));
       }
       if (admin) {
-        actions.push(h('button', {type: 'button', class: 'quiet', 'data-action': 'edit', 'aria-controls': 'tokens-panel', onclick: () => openEdit(name)}, 'Edit'));
+        actions.push(h('button', {type: 'button', class: 'quiet', 'data-action': 'edit', 'aria-controls': 'tokens-panel', 'aria-label': `Edit ${name}`, onclick: () => openEdit(name)}, 'Edit'));
       }
       if (admin && !mine) {
-        actions.push(h('button', {type: 'button', class: 'quiet danger-text', 'data-action': 'delete', onclick: () => removeMember(name)}, 'Delete'));
+        actions.push(h('button', {type: 'button', class: 'quiet danger-text', 'data-action': 'delete', 'aria-label': `Delete ${name}`, onclick: () => removeMember(name)}, 'Delete'));
       }
       const li = h('li', {class: 'member', 'data-member': name},
         h('div', {class: 'who'},
@@ -109,11 +110,21 @@ export const teamPage = {
       return li;
     };
 
+    // rebuild redraws the roster; a button that had focus keeps it (the
+    // same member's same action), so a change made elsewhere does not
+    // throw a keyboard user back to the top of the page.
     const rebuild = () => {
+      const a = document.activeElement;
+      const had = a && list.contains(a) ? {member: a.closest('li.member')?.dataset.member, action: a.dataset.action} : null;
       rows.clear();
       const shown = teammates.slice(0, MAX_MEMBERS);
       replace(list, shown.map(buildRow));
       if (!shown.length) list.append(h('li', {class: 'empty'}, 'No members.'));
+      if (had) {
+        const r = rows.get(had.member);
+        const b = r && had.action ? r.li.querySelector(`[data-action="${had.action}"]`) : null;
+        (b || rosterTitle).focus();
+      }
     };
 
     const loadDetails = async () => {
@@ -210,7 +221,7 @@ export const teamPage = {
       panel.hidden = true;
       replace(panel);
       const back = rows.get(was);
-      if (back) { const b = back.li.querySelector('[data-action=tokens], [data-action=edit]'); if (b) b.focus(); }
+      if (back) { const b = back.li.querySelector(`[data-action="${openedBy}"]`) || back.li.querySelector('[data-action]'); if (b) b.focus(); }
     };
 
     // openEdit shows the edit form of a member in the panel: role,
@@ -222,6 +233,7 @@ export const teamPage = {
       const m = teammates.find((x) => x.name === name) || {};
       const d = details.get(name) || {};
       open = name;
+      openedBy = 'edit';
       panel.hidden = false;
       const title = h('h2', {id: 'tokens-title', tabindex: '-1'}, `Edit ${name}`);
       const rt = h('input', {id: 'ed-role-title', maxlength: '200', autocomplete: 'off', value: roleTitle(m)});
@@ -252,6 +264,7 @@ export const teamPage = {
     const openTokens = async (name) => {
       if (once && panel.contains(once.node)) { once.drop(); once = null; }
       open = name;
+      openedBy = 'tokens';
       panel.hidden = false;
       const pst = status();
       const listSlot = h('div', {class: 'tokens-list'}, h('p', {class: 'hint'}, 'Loading tokens…'));
