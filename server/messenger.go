@@ -211,7 +211,24 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 
 // formatMessageID renders a sequence as the wire id: 16 zero-padded digits,
 // so ids sort in commit order as strings and as numbers.
-func formatMessageID(seq int64) string { return fmt.Sprintf("%016d", seq) }
+func formatMessageID(seq int64) string {
+	if seq < 0 {
+		return fmt.Sprintf("%016d", seq) // not an id the store hands out
+	}
+	// Without fmt: every delivery of every message formats its id, and
+	// Sprintf was 8% of a broadcast's CPU.
+	var b [20]byte
+	d := strconv.AppendInt(b[:0], seq, 10)
+	if len(d) >= 16 {
+		return string(d)
+	}
+	var out [16]byte
+	n := copy(out[16-len(d):], d)
+	for i := range 16 - n {
+		out[i] = '0'
+	}
+	return string(out[:])
+}
 
 // ParseMessageID reads a wire id (Last-Event-ID, lastId): a decimal of up to
 // 19 digits. The empty string is position 0; "0" resumes from the start.

@@ -306,3 +306,11 @@ func TestWritersAnsweredBeforeFanOut(t *testing.T) {
 	ev := <-sub.C()
 	require.Equal(t, "hello", ev.Value.(*apiv1.Message).GetBody())
 }
+
+// TestFormatMessageID: ids are 16 zero-padded digits (more when the
+// sequence needs them), exactly as fmt's %016d renders them.
+func TestFormatMessageID(t *testing.T) {
+	for _, seq := range []int64{0, 1, 42, 999_999_999_999_999, 1_000_000_000_000_000, 9_999_999_999_999_999, 10_000_000_000_000_000, math.MaxInt64, -1, math.MinInt64} {
+		require.Equal(t, fmt.Sprintf("%016d", seq), formatMessageID(seq), "seq %d", seq)
+	}
+}
