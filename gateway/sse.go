@@ -87,8 +87,18 @@ func (g *Gateway) serveFeed(w http.ResponseWriter, r *http.Request, f *server.Fe
 	bw := &stickyWriter{w: w}
 	// The deadline is armed before each batch is written, not at the flush:
 	// a frame larger than the response buffer reaches the socket as it is
-	// written.
-	arm := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	// written. It is moved only once half of it has run: setting it took
+	// 8% of the CPU of a broadcast to a thousand streams, and a batch still
+	// gets at least writeTimeout/2.
+	var armed time.Time
+	arm := func() {
+		now := time.Now()
+		if armed.Sub(now) > writeTimeout/2 {
+			return
+		}
+		armed = now.Add(writeTimeout)
+		_ = rc.SetWriteDeadline(armed)
+	}
 	flush := func() error {
 		if bw.err != nil {
 			return bw.err

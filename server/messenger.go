@@ -167,7 +167,18 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 		}
 		return
 	}
-	live := func(member string) bool { return m.hub.Connected(member) > 0 }
+	// Every writer is answered before anything is fanned out: a broadcast
+	// wakes one goroutine per live stream, and an answer sent after them
+	// waited its turn behind all of them on the CPU (publish round trip
+	// 16 ms at 1000 subscribers, 1.7 ms at one). The fan-out follows at
+	// once, on this goroutine and in commit order, so causal order holds:
+	// whatever a writer sends after its answer commits after this batch
+	// and is published after it.
+	type publication struct {
+		s  store.Message
+		pm *apiv1.Message
+	}
+	var pubs []publication
 	for _, o := range batch {
 		if o.err != nil {
 			o.done <- committed{err: o.err}
@@ -180,25 +191,44 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 				pm = o.proto
 				pm.Id = formatMessageID(s.Seq)
 				pm.CreatedAt = ms(s.CreatedAt)
+				r.live = m.hub.Live(s.All, s.From, s.Recipients)
 			} else {
 				pm = messageToProto(s)
 			}
-			n := m.hub.Publish(hub.NewEvent(s.Seq, pm), s.All, s.From, s.Recipients)
-			if i == 0 && o.msg != nil {
-				r.live = n
-			}
-			if m.afterPublish != nil {
-				m.afterPublish(s, live)
-			}
+			pubs = append(pubs, publication{s, pm})
 			r.msgs[i] = pm
 		}
 		o.done <- r
+	}
+	live := func(member string) bool { return m.hub.Connected(member) > 0 }
+	for _, p := range pubs {
+		m.hub.Publish(hub.NewEvent(p.s.Seq, p.pm), p.s.All, p.s.From, p.s.Recipients)
+		if m.afterPublish != nil {
+			m.afterPublish(p.s, live)
+		}
 	}
 }
 
 // formatMessageID renders a sequence as the wire id: 16 zero-padded digits,
 // so ids sort in commit order as strings and as numbers.
-func formatMessageID(seq int64) string { return fmt.Sprintf("%016d", seq) }
+func formatMessageID(seq int64) string {
+	if seq < 0 {
+		return fmt.Sprintf("%016d", seq) // not an id the store hands out
+	}
+	// Without fmt: every delivery of every message formats its id, and
+	// Sprintf was 8% of a broadcast's CPU.
+	var b [20]byte
+	d := strconv.AppendInt(b[:0], seq, 10)
+	if len(d) >= 16 {
+		return string(d)
+	}
+	var out [16]byte
+	n := copy(out[16-len(d):], d)
+	for i := range 16 - n {
+		out[i] = '0'
+	}
+	return string(out[:])
+}
 
 // ParseMessageID reads a wire id (Last-Event-ID, lastId): a decimal of up to
 // 19 digits. The empty string is position 0; "0" resumes from the start.

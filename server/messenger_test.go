@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	apiv1 "svc/gen/svc/v1"
@@ -265,4 +266,51 @@ func FuzzParseMessageID(f *testing.F) {
 		require.Equal(t, n, back, "ids round-trip")
 		require.LessOrEqual(t, len(s), 19)
 	})
+}
+
+// TestWritersAnsweredBeforeFanOut: a writer's answer does not wait for
+// the fan-out (a broadcast to a thousand streams wakes a thousand
+// goroutines, and an answer sent after them waited behind them all); the
+// message still reaches every stream, and the live count is Publish's.
+func TestWritersAnsweredBeforeFanOut(t *testing.T) {
+	h := hub.New()
+	sub, err := h.Subscribe("bob", "")
+	require.NoError(t, err)
+	release := make(chan struct{})
+	published := make(chan string, 1)
+	m := newMessenger(mustMemStore(t), h, time.Now, discardLogger(), func(s store.Message, _ func(string) bool) {
+		published <- s.Body
+		<-release // the fan-out of this batch is not over
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	msg, pm := dm("alice", "bob", "hello")
+	answered := make(chan int, 1)
+	go func() {
+		_, live, err := m.send(context.Background(), msg, pm)
+		assert.NoError(t, err)
+		answered <- live
+	}()
+	select {
+	case live := <-answered:
+		require.Equal(t, 1, live, "bob's stream is live")
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the writer was answered only after the fan-out")
+	}
+	require.Equal(t, "hello", <-published)
+	close(release)
+	ev := <-sub.C()
+	require.Equal(t, "hello", ev.Value.(*apiv1.Message).GetBody())
+}
+
+// TestFormatMessageID: ids are 16 zero-padded digits (more when the
+// sequence needs them), exactly as fmt's %016d renders them.
+func TestFormatMessageID(t *testing.T) {
+	for _, seq := range []int64{0, 1, 42, 999_999_999_999_999, 1_000_000_000_000_000, 9_999_999_999_999_999, 10_000_000_000_000_000, math.MaxInt64, -1, math.MinInt64} {
+		require.Equal(t, fmt.Sprintf("%016d", seq), formatMessageID(seq), "seq %d", seq)
+	}
 }

@@ -238,6 +238,28 @@ func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (
 	return live
 }
 
+// Live returns how many of the members Publish(ev, all, sender,
+// recipients) would address have at least one live subscription, without
+// publishing anything.
+func (h *Hub) Live(all bool, sender string, recipients []string) (live int) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if all {
+		for member, set := range h.subs {
+			if member != sender && len(set) > 0 {
+				live++
+			}
+		}
+		return live
+	}
+	for _, member := range recipients {
+		if len(h.subs[member]) > 0 {
+			live++
+		}
+	}
+	return live
+}
+
 // Connected returns how many live subscriptions key has.
 func (h *Hub) Connected(member string) int {
 	h.mu.RLock()

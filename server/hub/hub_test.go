@@ -56,6 +56,10 @@ func TestPublishRouting(t *testing.T) {
 				require.NoError(t, err)
 				subs[m] = s
 			}
+			require.Equal(t, tc.wantLive, h.Live(tc.all, tc.sender, tc.recipients), "Live counts as Publish does")
+			for m, s := range subs {
+				require.Empty(t, drain(s), "Live publishes nothing to %s", m)
+			}
 			require.Equal(t, tc.wantLive, h.Publish(ev(1), tc.all, tc.sender, tc.recipients))
 			for m, want := range tc.want {
 				got := drain(subs[m])

@@ -219,7 +219,7 @@ func pragmas(t *testing.T, db *sql.DB) map[string]string {
 	require.NoError(t, err)
 	defer conn.Close()
 	out := map[string]string{}
-	for _, name := range []string{"journal_mode", "foreign_keys", "busy_timeout", "synchronous", "query_only"} {
+	for _, name := range []string{"journal_mode", "foreign_keys", "busy_timeout", "synchronous", "query_only", "wal_autocheckpoint"} {
 		var v string
 		require.NoError(t, conn.QueryRowContext(t.Context(), "PRAGMA "+name).Scan(&v), name)
 		out[name] = v
@@ -239,8 +239,10 @@ func TestPragmas(t *testing.T) {
 		"busy_timeout": strconv.Itoa(busyTimeoutMS),
 		"synchronous":  "2", // FULL
 	}
-	reader := map[string]string{"query_only": "1"}
-	writer := map[string]string{"query_only": "0"}
+	// The writer never checkpoints inside a commit (checkpoint.go); the
+	// readers write nothing, so theirs never runs.
+	reader := map[string]string{"query_only": "1", "wal_autocheckpoint": "1000"}
+	writer := map[string]string{"query_only": "0", "wal_autocheckpoint": "0"}
 	for k, v := range file {
 		reader[k], writer[k] = v, v
 	}
@@ -254,11 +256,12 @@ func TestPragmas(t *testing.T) {
 		{"activity writer", adb.c.writer, writer},
 		{"activity reader", adb.c.reader, reader},
 		{"memory", mem.c.writer, map[string]string{
-			"journal_mode": "memory",
-			"foreign_keys": "1",
-			"busy_timeout": strconv.Itoa(busyTimeoutMS),
-			"synchronous":  "1", // the driver's NORMAL; nothing reaches a disk
-			"query_only":   "0",
+			"journal_mode":       "memory",
+			"foreign_keys":       "1",
+			"busy_timeout":       strconv.Itoa(busyTimeoutMS),
+			"synchronous":        "1", // the driver's NORMAL; nothing reaches a disk
+			"query_only":         "0",
+			"wal_autocheckpoint": "1000",
 		}},
 	}
 	for _, tc := range tests {
