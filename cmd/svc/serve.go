@@ -131,7 +131,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer conn.Close()
-	gw, err := gateway.New(ctx, conn, srv, gateway.WithLogger(log))
+	gw, err := gateway.New(ctx, conn, srv, gateway.WithLogger(log), gateway.WithMetricsLoopbackOpen(cfg.MetricsLoopbackOpen))
 	if err != nil {
 		return err
 	}
