@@ -52,8 +52,11 @@ var batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
 
 // newMetrics registers the broker's metrics, the Go runtime's and the
 // process's; chat and act are the hubs of chat and activity streams.
-func newMetrics(chat, act *hub.Hub) *metrics {
+func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
+	if sc != nil {
+		m.reg.MustRegister(sc.main, sc.activity)
+	}
 	pushes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "svc_pushes_total", Help: "Messages committed, by kind: dm, channel, broadcast, or other (written by the broker: objectives, hooks, registries).",
 	}, []string{"kind"})
@@ -165,6 +168,34 @@ func (m *metrics) streamGauge(kind string) *atomic.Int64 {
 		return &m.streamsActivity
 	}
 }
+
+// StoreCommits times the stores' COMMITs (fsync included) for
+// svc_store_commit_seconds: the stores are opened before the server, so
+// serve builds one, hands Main and Activity to the stores as their commit
+// observers, and the server with WithStoreCommits.
+type StoreCommits struct {
+	main, activity prometheus.Histogram
+}
+
+// NewStoreCommits returns the histograms of both stores.
+func NewStoreCommits() *StoreCommits {
+	h := func(st string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "svc_store_commit_seconds", Help: "Seconds the store's COMMIT took (the WAL fsync with synchronous=FULL), by store: main or activity.",
+			Buckets: commitBuckets, ConstLabels: prometheus.Labels{"store": st},
+		})
+	}
+	return &StoreCommits{main: h("main"), activity: h("activity")}
+}
+
+// Main observes one COMMIT of the main store.
+func (s *StoreCommits) Main(took time.Duration) { s.main.Observe(took.Seconds()) }
+
+// Activity observes one COMMIT of the activity store.
+func (s *StoreCommits) Activity(took time.Duration) { s.activity.Observe(took.Seconds()) }
+
+// WithStoreCommits shows sc's histograms on GET /metrics.
+func WithStoreCommits(sc *StoreCommits) Option { return func(o *options) { o.storeCommits = sc } }
 
 // Metrics returns the registry GET /metrics serves.
 func (s *Server) Metrics() prometheus.Gatherer { return s.core.metrics.reg }

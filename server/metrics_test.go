@@ -14,7 +14,7 @@ import (
 )
 
 func TestMetricsPushKinds(t *testing.T) {
-	m := newMetrics(hub.New(), hub.New())
+	m := newMetrics(hub.New(), hub.New(), nil)
 	for _, tc := range []struct {
 		msg  store.Message
 		push bool
@@ -41,7 +41,7 @@ func TestMetricsMessengerCommits(t *testing.T) {
 	sub, err := h.Subscribe("bob", "")
 	require.NoError(t, err)
 	m := newMessenger(mustMemStore(t), h, time.Now, discardLogger(), nil)
-	m.met = newMetrics(h, hub.New())
+	m.met = newMetrics(h, hub.New(), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.run(ctx); close(done) }()
@@ -85,7 +85,7 @@ func requireSamples(t *testing.T, m *metrics, name, writer string, n uint64) {
 // A counted feed is a live stream of its kind until its first Close.
 func TestMetricsLiveStreams(t *testing.T) {
 	c := &core{store: mustMemStore(t), hub: hub.New()}
-	c.metrics = newMetrics(c.hub, hub.New())
+	c.metrics = newMetrics(c.hub, hub.New(), nil)
 	f1, err := c.attach(context.Background(), bobPrincipal, 0, false)
 	f1, err = c.counted(f1, err, streamSSE)
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func TestMetricsLiveStreams(t *testing.T) {
 // Hook statuses are a fixed set; anything else is "other". Web push
 // results count by kind.
 func TestMetricsHooksAndWebPush(t *testing.T) {
-	m := newMetrics(hub.New(), hub.New())
+	m := newMetrics(hub.New(), hub.New(), nil)
 	m.hooked(hookDelivered)
 	m.hooked(hookRejected)
 	m.hooked(hookRejected)

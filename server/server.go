@@ -53,8 +53,10 @@ type Deps struct {
 type Option func(*options)
 
 type options struct {
-	log           *slog.Logger
-	now           func() time.Time
+	log *slog.Logger
+	now func() time.Time
+	// storeCommits, when set, are the store COMMIT timers /metrics shows.
+	storeCommits  *StoreCommits
 	pushSubject   string
 	pushAllowHTTP bool
 	egress        egress.Policy
@@ -165,7 +167,7 @@ func New(d Deps, opts ...Option) *Server {
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
 	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
-	c.metrics = newMetrics(c.hub, c.actHub)
+	c.metrics = newMetrics(c.hub, c.actHub, o.storeCommits)
 	c.msgs.met, push.met = c.metrics, c.metrics
 	if d.Activity != nil {
 		c.actWriter = newActivityWriter(d.Activity, c.actHub, o.log)

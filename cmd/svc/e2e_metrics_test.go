@@ -110,6 +110,9 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	require.GreaterOrEqual(t, delta("svc_commit_seconds", map[string]string{"writer": "messages"}), 2.0)
 	require.Equal(t, delta("svc_commit_seconds", map[string]string{"writer": "messages"}), delta("svc_commit_batch_size", map[string]string{"writer": "messages"}))
 	require.GreaterOrEqual(t, delta("svc_commit_seconds", map[string]string{"writer": "activity"}), 1.0)
+	// The stores time their COMMITs: at least those of the group commits.
+	require.GreaterOrEqual(t, delta("svc_store_commit_seconds", map[string]string{"store": "main"}), 2.0)
+	require.GreaterOrEqual(t, delta("svc_store_commit_seconds", map[string]string{"store": "activity"}), 1.0)
 
 	stream.close()
 	require.Eventually(t, func() bool {
