@@ -52,9 +52,15 @@ func TestMetricsMessengerCommits(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.EqualValues(t, 2, testutil.ToFloat64(m.met.pushDM))
-	require.Len(t, sub.C(), 2)
-	d, _ := h.Stats()
-	require.EqualValues(t, 2, d)
+	// Writers are answered before the fan-out: wait for it.
+	for range 2 {
+		select {
+		case <-sub.C():
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery")
+		}
+	}
+	require.Eventually(t, func() bool { d, _ := h.Stats(); return d == 2 }, 10*time.Second, time.Millisecond)
 	requireSamples(t, m.met, "svc_commit_seconds", "messages", 2)
 	requireSamples(t, m.met, "svc_commit_batch_size", "messages", 2)
 	requireSamples(t, m.met, "svc_commit_seconds", "activity", 0)

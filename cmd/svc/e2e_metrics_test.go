@@ -93,10 +93,16 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	))
 	require.EqualValues(t, 1, rej)
 
-	after := scrape(t, p)
+	// The hub adds its deliveries up once a publish has handed the event
+	// to every stream, which may be just after bob read it.
+	var after map[string]*dto.MetricFamily
 	delta := func(name string, labels map[string]string) float64 {
 		return metricValue(after, name, labels) - metricValue(before, name, labels)
 	}
+	require.Eventually(t, func() bool {
+		after = scrape(t, p)
+		return delta("svc_deliveries_total", map[string]string{"stream": "chat"}) >= 2
+	}, callTimeout, 10*time.Millisecond)
 	require.EqualValues(t, 1, delta("svc_pushes_total", map[string]string{"kind": "dm"}))
 	require.EqualValues(t, 1, delta("svc_pushes_total", map[string]string{"kind": "broadcast"}))
 	require.EqualValues(t, 0, delta("svc_pushes_total", map[string]string{"kind": "channel"}))
