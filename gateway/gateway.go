@@ -48,6 +48,9 @@ type Gateway struct {
 	registered []string
 	// ui are the web app's embedded files (webui.go).
 	ui *uiAssets
+	// metricsClosed refuses GET /metrics to loopback peers without
+	// metrics.read too (WithMetricsLoopbackOpen).
+	metricsClosed bool
 }
 
 // Option sets an optional setting.
@@ -55,6 +58,11 @@ type Option func(*Gateway)
 
 // WithLogger sets the logger; the default discards.
 func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
+
+// WithMetricsLoopbackOpen sets whether GET /metrics answers a loopback
+// peer without a credential (the default) or asks it for a bearer with
+// metrics.read like anyone else.
+func WithMetricsLoopbackOpen(open bool) Option { return func(g *Gateway) { g.metricsClosed = !open } }
 
 // New builds the REST facade over conn, a client connection to the server's
 // own gRPC server (so interceptors, and with them auth, always run).
@@ -150,6 +158,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		"GET /{$}":                            g.handleRoot,
 		"GET /ui/":                            g.handleUI,
 		"POST /ui/qr":                         g.handleQR,
+		"GET /metrics":                        g.handleMetrics,
 	} {
 		rh, err := g.route(pattern, h)
 		if err != nil {

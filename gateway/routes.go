@@ -64,6 +64,10 @@ var routeRules = map[string]routeRule{
 	"GET /{$}":    {plane: planeNone, rule: auth.Public},
 	"GET /ui/":    {plane: planeNone, rule: auth.Public},
 	"POST /ui/qr": {plane: planeDual, rule: auth.AnyMember},
+	// Prometheus metrics: open to a loopback peer (unless switched off),
+	// else a bearer holding metrics.read; handleMetrics checks both, as
+	// the rule cannot say "loopback".
+	"GET /metrics": {plane: planeNone, rule: auth.Public},
 }
 
 // publicMaxBody caps the bodies of public routes ({code, member} for a

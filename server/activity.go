@@ -273,6 +273,7 @@ func (s *Activity) StreamActivity(req *apiv1.StreamActivityRequest, stream apiv1
 	ctx := stream.Context()
 	p := mustPrincipal(ctx)
 	f, err := s.attachActivity(ctx, p, req.GetName(), req.GetLastId())
+	f, err = s.counted(f, err, streamActivity)
 	if err != nil {
 		return err
 	}

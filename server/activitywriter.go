@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -34,6 +35,8 @@ type activityWriter struct {
 	hub   *hub.Hub
 	log   *slog.Logger
 	queue *groupcommit.Queue[*pendingActivity]
+	// met, when set, counts commits.
+	met *metrics
 }
 
 type pendingActivity struct {
@@ -75,7 +78,9 @@ func (w *activityWriter) commit(ctx context.Context, batch []*pendingActivity) {
 			all.States = append(all.States, p.b.States...)
 			all.GenAI = append(all.GenAI, p.b.GenAI...)
 		}
+		start := time.Now()
 		rows, err := w.store.CommitActivity(ctx, all)
+		w.observe(len(batch), start)
 		if err == nil {
 			w.publish(rows)
 			for _, p := range batch {
@@ -88,13 +93,22 @@ func (w *activityWriter) commit(ctx context.Context, batch []*pendingActivity) {
 		w.log.WarnContext(ctx, "activity batch write failed; writing each alone", "batches", len(batch), "err", err)
 	}
 	for _, p := range batch {
+		start := time.Now()
 		rows, err := w.store.CommitActivity(ctx, p.b)
+		w.observe(1, start)
 		if err != nil {
 			w.log.ErrorContext(ctx, "activity write failed", "rows", len(p.b.Events), "err", err)
 		} else {
 			w.publish(rows)
 		}
 		p.done <- activityResult{rows: rows, err: err}
+	}
+}
+
+// observe counts one store commit of n batches that started at start.
+func (w *activityWriter) observe(n int, start time.Time) {
+	if w.met != nil {
+		commitTimer(w.met.actBatch, w.met.actCommit, n, start)
 	}
 }
 

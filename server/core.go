@@ -55,8 +55,11 @@ type core struct {
 	// maxStreams bounds one member's live streams; <= 0 is unbounded.
 	maxStreams int
 	version    string
-	now        func() time.Time
-	log        *slog.Logger
+	// metrics are what GET /metrics shows; nil in tests that build a core
+	// by hand.
+	metrics *metrics
+	now     func() time.Time
+	log     *slog.Logger
 }
 
 // disconnect ends the live streams member holds, chat and activity, whose

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"svc/server/auth"
@@ -34,6 +35,10 @@ type Feed struct {
 	live    bool // the store has nothing more after last; read the hub
 	page    pager
 	id      func(seq int64) string
+	// gauge, when set, counts the feed as a live stream of its kind until
+	// the first Close.
+	gauge  *atomic.Int64
+	closed atomic.Bool
 }
 
 // pager reads a page of stored items after position after, oldest first:
@@ -138,7 +143,23 @@ func isTokenCred(c string) bool { return strings.HasPrefix(c, "token:") }
 func isSessionCred(c string) bool { return strings.HasPrefix(c, "session:") }
 
 // Close ends the feed's live subscription.
-func (f *Feed) Close() { f.sub.Close() }
+func (f *Feed) Close() {
+	if f.closed.CompareAndSwap(false, true) && f.gauge != nil {
+		f.gauge.Add(-1)
+	}
+	f.sub.Close()
+}
+
+// counted counts f, when it opened, as a live stream of kind until it
+// closes (svc_live_streams).
+func (c *core) counted(f *Feed, err error, kind string) (*Feed, error) {
+	if err != nil || c.metrics == nil {
+		return f, err
+	}
+	f.gauge = c.metrics.streamGauge(kind)
+	f.gauge.Add(1)
+	return f, nil
+}
 
 // Next returns the next item. It returns (nil, nil) when tick fires first
 // (a nil tick never fires), errFellBehind when the hub cut the feed off,

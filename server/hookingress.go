@@ -133,6 +133,7 @@ func (c *core) hook(ctx context.Context, slug string, query url.Values, h http.H
 		}); err != nil {
 			return HookResult{}, err
 		}
+		c.countHook(hookRejected)
 		return HookResult{}, ErrHookRejected
 	}
 	if e.DedupeHeader != "" {
@@ -149,7 +150,16 @@ func (c *core) hook(ctx context.Context, slug string, query url.Values, h http.H
 	if err != nil {
 		return HookResult{}, err
 	}
+	c.countHook(d.Status)
 	return HookResult{ID: d.ID, Status: d.Status}, nil
+}
+
+// countHook counts an inbound hook request by its receipt's status on
+// arrival; the statuses are the broker's own, a small fixed set.
+func (c *core) countHook(status string) {
+	if c.metrics != nil {
+		c.metrics.hooked(status)
+	}
 }
 
 // addDelivery stores a receipt: an endpoint deleted meanwhile is 404.

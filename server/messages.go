@@ -358,6 +358,7 @@ func (b *brokerMessages) Subscribe(req *apiv1.SubscribeRequest, stream apiv1.Bro
 		return err
 	}
 	f, err := b.attach(ctx, p, after, req.GetLastId() != "")
+	f, err = b.counted(f, err, streamGRPC)
 	if err != nil {
 		return err
 	}

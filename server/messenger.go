@@ -77,6 +77,8 @@ type messenger struct {
 	// published (web push).
 	afterPublish func(m store.Message, live func(member string) bool)
 	last         time.Time
+	// met, when set, counts commits and messages.
+	met *metrics
 }
 
 // newMessenger returns a messenger over st and h; afterPublish, when not
@@ -110,6 +112,7 @@ func (m *messenger) run(ctx context.Context) {
 // and answers each change. Publishing happens on this one goroutine, in
 // commit order, so every stream sees messages in id order.
 func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
+	start := time.Now()
 	err := m.store.WithTx(ctx, func(tx store.Tx) error {
 		var msgs []store.Message
 		for _, o := range batch {
@@ -160,6 +163,9 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 		}
 		return nil
 	})
+	if m.met != nil {
+		commitTimer(m.met.msgBatch, m.met.msgCommit, len(batch), start)
+	}
 	if err != nil {
 		m.log.ErrorContext(ctx, "message commit failed", "changes", len(batch), "err", err)
 		for _, o := range batch {
@@ -197,6 +203,9 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 			}
 			pubs = append(pubs, publication{s, pm})
 			r.msgs[i] = pm
+			if m.met != nil {
+				m.met.pushed(&o.out[i], i == 0 && o.msg != nil)
+			}
 		}
 		o.done <- r
 	}

@@ -53,8 +53,10 @@ type Deps struct {
 type Option func(*options)
 
 type options struct {
-	log           *slog.Logger
-	now           func() time.Time
+	log *slog.Logger
+	now func() time.Time
+	// storeCommits, when set, are the store COMMIT timers /metrics shows.
+	storeCommits  *StoreCommits
 	pushSubject   string
 	pushAllowHTTP bool
 	egress        egress.Policy
@@ -165,8 +167,11 @@ func New(d Deps, opts ...Option) *Server {
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
 	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
+	c.metrics = newMetrics(c.hub, c.actHub, o.storeCommits)
+	c.msgs.met, push.met = c.metrics, c.metrics
 	if d.Activity != nil {
 		c.actWriter = newActivityWriter(d.Activity, c.actHub, o.log)
+		c.actWriter.met = c.metrics
 		c.tel = newTelemetry(c.actWriter, o.otlpFlush, o.now, o.log)
 		if err := c.tel.load(context.Background(), d.Activity); err != nil {
 			o.log.Error("telemetry state not loaded: records waiting for a partner are lost", "err", err)
@@ -245,13 +250,15 @@ func (s *Server) CloseStreams() {
 // Attach opens a feed of the caller's messages for a hand-written stream
 // (SSE); see Feed.
 func (s *Server) Attach(ctx context.Context, p *auth.Principal, after int64, resume bool) (*Feed, error) {
-	return s.core.attach(ctx, p, after, resume)
+	f, err := s.core.attach(ctx, p, after, resume)
+	return s.core.counted(f, err, streamSSE)
 }
 
 // AttachActivity opens a feed of member's activity for p, after lastID
 // when it is set (see StreamActivity), for the SSE route.
 func (s *Server) AttachActivity(ctx context.Context, p *auth.Principal, member, lastID string) (*Feed, error) {
-	return s.core.attachActivity(ctx, p, member, lastID)
+	f, err := s.core.attachActivity(ctx, p, member, lastID)
+	return s.core.counted(f, err, streamActivity)
 }
 
 // ExportLogs takes one OTLP log export of p, for the OTLP/HTTP route: b is

@@ -399,6 +399,10 @@ func (c *core) exportLogs(ctx context.Context, p *auth.Principal, decode func() 
 	if err != nil {
 		return nil, err
 	}
+	if c.metrics != nil {
+		c.metrics.otlpRejected.Add(float64(rejected))
+		c.metrics.otlpStored.Add(float64(max(int64(len(recs))-rejected, 0)))
+	}
 	resp := &collogspb.ExportLogsServiceResponse{}
 	if rejected > 0 {
 		resp.PartialSuccess = &collogspb.ExportLogsPartialSuccess{

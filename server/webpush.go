@@ -46,6 +46,8 @@ type pushNotifier struct {
 	egress    egress.Policy
 	log       *slog.Logger
 	jobs      chan pushJob
+	// met, when set, counts send results.
+	met *metrics
 
 	once   sync.Once
 	sender *webpush.Sender // nil when web push is disabled
@@ -146,6 +148,7 @@ func (n *pushNotifier) deliver(ctx context.Context, j pushJob) {
 	}
 	for _, s := range subs {
 		res, err := n.sender.Send(ctx, webpush.Subscription{Endpoint: s.Endpoint, P256dh: s.P256dh, Auth: s.Auth}, j.payload)
+		n.count(res.Gone, err)
 		switch {
 		case res.Gone:
 			// Scoped to the member, as every subscription is.
@@ -156,6 +159,19 @@ func (n *pushNotifier) deliver(ctx context.Context, j pushJob) {
 		case err != nil:
 			n.log.Warn("web push failed", "member", s.Member, "host", webpush.EndpointHost(s.Endpoint), "err", err)
 		}
+	}
+}
+
+// count counts one send's result.
+func (n *pushNotifier) count(gone bool, err error) {
+	switch {
+	case n.met == nil:
+	case gone:
+		n.met.pushGone.Inc()
+	case err != nil:
+		n.met.pushFailed.Inc()
+	default:
+		n.met.pushSent.Inc()
 	}
 }
 

@@ -71,6 +71,10 @@ type Config struct {
 	// host with no path), used in enrollment verification URIs; empty means
 	// the scheme and host each client reached.
 	PublicURL string
+	// MetricsLoopbackOpen lets a loopback peer read GET /metrics without a
+	// credential (metricsLoopbackOpen; SVC_METRICS_LOOPBACK_OPEN=0 turns it
+	// off, e.g. behind a reverse proxy on the same host).
+	MetricsLoopbackOpen bool
 }
 
 // KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
@@ -111,6 +115,13 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	c.WebPushSubject = os.Getenv("SVC_WEBPUSH_SUBJECT")
 	c.WebPushAllowHTTP = os.Getenv("SVC_WEBPUSH_ALLOW_HTTP") == "1"
 	c.PprofAddr = os.Getenv("SVC_PPROF_ADDR")
+	switch v := os.Getenv("SVC_METRICS_LOOPBACK_OPEN"); v {
+	case "", "1", "true":
+		c.MetricsLoopbackOpen = true
+	case "0", "false":
+	default:
+		return c, &exitError{code: 2, err: fmt.Errorf("SVC_METRICS_LOOPBACK_OPEN: must be 1 or 0, got %q", v)}
+	}
 	c.PublicURL = strings.TrimRight(os.Getenv("SVC_PUBLIC_URL"), "/")
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

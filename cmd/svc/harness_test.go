@@ -943,7 +943,7 @@ var (
 
 // allLeaves is every permission leaf, sorted.
 var allLeaves = []string{
-	"activity.read", "members.manage", "notifications.manage", "objectives.cancel",
+	"activity.read", "members.manage", "metrics.read", "notifications.manage", "objectives.cancel",
 	"objectives.create", "objectives.reassign", "objectives.watch", "secrets.manage",
 	"team.manage", "tools.manage",
 }

@@ -38,6 +38,10 @@ var importRules = []importRule{
 		allowed: []string{"svc/server", "svc/store", "svc/gen"}, forbidden: []string{"svc/store/sqlite"}},
 	{name: "engines never import the server root or the gateway", pkg: "svc/server", except: []string{"svc/server!"},
 		forbidden: []string{"svc/server!", "svc/gateway", "svc/cmd"}},
+	// The engines and the store count in plain atomics the server reads
+	// for GET /metrics (server/metrics.go): Prometheus stays above them.
+	{name: "engines and the store know nothing of Prometheus", pkg: "svc", except: []string{"svc/server!", "svc/gateway", "svc/cmd"},
+		forbidden: []string{"github.com/prometheus"}},
 	{name: "gateway uses server and gen", pkg: "svc/gateway",
 		allowed: []string{"svc/gateway", "svc/server", "svc/gen"}},
 	{name: "clients are real clients: gen and grpc, never server or store", pkg: "svc/cmd/internal", future: true,
@@ -95,6 +99,10 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"engines never import the server root or the gateway", "svc/server/egress svc/gateway", 1},
 		{"engines never import the server root or the gateway", "svc/server/teamconfig svc/server/auth svc/server/kek", 0},
 		{"engines never import the server root or the gateway", "svc/server svc/server/hub", -1},
+		{"engines and the store know nothing of Prometheus", "svc/server/hub github.com/prometheus/client_golang/prometheus", 1},
+		{"engines and the store know nothing of Prometheus", "svc/store/sqlite github.com/prometheus/client_golang/prometheus", 1},
+		{"engines and the store know nothing of Prometheus", "svc/server/groupcommit sync/atomic", 0},
+		{"engines and the store know nothing of Prometheus", "svc/server github.com/prometheus/client_golang/prometheus", -1},
 		{"gateway uses server and gen", "svc/gateway svc/store", 1},
 		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/client svc/server/auth", 2},
 		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/mcp svc/store", 2},

@@ -73,12 +73,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "admin token: %s\n", firstToken)
 	}
 
-	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.WithLogger(log))
+	commits := server.NewStoreCommits()
+	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Main))
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
-	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log))
+	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Activity))
 	if err != nil {
 		return fmt.Errorf("open activity store: %w", err)
 	}
@@ -99,6 +100,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		server.WithMaxStreamsPerMember(cfg.MaxStreamsPerMember),
 		server.WithOTLPFlushAfter(cfg.OTLPFlushAfter),
 		server.WithPublicURL(cfg.PublicURL),
+		server.WithStoreCommits(commits),
 		server.WithFederation(jwt, cfg.JWTOverlayPath()),
 	}
 	if file.Files != nil {
@@ -131,7 +133,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer conn.Close()
-	gw, err := gateway.New(ctx, conn, srv, gateway.WithLogger(log))
+	gw, err := gateway.New(ctx, conn, srv, gateway.WithLogger(log), gateway.WithMetricsLoopbackOpen(cfg.MetricsLoopbackOpen))
 	if err != nil {
 		return err
 	}

@@ -18,13 +18,16 @@ const (
 	ToolsManage         = "tools.manage"
 	SecretsManage       = "secrets.manage"
 	NotificationsManage = "notifications.manage"
+	// MetricsRead reads GET /metrics from a peer that is not exempt
+	// (docs/PERFORMANCE.md: Metrics).
+	MetricsRead = "metrics.read"
 )
 
 // Leaves lists every permission leaf in a stable order.
 var Leaves = []string{
 	TeamManage, MembersManage, ObjectivesCreate, ObjectivesCancel,
 	ObjectivesReassign, ObjectivesWatch, ActivityRead, ToolsManage,
-	SecretsManage, NotificationsManage,
+	SecretsManage, NotificationsManage, MetricsRead,
 }
 
 // IsLeaf reports whether p is a permission leaf.

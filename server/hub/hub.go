@@ -71,6 +71,9 @@ type Hub struct {
 	// onChange, when set, is called outside the lock after a key's
 	// subscription count changes.
 	onChange func(member string)
+	// delivered counts events handed to subscriptions, cut the
+	// subscriptions cut off for falling behind (Stats).
+	delivered, cut atomic.Uint64
 }
 
 // Option configures a Hub.
@@ -202,6 +205,7 @@ func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (
 	h.pubMu.Lock()
 	defer h.pubMu.Unlock()
 	var behind []*Subscription
+	var sent uint64
 	send := func(set map[*Subscription]struct{}) {
 		for s := range set {
 			if s.behind.Load() {
@@ -209,6 +213,7 @@ func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (
 			}
 			select {
 			case s.c <- ev:
+				sent++
 			default:
 				s.behind.Store(true)
 				behind = append(behind, s)
@@ -232,11 +237,21 @@ func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (
 		}
 	}
 	h.mu.RUnlock()
+	// One atomic add per publish, not per delivery.
+	h.delivered.Add(sent)
+	if len(behind) > 0 {
+		h.cut.Add(uint64(len(behind)))
+	}
 	for _, s := range behind {
 		h.remove(s)
 	}
 	return live
 }
+
+// Stats returns how many events Publish has handed to subscriptions and
+// how many subscriptions it cut off for falling behind, since New. Both
+// only grow; reading them takes no lock.
+func (h *Hub) Stats() (delivered, cut uint64) { return h.delivered.Load(), h.cut.Load() }
 
 // Live returns how many of the members Publish(ev, all, sender,
 // recipients) would address have at least one live subscription, without

@@ -255,3 +255,35 @@ func TestSubscribeAsBoundsAndDisconnectsByHolder(t *testing.T) {
 	_, err = h.SubscribeAs("bob", "ann", "token:c")
 	require.NoError(t, err, "a closed stream frees its holder's place")
 }
+
+// Stats counts each event handed to a subscription and each subscription
+// cut off for falling behind, across publishes.
+func TestStats(t *testing.T) {
+	h := New(WithBuffer(1))
+	a1, err := h.Subscribe("a", "c")
+	require.NoError(t, err)
+	a2, err := h.Subscribe("a", "c")
+	require.NoError(t, err)
+	_, err = h.Subscribe("b", "c")
+	require.NoError(t, err)
+	d, c := h.Stats()
+	require.Zero(t, d)
+	require.Zero(t, c)
+
+	h.Publish(ev(1), false, "", []string{"a"}) // a1, a2
+	d, c = h.Stats()
+	require.EqualValues(t, 2, d)
+	require.Zero(t, c)
+
+	require.Equal(t, []int64{1}, drain(a1))
+	h.Publish(ev(2), true, "b", nil) // a1 takes it; a2 is full and cut
+	d, c = h.Stats()
+	require.EqualValues(t, 3, d)
+	require.EqualValues(t, 1, c)
+	require.True(t, a2.FellBehind())
+
+	h.Publish(ev(3), true, "", nil) // a1 is full now: cut; b takes it
+	d, c = h.Stats()
+	require.EqualValues(t, 4, d)
+	require.EqualValues(t, 2, c)
+}

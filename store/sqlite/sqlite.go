@@ -42,6 +42,9 @@ type options struct {
 	// checkpointEvery is how often the checkpointer looks at the WAL;
 	// zero stops it (tests).
 	checkpointEvery time.Duration
+	// onCommit, when set, is told how long each write transaction's
+	// COMMIT took (WithCommitObserver).
+	onCommit func(time.Duration)
 }
 
 // WithNow sets the clock used for timestamps the caller leaves zero. The
@@ -61,6 +64,13 @@ func WithLogger(l *slog.Logger) Option {
 			o.log = l
 		}
 	}
+}
+
+// WithCommitObserver sets f to be told how long each write transaction's
+// COMMIT took: with synchronous=FULL on the WAL, that is the fsync of the
+// commit. f runs on the committing goroutine and must be cheap (metrics).
+func WithCommitObserver(f func(took time.Duration)) Option {
+	return func(o *options) { o.onCommit = f }
 }
 
 // withCheckpointEvery sets how often the checkpointer runs; zero starts
@@ -92,6 +102,8 @@ type conns struct {
 	// ckpt, for a file, copies the WAL into the database file in the
 	// background (see checkpointer).
 	ckpt *checkpointer
+	// onCommit, when set, times each COMMIT (WithCommitObserver).
+	onCommit func(time.Duration)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -127,7 +139,7 @@ func openMemory(ctx context.Context, fsys fs.FS, o options) (*conns, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	c := &conns{writer: db, reader: db}
+	c := &conns{writer: db, reader: db, onCommit: o.onCommit}
 	if err := c.init(ctx, fsys, o); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
@@ -167,7 +179,7 @@ func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, 
 	// and an fsync of the database file (a 100-300 ms stall under load).
 	// The checkpointer does it on its own connection instead.
 	wwant := append(slices.Clip(want), pragma{"wal_autocheckpoint", "0"})
-	c := &conns{writer: newDBSetup(fileDSN(abs, wparams), []string{"PRAGMA wal_autocheckpoint=0"}, wwant)}
+	c := &conns{writer: newDBSetup(fileDSN(abs, wparams), []string{"PRAGMA wal_autocheckpoint=0"}, wwant), onCommit: o.onCommit}
 	c.writer.SetMaxOpenConns(1)
 	c.writer.SetMaxIdleConns(1)
 	c.writer.SetConnMaxLifetime(0)
@@ -267,7 +279,16 @@ func (c *conns) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if c.onCommit == nil {
+		if err := tx.Commit(); err != nil {
+			return translate("commit", err)
+		}
+		return nil
+	}
+	start := time.Now()
+	err = tx.Commit()
+	c.onCommit(time.Since(start))
+	if err != nil {
 		return translate("commit", err)
 	}
 	return nil

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"svc/server/hub"
+	"svc/store"
+)
+
+// Stream kinds of svc_live_streams.
+const (
+	streamSSE      = "sse"
+	streamGRPC     = "grpc"
+	streamActivity = "activity"
+)
+
+// metrics is what GET /metrics shows (docs/PERFORMANCE.md: Metrics). The
+// hot paths touch only counters and histograms whose labels are resolved
+// here, once: an update is an atomic add, never a lock or a map lookup.
+// Labels come from small fixed sets, never from member names. The engines
+// (hub, groupcommit, store) import nothing of it: the hubs count in
+// atomics of their own that the registry reads at scrape time.
+type metrics struct {
+	reg *prometheus.Registry
+
+	pushDM, pushChannel, pushBroadcast, pushOther prometheus.Counter
+	// streams are the live streams by kind (sse, grpc, activity).
+	streamsSSE, streamsGRPC, streamsActivity atomic.Int64
+
+	msgBatch, msgCommit prometheus.Histogram
+	actBatch, actCommit prometheus.Histogram
+
+	otlpStored, otlpRejected prometheus.Counter
+	// hooks counts inbound hook requests by status, resolved once.
+	hooks map[string]prometheus.Counter
+
+	pushSent, pushFailed, pushGone prometheus.Counter
+}
+
+// commitBuckets are the commit latency buckets in seconds: an fsync on a
+// fast disk is well under a millisecond, a stall is hundreds.
+var commitBuckets = []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1.024, 2.048}
+
+// batchBuckets are the batch size buckets (the messenger takes up to 512,
+// the activity writer up to 64).
+var batchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+
+// newMetrics registers the broker's metrics, the Go runtime's and the
+// process's; chat and act are the hubs of chat and activity streams.
+func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	if sc != nil {
+		m.reg.MustRegister(sc.main, sc.activity)
+	}
+	pushes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svc_pushes_total", Help: "Messages committed, by kind: dm, channel, broadcast, or other (written by the broker: objectives, hooks, registries).",
+	}, []string{"kind"})
+	m.pushDM, m.pushChannel = pushes.WithLabelValues("dm"), pushes.WithLabelValues("channel")
+	m.pushBroadcast, m.pushOther = pushes.WithLabelValues("broadcast"), pushes.WithLabelValues("other")
+
+	streams := func(kind string, n *atomic.Int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svc_live_streams", Help: "Live streams open now, by kind: sse and grpc (chat), activity (SSE or gRPC).",
+			ConstLabels: prometheus.Labels{"kind": kind},
+		}, func() float64 { return float64(n.Load()) })
+	}
+	hubCounter := func(name, help, stream string, h *hub.Hub, cut bool) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: name, Help: help, ConstLabels: prometheus.Labels{"stream": stream},
+		}, func() float64 {
+			d, c := h.Stats()
+			if cut {
+				return float64(c)
+			}
+			return float64(d)
+		})
+	}
+	hist := func(name, help, writer string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: name, Help: help, Buckets: buckets, ConstLabels: prometheus.Labels{"writer": writer},
+		})
+	}
+	const (
+		batchHelp  = "Changes per group commit, by writer: messages (the messenger) or activity (the activity writer)."
+		commitHelp = "Seconds one group commit's store transaction took, fsync included, by writer."
+	)
+	m.msgBatch = hist("svc_commit_batch_size", batchHelp, "messages", batchBuckets)
+	m.actBatch = hist("svc_commit_batch_size", batchHelp, "activity", batchBuckets)
+	m.msgCommit = hist("svc_commit_seconds", commitHelp, "messages", commitBuckets)
+	m.actCommit = hist("svc_commit_seconds", commitHelp, "activity", commitBuckets)
+
+	otlp := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svc_otlp_records_total", Help: "OTLP log records taken, by outcome: stored (correlated into activity) or rejected (unknown event or unparsable attributes).",
+	}, []string{"outcome"})
+	m.otlpStored, m.otlpRejected = otlp.WithLabelValues("stored"), otlp.WithLabelValues("rejected")
+	hooks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svc_hook_deliveries_total", Help: "Inbound hook requests, by the status their receipt was given on arrival.",
+	}, []string{"status"})
+	m.hooks = map[string]prometheus.Counter{}
+	for _, st := range []string{hookDelivered, hookDropped, hookRejected, hookFiltered, hookDuplicate, hookPending, hookExpired, hookCoalesced, "other"} {
+		m.hooks[st] = hooks.WithLabelValues(st)
+	}
+	webpush := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svc_webpush_total", Help: "Browser push sends, by result: sent, failed, or gone (the subscription expired and was removed).",
+	}, []string{"result"})
+	m.pushSent, m.pushFailed, m.pushGone = webpush.WithLabelValues("sent"), webpush.WithLabelValues("failed"), webpush.WithLabelValues("gone")
+
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		pushes,
+		streams(streamSSE, &m.streamsSSE), streams(streamGRPC, &m.streamsGRPC), streams(streamActivity, &m.streamsActivity),
+		hubCounter("svc_deliveries_total", "Events handed to live streams, by stream: chat or activity.", "chat", chat, false),
+		hubCounter("svc_deliveries_total", "Events handed to live streams, by stream: chat or activity.", "activity", act, false),
+		hubCounter("svc_streams_cut_total", "Live streams cut off for falling behind (slow readers), by stream: chat or activity.", "chat", chat, true),
+		hubCounter("svc_streams_cut_total", "Live streams cut off for falling behind (slow readers), by stream: chat or activity.", "activity", act, true),
+		m.msgBatch, m.actBatch, m.msgCommit, m.actCommit,
+		otlp, hooks, webpush,
+	)
+	return m
+}
+
+// pushed counts a committed message: a push (dm, channel, broadcast) when
+// push is set, otherwise one the broker wrote.
+func (m *metrics) pushed(s *store.Message, push bool) {
+	switch {
+	case !push:
+		m.pushOther.Inc()
+	case s.All:
+		m.pushBroadcast.Inc()
+	case s.To != "":
+		m.pushDM.Inc()
+	case strings.HasPrefix(s.Thread, "chan:"):
+		m.pushChannel.Inc()
+	default:
+		m.pushOther.Inc()
+	}
+}
+
+// hooked counts an inbound hook request whose receipt got status.
+func (m *metrics) hooked(status string) {
+	c, ok := m.hooks[status]
+	if !ok {
+		c = m.hooks["other"]
+	}
+	c.Inc()
+}
+
+// commitTimer observes one group commit of n changes that started at start.
+func commitTimer(batch, took prometheus.Histogram, n int, start time.Time) {
+	batch.Observe(float64(n))
+	took.Observe(time.Since(start).Seconds())
+}
+
+// streamGauge returns the live-stream count of kind.
+func (m *metrics) streamGauge(kind string) *atomic.Int64 {
+	switch kind {
+	case streamSSE:
+		return &m.streamsSSE
+	case streamGRPC:
+		return &m.streamsGRPC
+	default:
+		return &m.streamsActivity
+	}
+}
+
+// StoreCommits times the stores' COMMITs (fsync included) for
+// svc_store_commit_seconds: the stores are opened before the server, so
+// serve builds one, hands Main and Activity to the stores as their commit
+// observers, and the server with WithStoreCommits.
+type StoreCommits struct {
+	main, activity prometheus.Histogram
+}
+
+// NewStoreCommits returns the histograms of both stores.
+func NewStoreCommits() *StoreCommits {
+	h := func(st string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "svc_store_commit_seconds", Help: "Seconds the store's COMMIT took (the WAL fsync with synchronous=FULL), by store: main or activity.",
+			Buckets: commitBuckets, ConstLabels: prometheus.Labels{"store": st},
+		})
+	}
+	return &StoreCommits{main: h("main"), activity: h("activity")}
+}
+
+// Main observes one COMMIT of the main store.
+func (s *StoreCommits) Main(took time.Duration) { s.main.Observe(took.Seconds()) }
+
+// Activity observes one COMMIT of the activity store.
+func (s *StoreCommits) Activity(took time.Duration) { s.activity.Observe(took.Seconds()) }
+
+// WithStoreCommits shows sc's histograms on GET /metrics.
+func WithStoreCommits(sc *StoreCommits) Option { return func(o *options) { o.storeCommits = sc } }
+
+// Metrics returns the registry GET /metrics serves.
+func (s *Server) Metrics() prometheus.Gatherer { return s.core.metrics.reg }

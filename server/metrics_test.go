@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"svc/server/hub"
+	"svc/store"
+)
+
+func TestMetricsPushKinds(t *testing.T) {
+	m := newMetrics(hub.New(), hub.New(), nil)
+	for _, tc := range []struct {
+		msg  store.Message
+		push bool
+	}{
+		{store.Message{All: true, Thread: generalThread}, true},
+		{store.Message{To: "bob", Thread: dmThread("ann", "bob")}, true},
+		{store.Message{Thread: "chan:c1", Recipients: []string{"bob"}}, true},
+		{store.Message{Thread: "chan:c1", Recipients: []string{"bob"}}, true},
+		{store.Message{Thread: "obj:o1", Recipients: []string{"bob"}}, true},
+		{store.Message{To: "bob", Thread: "hook:x"}, false},
+	} {
+		m.pushed(&tc.msg, tc.push)
+	}
+	require.EqualValues(t, 1, testutil.ToFloat64(m.pushBroadcast))
+	require.EqualValues(t, 1, testutil.ToFloat64(m.pushDM))
+	require.EqualValues(t, 2, testutil.ToFloat64(m.pushChannel))
+	require.EqualValues(t, 2, testutil.ToFloat64(m.pushOther))
+}
+
+// A messenger counts every committed message and observes each commit;
+// deliveries are read from the hub.
+func TestMetricsMessengerCommits(t *testing.T) {
+	h := hub.New()
+	sub, err := h.Subscribe("bob", "")
+	require.NoError(t, err)
+	m := newMessenger(mustMemStore(t), h, time.Now, discardLogger(), nil)
+	m.met = newMetrics(h, hub.New(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, body := range []string{"one", "two"} {
+		msg, pm := dm("ann", "bob", body)
+		_, _, err := m.send(ctx, msg, pm)
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 2, testutil.ToFloat64(m.met.pushDM))
+	// Writers are answered before the fan-out: wait for it.
+	for range 2 {
+		select {
+		case <-sub.C():
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery")
+		}
+	}
+	require.Eventually(t, func() bool { d, _ := h.Stats(); return d == 2 }, 10*time.Second, time.Millisecond)
+	requireSamples(t, m.met, "svc_commit_seconds", "messages", 2)
+	requireSamples(t, m.met, "svc_commit_batch_size", "messages", 2)
+	requireSamples(t, m.met, "svc_commit_seconds", "activity", 0)
+}
+
+// requireSamples asserts how many observations the histogram name of
+// writer holds.
+func requireSamples(t *testing.T, m *metrics, name, writer string, n uint64) {
+	t.Helper()
+	fams, err := m.reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "writer" && l.GetValue() == writer {
+					require.Equal(t, n, mt.GetHistogram().GetSampleCount())
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{writer=%q}", name, writer)
+}
+
+// A counted feed is a live stream of its kind until its first Close.
+func TestMetricsLiveStreams(t *testing.T) {
+	c := &core{store: mustMemStore(t), hub: hub.New()}
+	c.metrics = newMetrics(c.hub, hub.New(), nil)
+	f1, err := c.attach(context.Background(), bobPrincipal, 0, false)
+	f1, err = c.counted(f1, err, streamSSE)
+	require.NoError(t, err)
+	f2, err := c.attach(context.Background(), bobPrincipal, 0, false)
+	f2, err = c.counted(f2, err, streamGRPC)
+	require.NoError(t, err)
+	_, err = c.counted(nil, errors.New("refused"), streamGRPC)
+	require.Error(t, err)
+	require.EqualValues(t, 1, c.metrics.streamsSSE.Load())
+	require.EqualValues(t, 1, c.metrics.streamsGRPC.Load())
+	f1.Close()
+	f1.Close()
+	require.Zero(t, c.metrics.streamsSSE.Load(), "a second Close counts nothing")
+	f2.Close()
+	require.Zero(t, c.metrics.streamsGRPC.Load())
+}
+
+// Hook statuses are a fixed set; anything else is "other". Web push
+// results count by kind.
+func TestMetricsHooksAndWebPush(t *testing.T) {
+	m := newMetrics(hub.New(), hub.New(), nil)
+	m.hooked(hookDelivered)
+	m.hooked(hookRejected)
+	m.hooked(hookRejected)
+	m.hooked("no such status")
+	require.EqualValues(t, 1, testutil.ToFloat64(m.hooks[hookDelivered]))
+	require.EqualValues(t, 2, testutil.ToFloat64(m.hooks[hookRejected]))
+	require.EqualValues(t, 1, testutil.ToFloat64(m.hooks["other"]))
+	n := &pushNotifier{met: m}
+	n.count(false, nil)
+	n.count(false, errors.New("refused"))
+	n.count(true, errors.New("410"))
+	require.EqualValues(t, 1, testutil.ToFloat64(m.pushSent))
+	require.EqualValues(t, 1, testutil.ToFloat64(m.pushFailed))
+	require.EqualValues(t, 1, testutil.ToFloat64(m.pushGone))
+}
