@@ -23,15 +23,22 @@ const (
 	MetricsRead = "metrics.read"
 )
 
-// Leaves lists every permission leaf in a stable order.
+// Leaves lists the specification's permission leaves in a stable order:
+// the admin preset written at first boot is exactly these (CONTRACT §1).
 var Leaves = []string{
 	TeamManage, MembersManage, ObjectivesCreate, ObjectivesCancel,
 	ObjectivesReassign, ObjectivesWatch, ActivityRead, ToolsManage,
-	SecretsManage, NotificationsManage, MetricsRead,
+	SecretsManage, NotificationsManage,
 }
 
+// ExtraLeaves are leaves svc adds beyond the specification. They can be
+// granted like any leaf but are in no default preset, so "admin = every
+// leaf" stays the specification's list; what they gate, team.manage
+// grants as well.
+var ExtraLeaves = []string{MetricsRead}
+
 // IsLeaf reports whether p is a permission leaf.
-func IsLeaf(p string) bool { return slices.Contains(Leaves, p) }
+func IsLeaf(p string) bool { return slices.Contains(Leaves, p) || slices.Contains(ExtraLeaves, p) }
 
 // DefaultPresets returns the presets written at first boot (CONTRACT §1).
 func DefaultPresets() map[string][]string {

@@ -12,11 +12,12 @@ import {NAME_RE} from './signin.js';
 
 export {NAME_RE};
 
-// LEAVES are the spec's permission leaves, offered one by one besides the
-// presets.
+// LEAVES are the permission leaves, offered one by one besides the
+// presets: the spec's ten, then svc's metrics.read (GET /metrics).
 export const LEAVES = [
   'team.manage', 'members.manage', 'objectives.create', 'objectives.cancel', 'objectives.reassign',
   'objectives.watch', 'activity.read', 'tools.manage', 'secrets.manage', 'notifications.manage',
+  'metrics.read',
 ];
 
 // MAX_SHOWN bounds what of a member's free text (instructions, role
