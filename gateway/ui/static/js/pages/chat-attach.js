@@ -4,15 +4,11 @@
 // points at /fs/read with each segment escaped, and the browser downloads
 // it under its base name.
 import {h, replace} from '../h.js';
-import {api, ApiError} from '../api.js';
+import {api} from '../api.js';
+import {readHref, upload} from './files-api.js';
 
 const MAX_ATTACHMENTS = 64;
 const MAX_PATH = 1024;
-
-// readURL is the download URL of a filesystem path.
-export function readURL(path) {
-  return '/fs/read/' + path.split('/').filter((s) => s !== '').map(encodeURIComponent).join('/');
-}
 
 // baseName is the last segment of a path.
 export function baseName(path) {
@@ -26,7 +22,7 @@ export function attachmentList(paths) {
   if (!ok.length) return null;
   return h('ul', {class: 'attachments', 'aria-label': 'Attachments'}, ok.map((p) => {
     const name = baseName(p);
-    return h('li', {}, h('a', {href: readURL(p), download: name, title: p, class: 'attachment'}, name));
+    return h('li', {}, h('a', {href: readHref(p), download: name, title: p, class: 'attachment'}, name));
   }));
 }
 
@@ -35,30 +31,6 @@ export function safeFileName(name) {
   let n = String(name || '').replace(/[\u0000-\u001f\u007f/\\]/g, '_').slice(0, 200);
   if (n === '' || n === '.' || n === '..') n = 'file';
   return n;
-}
-
-// upload writes file to path (renamed by the broker on a collision) and
-// returns the path it got.
-export async function upload(path, file) {
-  const q = new URLSearchParams({path, collide: 'suffix'});
-  let res;
-  try {
-    res = await fetch('/fs/write?' + q.toString(), {
-      method: 'POST', credentials: 'same-origin', cache: 'no-store', redirect: 'error', body: file,
-      headers: {'X-SVC-Protocol': '1', Accept: 'application/json', 'Content-Type': file.type || 'application/octet-stream'},
-    });
-  } catch {
-    throw new ApiError(0, 'network', 'The broker cannot be reached. Check that svc is running.');
-  }
-  let data = null;
-  try { data = await res.json(); } catch { /* shown below */ }
-  if (!res.ok) {
-    const code = data && typeof data.error === 'string' ? data.error.slice(0, 64) : 'http_' + res.status;
-    const message = data && typeof data.message === 'string' ? data.message.slice(0, 500) : 'upload failed';
-    throw new ApiError(res.status, code, message);
-  }
-  const got = data && data.entry && typeof data.entry.path === 'string' ? data.entry.path : path;
-  return got;
 }
 
 // attachPicker is the composer's attachment control: {node, paths(),
@@ -83,7 +55,7 @@ export function attachPicker(me, {onError, onBusy = () => {}}) {
     fileInput.value = '';
     onBusy(true);
     try {
-      for (const f of files) add(await upload(`/${me}/uploads/${safeFileName(f.name)}`, f));
+      for (const f of files) add((await upload(`/${me}/uploads/${safeFileName(f.name)}`, f)).entry.path);
     } catch (err) { onError(err); } finally { onBusy(false); }
   }});
   const pathInput = h('input', {type: 'text', id: 'attach-path', autocomplete: 'off', spellcheck: 'false', placeholder: `/${me}/notes.txt`, maxlength: String(MAX_PATH)});
