@@ -107,3 +107,18 @@ export function bytes(n) {
   while (x >= 1024 && i < units.length - 1) { x /= 1024; i += 1; }
   return `${x < 10 ? x.toFixed(1) : Math.round(x)} ${units[i]}`;
 }
+
+// str is v when it is a string, else '': a field of a broker answer read
+// as text whatever the answer holds.
+export function str(v) { return typeof v === 'string' ? v : ''; }
+
+// obj is v when it is a plain object, else {}.
+export function obj(v) { return v && typeof v === 'object' && !Array.isArray(v) ? v : {}; }
+
+// stamp renders an epoch-ms time to the second, as a <time>.
+export function stamp(ms) {
+  const t = Number(ms);
+  if (!Number.isFinite(t) || t <= 0) return h('span', {}, '—');
+  const d = new Date(t);
+  return h('time', {datetime: d.toISOString()}, d.toLocaleString([], {month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit'}));
+}

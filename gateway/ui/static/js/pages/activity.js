@@ -9,7 +9,7 @@
 import {h, replace} from '../h.js';
 import {api} from '../api.js';
 import {ResumableStream} from '../sse.js';
-import {status, field, table} from '../ui.js';
+import {status, field, table, str, stamp, obj} from '../ui.js';
 
 const PAGE = 50;
 const MAX_HELD = 2000; // timeline rows held on screen
@@ -34,8 +34,6 @@ function s(tag, attrs, ...children) {
   return el;
 }
 
-function obj(v) { return v && typeof v === 'object' && !Array.isArray(v) ? v : {}; }
-function str(v) { return typeof v === 'string' ? v : ''; }
 function num(v) { const n = Number(v); return Number.isFinite(n) ? n : 0; }
 function fmtInt(v) { return Math.round(num(v)).toLocaleString(); }
 function exchanges(v) { return `${fmtInt(v)} exchange${Math.round(num(v)) === 1 ? '' : 's'}`; }
@@ -52,13 +50,6 @@ function asText(v) {
 }
 
 function pre(v, cls) { return h('pre', {class: ['payload', cls]}, asText(v)); }
-
-function stamp(ms) {
-  const t = Number(ms);
-  if (!Number.isFinite(t) || t <= 0) return h('span', {}, '—');
-  const d = new Date(t);
-  return h('time', {datetime: d.toISOString()}, d.toLocaleString([], {month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit'}));
-}
 
 // contentText flattens a provider message content (a string, or Anthropic
 // blocks) into readable text.

@@ -10,24 +10,15 @@
 // an outside sender posted: shown as text, marked untrusted.
 import {h, replace} from '../h.js';
 import {api} from '../api.js';
-import {status, field, form, confirmDialog, table, uid} from '../ui.js';
+import {status, field, form, confirmDialog, table, uid, str, stamp, obj as o} from '../ui.js';
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical'];
 const MAX_BODY_SHOWN = 256 << 10;
 const PAGE = 50; // receipts a page
 const MAX_RECEIPTS = 500; // the most one deliveries answer holds
 
-function str(v) { return typeof v === 'string' ? v : ''; }
 function arr(v) { return Array.isArray(v) ? v : []; }
-function o(v) { return v && typeof v === 'object' && !Array.isArray(v) ? v : {}; }
 function enc(s) { return encodeURIComponent(s); }
-
-function stamp(ms) {
-  const t = Number(ms);
-  if (!Number.isFinite(t) || t <= 0) return h('span', {}, '—');
-  const d = new Date(t);
-  return h('time', {datetime: d.toISOString()}, d.toLocaleString([], {month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit'}));
-}
 
 function input(name, value, props = {}) { return h('input', {name, value: value === undefined || value === null ? '' : String(value), ...props}); }
 function check(label, name, checked) {

@@ -11,7 +11,7 @@
 import {h, replace, fmtTime} from '../h.js';
 import {api, errorText} from '../api.js';
 import {onMessage, onLiveState} from '../live.js';
-import {status, field, form, ago, bytes, uid} from '../ui.js';
+import {status, field, form, ago, bytes, uid, str} from '../ui.js';
 import {readHref, joinPath, upload} from './files-api.js';
 
 export const STATUSES = [
@@ -25,7 +25,6 @@ const MAX_TEXT = 64 << 10; // what of one text is shown
 const MAX_THREAD = 1000;
 const ID_RE = /^[A-Za-z0-9-]{1,64}$/;
 
-function str(v) { return typeof v === 'string' ? v : ''; }
 function cut(s, n = MAX_TEXT) { s = str(s); return s.length > n ? s.slice(0, n) + ' … (cut)' : s; }
 function statusLabel(s) { const x = STATUSES.find((t) => t.key === s); return x ? x.label : 'Unknown'; }
 function statusBadge(s) { return h('span', {class: ['obj-status', 'st-' + (STATUSES.some((t) => t.key === s) ? s : 'unknown')]}, statusLabel(s)); }
