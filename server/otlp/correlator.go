@@ -333,7 +333,21 @@ func (c *Correlator) Early(member string, recs []Record) bool {
 		session, model string
 		seq            int64
 	}
+	// The accounting records first: most exports hold none, and those pay
+	// one pass over their records and no allocation.
 	var accts []acct
+	for _, r := range recs {
+		if r.Agent == Codex || r.Name != "api_request" {
+			continue
+		}
+		a := r.Attrs
+		if seq := parseInt(a["event.sequence"]); seq != nil && a["model"] != "" && a["request_id"] != "" {
+			accts = append(accts, acct{a["session.id"], a["model"], *seq})
+		}
+	}
+	if len(accts) == 0 {
+		return false
+	}
 	inExport := map[string]map[int64]bool{} // session → sequence numbers
 	bodies := map[[2]string]bool{}          // session, model
 	for _, r := range recs {
@@ -342,24 +356,15 @@ func (c *Correlator) Early(member string, recs []Record) bool {
 		}
 		a := r.Attrs
 		session := a["session.id"]
-		seq := parseInt(a["event.sequence"])
-		if seq != nil {
+		if seq := parseInt(a["event.sequence"]); seq != nil {
 			if inExport[session] == nil {
 				inExport[session] = map[int64]bool{}
 			}
 			inExport[session][*seq] = true
 		}
-		switch r.Name {
-		case "api_request_body":
+		if r.Name == "api_request_body" {
 			bodies[[2]string{session, a["model"]}] = true
-		case "api_request":
-			if seq != nil && a["model"] != "" && a["request_id"] != "" {
-				accts = append(accts, acct{session, a["model"], *seq})
-			}
 		}
-	}
-	if len(accts) == 0 {
-		return false
 	}
 	now := c.opts.Now()
 	c.mu.Lock()
