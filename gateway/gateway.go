@@ -64,9 +64,10 @@ func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
 // metrics.read like anyone else.
 func WithMetricsLoopbackOpen(open bool) Option { return func(g *Gateway) { g.metricsClosed = !open } }
 
-// New builds the REST facade over conn, a client connection to the server's
-// own gRPC server (so interceptors, and with them auth, always run).
-func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ...Option) (*Gateway, error) {
+// New builds the REST facade over conn, a connection to the server's
+// services through their interceptors (so auth always runs): the server's
+// Local connection, or a client connection to its gRPC server.
+func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server, opts ...Option) (*Gateway, error) {
 	routes, err := rpcRoutes()
 	if err != nil {
 		return nil, err
@@ -111,7 +112,7 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		}),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
 		// The client's connection, for the services' connection
-		// accounting: the interceptors trust it only on the in-process
+		// accounting: the interceptors trust it only on the local
 		// connection.
 		runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
 			md := metadata.Pairs(server.ConnKeyMD, connKey(r))
@@ -129,16 +130,16 @@ func New(ctx context.Context, conn *grpc.ClientConn, srv *server.Server, opts ..
 		runtime.WithForwardResponseOption(forwardResponse),
 		runtime.WithMiddlewares(g.authBeforeBody),
 	)
-	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
-		apiv1.RegisterBrokerHandler,
-		apiv1.RegisterObjectivesHandler,
-		apiv1.RegisterFsHandler,
-		apiv1.RegisterActivityHandler,
-		apiv1.RegisterEnrollmentHandler,
-		apiv1.RegisterSecretsHandler,
-		apiv1.RegisterToolSourcesHandler,
-		apiv1.RegisterPlatformHandler,
-		apiv1.RegisterNotificationsHandler,
+	for _, register := range []func(context.Context, *runtime.ServeMux, grpc.ClientConnInterface) error{
+		over(apiv1.NewBrokerClient, apiv1.RegisterBrokerHandlerClient),
+		over(apiv1.NewObjectivesClient, apiv1.RegisterObjectivesHandlerClient),
+		over(apiv1.NewFsClient, apiv1.RegisterFsHandlerClient),
+		over(apiv1.NewActivityClient, apiv1.RegisterActivityHandlerClient),
+		over(apiv1.NewEnrollmentClient, apiv1.RegisterEnrollmentHandlerClient),
+		over(apiv1.NewSecretsClient, apiv1.RegisterSecretsHandlerClient),
+		over(apiv1.NewToolSourcesClient, apiv1.RegisterToolSourcesHandlerClient),
+		over(apiv1.NewPlatformClient, apiv1.RegisterPlatformHandlerClient),
+		over(apiv1.NewNotificationsClient, apiv1.RegisterNotificationsHandlerClient),
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)
@@ -205,6 +206,13 @@ func (g *Gateway) guard() *connguard.Guard {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// over registers a service's REST routes over a client of conn.
+func over[C any](client func(grpc.ClientConnInterface) C, register func(context.Context, *runtime.ServeMux, C) error) func(context.Context, *runtime.ServeMux, grpc.ClientConnInterface) error {
+	return func(ctx context.Context, mux *runtime.ServeMux, conn grpc.ClientConnInterface) error {
+		return register(ctx, mux, client(conn))
+	}
+}
 
 // incomingHeader forwards only what the services read: the cookie (the
 // gateway's special case already forwards Authorization) and the protocol

@@ -107,9 +107,9 @@ var patternVarRE = regexp.MustCompile(`\{([^=}]+)=\*\}`)
 // route is matched (an unknown route stays 404) and before anything reads
 // the body. A request with a body to a route that is not public is
 // authenticated first: whoever holds no credential is answered 401 at once,
-// never by reading (and waiting for) what it sends. The interceptors
-// authenticate again, as for every call, and the permission table decides
-// what the caller may do. A public route takes at most publicMaxBody.
+// never by reading (and waiting for) what it sends. The interceptors take
+// the principal it resolved instead of looking the credential up again, and
+// the permission table decides what the caller may do. A public route takes at most publicMaxBody.
 func (g *Gateway) authBeforeBody(next runtime.HandlerFunc) runtime.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 		if r.ContentLength == 0 {
@@ -127,14 +127,16 @@ func (g *Gateway) authBeforeBody(next runtime.HandlerFunc) runtime.HandlerFunc {
 			next(w, r, params)
 			return
 		}
-		p, err := g.authn.Verify(r.Context(), auth.CredentialsFromHeader(r.Header))
+		p, err := g.authn.Authenticate(r.Context(), auth.CredentialsFromHeader(r.Header))
 		if err != nil {
 			refuseUnread(w)
 			writeError(w, g.log, r, err)
 			return
 		}
 		g.authenticated(r, p)
-		next(w, r, params)
+		// The services' interceptor takes this principal rather than
+		// look the same credential up again (server.chain.authenticate).
+		next(w, r.WithContext(auth.WithPrincipal(r.Context(), p)), params)
 	}
 }
 

@@ -57,7 +57,7 @@ const (
 	userCodeLen      = 8
 )
 
-// Metadata the gateway sets on its in-process connection, trusted only
+// Metadata the gateway sets on its local connection, trusted only
 // there (like ConnKeyMD): the HTTP request's Host, scheme and User-Agent.
 const (
 	ForwardedHostMD   = "x-svc-host"
@@ -440,7 +440,7 @@ func (e *Enrollment) baseURL(ctx context.Context, md metadata.MD) string {
 	}
 	scheme, host := "http", ""
 	pr, ok := peer.FromContext(ctx)
-	if ok && pr.Addr != nil && pr.Addr.Network() == "bufconn" {
+	if ok && fromGateway(pr) {
 		if v := md.Get(ForwardedSchemeMD); len(v) > 0 && v[0] == "https" {
 			scheme = "https"
 		}
@@ -459,7 +459,7 @@ func (e *Enrollment) baseURL(ctx context.Context, md metadata.MD) string {
 	}
 	if !validHost(host) {
 		host = "localhost"
-		if ok && pr.LocalAddr != nil && pr.Addr.Network() != "bufconn" {
+		if ok && pr.LocalAddr != nil && !fromGateway(pr) {
 			host = pr.LocalAddr.String()
 		}
 	}
@@ -478,7 +478,7 @@ func validHost(h string) bool {
 }
 
 // clientIP is the caller's address: the TCP peer of a native gRPC call,
-// or, on the gateway's in-process connection, the HTTP client's TCP peer
+// or, on the gateway's local connection, the HTTP client's TCP peer
 // the gateway named (never a client-sent X-Forwarded-For).
 func clientIP(ctx context.Context, md metadata.MD) string {
 	key := connKey(ctx, md)
@@ -513,7 +513,7 @@ func mintKey(ip string) string {
 // it, or a native client's gRPC user agent.
 func userAgent(ctx context.Context, md metadata.MD) string {
 	key := "user-agent"
-	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil && pr.Addr.Network() == "bufconn" {
+	if pr, ok := peer.FromContext(ctx); ok && fromGateway(pr) {
 		key = gatewayUserAgentMD
 	}
 	v := md.Get(key)

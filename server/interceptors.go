@@ -33,7 +33,7 @@ func setHTTPStatus(ctx context.Context, code int) {
 }
 
 // ConnKeyMD carries the HTTP client's connection (connguard.Key) from the
-// gateway to the interceptors over the in-process connection, for the
+// gateway to the interceptors over the local connection, for the
 // connection guard. It is trusted only there: on any other connection the
 // peer's own addresses are used.
 const ConnKeyMD = "x-svc-conn"
@@ -110,7 +110,7 @@ func (c *chain) admit(ctx context.Context, method string) (context.Context, erro
 	if rule.Public {
 		return ctx, nil
 	}
-	p, err := c.authn.Authenticate(ctx, auth.CredentialsFromMetadata(md))
+	p, err := c.authenticate(ctx, md)
 	if err != nil {
 		return ctx, err
 	}
@@ -123,14 +123,28 @@ func (c *chain) admit(ctx context.Context, method string) (context.Context, erro
 	return auth.WithPrincipal(ctx, p), nil
 }
 
+// authenticate resolves the call's credentials. A call on the gateway's
+// local connection may carry the principal the gateway already resolved
+// from the same request's credentials (it authenticates before reading a
+// body): the credential is then not looked up, nor its use recorded, a
+// second time. Only the gateway can put a principal in a call's context.
+func (c *chain) authenticate(ctx context.Context, md metadata.MD) (*auth.Principal, error) {
+	if p, ok := auth.PrincipalFrom(ctx); ok {
+		if pr, _ := peer.FromContext(ctx); fromGateway(pr) {
+			return p, nil
+		}
+	}
+	return c.authn.Authenticate(ctx, auth.CredentialsFromMetadata(md))
+}
+
 // connKey names the connection a call came on: the peer's, or, on the
-// gateway's in-process connection, the HTTP client's the gateway named.
+// gateway's local connection, the HTTP client's the gateway named.
 func connKey(ctx context.Context, md metadata.MD) string {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil || p.LocalAddr == nil {
 		return ""
 	}
-	if p.Addr.Network() == "bufconn" {
+	if fromGateway(p) {
 		if v := md.Get(ConnKeyMD); len(v) > 0 {
 			return v[0]
 		}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	apiv1 "svc/gen/svc/v1"
@@ -185,6 +186,44 @@ func TestStreamInterceptor(t *testing.T) {
 				})
 			require.Equal(t, tc.wantCode, status.Code(err), "err: %v", err)
 			require.Equal(t, tc.wantCode == codes.OK || tc.panics, called)
+		})
+	}
+}
+
+// TestGatewayPrincipalHandOver: a principal already in the call's context
+// is taken only on the gateway's local connection; anywhere else the
+// call's own credentials decide, so nothing but the gateway can vouch.
+func TestGatewayPrincipalHandOver(t *testing.T) {
+	env := newChainEnv(t)
+	root := &auth.Principal{Member: "root", Permissions: auth.Leaves, Via: auth.ViaBearer}
+	tcp := &peer.Peer{Addr: &fakeAddr{"tcp"}, LocalAddr: &fakeAddr{"tcp"}}
+	tests := []struct {
+		name     string
+		peer     *peer.Peer
+		md       metadata.MD
+		wantCode codes.Code
+		wantWho  string
+	}{
+		{name: "gateway, no credentials", peer: gatewayPeer, wantCode: codes.OK, wantWho: "root"},
+		{name: "gateway, principal wins over metadata", peer: gatewayPeer, md: metadata.Pairs("authorization", "Bearer "+env.alice), wantCode: codes.OK, wantWho: "root"},
+		{name: "network, no credentials", peer: tcp, wantCode: codes.Unauthenticated},
+		{name: "network, own bearer decides", peer: tcp, md: metadata.Pairs("authorization", "Bearer "+env.alice), wantCode: codes.PermissionDenied},
+		{name: "no peer", wantCode: codes.Unauthenticated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := auth.WithPrincipal(metadata.NewIncomingContext(context.Background(), tt.md), root)
+			if tt.peer != nil {
+				ctx = peer.NewContext(ctx, tt.peer)
+			}
+			var who string
+			_, err := env.c.unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: apiv1.Broker_CreateMember_FullMethodName},
+				func(ctx context.Context, _ any) (any, error) {
+					who = mustPrincipal(ctx).Member
+					return "ok", nil
+				})
+			require.Equal(t, tt.wantCode, status.Code(err), "err: %v", err)
+			require.Equal(t, tt.wantWho, who)
 		})
 	}
 }

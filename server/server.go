@@ -125,13 +125,13 @@ func WithFederation(jwt *federation.Config, overlayPath string) Option {
 // Server owns the gRPC server, the shared core and the services registered
 // on it.
 type Server struct {
-	grpc   *grpc.Server // network clients
-	inproc *grpc.Server // the gateway's in-process connection
-	authn  *auth.Authenticator
-	guard  *connguard.Guard
-	core   *core
-	fs     *Fs
-	fed    *federationState
+	grpc  *grpc.Server // network clients
+	local *localConn   // the gateway's connection
+	authn *auth.Authenticator
+	guard *connguard.Guard
+	core  *core
+	fs    *Fs
+	fed   *federationState
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
 	run []func(ctx context.Context)
@@ -192,24 +192,24 @@ func New(d Deps, opts ...Option) *Server {
 	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log, auth.WithJWT(fed.verifier))
 	s.guard = o.guard
 	ch := &chain{authn: s.authn, guard: o.guard, log: o.log}
-	// Two gRPC servers with the same services and interceptors: one for
-	// clients on the network, whose connections are bounded, and one for the
-	// gateway's single in-process connection, which carries every REST call
-	// and must not be held to one client's share.
-	interceptors := []grpc.ServerOption{grpc.ChainUnaryInterceptor(ch.unary), grpc.ChainStreamInterceptor(ch.stream)}
-	s.grpc = grpc.NewServer(append(interceptors,
+	// The services are served twice with the same interceptors: by the
+	// gRPC server of clients on the network, whose connections are
+	// bounded, and by the gateway's local connection, which carries every
+	// REST call in the caller's goroutine (local.go).
+	s.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(ch.unary), grpc.ChainStreamInterceptor(ch.stream),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.MaxRecvMsgSize(maxRecvMessage),
 		grpc.InTapHandle(newPreauth(s.authn, o.now).handle),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout}),
-	)...)
-	s.inproc = grpc.NewServer(interceptors...)
+	)
+	s.local = newLocalConn(ch.unary)
 	broker, objectives := newBroker(c, push), &Objectives{core: c}
 	s.fs = &Fs{core: c}
 	enroll := newEnrollment(c, o.publicURL)
 	s.run = append(s.run, enroll.run)
 	s.run = append(s.run, c.hookSched.run)
-	for _, g := range []*grpc.Server{s.grpc, s.inproc} {
+	for _, g := range []grpc.ServiceRegistrar{s.grpc, s.local} {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)
 		apiv1.RegisterFsServer(g, s.fs)
@@ -221,8 +221,8 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterNotificationsServer(g, &Notifications{core: c})
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
-		reflection.Register(g)
 	}
+	reflection.Register(s.grpc)
 	return s
 }
 
@@ -283,9 +283,10 @@ func (s *Server) ConnGuard() *connguard.Guard { return s.guard }
 // GRPC returns the gRPC server of network clients.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
-// Inproc returns the gRPC server of the gateway's in-process connection:
-// the same services, without the bounds of network connections.
-func (s *Server) Inproc() *grpc.Server { return s.inproc }
+// Local returns the gateway's connection to the services: the same
+// services and interceptors as GRPC, called in the caller's goroutine,
+// without the bounds of network connections. It serves unary methods only.
+func (s *Server) Local() grpc.ClientConnInterface { return s.local }
 
 // Authenticator returns the authenticator the interceptors use, for the
 // hand-written HTTP handlers.

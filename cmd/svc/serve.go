@@ -19,8 +19,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 
 	"svc/gateway"
 	"svc/server"
@@ -37,10 +35,6 @@ import (
 // shutdownTimeout bounds the drain on SIGTERM; the process ends within 10 s
 // (CONTRACT §5) with time left to close the stores.
 const shutdownTimeout = 8 * time.Second
-
-// maxInprocMessage bounds one response on the gateway's in-process gRPC
-// hop.
-const maxInprocMessage = 128 << 20
 
 // readHeaderTimeout bounds slow headers. No Read/WriteTimeout: they would cut
 // SSE and streams; bodies have their own pace (gateway.withBodyGuard).
@@ -119,21 +113,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	go func() { _ = srv.Run(runCtx); close(ranDone) }()
 	defer func() { stopRun(); <-ranDone }()
 
-	// The gateway reaches gRPC through an in-process connection, so every
-	// REST call runs the same interceptors (auth) as a native call.
-	inproc := bufconn.Listen(1 << 20)
-	conn, err := grpc.NewClient("passthrough:///svc-inproc",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return inproc.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// A full history page (500 messages of up to 64 KiB body, 64 KiB
-		// data and 64 KiB of attachment paths) exceeds gRPC's 4 MiB default.
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxInprocMessage)),
-	)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	gw, err := gateway.New(ctx, conn, srv, gateway.WithLogger(log), gateway.WithMetricsLoopbackOpen(cfg.MetricsLoopbackOpen))
+	// The gateway calls the services through their interceptors (auth)
+	// in its own goroutine: every REST call is admitted as a native one.
+	gw, err := gateway.New(ctx, srv.Local(), srv, gateway.WithLogger(log), gateway.WithMetricsLoopbackOpen(cfg.MetricsLoopbackOpen))
 	if err != nil {
 		return err
 	}
@@ -168,7 +150,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { split.serve(); return nil })
 	g.Go(func() error { return ignoreClosed(srv.GRPC().Serve(split.h2)) })
-	g.Go(func() error { return ignoreClosed(srv.Inproc().Serve(inproc)) })
 	g.Go(func() error { return ignoreClosed(h1.Serve(split.h1)) })
 	if tlsSrv != nil {
 		g.Go(func() error { return ignoreClosed(tlsSrv.Serve(tlsLis)) })
@@ -196,16 +177,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				_ = s.Close()
 			}
 		}
-		for _, gs := range []*grpc.Server{srv.GRPC(), srv.Inproc()} {
-			stopped := make(chan struct{})
-			go func() { gs.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-sctx.Done():
-				gs.Stop()
-			}
+		stopped := make(chan struct{})
+		go func() { srv.GRPC().GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-sctx.Done():
+			srv.GRPC().Stop()
 		}
-		_ = inproc.Close()
 		return nil
 	})
 	if err := g.Wait(); err != nil {
