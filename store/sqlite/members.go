@@ -35,6 +35,7 @@ func (q queries) ReplaceMembers(ctx context.Context, members []store.Member) err
 	}
 	// json_each keeps the statement independent of the number of members,
 	// which could exceed SQLite's limit on bound parameters.
+	defer q.tokensChanging()() // the deletes cascade to tokens
 	_, err = q.w.ExecContext(ctx, `DELETE FROM members WHERE name NOT IN (SELECT value FROM json_each(?))`, string(keep))
 	return translate("replace members", err)
 }
@@ -122,6 +123,7 @@ func (q queries) ListMembers(ctx context.Context) ([]store.Member, error) {
 // DeleteMember removes a member; the foreign keys cascade to its tokens and
 // sessions. ErrNotFound when absent.
 func (q queries) DeleteMember(ctx context.Context, name string) error {
+	defer q.tokensChanging()() // the delete cascades to tokens
 	res, err := q.w.ExecContext(ctx, `DELETE FROM members WHERE name = ?`, name)
 	if err != nil {
 		return translate("delete member", err)

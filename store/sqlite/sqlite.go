@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -105,6 +106,14 @@ type conns struct {
 	// onCommit, when set, times each COMMIT (WithCommitObserver).
 	onCommit func(time.Duration)
 
+	// tokens caches token rows by hash (tokencache.go); tokenTx is set
+	// while the running transaction has changed token rows.
+	tokens  tokenCache
+	tokenTx atomic.Bool
+
+	// lock, for a file, holds the file's exclusive lock (lock.go).
+	lock *os.File
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -154,6 +163,10 @@ func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, 
 	if err := createFile(abs); err != nil {
 		return nil, err
 	}
+	lock, err := lockFile(abs + ".lock")
+	if err != nil {
+		return nil, err
+	}
 	params := url.Values{
 		"_busy_timeout": {strconv.Itoa(busyTimeoutMS)},
 		"_foreign_keys": {"1"},
@@ -179,7 +192,7 @@ func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, 
 	// and an fsync of the database file (a 100-300 ms stall under load).
 	// The checkpointer does it on its own connection instead.
 	wwant := append(slices.Clip(want), pragma{"wal_autocheckpoint", "0"})
-	c := &conns{writer: newDBSetup(fileDSN(abs, wparams), []string{"PRAGMA wal_autocheckpoint=0"}, wwant), onCommit: o.onCommit}
+	c := &conns{writer: newDBSetup(fileDSN(abs, wparams), []string{"PRAGMA wal_autocheckpoint=0"}, wwant), onCommit: o.onCommit, lock: lock}
 	c.writer.SetMaxOpenConns(1)
 	c.writer.SetMaxIdleConns(1)
 	c.writer.SetConnMaxLifetime(0)
@@ -259,6 +272,9 @@ func (c *conns) Close() error {
 			c.closeErr = errors.Join(c.closeErr, c.reader.Close())
 		}
 		c.closeErr = errors.Join(c.closeErr, c.writer.Close())
+		if c.lock != nil {
+			c.closeErr = errors.Join(c.closeErr, c.lock.Close())
+		}
 	})
 	return c.closeErr
 }
@@ -274,8 +290,9 @@ func (c *conns) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	// After a commit this is a no-op returning sql.ErrTxDone. On an error, a
 	// panic or runtime.Goexit it ends the transaction, and a panic then
-	// carries on up the stack.
-	defer func() { _ = tx.Rollback() }()
+	// carries on up the stack. Either way the transaction's change to
+	// token rows, if any, is over.
+	defer func() { _ = tx.Rollback(); c.endTokenTx() }()
 	if err := fn(tx); err != nil {
 		return err
 	}

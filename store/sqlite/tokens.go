@@ -15,6 +15,7 @@ const tokenColumns = `id, member, hash, label, origin, created_at, created_by, l
 // ErrPrecondition when the member does not. A zero CreatedAt becomes the
 // clock's time.
 func (q queries) CreateToken(ctx context.Context, t store.Token) error {
+	defer q.tokensChanging()()
 	_, err := q.w.ExecContext(ctx, `INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Member, t.Hash[:], t.Label, t.Origin, q.orNow(t.CreatedAt).UnixMilli(), t.CreatedBy,
 		msOrNull(t.LastUsedAt), msOrNull(t.ExpiresAt), msOrNull(t.RevokedAt))
@@ -22,8 +23,24 @@ func (q queries) CreateToken(ctx context.Context, t store.Token) error {
 }
 
 // GetTokenByHash looks the hash up through its unique index; it returns
-// revoked tokens too and ErrNotFound when no row has the hash.
+// revoked tokens too and ErrNotFound when no row has the hash. Outside a
+// transaction rows found are cached (tokenCache).
 func (q queries) GetTokenByHash(ctx context.Context, h store.TokenHash) (store.Token, error) {
+	if q.tx != nil {
+		return q.getTokenByHash(ctx, h)
+	}
+	t, ok, gen := q.c.tokens.get(h)
+	if ok {
+		return t, nil
+	}
+	t, err := q.getTokenByHash(ctx, h)
+	if err == nil {
+		q.c.tokens.put(gen, h, t)
+	}
+	return t, err
+}
+
+func (q queries) getTokenByHash(ctx context.Context, h store.TokenHash) (store.Token, error) {
 	st, err := q.stmt(ctx, false, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`)
 	if err != nil {
 		return store.Token{}, translate("get token", err)
@@ -61,6 +78,7 @@ func (q queries) ListTokens(ctx context.Context, member string) ([]store.Token, 
 // time when zero) and returns it; ErrNotFound when no unrevoked token with
 // that id belongs to the member. An expired token can still be revoked.
 func (q queries) RevokeToken(ctx context.Context, member, id string, at time.Time) (store.Token, error) {
+	defer q.tokensChanging()()
 	row := q.w.QueryRowContext(ctx, `UPDATE tokens SET revoked_at = ?
 WHERE id = ? AND member = ? AND revoked_at IS NULL
 RETURNING `+tokenColumns, q.orNow(at).UnixMilli(), id, member)
@@ -74,6 +92,7 @@ RETURNING `+tokenColumns, q.orNow(at).UnixMilli(), id, member)
 // RevokeMemberTokens revokes every unrevoked token of the member, expired
 // ones included, and returns how many it revoked.
 func (q queries) RevokeMemberTokens(ctx context.Context, member string, at time.Time) (int, error) {
+	defer q.tokensChanging()()
 	res, err := q.w.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE member = ? AND revoked_at IS NULL`,
 		q.orNow(at).UnixMilli(), member)
 	if err != nil {
@@ -89,6 +108,7 @@ func (q queries) RevokeMemberTokens(ctx context.Context, member string, at time.
 // TouchToken sets the token's LastUsedAt to at (the clock's time when zero).
 // It returns ErrNotFound for an unknown id.
 func (q queries) TouchToken(ctx context.Context, id string, at time.Time) error {
+	defer q.tokensChanging()()
 	res, err := q.w.ExecContext(ctx, `UPDATE tokens SET last_used_at = ? WHERE id = ?`, q.orNow(at).UnixMilli(), id)
 	if err != nil {
 		return translate("touch token", err)
