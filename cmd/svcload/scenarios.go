@@ -16,13 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
-
-	apiv1 "svc/gen/svc/v1"
 )
 
 const (
@@ -31,16 +24,12 @@ const (
 	attachBatch  = 100             // streams opened at once, so the accept queue never overflows
 	drainIdle    = 3 * time.Second // a delivery run ends this long after its last receipt
 	listeners    = 32              // members whose streams receive the broadcasts: 1000 streams stay under 64 a member
-	pubsPerConn  = 4               // gRPC publishers sharing one ClientConn
 	manySubs     = 1000            // subscribers of the big fan-out and memory runs
 	publisher    = "pub"
-	sink         = "sink" // DM target of the throughput runs; never subscribed
 )
 
 // Targets, reported beside the figures.
 const (
-	targetRESTps = 10000 // pushes/s at 16 publishers
-	targetGRPCps = 25000
 	targetP99    = 15 * time.Millisecond // delivery at 1000 subs × 100 msg/s
 	targetReach  = 20 * time.Millisecond // one broadcast to all 1000 subs
 	targetMemKiB = 16.0                  // per idle subscriber
@@ -89,7 +78,7 @@ func progress(format string, args ...any) {
 
 // all runs every scenario in order; memory goes first, on a fresh heap.
 func (lg *loadgen) all(ctx context.Context) error {
-	names := []string{publisher, sink}
+	names := []string{publisher}
 	for i := range listeners {
 		names = append(names, fmt.Sprintf("listen%d", i))
 	}
@@ -120,12 +109,8 @@ func (lg *loadgen) all(ctx context.Context) error {
 		}
 	}
 	if lg.runs("throughput") {
-		for _, t := range []string{"REST", "gRPC"} {
-			for _, pubs := range []int{4, 16} {
-				if err := lg.throughput(ctx, t, pubs); err != nil {
-					return err
-				}
-			}
+		if _, err := lg.throughput(ctx); err != nil {
+			return err
 		}
 	}
 	if lg.runs("files") {
@@ -393,13 +378,22 @@ func (lg *loadgen) fanoutAs(ctx context.Context, name string, n, count int, gap 
 // drain waits until the subscribers hold want receipts, or none arrived for
 // drainIdle.
 func (lg *loadgen) drain(ctx context.Context, subs []*subscriber, want int64) {
-	var prev int64 = -1
-	idleSince := time.Now()
-	for time.Since(idleSince) < drainIdle && ctx.Err() == nil {
+	drainCount(ctx, func() int64 {
 		var got int64
 		for _, s := range subs {
 			got += s.got.Load()
 		}
+		return got
+	}, want)
+}
+
+// drainCount waits until count reaches want, or it did not move for
+// drainIdle.
+func drainCount(ctx context.Context, count func() int64, want int64) {
+	var prev int64 = -1
+	idleSince := time.Now()
+	for time.Since(idleSince) < drainIdle && ctx.Err() == nil {
+		got := count()
 		if got >= want {
 			return
 		}
@@ -408,81 +402,6 @@ func (lg *loadgen) drain(ctx context.Context, subs []*subscriber, want int64) {
 		}
 		_ = sleep(ctx, 5*time.Millisecond)
 	}
-}
-
-// throughput runs pubs closed-loop publishers of DMs to the sink for tputDur
-// over REST or gRPC and reports pushes/s and ack latency.
-func (lg *loadgen) throughput(ctx context.Context, transport string, pubs int) error {
-	name := fmt.Sprintf("throughput %s %d publishers", transport, pubs)
-	progress("%s", name)
-	tok := lg.tokens[publisher]
-	pushers := make([]func(context.Context) error, pubs)
-	switch transport {
-	case "REST":
-		body := []byte(`{"to":"` + sink + `","body":"load"}`)
-		for i := range pushers {
-			pushers[i] = func(ctx context.Context) error { return lg.do(ctx, "/push", tok, body, nil) }
-		}
-	case "gRPC":
-		for i := range pushers {
-			if i%pubsPerConn == 0 {
-				conn, err := grpc.NewClient(lg.b.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					return err
-				}
-				defer conn.Close()
-				client := apiv1.NewBrokerClient(conn)
-				req := &apiv1.PushRequest{To: proto.String(sink), Body: "load"}
-				push := func(ctx context.Context) error {
-					ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
-					_, err := client.Push(ctx, req)
-					return err
-				}
-				for j := i; j < min(i+pubsPerConn, pubs); j++ {
-					pushers[j] = push
-				}
-			}
-		}
-	}
-
-	lats := make([][]time.Duration, pubs)
-	errs := make([]error, pubs)
-	var wg sync.WaitGroup
-	cpu := lg.startCPU()
-	start := time.Now()
-	deadline := start.Add(lg.tputDur)
-	for i, push := range pushers {
-		wg.Go(func() {
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t := time.Now()
-				cctx, cancel := context.WithTimeout(ctx, callTimeout)
-				err := push(cctx)
-				cancel()
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				lats[i] = append(lats[i], time.Since(t))
-			}
-		})
-	}
-	wg.Wait()
-	elapsed, cpuUse := time.Since(start), cpu()
-	if err := context.Cause(ctx); err != nil {
-		return err
-	}
-	all := slices.Concat(lats...)
-	rate := float64(len(all)) / elapsed.Seconds()
-	r := row{name: name, result: fmt.Sprintf("%.0f pushes/s, ack %s", rate, pctls(all)), cpu: cpuUse}
-	if pubs == 16 {
-		target := map[string]float64{"REST": targetRESTps, "gRPC": targetGRPCps}[transport]
-		r.target, r.met = fmt.Sprintf("≥ %.0f/s", target), verdict(rate >= target)
-	}
-	lg.rows = append(lg.rows, r)
-	if err := errors.Join(errs...); err != nil {
-		lg.broken = append(lg.broken, fmt.Errorf("%s: %w", name, err))
-	}
-	return nil
 }
 
 // startCPU starts measuring CPU use; the returned func formats the cores

@@ -132,10 +132,12 @@ type subscriber struct {
 	base          int
 	recv          []int64 // receipt time (ns since loadgen start); 0: not yet
 
-	got   atomic.Int64 // receipts inside the window
-	ready chan struct{}
-	once  sync.Once
-	done  chan struct{}
+	got atomic.Int64 // receipts inside the window
+	// onData, when set, also gets every message's data, on run's goroutine.
+	onData func(data []byte)
+	ready  chan struct{}
+	once   sync.Once
+	done   chan struct{}
 
 	// Owned by run's goroutine; read after done is closed.
 	err        error
@@ -217,6 +219,9 @@ func (s *subscriber) onMessage(ev sseEvent, at int64) {
 		s.ooo++
 	default:
 		s.lastID = id
+	}
+	if s.onData != nil {
+		s.onData(ev.data)
 	}
 	seq, ok := dataSeq(ev.data)
 	if k := seq - s.base; ok && k >= 0 && k < len(s.recv) && s.recv[k] == 0 {
