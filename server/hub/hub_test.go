@@ -299,3 +299,52 @@ func TestStats(t *testing.T) {
 	require.EqualValues(t, 4, d)
 	require.EqualValues(t, 2, c)
 }
+
+// TestQueueGrowsAndShrinks: a subscription's queue takes a burst up to
+// the buffer, in order, and holds no more than a small queue once
+// drained; a reader that keeps a few behind never grows it past twice the
+// buffer.
+func TestQueueGrowsAndShrinks(t *testing.T) {
+	h := New(WithBuffer(100))
+	s, err := h.Subscribe("bob", "")
+	require.NoError(t, err)
+	require.Nil(t, s.q, "an idle subscription holds no queue")
+	var want []int64
+	for seq := int64(1); seq <= 100; seq++ {
+		h.Publish(ev(seq), false, "alice", []string{"bob"})
+		want = append(want, seq)
+	}
+	require.False(t, s.FellBehind(), "a burst of the buffer's size fits")
+	require.Equal(t, want, drain(s))
+	require.LessOrEqual(t, cap(s.q), keptQueue, "a drained queue is small again")
+
+	// Steady state, always five behind (the queue never drains, so it
+	// slides): order holds and the queue stays bounded.
+	seq := int64(100)
+	next := int64(101)
+	for range 5 {
+		seq++
+		h.Publish(ev(seq), false, "alice", []string{"bob"})
+	}
+	for range 1000 {
+		for range 3 {
+			seq++
+			h.Publish(ev(seq), false, "alice", []string{"bob"})
+		}
+		for range 3 {
+			e, open := s.Next()
+			require.True(t, open)
+			require.Equal(t, next, e.Seq)
+			next++
+		}
+		require.LessOrEqual(t, cap(s.q), 200)
+	}
+	require.Equal(t, []int64{seq - 4, seq - 3, seq - 2, seq - 1, seq}, drain(s))
+	h.Publish(ev(seq+1), false, "alice", []string{"bob"})
+	h.Close()
+	e, open := recv(t, s)
+	require.Equal(t, seq+1, e.Seq, "what was queued before the end is still delivered")
+	require.True(t, open)
+	_, open = recv(t, s)
+	require.False(t, open)
+}
