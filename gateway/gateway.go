@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -51,6 +52,8 @@ type Gateway struct {
 	// metricsClosed refuses GET /metrics to loopback peers without
 	// metrics.read too (WithMetricsLoopbackOpen).
 	metricsClosed bool
+	// ping, when positive, replaces pingInterval (tests).
+	ping time.Duration
 }
 
 // Option sets an optional setting.

@@ -1,14 +1,18 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
-	"io"
+	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"svc/server"
 	"svc/server/auth"
+	"svc/server/hub"
 )
 
 // SSE timing (CONTRACT §4: a ping every 15 s).
@@ -68,100 +72,293 @@ func lastEventID(r *http.Request) string {
 	return r.URL.Query().Get("lastEventId")
 }
 
+// feed is what a stream serves: server.Feed, or a fake in tests.
+type feed interface {
+	// Next returns the next event, or nil when tick fires first.
+	Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, error)
+	// Buffered returns the next event when one is ready without waiting.
+	Buffered() *hub.Event
+	// ID is the wire id of an event.
+	ID(ev *hub.Event) string
+	// Close ends the live subscription; it is safe to call more than once.
+	Close()
+}
+
+// Batch buffers. A batch is built in a pooled buffer and written with one
+// call, so an idle stream holds no buffer of its own.
+const (
+	// batchFlush is the size at which a batch being built is written out
+	// before the rest of it is added: a backlog of large messages is not
+	// held in memory all at once.
+	batchFlush = 32 << 10
+	// maxPooledBatch is the largest buffer put back in the pool; one grown
+	// past it by a large message goes to the garbage collector.
+	maxPooledBatch = 64 << 10
+	// maxUnsolicited is how many bytes a client may send on a hijacked
+	// stream's connection after its request before the stream is ended:
+	// nothing is expected there (the request has no body and the response
+	// never ends, so a pipelined request could never be answered).
+	maxUnsolicited = 4 << 10
+)
+
+var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
 // serveFeed writes f as server-sent events named event, after a ready
 // event naming member, until the client leaves or the feed ends; holder is
 // who reads it (for the log). It owns f and closes it. The response has
 // started once it runs, so an end is only logged: the client resumes with
 // its last id.
-func (g *Gateway) serveFeed(w http.ResponseWriter, r *http.Request, f *server.Feed, event, member, holder string) {
-	defer f.Close()
-	ctx := r.Context()
+//
+// An HTTP/1.x GET is hijacked: the stream is served from goroutines of its
+// own on the raw connection, and serveFeed returns once the ready event is
+// written (see hijackStream). HTTP/2 (which cannot be hijacked), HEAD and
+// writers that do not unwrap to a hijacker are served here, through the
+// response writer, until the stream ends.
+func (g *Gateway) serveFeed(w http.ResponseWriter, r *http.Request, f feed, event, member, holder string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	// The response writer buffers already; a buffer of our own would cost
-	// every idle subscriber 4 KiB more.
-	bw := &stickyWriter{w: w}
-	// The deadline is armed before each batch is written, not at the flush:
-	// a frame larger than the response buffer reaches the socket as it is
-	// written. It is moved only once half of it has run: setting it took
-	// 8% of the CPU of a broadcast to a thousand streams, and a batch still
-	// gets at least writeTimeout/2.
-	var armed time.Time
-	arm := func() {
-		now := time.Now()
-		if armed.Sub(now) > writeTimeout/2 {
-			return
-		}
-		armed = now.Add(writeTimeout)
-		_ = rc.SetWriteDeadline(armed)
-	}
-	flush := func() error {
-		if bw.err != nil {
-			return bw.err
-		}
-		return rc.Flush()
-	}
-	ready, _ := json.Marshal(map[string]string{"member": member})
-	arm()
-	bw.WriteString("event: ready\ndata: ")
-	bw.Write(ready)
-	bw.WriteString("\n\n")
-	if err := flush(); err != nil {
+	if r.ProtoMajor == 1 && r.Method == http.MethodGet && g.hijackStream(w, r, f, event, member, holder) {
 		return
 	}
-	tick := time.NewTicker(pingInterval)
-	defer tick.Stop()
-	for {
-		ev, err := f.Next(ctx, tick.C)
+	defer f.Close()
+	w.WriteHeader(http.StatusOK)
+	s := &stream{g: g, out: responseOut{w: w, rc: http.NewResponseController(w)}, f: f, event: event, holder: holder}
+	ctx := r.Context()
+	if err := s.start(ctx, nil, member); err != nil {
+		return
+	}
+	defer s.tick.Stop()
+	s.run(ctx)
+}
+
+// hijackStream takes r's connection from net/http, writes the response
+// head and the ready event, and serves the rest of f from goroutines of its
+// own, reporting whether it took the connection; when it did not, nothing
+// was written and f is still the caller's.
+//
+// What an idle stream costs is what it keeps while parked. Served in the
+// handler, that was the handler goroutine's stack under every middleware
+// frame, net/http's background reader goroutine, and the connection's
+// bufio reader, bufio writer and chunk writer (about 37 KiB of RSS a
+// stream). Hijacked, it is two goroutines with shallow stacks (run parked
+// in Feed.Next, watch parked in a conn.Read) and no buffer: everything
+// deep (the ready event's JSON, the first write) happens here, on the
+// handler's stack, before they start (docs/PERFORMANCE.md).
+//
+// The response is written by hand: 200, every header set so far (by
+// serveFeed and by middleware), a Date, no length and no chunking, and
+// Connection: close, so the body ends when the connection does (as
+// EventSource, curl and Go's client read it).
+func (g *Gateway) hijackStream(w http.ResponseWriter, r *http.Request, f feed, event, member, holder string) bool {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false
+	}
+	// Bytes the client sent after its request count toward its allowance.
+	early := brw.Reader.Buffered()
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Del("Transfer-Encoding")
+	h.Set("Connection", "close")
+	if h.Get("Date") == "" {
+		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	}
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = h.Write(&head)
+	head.WriteString("\r\n")
+	// The request's context ends when the handler returns: the stream's own
+	// keeps its values (for the log) and ends when watch sees the client go.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	s := &hijacked{stream: stream{g: g, out: connOut{conn}, f: f, event: event, holder: holder}, conn: conn, cancel: cancel}
+	if err := s.start(ctx, head.Bytes(), member); err != nil {
+		s.end()
+		return true
+	}
+	go s.watch(early)
+	go s.serve(ctx)
+	return true
+}
+
+// hijacked is a stream served on a hijacked connection.
+type hijacked struct {
+	stream
+	conn   net.Conn
+	cancel context.CancelFunc
+}
+
+// serve writes the stream until the client leaves, the feed ends or a
+// write fails.
+func (s *hijacked) serve(ctx context.Context) {
+	defer s.end()
+	s.run(ctx)
+}
+
+// end closes the feed and the connection (which ends watch).
+func (s *hijacked) end() {
+	s.cancel()
+	if s.tick != nil {
+		s.tick.Stop()
+	}
+	s.f.Close()
+	_ = s.conn.Close()
+}
+
+// watch reads the connection until it fails, then ends the stream's
+// context: without net/http's background read, this is how a client that
+// closed its connection is noticed at once (the roster counts live
+// streams), rather than at the next write. A client that sends more than
+// maxUnsolicited bytes ends its stream too.
+func (s *hijacked) watch(got int) {
+	defer s.cancel()
+	var b [16]byte
+	for got <= maxUnsolicited {
+		n, err := s.conn.Read(b[:])
 		if err != nil {
-			g.log.DebugContext(ctx, "sse stream ended", "member", holder, "event", event, "err", err)
 			return
 		}
-		arm()
-		if ev == nil {
-			bw.WriteString(": ping\n\n")
+		got += n
+	}
+}
+
+// stream is one SSE stream being written.
+type stream struct {
+	g             *Gateway
+	out           streamOut
+	f             feed
+	event, holder string
+	tick          *time.Ticker
+	// armed is the write deadline last set.
+	armed time.Time
+}
+
+// start writes head (the hijacked response's status line and headers, or
+// nothing) and the ready event naming member, and starts the ping ticker.
+func (s *stream) start(ctx context.Context, head []byte, member string) error {
+	ready, _ := json.Marshal(map[string]string{"member": member})
+	bp := batchPool.Get().(*[]byte)
+	b := append((*bp)[:0], head...)
+	b = append(b, "event: ready\ndata: "...)
+	b = append(b, ready...)
+	b = append(b, "\n\n"...)
+	err := s.send(b)
+	putBatch(bp, b)
+	if err != nil {
+		s.g.log.DebugContext(ctx, "sse write failed", "member", s.holder, "err", err)
+		return err
+	}
+	s.tick = time.NewTicker(s.g.pingEvery())
+	return nil
+}
+
+// run writes f's events, and a ping every tick, until f or a write fails.
+func (s *stream) run(ctx context.Context) {
+	for {
+		ev, err := s.f.Next(ctx, s.tick.C)
+		if err == nil {
+			err = s.deliver(ev)
 		}
-		for n := 0; ev != nil; n++ {
-			bw.WriteString("id: ")
-			bw.WriteString(f.ID(ev))
-			bw.WriteString("\nevent: ")
-			bw.WriteString(event)
-			bw.WriteString("\ndata: ")
-			bw.Write(ev.JSON())
-			bw.WriteString("\n\n")
-			if n+1 == maxCoalesce {
-				break // flush now; the rest follow
-			}
-			ev = f.Buffered()
-		}
-		if err := flush(); err != nil {
+		if err != nil {
 			if !errors.Is(err, http.ErrHandlerTimeout) {
-				g.log.DebugContext(ctx, "sse write failed", "member", holder, "err", err)
+				s.g.log.DebugContext(ctx, "sse stream ended", "member", s.holder, "event", s.event, "err", err)
 			}
 			return
 		}
 	}
 }
 
-// stickyWriter remembers the first write error, so a frame is written
-// with plain calls and checked once at the flush.
-type stickyWriter struct {
-	w   io.Writer
-	err error
+// deliver writes ev and the events ready after it, up to maxCoalesce in
+// one write, or a ping when ev is nil.
+func (s *stream) deliver(ev *hub.Event) error {
+	bp := batchPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	if ev == nil {
+		b = append(b, ": ping\n\n"...)
+	}
+	var err error
+	for n := 0; ev != nil; n++ {
+		b = append(b, "id: "...)
+		b = append(b, s.f.ID(ev)...)
+		b = append(b, "\nevent: "...)
+		b = append(b, s.event...)
+		b = append(b, "\ndata: "...)
+		b = append(b, ev.JSON()...)
+		b = append(b, "\n\n"...)
+		if len(b) >= batchFlush {
+			if err = s.send(b); err != nil {
+				break
+			}
+			b = b[:0]
+		}
+		if n+1 == maxCoalesce {
+			break // send now; the rest follow
+		}
+		ev = s.f.Buffered()
+	}
+	if err == nil && len(b) > 0 {
+		err = s.send(b)
+	}
+	putBatch(bp, b)
+	return err
 }
 
-func (s *stickyWriter) Write(p []byte) {
-	if s.err == nil {
-		_, s.err = s.w.Write(p)
+// send writes one batch under a write deadline: a peer that stops reading
+// is dropped. The deadline is moved only once half of it has run: setting
+// it took 8% of the CPU of a broadcast to a thousand streams, and a batch
+// still gets at least writeTimeout/2.
+func (s *stream) send(b []byte) error {
+	if now := time.Now(); s.armed.Sub(now) <= writeTimeout/2 {
+		s.armed = now.Add(writeTimeout)
+		_ = s.out.SetWriteDeadline(s.armed)
 	}
+	return s.out.Send(b)
 }
 
-func (s *stickyWriter) WriteString(v string) {
-	if s.err == nil {
-		_, s.err = io.WriteString(s.w, v)
+// streamOut is where a stream's batches go.
+type streamOut interface {
+	SetWriteDeadline(t time.Time) error
+	// Send writes one batch and pushes it to the client.
+	Send(b []byte) error
+}
+
+// responseOut sends through a response writer, flushing each batch.
+type responseOut struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (o responseOut) SetWriteDeadline(t time.Time) error { return o.rc.SetWriteDeadline(t) }
+
+func (o responseOut) Send(b []byte) error {
+	if _, err := o.w.Write(b); err != nil {
+		return err
 	}
+	return o.rc.Flush()
+}
+
+// connOut sends on a hijacked connection.
+type connOut struct{ net.Conn }
+
+func (o connOut) Send(b []byte) error {
+	_, err := o.Write(b)
+	return err
+}
+
+// putBatch returns a batch buffer to the pool unless it grew too large.
+func putBatch(bp *[]byte, b []byte) {
+	if cap(b) > maxPooledBatch {
+		return
+	}
+	*bp = b[:0]
+	batchPool.Put(bp)
+}
+
+// pingEvery is the ping interval: pingInterval unless a test set one.
+func (g *Gateway) pingEvery() time.Duration {
+	if g.ping > 0 {
+		return g.ping
+	}
+	return pingInterval
 }

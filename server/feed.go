@@ -180,19 +180,22 @@ func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, err
 			f.last = max(f.last, last)
 			continue
 		}
-		select {
-		case ev, ok := <-f.sub.C():
-			if !ok {
-				if f.sub.FellBehind() {
-					return nil, errFellBehind
-				}
-				return nil, errShuttingDown
-			}
+		ev, open := f.sub.Next()
+		switch {
+		case ev != nil:
 			if ev.Seq <= f.last {
 				continue // already replayed from the store
 			}
 			f.last = ev.Seq
 			return ev, nil
+		case !open:
+			if f.sub.FellBehind() {
+				return nil, errFellBehind
+			}
+			return nil, errShuttingDown
+		}
+		select {
+		case <-f.sub.Ready():
 		case <-tick:
 			return nil, nil
 		case <-ctx.Done():
@@ -207,18 +210,14 @@ func (f *Feed) Buffered() *hub.Event {
 		return nil
 	}
 	for {
-		select {
-		case ev, ok := <-f.sub.C():
-			if !ok {
-				return nil
-			}
-			if ev.Seq <= f.last {
-				continue
-			}
-			f.last = ev.Seq
-			return ev
-		default:
+		ev, _ := f.sub.Next()
+		if ev == nil {
 			return nil
 		}
+		if ev.Seq <= f.last {
+			continue
+		}
+		f.last = ev.Seq
+		return ev
 	}
 }

@@ -90,9 +90,15 @@ func TestFeedWithoutResumeIsLiveOnly(t *testing.T) {
 	st := mustMemStore(t)
 	b := &core{store: st, hub: hub.New()}
 	m := mustMessenger(t, st, b.hub)
-	msg, pm := dm("alice", "bob", "old")
-	_, _, err := m.send(context.Background(), msg, pm)
+	// A writer is answered before the fan-out: wait for "old" to be
+	// published, or it could reach a feed attached after the answer.
+	probe, err := b.hub.Subscribe("bob", "")
 	require.NoError(t, err)
+	defer probe.Close()
+	msg, pm := dm("alice", "bob", "old")
+	_, _, err = m.send(context.Background(), msg, pm)
+	require.NoError(t, err)
+	nextEvent(t, probe, 10*time.Second)
 	f, err := b.attach(context.Background(), bobPrincipal, 0, false)
 	require.NoError(t, err)
 	defer f.Close()

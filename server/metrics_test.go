@@ -54,11 +54,7 @@ func TestMetricsMessengerCommits(t *testing.T) {
 	require.EqualValues(t, 2, testutil.ToFloat64(m.met.pushDM))
 	// Writers are answered before the fan-out: wait for it.
 	for range 2 {
-		select {
-		case <-sub.C():
-		case <-time.After(10 * time.Second):
-			t.Fatal("no delivery")
-		}
+		nextEvent(t, sub, 10*time.Second)
 	}
 	require.Eventually(t, func() bool { d, _ := h.Stats(); return d == 2 }, 10*time.Second, time.Millisecond)
 	requireSamples(t, m.met, "svc_commit_seconds", "messages", 2)

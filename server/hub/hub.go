@@ -100,17 +100,36 @@ func New(opts ...Option) *Hub {
 }
 
 // Subscription is one live stream of one key.
+//
+// Its queue is a slice that grows with what waits in it, up to the hub's
+// buffer, and shrinks back once drained: an idle subscription holds no
+// buffer. (It was a channel of DefaultBuffer slots, 2 KiB held by every
+// idle stream; docs/PERFORMANCE.md.)
 type Subscription struct {
 	hub    *Hub
 	member string // the key
 	holder string // the member who opened it
 	cred   string // the credential the stream authenticated with
-	c      chan *Event
+	// mu guards q, head and ended.
+	mu sync.Mutex
+	// q[head:] are the events waiting, oldest first.
+	q    []*Event
+	head int
+	// ended is set when the subscription ends; what waits in q is still
+	// delivered.
+	ended bool
+	// wake holds a token while events may wait, and is closed when the
+	// subscription ends.
+	wake chan struct{}
 	// behind is set when the buffer overflowed: nothing more is sent and the
 	// subscription is closed.
 	behind atomic.Bool
 	once   sync.Once
 }
+
+// keptQueue is the largest drained queue a subscription keeps for the
+// next event; a larger one (grown by a burst) is dropped.
+const keptQueue = 8
 
 // Subscribe registers a live subscription of member to its own key, opened
 // with the credential cred (see Disconnect).
@@ -122,7 +141,7 @@ func (h *Hub) Subscribe(member, cred string) (*Subscription, error) {
 // with holder's credential cred: it counts toward holder's bound, and
 // Disconnect(holder, …) ends it.
 func (h *Hub) SubscribeAs(key, holder, cred string) (*Subscription, error) {
-	s := &Subscription{hub: h, member: key, holder: holder, cred: cred, c: make(chan *Event, h.buffer)}
+	s := &Subscription{hub: h, member: key, holder: holder, cred: cred, wake: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -164,9 +183,75 @@ func drop(m map[string]map[*Subscription]struct{}, k string, s *Subscription) bo
 	return true
 }
 
-// C delivers the subscription's events in commit order. It is closed when
-// the subscription ends: by Close, by the hub closing, or by falling behind.
-func (s *Subscription) C() <-chan *Event { return s.c }
+// Next returns the oldest waiting event without blocking. With none, ev is
+// nil and open reports whether more may come: it is false once the
+// subscription has ended (by Close, by the hub closing, or by falling
+// behind) and everything queued before the end has been returned. Events
+// come in commit order.
+func (s *Subscription) Next() (ev *Event, open bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.head == len(s.q) {
+		return nil, !s.ended
+	}
+	ev = s.q[s.head]
+	s.q[s.head] = nil
+	s.head++
+	if s.head == len(s.q) {
+		s.head = 0
+		if cap(s.q) > keptQueue {
+			s.q = nil
+		} else {
+			s.q = s.q[:0]
+		}
+	}
+	return ev, true
+}
+
+// Ready is ready to receive from when Next may have something new: an
+// event, or the end. Wait on it only after Next returned nothing.
+func (s *Subscription) Ready() <-chan struct{} { return s.wake }
+
+// push queues ev unless max events already wait; it reports false when
+// the queue is full.
+func (s *Subscription) push(ev *Event, max int) bool {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return true
+	}
+	n := len(s.q) - s.head
+	if n >= max {
+		s.mu.Unlock()
+		return false
+	}
+	switch {
+	case s.q == nil:
+		s.q = make([]*Event, 0, min(keptQueue, max))
+	case len(s.q) == cap(s.q) && s.head > 0:
+		// Slide what waits to the front rather than grow.
+		copy(s.q, s.q[s.head:])
+		clear(s.q[n:])
+		s.q, s.head = s.q[:n], 0
+	}
+	s.q = append(s.q, ev)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default: // a token is already there
+	}
+	return true
+}
+
+// end marks the subscription ended and wakes its reader; once only.
+func (s *Subscription) end() {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.ended = true
+		s.mu.Unlock()
+		close(s.wake)
+	})
+}
 
 // Member names the key the subscription watches.
 func (s *Subscription) Member() string { return s.member }
@@ -182,9 +267,9 @@ func (h *Hub) remove(s *Subscription) {
 	h.mu.Lock()
 	removed := drop(h.subs, s.member, s)
 	drop(h.held, s.holder, s)
-	// Closed under the write lock: Publish sends only under the read lock,
-	// so no send can race the close.
-	s.once.Do(func() { close(s.c) })
+	// Ended under the write lock: Publish sends only under the read lock,
+	// so nothing is queued after the end.
+	s.end()
 	h.mu.Unlock()
 	if removed {
 		h.changed(s.member)
@@ -211,10 +296,9 @@ func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (
 			if s.behind.Load() {
 				continue
 			}
-			select {
-			case s.c <- ev:
+			if s.push(ev, h.buffer) {
 				sent++
-			default:
+			} else {
 				s.behind.Store(true)
 				behind = append(behind, s)
 			}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,17 +15,30 @@ func ev(seq int64) *Event {
 	return NewEvent(seq, &apiv1.Message{Id: strconv.FormatInt(seq, 10), Body: "b"})
 }
 
+// drain returns the events waiting in s without blocking.
 func drain(s *Subscription) []int64 {
 	var out []int64
 	for {
-		select {
-		case e, ok := <-s.C():
-			if !ok {
-				return out
-			}
-			out = append(out, e.Seq)
-		default:
+		e, _ := s.Next()
+		if e == nil {
 			return out
+		}
+		out = append(out, e.Seq)
+	}
+}
+
+// recv waits (bounded) for the next event of s, or its end (open false).
+func recv(t *testing.T, s *Subscription) (e *Event, open bool) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		if e, open = s.Next(); e != nil || !open {
+			return e, open
+		}
+		select {
+		case <-s.Ready():
+		case <-deadline:
+			t.Fatal("nothing from the subscription within 5s")
 		}
 	}
 }
@@ -86,14 +100,14 @@ func TestSlowSubscriberIsCutOffWithoutGaps(t *testing.T) {
 		if seq == 6 {
 			// The slow reader takes two after the cut: nothing new may
 			// have been queued behind the gap.
-			<-slow.C()
-			<-slow.C()
+			recv(t, slow)
+			recv(t, slow)
 		}
 	}
 	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, fastGot, "a healthy subscriber misses nothing")
 	require.True(t, slow.FellBehind())
 	require.Equal(t, []int64{3, 4}, drain(slow), "the slow one ends contiguously, then its channel is closed")
-	_, open := <-slow.C()
+	_, open := recv(t, slow)
 	require.False(t, open)
 	require.Equal(t, 1, h.Connected("bob"))
 	require.False(t, fast.FellBehind())
@@ -109,7 +123,7 @@ func TestCloseEndsEverySubscriptionAndRefusesNew(t *testing.T) {
 	require.NoError(t, err)
 	h.Close()
 	for _, s := range []*Subscription{a, b} {
-		_, open := <-s.C()
+		_, open := recv(t, s)
 		require.False(t, open)
 		require.False(t, s.FellBehind())
 	}
@@ -131,12 +145,8 @@ func TestDisconnectEndsMatchingStreams(t *testing.T) {
 	other, err := h.Subscribe("carol", "token:1")
 	require.NoError(t, err)
 	closed := func(s *Subscription) bool {
-		select {
-		case _, ok := <-s.C():
-			return !ok
-		default:
-			return false
-		}
+		e, open := s.Next()
+		return e == nil && !open
 	}
 	h.Disconnect("bob", func(c string) bool { return c == "token:1" })
 	require.True(t, closed(tok1))
@@ -242,14 +252,16 @@ func TestSubscribeAsBoundsAndDisconnectsByHolder(t *testing.T) {
 
 	require.Equal(t, 1, h.Publish(NewEvent(1, nil), false, "", []string{"bob"}), "one addressed key, live")
 	for _, s := range []*Subscription{w1, w2, own} {
-		require.Equal(t, int64(1), (<-s.C()).Seq, "every subscription of the key gets the event")
+		e, _ := recv(t, s)
+		require.NotNil(t, e, "every subscription of the key gets the event")
+		require.Equal(t, int64(1), e.Seq)
 	}
 
 	h.Disconnect("ann", func(c string) bool { return c == "token:a" })
-	_, open := <-w1.C()
+	_, open := recv(t, w1)
 	require.False(t, open, "the holder's revoked credential ends its stream on another key")
 	h.Disconnect("bob", nil)
-	_, open = <-own.C()
+	_, open = recv(t, own)
 	require.False(t, open)
 	require.Equal(t, 1, h.Connected("bob"), "disconnecting bob leaves streams ann holds on bob")
 	_, err = h.SubscribeAs("bob", "ann", "token:c")
@@ -286,4 +298,53 @@ func TestStats(t *testing.T) {
 	d, c = h.Stats()
 	require.EqualValues(t, 4, d)
 	require.EqualValues(t, 2, c)
+}
+
+// TestQueueGrowsAndShrinks: a subscription's queue takes a burst up to
+// the buffer, in order, and holds no more than a small queue once
+// drained; a reader that keeps a few behind never grows it past twice the
+// buffer.
+func TestQueueGrowsAndShrinks(t *testing.T) {
+	h := New(WithBuffer(100))
+	s, err := h.Subscribe("bob", "")
+	require.NoError(t, err)
+	require.Nil(t, s.q, "an idle subscription holds no queue")
+	var want []int64
+	for seq := int64(1); seq <= 100; seq++ {
+		h.Publish(ev(seq), false, "alice", []string{"bob"})
+		want = append(want, seq)
+	}
+	require.False(t, s.FellBehind(), "a burst of the buffer's size fits")
+	require.Equal(t, want, drain(s))
+	require.LessOrEqual(t, cap(s.q), keptQueue, "a drained queue is small again")
+
+	// Steady state, always five behind (the queue never drains, so it
+	// slides): order holds and the queue stays bounded.
+	seq := int64(100)
+	next := int64(101)
+	for range 5 {
+		seq++
+		h.Publish(ev(seq), false, "alice", []string{"bob"})
+	}
+	for range 1000 {
+		for range 3 {
+			seq++
+			h.Publish(ev(seq), false, "alice", []string{"bob"})
+		}
+		for range 3 {
+			e, open := s.Next()
+			require.True(t, open)
+			require.Equal(t, next, e.Seq)
+			next++
+		}
+		require.LessOrEqual(t, cap(s.q), 200)
+	}
+	require.Equal(t, []int64{seq - 4, seq - 3, seq - 2, seq - 1, seq}, drain(s))
+	h.Publish(ev(seq+1), false, "alice", []string{"bob"})
+	h.Close()
+	e, open := recv(t, s)
+	require.Equal(t, seq+1, e.Seq, "what was queued before the end is still delivered")
+	require.True(t, open)
+	_, open = recv(t, s)
+	require.False(t, open)
 }
