@@ -209,10 +209,16 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 		}
 		o.done <- r
 	}
-	live := func(member string) bool { return m.hub.Connected(member) > 0 }
-	for _, p := range pubs {
-		m.hub.Publish(hub.NewEvent(p.s.Seq, p.pm), p.s.All, p.s.From, p.s.Recipients)
-		if m.afterPublish != nil {
+	// One publish for the batch: each stream is woken once and writes the
+	// batch's messages to it in one write.
+	items := make([]hub.Item, len(pubs))
+	for i, p := range pubs {
+		items[i] = hub.Item{Ev: hub.NewEvent(p.s.Seq, p.pm), All: p.s.All, Sender: p.s.From, Recipients: p.s.Recipients}
+	}
+	m.hub.PublishBatch(items)
+	if m.afterPublish != nil {
+		live := func(member string) bool { return m.hub.Connected(member) > 0 }
+		for _, p := range pubs {
 			m.afterPublish(p.s, live)
 		}
 	}

@@ -74,6 +74,9 @@ type Hub struct {
 	// delivered counts events handed to subscriptions, cut the
 	// subscriptions cut off for falling behind (Stats).
 	delivered, cut atomic.Uint64
+	// woken collects the subscriptions one publish queued to, reused
+	// under pubMu.
+	woken []*Subscription
 }
 
 // Option configures a Hub.
@@ -124,6 +127,9 @@ type Subscription struct {
 	// behind is set when the buffer overflowed: nothing more is sent and the
 	// subscription is closed.
 	behind atomic.Bool
+	// queued is set, under the hub's pubMu, while a publish has queued to
+	// the subscription and not yet woken it.
+	queued bool
 	once   sync.Once
 }
 
@@ -213,7 +219,7 @@ func (s *Subscription) Next() (ev *Event, open bool) {
 func (s *Subscription) Ready() <-chan struct{} { return s.wake }
 
 // push queues ev unless max events already wait; it reports false when
-// the queue is full.
+// the queue is full. It does not wake the reader: see signal.
 func (s *Subscription) push(ev *Event, max int) bool {
 	s.mu.Lock()
 	if s.ended {
@@ -236,11 +242,17 @@ func (s *Subscription) push(ev *Event, max int) bool {
 	}
 	s.q = append(s.q, ev)
 	s.mu.Unlock()
+	return true
+}
+
+// signal wakes the subscription's reader. The caller holds the hub's read
+// lock, so the subscription has not ended (remove ends it under the write
+// lock) and wake is open.
+func (s *Subscription) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default: // a token is already there
 	}
-	return true
 }
 
 // end marks the subscription ended and wakes its reader; once only.
@@ -287,40 +299,83 @@ func (h *Hub) changed(member string) {
 // a subscription whose buffer is full is cut off. It returns how many of the
 // addressed members have at least one live subscription.
 func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (live int) {
+	items := [1]Item{{Ev: ev, All: all, Sender: sender, Recipients: recipients}}
+	var lives [1]int
+	h.publish(items[:], lives[:])
+	return lives[0]
+}
+
+// Item is one event of a batch and whom it addresses, as Publish's
+// arguments.
+type Item struct {
+	Ev         *Event
+	All        bool
+	Sender     string
+	Recipients []string
+}
+
+// PublishBatch publishes items in order, each as Publish would, but wakes
+// each subscription once, after the last item is queued: a stream then
+// writes what one commit made in one write, not one write (and one wake)
+// per message.
+func (h *Hub) PublishBatch(items []Item) { h.publish(items, nil) }
+
+// publish queues every item to its subscriptions, then wakes each
+// subscription it queued to; lives, when set, receives each item's count
+// of addressed members with a live subscription.
+func (h *Hub) publish(items []Item, lives []int) {
 	h.pubMu.Lock()
 	defer h.pubMu.Unlock()
 	var behind []*Subscription
 	var sent uint64
-	send := func(set map[*Subscription]struct{}) {
+	woken := h.woken[:0]
+	send := func(ev *Event, set map[*Subscription]struct{}) {
 		for s := range set {
 			if s.behind.Load() {
 				continue
 			}
-			if s.push(ev, h.buffer) {
-				sent++
-			} else {
+			if !s.push(ev, h.buffer) {
 				s.behind.Store(true)
 				behind = append(behind, s)
+				continue
+			}
+			sent++
+			if !s.queued {
+				s.queued = true
+				woken = append(woken, s)
 			}
 		}
 	}
 	h.mu.RLock()
-	if all {
-		for member, set := range h.subs {
-			if member != sender && len(set) > 0 {
-				live++
-				send(set)
+	for i, it := range items {
+		live := 0
+		if it.All {
+			for member, set := range h.subs {
+				if member != it.Sender && len(set) > 0 {
+					live++
+					send(it.Ev, set)
+				}
+			}
+		} else {
+			for _, member := range it.Recipients {
+				if set := h.subs[member]; len(set) > 0 {
+					live++
+					send(it.Ev, set)
+				}
 			}
 		}
-	} else {
-		for _, member := range recipients {
-			if set := h.subs[member]; len(set) > 0 {
-				live++
-				send(set)
-			}
+		if lives != nil {
+			lives[i] = live
 		}
 	}
+	// Woken under the read lock: no subscription ends meanwhile.
+	for _, s := range woken {
+		s.queued = false
+		s.signal()
+	}
 	h.mu.RUnlock()
+	clear(woken)
+	h.woken = woken[:0]
 	// One atomic add per publish, not per delivery.
 	h.delivered.Add(sent)
 	if len(behind) > 0 {
@@ -329,7 +384,6 @@ func (h *Hub) Publish(ev *Event, all bool, sender string, recipients []string) (
 	for _, s := range behind {
 		h.remove(s)
 	}
-	return live
 }
 
 // Stats returns how many events Publish has handed to subscriptions and

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -347,4 +348,69 @@ func TestQueueGrowsAndShrinks(t *testing.T) {
 	require.True(t, open)
 	_, open = recv(t, s)
 	require.False(t, open)
+}
+
+// TestPublishBatchRoutes: a batch reaches each addressed subscription in
+// order, routes each item as Publish would, and cuts a subscription the
+// batch overflows without a gap.
+func TestPublishBatchRoutes(t *testing.T) {
+	h := New(WithBuffer(3))
+	ann, err := h.Subscribe("ann", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := h.Subscribe("bob", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.PublishBatch([]Item{
+		{Ev: ev(1), All: true, Sender: "zed"},
+		{Ev: ev(2), Recipients: []string{"bob"}},
+		{Ev: ev(3), All: true, Sender: "ann"},
+		{Ev: ev(4), Recipients: []string{"ann", "bob"}},
+		{Ev: ev(5), All: true, Sender: "bob"},
+	})
+	if got := drain(ann); !slices.Equal(got, []int64{1, 4, 5}) {
+		t.Errorf("ann got %v, want [1 4 5]", got)
+	}
+	// bob's buffer of 3 took 1, 2 and 3, and 4 overflowed it: cut, with
+	// nothing delivered after the gap.
+	if got := drain(bob); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Errorf("bob got %v, want [1 2 3]", got)
+	}
+	if !bob.FellBehind() {
+		t.Error("bob was not cut off")
+	}
+	if _, cut := h.Stats(); cut != 1 {
+		t.Errorf("cut = %d, want 1", cut)
+	}
+}
+
+// TestPublishBatchReaderSeesWholeBatch: a reader already waiting is woken
+// only once the whole batch is queued, so its first read takes all of it
+// (with a wake per item it would mostly wake to the first alone).
+func TestPublishBatchReaderSeesWholeBatch(t *testing.T) {
+	h := New()
+	s, err := h.Subscribe("ann", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan int)
+	go func() {
+		<-s.Ready()
+		first <- len(drain(s))
+	}()
+	items := make([]Item, 50)
+	for i := range items {
+		items[i] = Item{Ev: ev(int64(i + 1)), Recipients: []string{"ann"}}
+	}
+	h.PublishBatch(items)
+	select {
+	case n := <-first:
+		if n != len(items) {
+			t.Errorf("first read after the wake took %d events, want all %d", n, len(items))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reader was never woken")
+	}
 }
