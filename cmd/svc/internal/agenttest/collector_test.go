@@ -171,7 +171,10 @@ func (c *collector) Others() []string {
 	return append([]string(nil), c.others...)
 }
 
-// Events flattens every log record received, in arrival order.
+// Events flattens every log record received, in the agent's own order
+// (event.sequence; records without one keep their arrival order, last).
+// Claude Code can send two exports at once, and over gRPC the later one
+// sometimes arrives first: arrival order is not event order.
 func (c *collector) Events() []event {
 	var out []event
 	for i, e := range c.Exports() {
@@ -193,6 +196,14 @@ func (c *collector) Events() []event {
 			}
 		}
 	}
+	sequence := func(e event) int {
+		n, err := strconv.Atoi(e.Attrs["event.sequence"])
+		if err != nil {
+			return int(^uint(0) >> 1)
+		}
+		return n
+	}
+	sort.SliceStable(out, func(i, j int) bool { return sequence(out[i]) < sequence(out[j]) })
 	return out
 }
 
