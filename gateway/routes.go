@@ -107,9 +107,11 @@ var patternVarRE = regexp.MustCompile(`\{([^=}]+)=\*\}`)
 // route is matched (an unknown route stays 404) and before anything reads
 // the body. A request with a body to a route that is not public is
 // authenticated first: whoever holds no credential is answered 401 at once,
-// never by reading (and waiting for) what it sends. The interceptors take
-// the principal it resolved instead of looking the credential up again, and
-// the permission table decides what the caller may do. A public route takes at most publicMaxBody.
+// never by reading (and waiting for) what it sends. The interceptors resolve
+// the credential again once the body is in (it may have taken minutes: a
+// revoke answered meanwhile counts), without recording its use twice, and
+// the permission table decides what the caller may do. A public route takes
+// at most publicMaxBody.
 func (g *Gateway) authBeforeBody(next runtime.HandlerFunc) runtime.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, params map[string]string) {
 		if r.ContentLength == 0 {
@@ -134,8 +136,8 @@ func (g *Gateway) authBeforeBody(next runtime.HandlerFunc) runtime.HandlerFunc {
 			return
 		}
 		g.authenticated(r, p)
-		// The services' interceptor takes this principal rather than
-		// look the same credential up again (server.chain.authenticate).
+		// The services' interceptor sees that this lookup recorded the
+		// credential's use (server.chain.authenticate).
 		next(w, r.WithContext(auth.WithPrincipal(r.Context(), p)), params)
 	}
 }

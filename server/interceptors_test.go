@@ -191,8 +191,11 @@ func TestStreamInterceptor(t *testing.T) {
 }
 
 // TestGatewayPrincipalHandOver: a principal already in the call's context
-// is taken only on the gateway's local connection; anywhere else the
-// call's own credentials decide, so nothing but the gateway can vouch.
+// is considered only on the gateway's local connection, and even there the
+// call's own credentials are resolved again: the gateway resolved them
+// before the body arrived, which may have been minutes earlier, and a
+// revoke answered meanwhile must count. Anywhere else the call's own
+// credentials decide, so nothing but the gateway can vouch.
 func TestGatewayPrincipalHandOver(t *testing.T) {
 	env := newChainEnv(t)
 	root := &auth.Principal{Member: "root", Permissions: auth.Leaves, Via: auth.ViaBearer}
@@ -204,8 +207,9 @@ func TestGatewayPrincipalHandOver(t *testing.T) {
 		wantCode codes.Code
 		wantWho  string
 	}{
-		{name: "gateway, no credentials", peer: gatewayPeer, wantCode: codes.OK, wantWho: "root"},
-		{name: "gateway, principal wins over metadata", peer: gatewayPeer, md: metadata.Pairs("authorization", "Bearer "+env.alice), wantCode: codes.OK, wantWho: "root"},
+		{name: "gateway, same credentials", peer: gatewayPeer, md: metadata.Pairs("authorization", "Bearer "+env.root), wantCode: codes.OK, wantWho: "root"},
+		{name: "gateway, credentials gone since", peer: gatewayPeer, wantCode: codes.Unauthenticated},
+		{name: "gateway, the credentials decide, not the principal", peer: gatewayPeer, md: metadata.Pairs("authorization", "Bearer "+env.alice), wantCode: codes.PermissionDenied},
 		{name: "network, no credentials", peer: tcp, wantCode: codes.Unauthenticated},
 		{name: "network, own bearer decides", peer: tcp, md: metadata.Pairs("authorization", "Bearer "+env.alice), wantCode: codes.PermissionDenied},
 		{name: "no peer", wantCode: codes.Unauthenticated},
