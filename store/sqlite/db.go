@@ -34,6 +34,7 @@ type DB struct {
 // touch) are taken from the WithNow clock.
 func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	o := newOptions(opts)
+	o.exclusive = true
 	c, err := openConns(ctx, path, subFS(mainMigrations), o)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)

@@ -22,3 +22,13 @@ func TestOneProcessPerFile(t *testing.T) {
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 	_ = db
 }
+
+// TestActivityStoreIsShared: the activity store takes no lock, so svc
+// activity prune can open it beside a running broker.
+func TestActivityStoreIsShared(t *testing.T) {
+	path := tempPath(t, "activity.db")
+	MustOpenActivity(t, path)
+	MustOpenActivity(t, path)
+	_, err := os.Stat(path + ".lock")
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

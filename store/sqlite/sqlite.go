@@ -46,6 +46,10 @@ type options struct {
 	// onCommit, when set, is told how long each write transaction's
 	// COMMIT took (WithCommitObserver).
 	onCommit func(time.Duration)
+	// exclusive takes the file's lock (lock.go): the main store's, whose
+	// token cache needs it to be the only writer. The activity store has
+	// no cache, and svc activity prune opens it beside a running broker.
+	exclusive bool
 }
 
 // WithNow sets the clock used for timestamps the caller leaves zero. The
@@ -163,9 +167,11 @@ func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, 
 	if err := createFile(abs); err != nil {
 		return nil, err
 	}
-	lock, err := lockFile(abs + ".lock")
-	if err != nil {
-		return nil, err
+	var lock *os.File
+	if o.exclusive {
+		if lock, err = lockFile(abs + ".lock"); err != nil {
+			return nil, err
+		}
 	}
 	params := url.Values{
 		"_busy_timeout": {strconv.Itoa(busyTimeoutMS)},

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"sync"
+	"time"
 
 	"svc/store"
 )
@@ -12,9 +13,9 @@ const maxCachedTokens = 4096
 // tokenCache keeps the token rows GetTokenByHash read, so a request does
 // not read its bearer's row from SQLite every time: that lookup was the
 // most expensive read of a push. It is safe because this process is the
-// store's only writer and every statement that changes a token row
-// (creating, revoking, touching, deleting a member, replacing the member
-// set) is bracketed by begin and end:
+// store's only writer (lock.go) and every statement that changes what
+// decides a token's validity (creating, revoking, deleting a member,
+// replacing the member set) is bracketed by begin and end:
 //
 //   - begin empties the cache and, until the matching end, no row read is
 //     kept (a read may see the row before or after the change);
@@ -24,11 +25,18 @@ const maxCachedTokens = 4096
 //
 // So a revoked token is refused on the first request after the revoke
 // answers, as before the cache.
+//
+// Touching a token (its LastUsedAt, moved at most once a minute per token
+// by the authenticator) decides nothing about validity: it updates the
+// cached row in place rather than emptying the cache, which with many busy
+// tokens would empty it several times a second. A row read before a touch
+// and kept after it only makes the next touch come early.
 type tokenCache struct {
 	mu      sync.Mutex
 	gen     uint64
 	writing int // begun, not yet ended
 	rows    map[store.TokenHash]store.Token
+	byID    map[string]store.TokenHash
 }
 
 // get returns the cached row of h and the generation to pass to put.
@@ -48,8 +56,24 @@ func (c *tokenCache) put(gen uint64, h store.TokenHash, t store.Token) {
 	}
 	if c.rows == nil || len(c.rows) >= maxCachedTokens {
 		c.rows = make(map[store.TokenHash]store.Token)
+		c.byID = make(map[string]store.TokenHash)
 	}
 	c.rows[h] = t
+	c.byID[t.ID] = h
+}
+
+// touched moves the cached LastUsedAt of token id, if it is cached.
+func (c *tokenCache) touched(id string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.byID[id]
+	if !ok {
+		return
+	}
+	if t, ok := c.rows[h]; ok && t.ID == id {
+		t.LastUsedAt = at
+		c.rows[h] = t
+	}
 }
 
 // begin marks a change of token rows under way.
@@ -59,6 +83,7 @@ func (c *tokenCache) begin() {
 	c.writing++
 	c.gen++
 	clear(c.rows)
+	clear(c.byID)
 }
 
 // end marks a change begun with begin committed or rolled back.
@@ -68,6 +93,7 @@ func (c *tokenCache) end() {
 	c.writing--
 	c.gen++
 	clear(c.rows)
+	clear(c.byID)
 }
 
 // tokensChanging brackets a statement of q that may change token rows: it

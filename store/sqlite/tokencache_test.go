@@ -34,12 +34,14 @@ func behindTheStore(t *testing.T, db *DB, label string) {
 
 func TestTokenCache(t *testing.T) {
 	errBoom := errors.New("boom")
+	touchedAt := time.UnixMilli(1_700_000_000_123).UTC()
 	tests := []struct {
-		name    string
-		change  func(ctx context.Context, db *DB) error
-		revoked bool // tok is revoked after change
-		gone    bool // tok is gone after change
-		label   string
+		name     string
+		change   func(ctx context.Context, db *DB) error
+		revoked  bool // tok is revoked after change
+		gone     bool // tok is gone after change
+		label    string
+		lastUsed time.Time // tok's LastUsedAt after change, when set
 	}{
 		{name: "no change keeps the cached row", change: func(context.Context, *DB) error { return nil }, label: "old"},
 		{name: "revoke", change: func(ctx context.Context, db *DB) error {
@@ -68,9 +70,9 @@ func TestTokenCache(t *testing.T) {
 			_, err := db.RevokeMemberTokens(ctx, "ann", time.Time{})
 			return err
 		}, revoked: true, label: "new"},
-		{name: "touch", change: func(ctx context.Context, db *DB) error {
-			return db.TouchToken(ctx, "tok", time.Time{})
-		}, label: "new"},
+		{name: "touch moves the cached row's LastUsedAt", change: func(ctx context.Context, db *DB) error {
+			return db.TouchToken(ctx, "tok", touchedAt)
+		}, label: "old", lastUsed: touchedAt},
 		{name: "delete member", change: func(ctx context.Context, db *DB) error {
 			return db.DeleteMember(ctx, "ann")
 		}, gone: true},
@@ -99,6 +101,9 @@ func TestTokenCache(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.label, tok.Label, "label read after the change")
 			require.Equal(t, tt.revoked, !tok.RevokedAt.IsZero(), "revoked after the change")
+			if !tt.lastUsed.IsZero() {
+				require.True(t, tt.lastUsed.Equal(tok.LastUsedAt), "LastUsedAt %v, want %v", tok.LastUsedAt, tt.lastUsed)
+			}
 		})
 	}
 }

@@ -108,12 +108,18 @@ func (q queries) RevokeMemberTokens(ctx context.Context, member string, at time.
 // TouchToken sets the token's LastUsedAt to at (the clock's time when zero).
 // It returns ErrNotFound for an unknown id.
 func (q queries) TouchToken(ctx context.Context, id string, at time.Time) error {
-	defer q.tokensChanging()()
-	res, err := q.w.ExecContext(ctx, `UPDATE tokens SET last_used_at = ? WHERE id = ?`, q.orNow(at).UnixMilli(), id)
+	at = q.orNow(at)
+	res, err := q.w.ExecContext(ctx, `UPDATE tokens SET last_used_at = ? WHERE id = ?`, at.UnixMilli(), id)
 	if err != nil {
 		return translate("touch token", err)
 	}
-	return notFound("touch token", res)
+	if err := notFound("touch token", res); err != nil {
+		return err
+	}
+	// LastUsedAt decides nothing about validity: the cached row is moved,
+	// not dropped (tokenCache).
+	q.c.tokens.touched(id, fromMS(at.UnixMilli()))
+	return nil
 }
 
 func scanToken(s scanner) (store.Token, error) {
