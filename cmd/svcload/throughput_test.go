@@ -68,12 +68,17 @@ func TestPushCheck(t *testing.T) {
 		{
 			name: "strays: other run, unknown publisher, bad numbers, not ours, not JSON",
 			in: [][]byte{
-				msg(pushBody("grpc", 0, 0)), msg(pushBody("rest-warm", 0, 0)),
+				msg(pushBody("grpc", 0, 0)), msg(pushBody("grpc-warm", 0, 0)),
 				msg(pushBody("rest", 2, 0)), msg(pushBody("rest", -1, 0)),
 				msg("tp|rest|0|-1|x"), msg("tp|rest|0|99999999999|x"), msg("tp|rest|0|16777216|x"),
 				msg("tp|rest|0|1e3|x"), msg("tp|rest|0"), msg("load"), []byte(`{"body":`), []byte(`[]`),
 			},
 			acked: []int{0, 0}, stray: 12,
+		},
+		{
+			name:  "this run's warm-up, fanned out after the attach, is no stray",
+			in:    [][]byte{msg(pushBody("rest-warm", 0, 2)), msg(pushBody("rest-warm", 1, 2)), b(0, 0)},
+			acked: []int{1, 0}, fresh: 1,
 		},
 	}
 	for _, tc := range tests {
