@@ -12,7 +12,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,9 +51,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	raiseFileLimit(log)
-	if pct, set := gcPercent(os.Getenv); set {
-		debug.SetGCPercent(pct)
-	}
 
 	k, err := loadKEK(cfg, log)
 	if err != nil {
@@ -215,22 +211,6 @@ func raiseFileLimit(log *slog.Logger) {
 		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r)
 	}
 	log.Info("open-file limit", "soft", r.Cur, "hard", r.Max)
-}
-
-// defaultGCPercent is the broker's GOGC unless the environment sets one.
-// The live heap of a broker is small (streams, caches, a commit batch), and
-// collecting at 200% of it rather than 100% cut the collector's share of a
-// push's CPU: 8-11% more durable pushes per second in the kit's cell 3, at
-// about 2 KiB more RSS per idle stream (docs/PERFORMANCE.md).
-const defaultGCPercent = 200
-
-// gcPercent is the GC percentage to set, and whether to set one: not when
-// GOGC is in the environment, which the runtime has already applied.
-func gcPercent(getenv func(string) string) (int, bool) {
-	if getenv("GOGC") != "" {
-		return 0, false
-	}
-	return defaultGCPercent, true
 }
 
 func ignoreClosed(err error) error {
