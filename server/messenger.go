@@ -180,11 +180,10 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 	// once, on this goroutine and in commit order, so causal order holds:
 	// whatever a writer sends after its answer commits after this batch
 	// and is published after it.
-	type publication struct {
-		s  store.Message
-		pm *apiv1.Message
-	}
-	var pubs []publication
+	var (
+		items  []hub.Item
+		stored []store.Message // items' messages, for afterPublish
+	)
 	for _, o := range batch {
 		if o.err != nil {
 			o.done <- committed{err: o.err}
@@ -201,7 +200,8 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 			} else {
 				pm = messageToProto(s)
 			}
-			pubs = append(pubs, publication{s, pm})
+			items = append(items, hub.Item{Ev: hub.NewEvent(s.Seq, pm), All: s.All, Sender: s.From, Recipients: s.Recipients})
+			stored = append(stored, s)
 			r.msgs[i] = pm
 			if m.met != nil {
 				m.met.pushed(&o.out[i], i == 0 && o.msg != nil)
@@ -211,15 +211,11 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 	}
 	// One publish for the batch: each stream is woken once and writes the
 	// batch's messages to it in one write.
-	items := make([]hub.Item, len(pubs))
-	for i, p := range pubs {
-		items[i] = hub.Item{Ev: hub.NewEvent(p.s.Seq, p.pm), All: p.s.All, Sender: p.s.From, Recipients: p.s.Recipients}
-	}
 	m.hub.PublishBatch(items)
 	if m.afterPublish != nil {
 		live := func(member string) bool { return m.hub.Connected(member) > 0 }
-		for _, p := range pubs {
-			m.afterPublish(p.s, live)
+		for _, s := range stored {
+			m.afterPublish(s, live)
 		}
 	}
 }

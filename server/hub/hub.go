@@ -348,22 +348,7 @@ func (h *Hub) publish(items []Item, lives []int) {
 	}
 	h.mu.RLock()
 	for i, it := range items {
-		live := 0
-		if it.All {
-			for member, set := range h.subs {
-				if member != it.Sender && len(set) > 0 {
-					live++
-					send(it.Ev, set)
-				}
-			}
-		} else {
-			for _, member := range it.Recipients {
-				if set := h.subs[member]; len(set) > 0 {
-					live++
-					send(it.Ev, set)
-				}
-			}
-		}
+		live := h.addressed(it.All, it.Sender, it.Recipients, func(set map[*Subscription]struct{}) { send(it.Ev, set) })
 		if lives != nil {
 			lives[i] = live
 		}
@@ -397,18 +382,32 @@ func (h *Hub) Stats() (delivered, cut uint64) { return h.delivered.Load(), h.cut
 func (h *Hub) Live(all bool, sender string, recipients []string) (live int) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	return h.addressed(all, sender, recipients, nil)
+}
+
+// addressed counts the members that all, sender and recipients address (as
+// Publish's arguments) holding at least one live subscription, and calls
+// each, when set, with each such member's set. The caller holds mu.
+func (h *Hub) addressed(all bool, sender string, recipients []string, each func(set map[*Subscription]struct{})) (live int) {
+	visit := func(set map[*Subscription]struct{}) {
+		if len(set) == 0 {
+			return
+		}
+		live++
+		if each != nil {
+			each(set)
+		}
+	}
 	if all {
 		for member, set := range h.subs {
-			if member != sender && len(set) > 0 {
-				live++
+			if member != sender {
+				visit(set)
 			}
 		}
 		return live
 	}
 	for _, member := range recipients {
-		if len(h.subs[member]) > 0 {
-			live++
-		}
+		visit(h.subs[member])
 	}
 	return live
 }
