@@ -107,9 +107,9 @@ var patternVarRE = regexp.MustCompile(`\{([^=}]+)=\*\}`)
 // route is matched (an unknown route stays 404) and before anything reads
 // the body. A request with a body to a route that is not public is
 // authenticated first: whoever holds no credential is answered 401 at once,
-// never by reading (and waiting for) what it sends. The interceptors resolve
-// the credential again once the body is in (it may have taken minutes: a
-// revoke answered meanwhile counts), without recording its use twice, and
+// never by reading (and waiting for) what it sends. This check records
+// nothing (Verify): the interceptors authenticate again once the body is in
+// (it may have taken minutes, and a revoke answered meanwhile counts), and
 // the permission table decides what the caller may do. A public route takes
 // at most publicMaxBody.
 func (g *Gateway) authBeforeBody(next runtime.HandlerFunc) runtime.HandlerFunc {
@@ -129,16 +129,14 @@ func (g *Gateway) authBeforeBody(next runtime.HandlerFunc) runtime.HandlerFunc {
 			next(w, r, params)
 			return
 		}
-		p, err := g.authn.Authenticate(r.Context(), auth.CredentialsFromHeader(r.Header))
+		p, err := g.authn.Verify(r.Context(), auth.CredentialsFromHeader(r.Header))
 		if err != nil {
 			refuseUnread(w)
 			writeError(w, g.log, r, err)
 			return
 		}
 		g.authenticated(r, p)
-		// The services' interceptor sees that this lookup recorded the
-		// credential's use (server.chain.authenticate).
-		next(w, r.WithContext(auth.WithPrincipal(r.Context(), p)), params)
+		next(w, r, params)
 	}
 }
 

@@ -110,7 +110,7 @@ func (c *chain) admit(ctx context.Context, method string) (context.Context, erro
 	if rule.Public {
 		return ctx, nil
 	}
-	p, err := c.authenticate(ctx, md)
+	p, err := c.authn.Authenticate(ctx, auth.CredentialsFromMetadata(md))
 	if err != nil {
 		return ctx, err
 	}
@@ -121,34 +121,6 @@ func (c *chain) admit(ctx context.Context, method string) (context.Context, erro
 		return ctx, err
 	}
 	return auth.WithPrincipal(ctx, p), nil
-}
-
-// authenticate resolves the call's credentials. A call on the gateway's
-// local connection may carry the principal the gateway resolved from the
-// same request's credentials before reading its body (so that a caller
-// without one is refused unread): that lookup recorded the use (lastUsedAt,
-// the session's sliding expiry), so this one does not record it again. But
-// the body may have taken minutes to arrive (withBodyGuard), and a token
-// revoked or rotated, a session logged out, a member deleted or its
-// permissions changed meanwhile must count: the credential is resolved
-// again here, after the body, as for every other call. Only the gateway can
-// put a principal in a call's context.
-func (c *chain) authenticate(ctx context.Context, md metadata.MD) (*auth.Principal, error) {
-	creds := auth.CredentialsFromMetadata(md)
-	if gp, ok := auth.PrincipalFrom(ctx); ok {
-		if pr, _ := peer.FromContext(ctx); fromGateway(pr) {
-			p, err := c.authn.Verify(ctx, creds)
-			if err != nil {
-				return nil, err
-			}
-			if gp.Refreshed && p.Via == auth.ViaSession && p.Session == gp.Session {
-				// The gateway's lookup slid the session: send the cookie.
-				p.Refreshed = true
-			}
-			return p, nil
-		}
-	}
-	return c.authn.Authenticate(ctx, creds)
 }
 
 // connKey names the connection a call came on: the peer's, or, on the

@@ -190,12 +190,11 @@ func TestStreamInterceptor(t *testing.T) {
 	}
 }
 
-// TestGatewayPrincipalHandOver: a principal already in the call's context
-// is considered only on the gateway's local connection, and even there the
-// call's own credentials are resolved again: the gateway resolved them
-// before the body arrived, which may have been minutes earlier, and a
-// revoke answered meanwhile must count. Anywhere else the call's own
-// credentials decide, so nothing but the gateway can vouch.
+// TestGatewayPrincipalHandOver: a principal already in a call's context is
+// never taken, not even on the gateway's local connection: the call's own
+// credentials are resolved after the body arrived, which may be minutes
+// after the gateway checked them, and a revoke answered meanwhile must
+// count. Nothing can vouch for a caller.
 func TestGatewayPrincipalHandOver(t *testing.T) {
 	env := newChainEnv(t)
 	root := &auth.Principal{Member: "root", Permissions: auth.Leaves, Via: auth.ViaBearer}
