@@ -302,15 +302,11 @@ func (c *conns) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if c.onCommit == nil {
-		if err := tx.Commit(); err != nil {
-			return translate("commit", err)
-		}
-		return nil
-	}
 	start := time.Now()
 	err = tx.Commit()
-	c.onCommit(time.Since(start))
+	if c.onCommit != nil {
+		c.onCommit(time.Since(start))
+	}
 	if err != nil {
 		return translate("commit", err)
 	}
