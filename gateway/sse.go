@@ -28,6 +28,7 @@ const (
 // handleSubscribe serves GET /subscribe?name=<self>: the caller's messages
 // as server-sent events. With Last-Event-ID (header or lastEventId query)
 // it first replays every later message the caller may see, in order.
+// runner=1 marks the stream of the member's runner (SubscribeRequest.runner).
 func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	q := r.URL.Query()
 	name := q.Get("name")
@@ -37,6 +38,14 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 	case name != p.Member:
 		return server.Errorf(server.CodeForbidden, "you may only subscribe as yourself")
 	}
+	var runner bool
+	switch q.Get("runner") {
+	case "", "0", "false":
+	case "1", "true":
+		runner = true
+	default:
+		return server.Errorf(server.CodeBadRequest, "runner: must be 1 or 0")
+	}
 	last := lastEventID(r)
 	after, err := server.ParseMessageID(last)
 	if err != nil {
@@ -45,6 +54,9 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 	f, err := g.srv.Attach(r.Context(), p, after, last != "")
 	if err != nil {
 		return err
+	}
+	if runner {
+		g.srv.RunnerStream(f, p)
 	}
 	g.serveFeed(w, r, f, "message", p.Member, p.Member)
 	return nil

@@ -23,6 +23,7 @@ type Broker struct {
 	*brokerChannels // channels.go
 	*brokerPresence // presence.go: roster, live activity
 	*brokerWebPush  // webpush.go: VAPID key, push subscriptions
+	*brokerDelivery // delivery.go: runners' delivery states
 }
 
 // brokerBase carries the generated forward-compatibility base one level
@@ -42,6 +43,7 @@ func newBroker(c *core, push *pushNotifier) *Broker {
 		brokerChannels: &brokerChannels{core: c},
 		brokerPresence: &brokerPresence{core: c},
 		brokerWebPush:  &brokerWebPush{core: c, push: push},
+		brokerDelivery: &brokerDelivery{core: c},
 	}
 }
 

@@ -39,6 +39,8 @@ type Feed struct {
 	// the first Close.
 	gauge  *atomic.Int64
 	closed atomic.Bool
+	// onClose, when set, runs once, at the first Close.
+	onClose func()
 }
 
 // pager reads a page of stored items after position after, oldest first:
@@ -144,10 +146,14 @@ func isSessionCred(c string) bool { return strings.HasPrefix(c, "session:") }
 
 // Close ends the feed's live subscription.
 func (f *Feed) Close() {
-	if f.closed.CompareAndSwap(false, true) && f.gauge != nil {
+	first := f.closed.CompareAndSwap(false, true)
+	if first && f.gauge != nil {
 		f.gauge.Add(-1)
 	}
 	f.sub.Close()
+	if first && f.onClose != nil {
+		f.onClose()
+	}
 }
 
 // counted counts f, when it opened, as a live stream of kind until it
@@ -158,6 +164,17 @@ func (c *core) counted(f *Feed, err error, kind string) (*Feed, error) {
 	}
 	f.gauge = c.metrics.streamGauge(kind)
 	f.gauge.Add(1)
+	return f, nil
+}
+
+// runnerFeed marks f, when it opened and runner is set, as a runner stream
+// of member until it closes (presence.runnerDetached).
+func (c *core) runnerFeed(f *Feed, err error, runner bool, member string) (*Feed, error) {
+	if err != nil || !runner {
+		return f, err
+	}
+	c.presence.runnerAttached(member)
+	f.onClose = func() { c.presence.runnerDetached(member) }
 	return f, nil
 }
 

@@ -359,6 +359,7 @@ func (b *brokerMessages) Subscribe(req *apiv1.SubscribeRequest, stream apiv1.Bro
 	}
 	f, err := b.attach(ctx, p, after, req.GetLastId() != "")
 	f, err = b.counted(f, err, streamGRPC)
+	f, err = b.runnerFeed(f, err, req.GetRunner(), p.Member)
 	if err != nil {
 		return err
 	}

@@ -254,6 +254,13 @@ func (s *Server) Attach(ctx context.Context, p *auth.Principal, after int64, res
 	return s.core.counted(f, err, streamSSE)
 }
 
+// RunnerStream marks f, a feed of p's messages that Attach opened, as the
+// stream of p's runner: when p's last runner stream closes, its live
+// activity is idle at once.
+func (s *Server) RunnerStream(f *Feed, p *auth.Principal) {
+	_, _ = s.core.runnerFeed(f, nil, true, p.Member)
+}
+
 // AttachActivity opens a feed of member's activity for p, after lastID
 // when it is set (see StreamActivity), for the SSE route.
 func (s *Server) AttachActivity(ctx context.Context, p *auth.Principal, member, lastID string) (*Feed, error) {
