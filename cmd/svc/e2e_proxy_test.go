@@ -61,7 +61,9 @@ func proxyReq(t *testing.T, p *proc, local, method, path, xff, body string, hdr 
 
 // holdUnauthenticated opens a request through the proxy from client xff
 // that stays unauthenticated and in flight: a webhook body trickled at
-// 2 KiB/s (above the 1 KiB/s pace floor) until the test ends.
+// 2 KiB/s (above the 1 KiB/s pace floor) until the test ends. It returns
+// once the broker has taken the request in and started reading its body
+// (it answers Expect: 100-continue then), so the request is counted.
 func holdUnauthenticated(t *testing.T, p *proc, slug, xff string) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", p.addr, callTimeout)
@@ -69,13 +71,28 @@ func holdUnauthenticated(t *testing.T, p *proc, slug, xff string) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(stop); _ = c.Close(); <-done })
-	_, err = fmt.Fprintf(c, "POST /hooks/%s HTTP/1.1\r\nHost: broker\r\nX-Forwarded-For: %s\r\nContent-Length: 200000\r\n\r\n{", slug, xff)
+	_, err = fmt.Fprintf(c, "POST /hooks/%s HTTP/1.1\r\nHost: broker\r\nX-Forwarded-For: %s\r\nContent-Length: 200000\r\nExpect: 100-continue\r\n\r\n", slug, xff)
 	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(callTimeout)))
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "HTTP/1.1 100 Continue\r\n", line, "the request is taken in")
+	blank, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "\r\n", blank)
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
+	go func() {
+		// A held request is never answered while the test runs.
+		if resp, err := http.ReadResponse(br, nil); err == nil {
+			t.Errorf("held request answered %d", resp.StatusCode)
+		}
+	}()
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
-		chunk := strings.Repeat(" ", 1024)
+		chunk := "{" + strings.Repeat(" ", 1023)
 		for {
 			select {
 			case <-stop:
@@ -84,6 +101,7 @@ func holdUnauthenticated(t *testing.T, p *proc, slug, xff string) {
 				if _, err := io.WriteString(c, chunk); err != nil {
 					return
 				}
+				chunk = strings.Repeat(" ", 1024)
 			}
 		}
 	}()
@@ -102,17 +120,9 @@ func TestUnauthenticatedBoundPerForwardedClient(t *testing.T) {
 	for range bound {
 		holdUnauthenticated(t, p, "slow", "203.0.113.50, "+clientA)
 	}
-	// The broker charges each request as it reads its headers: wait until
-	// client A is at its bound.
-	var hdr http.Header
-	require.Eventually(t, func() bool {
-		var code int
-		code, hdr, _ = proxyReq(t, p, "", http.MethodGet, "/healthz", clientA, "")
-		return code == http.StatusTooManyRequests
-	}, 10*time.Second, 50*time.Millisecond, "client A past its bound is refused")
+	code, hdr, body := proxyReq(t, p, "", http.MethodGet, "/healthz", clientA, "")
+	require.Equal(t, http.StatusTooManyRequests, code, "client A past its bound is refused: %s", body)
 	require.Equal(t, "1", hdr.Get("Retry-After"))
-	code, _, body := proxyReq(t, p, "", http.MethodGet, "/healthz", clientA, "")
-	require.Equal(t, http.StatusTooManyRequests, code)
 	require.Contains(t, body, `"rate_limited"`)
 
 	// Client B behind the same proxy is not locked out; nor is the proxy
