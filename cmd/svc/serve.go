@@ -88,7 +88,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	guard := connguard.New(cfg.MaxUnauthConns)
+	guard := connguard.New(cfg.MaxUnauthConns, connguard.WithProxies(cfg.TrustedProxies))
 	srvOpts := []server.Option{
 		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP),
 		server.WithEgress(cfg.Egress), server.WithConnGuard(guard),
@@ -162,6 +162,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
 		"max_unauthenticated_conns", cfg.MaxUnauthConns, "max_streams_per_member", cfg.MaxStreamsPerMember,
+		"trusted_proxies", cfg.TrustedProxies.String(),
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
 
 	g.Go(func() error {
