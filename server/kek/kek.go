@@ -62,11 +62,23 @@ func New(key []byte) (*KEK, error) {
 
 // Parse decodes a base64 (standard or URL alphabet, padding optional) key.
 func Parse(encoded string) (*KEK, error) {
+	key, err := Decode(encoded)
+	if err != nil {
+		return nil, err
+	}
+	return New(key)
+}
+
+// Decode returns the key bytes of a base64 key as Parse reads it.
+func Decode(encoded string) ([]byte, error) {
 	key, err := decodeBase64(strings.TrimSpace(encoded))
 	if err != nil {
 		return nil, fmt.Errorf("kek: key is not base64: %w", err)
 	}
-	return New(key)
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("kek: key must be %d bytes, got %d", KeySize, len(key))
+	}
+	return key, nil
 }
 
 func decodeBase64(s string) ([]byte, error) {
@@ -91,17 +103,6 @@ func Load(path string) (*KEK, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return k, nil
-}
-
-// LoadOrCreate reads the KEK file at path, creating it with a fresh key
-// when it does not exist.
-func LoadOrCreate(path string) (k *KEK, created bool, err error) {
-	k, err = Load(path)
-	if errors.Is(err, os.ErrNotExist) {
-		k, err = Create(path)
-		return k, err == nil, err
-	}
-	return k, false, err
 }
 
 // Generate returns a fresh random key.
