@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"svc/server"
@@ -21,6 +22,7 @@ import (
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
+	"svc/store/sqlite"
 )
 
 // sweepLimit is how many unreferenced files under blobs a boot deletes
@@ -253,6 +255,28 @@ func refusal(found string, todo ...string) error {
 	return &exitError{code: 1, err: &refusedError{b.String()}}
 }
 
+// openChecked opens the main store and runs prepareBoot on it. After a
+// refusal the store is closed again, and a database file this start
+// created is removed: a mistyped --db-path leaves no empty database
+// behind to be mistaken for one later.
+func openChecked(ctx context.Context, cfg Config, log *slog.Logger, opts ...sqlite.Option) (*sqlite.DB, *booted, error) {
+	existed := dbFileExists(cfg.DBPath)
+	st, err := sqlite.Open(ctx, cfg.DBPath, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open store: %w", err)
+	}
+	b, err := prepareBoot(ctx, cfg, st, existed, log)
+	if err != nil {
+		cerr := st.Close()
+		var refused *refusedError
+		if errors.As(err, &refused) && !existed {
+			cerr = errors.Join(cerr, removeNewDB(cfg.DBPath))
+		}
+		return nil, nil, errors.Join(err, cerr)
+	}
+	return st, b, nil
+}
+
 // booted is what prepareBoot hands the server.
 type booted struct {
 	file       *teamconfig.File
@@ -285,6 +309,9 @@ func prepareBoot(ctx context.Context, cfg Config, st store.Store, dbExisted bool
 	}
 	if v == firstBoot {
 		return bootFirst(ctx, cfg, p, key, st, log)
+	}
+	if err := checkMembers(ctx, cfg, p, file, st); err != nil {
+		return nil, err
 	}
 	k, err := checkKEK(ctx, cfg, p, file, key, st, log)
 	if err != nil {
@@ -345,6 +372,36 @@ func readPairing(ctx context.Context, cfg Config, file *teamconfig.File, st stor
 		}
 	}
 	return p, nil
+}
+
+// checkMembers refuses a config that lacks more than one member of the
+// database: the start would delete them, their tokens and their files. A
+// member is deleted by writing the config, then the database, so a crash
+// leaves at most one behind, which the start then deletes; more is an
+// older copy of the config.
+func checkMembers(ctx context.Context, cfg Config, p pairing, file *teamconfig.File, st store.MemberStore) error {
+	stored, err := st.ListMembers(ctx)
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for _, m := range stored {
+		if file.MemberIndex(m.Name) < 0 {
+			gone = append(gone, m.Name)
+		}
+	}
+	if len(gone) <= 1 {
+		return nil
+	}
+	names := gone
+	if len(names) > 10 {
+		names = append(slices.Clip(names[:10]), fmt.Sprintf("and %d more", len(gone)-10))
+	}
+	return refusal(
+		fmt.Sprintf("the team config %s lacks %d members of the database %s (%s); starting would delete them with their tokens and files", cfg.ConfigPath, len(gone), p.dbName(), strings.Join(names, ", ")),
+		"if this is an older copy of the config, pass the current one with --config-path (SVC_CONFIG_PATH)",
+		"to delete them on purpose, put them back in store.members, start, and delete them over the API (DELETE /members/<name>)",
+	)
 }
 
 // bootFirst writes what a first boot makes: the KEK file when no key was
@@ -496,9 +553,7 @@ func dbFileExists(path string) bool {
 	return err == nil
 }
 
-// removeNewDB removes the database files this start created, after a
-// refusal: a mistyped --db-path leaves no empty database behind to be
-// mistaken for one later.
+// removeNewDB removes the files of a database this start created.
 func removeNewDB(path string) error {
 	var errs []error
 	for _, p := range []string{path, path + "-wal", path + "-shm", path + ".lock"} {

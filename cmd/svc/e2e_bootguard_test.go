@@ -129,6 +129,10 @@ func TestBootRefusesWhatDoesNotBelongTogether(t *testing.T) {
 	noID := filepath.Join(a.dir, "noid.json")
 	delete(aCfg["team"].(obj), "id")
 	writeConfig(t, noID, aCfg)
+	older := filepath.Join(a.dir, "older.json")
+	olderCfg := readJSON(t, a.cfg)
+	olderCfg["store"].(obj)["members"] = []any{configMembers(t, olderCfg)["admin"]}
+	writeConfig(t, older, olderCfg)
 	// Outside a's directory: opening an existing empty file gives it the
 	// schema, which the snapshot would count as a change.
 	emptyDB := filepath.Join(t.TempDir(), "empty.db")
@@ -197,6 +201,11 @@ func TestBootRefusesWhatDoesNotBelongTogether(t *testing.T) {
 			name: "config without its id",
 			args: serveArgs(noID, a.db),
 			want: []string{a.db + " belongs to team " + aID, noID + " names no team", fmt.Sprintf(`"id": %q`, aID)},
+		},
+		{
+			name: "older copy of the config",
+			args: serveArgs(older, a.db),
+			want: []string{older + " lacks 2 members of the database " + a.db + " (alice, bob)", "--config-path", "DELETE /members/<name>"},
 		},
 		{
 			name: "config of a team without files, new database",

@@ -49,23 +49,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.LogLevel)
 	raiseFileLimit(log)
 
+	// The config, the database, the files and the KEK must belong
+	// together before anything is written (bootcheck.go).
 	commits := server.NewStoreCommits()
-	dbExisted := dbFileExists(cfg.DBPath)
-	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Main))
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	defer st.Close()
-	// Before anything is written: the config, the database, the files and
-	// the KEK must belong together (bootcheck.go).
-	b, err := prepareBoot(ctx, cfg, st, dbExisted, log)
-	var refused *refusedError
-	if errors.As(err, &refused) && !dbExisted {
-		err = errors.Join(err, st.Close(), removeNewDB(cfg.DBPath))
-	}
+	st, b, err := openChecked(ctx, cfg, log, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Main))
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	file, k := b.file, b.kek
 	if b.firstToken != "" {
 		// Printed as soon as the config holding its hash is durable, so a
@@ -279,8 +270,9 @@ func loadJWT(cfg Config, file *teamconfig.File, log *slog.Logger) (*federation.C
 // files of writes a crash interrupted, and blobs no entry references (a
 // crash between placing a blob and committing its entry, or before a
 // purge), go; more than sweepLimit of those refuses to start instead (a
-// wrong database looks just like that). A relative root is taken relative to the config file's
-// directory, so the broker's working directory never matters.
+// wrong database looks just like that). A relative root is taken relative
+// to the config file's directory, so the broker's working directory never
+// matters.
 func openFiles(ctx context.Context, cfg Config, files *teamconfig.Files, st store.Store, log *slog.Logger) (*vfs.Blobs, int64, error) {
 	root := files.Root
 	if root == "" {
