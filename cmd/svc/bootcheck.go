@@ -324,9 +324,9 @@ func prepareBoot(ctx context.Context, cfg Config, st store.Store, dbExisted bool
 	if changed {
 		log.Info("migrated plaintext secrets and presets in team config", "path", cfg.ConfigPath)
 	}
-	// A config on a database gets the team's id: the database's when it
-	// has one, a new one otherwise (a hand-written config, or a pair from
-	// before team ids). The config is written first: a crash before the
+	// A config without an id on a database (hand-written, or a pair from
+	// before team ids; decide refused one on a database that has an id)
+	// gets a new one. The config is written first: a crash before the
 	// database records it leaves a pair decide still starts.
 	if file.Team.ID == "" && cfg.DBPath != "" {
 		if file.Team.ID, err = teamconfig.NewTeamID(); err != nil {
