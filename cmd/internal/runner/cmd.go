@@ -48,9 +48,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if err != nil {
 		return err
 	}
+	// Only an earlier runner's state file is read there (once): with no
+	// directory to look in, there is none to read.
 	dir, err := StateDir(*stateDir, getenv)
 	if err != nil {
-		return err
+		dir = ""
 	}
 	if _, err := pickAdapter(*agent, argv); err != nil {
 		return &cli.UsageError{Msg: "runner: " + err.Error()}
