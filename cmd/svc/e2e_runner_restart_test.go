@@ -75,7 +75,9 @@ func codexAgent(t *testing.T) realAgent {
 	m := agenttest.NewResponses(t)
 	return realAgent{
 		member: "codex1",
-		start:  func(t *testing.T, p *proc, tok string) *rcRunner { return startCodexRunner(t, p, tok, "codex1", bin, m) },
+		start: func(t *testing.T, p *proc, tok string) *rcRunner {
+			return startCodexRunner(t, p, tok, "codex1", bin, m)
+		},
 		answer: func(marker, body string, hold <-chan struct{}) {
 			args, err := json.Marshal(obj{"to": "alice", "body": body})
 			require.NoError(t, err)
