@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -87,7 +88,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	guard := connguard.New(cfg.MaxUnauthConns)
+	guard := connguard.New(cfg.MaxUnauthConns, connguard.WithProxies(cfg.TrustedProxies))
 	srvOpts := []server.Option{
 		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP),
 		server.WithEgress(cfg.Egress), server.WithConnGuard(guard),
@@ -161,6 +162,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
 		"max_unauthenticated_conns", cfg.MaxUnauthConns, "max_streams_per_member", cfg.MaxStreamsPerMember,
+		"trusted_proxies", cfg.TrustedProxies.String(),
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
 
 	g.Go(func() error {
@@ -242,7 +244,7 @@ func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-				g.ServeHTTP(w, r)
+				serveGRPCHTTP(g, w, r)
 				return
 			}
 			gw.ServeHTTP(w, r)
@@ -251,6 +253,29 @@ func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler
 	}
 	log.Info("svc listening (tls)", "addr", lis.Addr().String())
 	return s, tls.NewListener(&guardedListener{Listener: lis, guard: guard, log: log}, s.TLSConfig), nil
+}
+
+// serveGRPCHTTP serves a gRPC call over net/http's HTTP/2. A stream
+// whose client stops reading can be reset alone: a write deadline in the
+// past resets the HTTP/2 stream, and with it a Send blocked on flow
+// control (server.WithStreamAbort). The response writer is dead once
+// ServeHTTP returns, while the call's handler may still be ending: done
+// keeps a late abort off it.
+func serveGRPCHTTP(g *grpc.Server, w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	var mu sync.Mutex
+	done := false
+	abort := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			_ = rc.SetWriteDeadline(time.Now().Add(-time.Second))
+		}
+	}
+	g.ServeHTTP(w, r.WithContext(server.WithStreamAbort(r.Context(), abort)))
+	mu.Lock()
+	done = true
+	mu.Unlock()
 }
 
 // loadKEK takes SVC_KEK when set, else the KEK file beside the config,
