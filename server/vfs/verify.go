@@ -181,3 +181,17 @@ func (b *Blobs) Health() error {
 	}
 	return &store.FailingError{What: "file writes", Since: p.since, Err: err}
 }
+
+// Verify reads the blob sha of the store rooted at root, recorded as size
+// bytes, through Read: nil when it is sound, a *DamageError when not. It
+// creates and changes nothing under root (svc check runs it beside a
+// broker or without one).
+func Verify(root, sha string, size int64) error {
+	b := &Blobs{root: root}
+	r, err := b.Read(sha, size)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, r)
+	return errors.Join(err, r.Close())
+}
