@@ -74,11 +74,12 @@ func TestDamagedStoreRefusesToStart(t *testing.T) {
 		damage   func(t *testing.T, path string)
 		want     []string
 	}{
+		// Tables nothing reads at start: before, the broker started on them.
 		{"a page of the main store", false, func(t *testing.T, path string) {
-			overwriteAt(t, path, tablePage(t, path, "schema_migrations"), garbage)
+			overwriteAt(t, path, tablePage(t, path, "objectives"), garbage)
 		}, []string{"the main store", "is damaged: "}},
 		{"a page of the activity store", true, func(t *testing.T, path string) {
-			overwriteAt(t, path, tablePage(t, path, "schema_migrations"), garbage)
+			overwriteAt(t, path, tablePage(t, path, "genai"), garbage)
 		}, []string{"the activity store", "is damaged: "}},
 		{"the main store is not a database", false, func(t *testing.T, path string) {
 			overwriteAt(t, path, 0, []byte("this is not the header of an SQLite database"))
