@@ -245,30 +245,36 @@ func testDiskFull(t *testing.T, tmpfs bool) {
 	require.Equal(t, http.StatusOK, fsWrite(t, p, tok, "/admin/before.txt", "", "text/plain", []byte("before")).status)
 
 	disk.fill(t)
+	// A full disk may still take a small write into a page already on it
+	// (the WAL's, one a failed write gave back) while it refuses others:
+	// each path is driven until its first refusal, a bounded number of
+	// tries, and every answer must be a success or 507, never 500.
 	body := strings.Repeat("x", 16<<10)
-	// The WAL's pages already on disk take writes until they run out:
-	// push until the first refusal (a bounded number).
-	var refused result
-	for i := 0; i < 400 && refused.code == ""; i++ {
-		refused = rest.call(t, admin, "Push", obj{"body": body})
+	var refusedPush httpResp
+	pushUntilRefused := func() {
+		untilRefused(t, disk.how+": REST push", func() (bool, string) {
+			refusedPush = p.do(t, http.MethodPost, "/push", obj{"body": body}, withBearer(tok))
+			code, _ := refusedPush.body["error"].(string)
+			return refusedPush.status == http.StatusOK, code
+		})
 	}
-	require.Equal(t, "insufficient_storage", refused.code, "%s: pushes are refused with 507", disk.how)
-	mustFail(t, grpcD, admin, "Push", obj{"body": body}, "insufficient_storage")
-
-	r := rest.p.do(t, http.MethodPost, "/push", obj{"body": body}, withBearer(tok))
-	requireRESTError(t, r, "insufficient_storage")
-	require.Contains(t, r.body["message"], "disk is full")
-	require.Contains(t, r.body["message"], "nothing was stored")
-
+	pushUntilRefused()
+	requireRESTError(t, refusedPush, "insufficient_storage")
+	require.Contains(t, refusedPush.body["message"], "disk is full")
+	require.Contains(t, refusedPush.body["message"], "nothing was stored")
+	untilRefused(t, disk.how+": gRPC push", func() (bool, string) {
+		r := grpcD.call(t, admin, "Push", obj{"body": body})
+		return r.code == "", r.code
+	})
+	event := fmt.Sprintf(`{"events":[{"kind":"tool_action","data":{"blob":%q}}]}`, strings.Repeat("a", 256<<10))
+	untilRefused(t, disk.how+": activity upload", func() (bool, string) {
+		r := uploadRaw(t, p, tok, "admin", []byte(event))
+		code, _ := r.body["error"].(string)
+		return r.status == http.StatusOK, code
+	})
 	big := bytes.Repeat([]byte("f"), 4<<20) // more than any room a filled disk has left
 	requireRESTError(t, fsWrite(t, p, tok, "/admin/big.bin", "", "", big), "insufficient_storage")
-
-	var act httpResp
-	event := fmt.Sprintf(`{"events":[{"kind":"tool_action","data":{"blob":%q}}]}`, strings.Repeat("a", 256<<10))
-	for i := 0; i < 100 && act.status != http.StatusInsufficientStorage; i++ {
-		act = uploadRaw(t, p, tok, "admin", []byte(event))
-	}
-	requireRESTError(t, act, "insufficient_storage")
+	pushUntilRefused() // the main store's latest failure, just now
 
 	h := p.do(t, http.MethodGet, "/healthz", nil)
 	require.Equal(t, http.StatusOK, h.status, "/healthz answers while the process is up")
@@ -286,10 +292,13 @@ func testDiskFull(t *testing.T, tmpfs bool) {
 	mustCall(t, rest, admin, "Push", obj{"body": "after"})
 	require.Equal(t, http.StatusOK, fsWrite(t, p, tok, "/admin/after.txt", "", "text/plain", []byte("after")).status)
 	require.Equal(t, http.StatusOK, uploadRaw(t, p, tok, "admin", []byte(`{"events":[{"kind":"tool_action","data":{}}]}`)).status)
+	// Healthy again once writes (and the WAL checkpoints) have succeeded
+	// and store.FailureHold (10 s) has passed since the last failure.
 	require.Eventually(t, func() bool {
 		h := p.do(t, http.MethodGet, "/healthz", nil)
 		return h.body["status"] == "ok"
-	}, 20*time.Second, 50*time.Millisecond, "healthy again once writes and the WAL checkpoint succeed")
+	}, 60*time.Second, 100*time.Millisecond, "healthy again once writes succeed")
+	mustCall(t, rest, admin, "Push", obj{"body": "after the hold"})
 	requireHealthy(t, p)
 	require.Contains(t, p.stderr.String(), "store writes succeed again")
 
@@ -303,6 +312,20 @@ func testDiskFull(t *testing.T, tmpfs bool) {
 	require.Contains(t, bodies, "before")
 	require.Contains(t, bodies, "after")
 	require.Equal(t, http.StatusNotFound, p.do(t, http.MethodGet, "/fs/stat?path=/admin/big.bin", nil, withBearer(tok)).status)
+}
+
+// untilRefused calls try until it is refused, at most 400 times, and
+// requires the refusal to be insufficient_storage.
+func untilRefused(t *testing.T, what string, try func() (ok bool, code string)) {
+	t.Helper()
+	for range 400 {
+		ok, code := try()
+		if !ok {
+			require.Equal(t, "insufficient_storage", code, "%s: refused with 507, never 500", what)
+			return
+		}
+	}
+	t.Fatalf("%s: never refused on a full disk", what)
 }
 
 // requireHealthy asserts /healthz is exactly {status: ok, version}.

@@ -101,7 +101,9 @@ func Open(root string) (*Blobs, error) {
 			return nil, fmt.Errorf("open blobs: %w", err)
 		}
 	}
-	return &Blobs{root: root, locks: map[string]*shaLock{}, inflight: map[string]struct{}{}}, nil
+	b := &Blobs{root: root, locks: map[string]*shaLock{}, inflight: map[string]struct{}{}}
+	b.health.failing.What = "file writes"
+	return b, nil
 }
 
 // Lock locks sha in this process and returns the function that unlocks it

@@ -9,9 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sync/atomic"
 	"syscall"
-	"time"
 
 	"svc/store"
 )
@@ -142,44 +140,31 @@ func diskFailure(err error) bool {
 }
 
 // putHealth is what the last Puts say about the disk under the root, for
-// Health: set by a Put that failed for want of room or of a working disk,
-// cleared by the next Put that succeeds.
+// Health: failing once a Put failed for want of room or of a working
+// disk, until a Put succeeds after store.FailureHold without failures.
 type putHealth struct {
-	failing atomic.Pointer[putProblem]
+	failing store.Failing
 }
 
-type putProblem struct {
-	err   error
-	since time.Time
-}
-
-// put takes the outcome of a Put and reports whether a run of failures
-// begins with it.
-func (h *putHealth) put(err error) bool {
-	if err == nil {
-		if p := h.failing.Load(); p != nil {
-			h.failing.CompareAndSwap(p, nil)
-		}
-		return false
+// put takes the outcome of a Put.
+func (h *putHealth) put(err error) {
+	switch {
+	case err == nil:
+		h.failing.Succeed()
+	case storageFull(err):
+		h.failing.Fail(fmt.Errorf("%w: %w", store.ErrStorageFull, err))
+	case diskFailure(err):
+		h.failing.Fail(err)
 	}
-	if !storageFull(err) && !diskFailure(err) {
-		return false
-	}
-	return h.failing.CompareAndSwap(nil, &putProblem{err: err, since: time.Now()})
 }
 
 // Health implements store.HealthReporter: why writes of file content fail
 // now, or nil.
 func (b *Blobs) Health() error {
-	p := b.health.failing.Load()
-	if p == nil {
-		return nil
+	if fe := b.health.failing.Err(); fe != nil {
+		return fe
 	}
-	err := p.err
-	if storageFull(err) {
-		err = fmt.Errorf("%w: %w", store.ErrStorageFull, err)
-	}
-	return &store.FailingError{What: "file writes", Since: p.since, Err: err}
+	return nil
 }
 
 // Verify reads the blob sha of the store rooted at root, recorded as size

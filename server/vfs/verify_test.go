@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -138,6 +139,8 @@ func TestPutHealth(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := MustOpenBlobs(t)
+			clock := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+			b.health.failing.Now = func() time.Time { return clock }
 			b.health.put(tc.err)
 			if !tc.failing {
 				require.NoError(t, b.Health())
@@ -145,7 +148,13 @@ func TestPutHealth(t *testing.T) {
 			}
 			require.ErrorIs(t, b.Health(), tc.err)
 			require.ErrorContains(t, b.Health(), "file writes failing since")
+			if storageFull(tc.err) {
+				require.ErrorIs(t, b.Health(), store.ErrStorageFull)
+			}
 			mustPut(t, b, "fits")
+			require.Error(t, b.Health(), "a small write right after does not clear it")
+			clock = clock.Add(store.FailureHold)
+			mustPut(t, b, "fits again")
 			require.NoError(t, b.Health())
 		})
 	}

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
-	"sync/atomic"
-	"time"
 
 	"svc/store"
 )
@@ -14,40 +12,39 @@ import (
 // health is what a database's own operations say about its storage, for
 // Health (GET /healthz): whether writes fail for want of room or of a
 // working disk, whether the checkpointer can copy the WAL, and whether
-// damage was ever seen. Write and checkpoint failures clear with the next
-// success; damage stays until the process restarts, whose startup check
-// then refuses the file.
+// damage was ever seen. Write and checkpoint failures clear with a
+// success once store.FailureHold has passed since the last failure;
+// damage stays until the process restarts, whose startup check then
+// refuses the file.
 type health struct {
 	log  *slog.Logger
 	path string
-	now  func() time.Time
 
-	write   atomic.Pointer[problem]
-	ckpt    atomic.Pointer[problem]
-	damaged atomic.Pointer[problem]
-}
-
-// problem is a failure and when its run of failures began.
-type problem struct {
-	err   error
-	since time.Time
+	write   store.Failing
+	ckpt    store.Failing
+	damaged store.Failing
 }
 
 func newHealth(path string, o options) *health {
-	return &health{log: o.log, path: path, now: o.now}
+	return &health{
+		log: o.log, path: path,
+		write:   store.Failing{What: "writes", Now: o.now},
+		ckpt:    store.Failing{What: "wal checkpoints", Now: o.now},
+		damaged: store.Failing{What: "data", Now: o.now},
+	}
 }
 
 // wrote takes the outcome of a write (a transaction, or a statement on
 // the writer outside one): a storage failure marks the store failing, a
-// success clears that. Errors that are not about the storage (a
-// constraint, a cancelled context) change nothing.
+// success clears that (after the hold). Errors that are not about the
+// storage (a constraint, a cancelled context) change nothing.
 func (h *health) wrote(err error) {
 	if h == nil {
 		return
 	}
 	if err == nil {
-		if p := h.write.Load(); p != nil && h.write.CompareAndSwap(p, nil) {
-			h.log.Info("store writes succeed again", "db", h.path, "failing_since", p.since)
+		if ended := h.write.Succeed(); ended != nil {
+			h.log.Info("store writes succeed again", "db", h.path, "failing_since", ended.Since)
 		}
 		return
 	}
@@ -58,7 +55,7 @@ func (h *health) wrote(err error) {
 // nothing about room to write.
 func (h *health) read(err error) {
 	if h != nil && failureOfErr(err) == failDamaged {
-		h.failed(&h.write, "store read failed", err)
+		h.failed(nil, "", err)
 	}
 }
 
@@ -69,8 +66,8 @@ func (h *health) checkpointed(err error) {
 	}
 	switch {
 	case err == nil:
-		if p := h.ckpt.Load(); p != nil && h.ckpt.CompareAndSwap(p, nil) {
-			h.log.Info("wal checkpoints succeed again", "db", h.path, "failing_since", p.since)
+		if ended := h.ckpt.Succeed(); ended != nil {
+			h.log.Info("wal checkpoints succeed again", "db", h.path, "failing_since", ended.Since)
 		}
 	case failureOfErr(err) == failNone:
 		h.log.Warn("wal checkpoint failed; retrying", "db", h.path, "err", err)
@@ -79,21 +76,24 @@ func (h *health) checkpointed(err error) {
 	}
 }
 
-// failed records a storage failure in slot (damage also in its own,
-// sticky slot), logging at error level when a run of failures begins:
-// an operator must act, and one line per run keeps a full disk from
-// flooding the log from here (each refused request is logged where it is
-// answered).
-func (h *health) failed(slot *atomic.Pointer[problem], msg string, err error) {
+// failed records a storage failure in slot (nil: damage alone), damage
+// also in its own slot, logging at error level when a run of failures
+// begins: an operator must act, and one line per run keeps a full disk
+// from flooding the log from here (each refused request is logged where
+// it is answered).
+func (h *health) failed(slot *store.Failing, msg string, err error) {
 	kind := failureOfErr(err)
 	if kind == failNone {
 		return
 	}
-	p := &problem{err: withSentinel(err), since: h.now()}
-	if kind == failDamaged && h.damaged.CompareAndSwap(nil, p) {
-		h.log.Error("store damaged: stop the broker, then run svc check", "db", h.path, "err", err)
+	err = withSentinel(err)
+	if kind == failDamaged {
+		if h.damaged.Fail(err) {
+			h.log.Error("store damaged: stop the broker, then run svc check", "db", h.path, "err", err)
+		}
+		return
 	}
-	if slot.CompareAndSwap(nil, p) {
+	if slot.Fail(err) {
 		h.log.Error(msg, "db", h.path, "err", err)
 	}
 }
@@ -102,15 +102,10 @@ func (h *health) failed(slot *atomic.Pointer[problem], msg string, err error) {
 // *store.FailingError per failing slot.
 func (h *health) err() error {
 	var errs []error
-	damaged := h.damaged.Load()
-	if damaged != nil {
-		errs = append(errs, &store.FailingError{What: "data", Since: damaged.since, Err: damaged.err})
-	}
-	if p := h.write.Load(); p != nil && p != damaged {
-		errs = append(errs, &store.FailingError{What: "writes", Since: p.since, Err: p.err})
-	}
-	if p := h.ckpt.Load(); p != nil {
-		errs = append(errs, &store.FailingError{What: "wal checkpoints", Since: p.since, Err: p.err})
+	for _, f := range []*store.Failing{&h.damaged, &h.write, &h.ckpt} {
+		if fe := f.Err(); fe != nil {
+			errs = append(errs, fe)
+		}
 	}
 	return errors.Join(errs...)
 }

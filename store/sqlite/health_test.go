@@ -96,10 +96,10 @@ func TestStorageFullIsReported(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		open func(t *testing.T, log *slog.Logger) target
+		open func(t *testing.T, opts ...Option) target
 	}{
-		{"main store transaction", func(t *testing.T, log *slog.Logger) target {
-			db := MustOpen(t, tempPath(t, "svc.db"), WithLogger(log), withCheckpointEvery(0))
+		{"main store transaction", func(t *testing.T, opts ...Option) target {
+			db := MustOpen(t, tempPath(t, "svc.db"), opts...)
 			_, err := db.c.writer.ExecContext(t.Context(), `CREATE TABLE full_test (b TEXT)`)
 			require.NoError(t, err)
 			return target{db.c.writer, db.Health, func(ctx context.Context) error {
@@ -109,8 +109,8 @@ func TestStorageFullIsReported(t *testing.T) {
 				})
 			}}
 		}},
-		{"main store statement", func(t *testing.T, log *slog.Logger) target {
-			db := MustOpen(t, tempPath(t, "svc.db"), WithLogger(log), withCheckpointEvery(0))
+		{"main store statement", func(t *testing.T, opts ...Option) target {
+			db := MustOpen(t, tempPath(t, "svc.db"), opts...)
 			_, err := db.c.writer.ExecContext(t.Context(), `CREATE TABLE full_test (b TEXT)`)
 			require.NoError(t, err)
 			return target{db.c.writer, db.Health, func(ctx context.Context) error {
@@ -118,8 +118,8 @@ func TestStorageFullIsReported(t *testing.T) {
 				return translate("insert", err)
 			}}
 		}},
-		{"activity store", func(t *testing.T, log *slog.Logger) target {
-			db := MustOpenActivity(t, tempPath(t, "activity.db"), WithLogger(log), withCheckpointEvery(0))
+		{"activity store", func(t *testing.T, opts ...Option) target {
+			db := MustOpenActivity(t, tempPath(t, "activity.db"), opts...)
 			return target{db.c.writer, db.Health, func(ctx context.Context) error {
 				_, err := db.AppendActivity(ctx, []store.ActivityEvent{{
 					Member: "alice", Kind: "tool_action", TS: time.UnixMilli(1), Data: []byte(`{"b":"` + big + `"}`),
@@ -132,7 +132,8 @@ func TestStorageFullIsReported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			log, logs := newTestLogger()
-			tg := tc.open(t, log)
+			clock := &testClock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+			tg := tc.open(t, WithLogger(log), WithNow(clock.now), withCheckpointEvery(0))
 			require.NoError(t, tg.health())
 
 			// No page may be added: the file is as large as it may get.
@@ -151,7 +152,10 @@ func TestStorageFullIsReported(t *testing.T) {
 			_, err = tg.writer.ExecContext(ctx, `PRAGMA max_page_count = 1073741823`)
 			require.NoError(t, err)
 			require.NoError(t, tg.write(ctx))
-			require.NoError(t, tg.health(), "a write that succeeds clears it")
+			require.ErrorIs(t, tg.health(), store.ErrStorageFull, "one success right after failures does not clear it")
+			clock.add(store.FailureHold)
+			require.NoError(t, tg.write(ctx))
+			require.NoError(t, tg.health(), "a write that succeeds once the failures stopped clears it")
 			require.Contains(t, logs.String(), "store writes succeed again")
 		})
 	}
@@ -162,13 +166,15 @@ func TestStorageFullIsReported(t *testing.T) {
 // that are not about the storage change nothing.
 func TestDamageStaysReported(t *testing.T) {
 	log, logs := newTestLogger()
-	h := newHealth("/x/svc.db", newOptions([]Option{WithLogger(log)}))
+	clock := &testClock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	h := newHealth("/x/svc.db", newOptions([]Option{WithLogger(log), WithNow(clock.now)}))
 	h.wrote(fmt.Errorf("insert: %w", store.ErrConflict))
 	h.read(sqlite3.Error{Code: sqlite3.ErrFull})
 	require.NoError(t, h.err(), "a conflict and a read are not storage failures of a write")
 
 	h.read(translate("select", sqlite3.Error{Code: sqlite3.ErrCorrupt}))
 	require.ErrorIs(t, h.err(), store.ErrDamaged)
+	clock.add(time.Hour)
 	h.wrote(nil)
 	require.ErrorIs(t, h.err(), store.ErrDamaged, "damage does not heal")
 	require.ErrorContains(t, h.err(), "data failing since")
@@ -176,6 +182,25 @@ func TestDamageStaysReported(t *testing.T) {
 
 	h.checkpointed(sqlite3.Error{Code: sqlite3.ErrIoErr, SystemErrno: syscall.ENOSPC})
 	require.ErrorContains(t, h.err(), "wal checkpoints failing")
+	clock.add(store.FailureHold)
 	h.checkpointed(nil)
 	require.NotContains(t, h.err().Error(), "wal checkpoints failing")
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
