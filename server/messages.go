@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -71,7 +72,7 @@ func (b *brokerMessages) Push(ctx context.Context, req *apiv1.PushRequest) (*api
 			return nil, tx.GrantEntries(ctx, ids, grantees)
 		}
 	}
-	r := b.msgs.change(ctx, grant, &msg, pm)
+	r := b.msgs.push(ctx, grant, &msg, pm)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -199,7 +200,19 @@ func messageToProto(m store.Message) *apiv1.Message {
 	}
 	pm.Data = jsonStruct(m.Data)
 	pm.Meta = jsonStruct(m.Meta)
+	setReplyChain(pm, m)
 	return pm
+}
+
+// setReplyChain renders m's reply chain fields onto pm.
+func setReplyChain(pm *apiv1.Message, m store.Message) {
+	pm.ReplyTo = nil
+	if m.ReplyTo > 0 {
+		id := formatMessageID(m.ReplyTo)
+		pm.ReplyTo = &id
+	}
+	pm.Hops = uint32(min(max(m.Hops, 0), math.MaxUint32))
+	pm.LoopStopped = m.LoopStopped
 }
 
 func jsonStruct(b []byte) *structpb.Struct {
@@ -323,8 +336,10 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 		return nil
 	case "tool", "secret", "hook":
 		return b.registryThreadReadable(ctx, p, kind, thread)
+	case "loop":
+		return b.loopThreadReadable(ctx, p, thread)
 	}
-	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug> or secret:<slug>")
+	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug>, secret:<slug> or loop:<id>")
 }
 
 // readableChannel returns a channel whose history the caller may read.

@@ -247,6 +247,13 @@ func (l *loop) onMessage(m *apiv1.Message) {
 	if strings.HasPrefix(thread, "obj:") {
 		l.schedulePlate()
 	}
+	if m.GetLoopStopped() {
+		// The broker's loop guard stopped this reply chain (docs/RUNNER.md,
+		// Loop guard): it is for people to read, never a turn.
+		l.deps.logf("svc runner: message %s from %s skipped: the loop guard stopped its reply chain", oneLine(id, 32), oneLine(m.GetFrom(), 64))
+		l.done(id)
+		return
+	}
 	l.queue = append(l.queue, queued{turn: RenderTurn(m, l.deps.slug), id: id})
 }
 
