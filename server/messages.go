@@ -211,8 +211,15 @@ func setReplyChain(pm *apiv1.Message, m store.Message) {
 		id := formatMessageID(m.ReplyTo)
 		pm.ReplyTo = &id
 	}
-	pm.Hops = uint32(min(max(m.Hops, 0), math.MaxUint32))
-	pm.LoopStopped = m.LoopStopped
+	pm.Hops, pm.LoopStopped = nil, nil
+	if m.Hops > 0 {
+		h := uint32(min(m.Hops, math.MaxUint32))
+		pm.Hops = &h
+	}
+	if m.LoopStopped {
+		stopped := true
+		pm.LoopStopped = &stopped
+	}
 }
 
 func jsonStruct(b []byte) *structpb.Struct {

@@ -25,7 +25,9 @@ func TestLoopSkipsLoopStoppedMessages(t *testing.T) {
 	}
 	for _, tc := range tests {
 		m := msg(t, tc.id, tc.from, &me, tc.data, nil)
-		m.LoopStopped = tc.loopStopped
+		if tc.loopStopped {
+			m.LoopStopped = &tc.loopStopped
+		}
 		h.msgs <- m
 	}
 	require.Eventually(t, func() bool { return len(w.texts()) == 1 }, 5*time.Second, time.Millisecond)

@@ -715,12 +715,14 @@ type Message struct {
 	// message.
 	ReplyTo *string `protobuf:"bytes,11,opt,name=reply_to,json=replyTo,proto3,oneof" json:"reply_to,omitempty"`
 	// hops counts the agent-to-agent hops since the last message sent outside
-	// a turn: 0 for such a message, the turn message's hops + 1 for one sent
-	// in a turn.
-	Hops uint32 `protobuf:"varint,12,opt,name=hops,proto3" json:"hops,omitempty"`
+	// a turn: the turn message's hops + 1 for a message sent in a turn;
+	// absent (0) for a message sent outside one, so a person's message looks
+	// as it always did.
+	Hops *uint32 `protobuf:"varint,12,opt,name=hops,proto3,oneof" json:"hops,omitempty"`
 	// loop_stopped: past the team's hop bound the message is stored and shown
-	// to people, but wakes no agent (runners skip it).
-	LoopStopped   bool `protobuf:"varint,13,opt,name=loop_stopped,json=loopStopped,proto3" json:"loop_stopped,omitempty"`
+	// to people, but wakes no agent (runners skip it); absent otherwise. The
+	// loop guard's own notice carries it too.
+	LoopStopped   *bool `protobuf:"varint,13,opt,name=loop_stopped,json=loopStopped,proto3,oneof" json:"loop_stopped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -833,15 +835,15 @@ func (x *Message) GetReplyTo() string {
 }
 
 func (x *Message) GetHops() uint32 {
-	if x != nil {
-		return x.Hops
+	if x != nil && x.Hops != nil {
+		return *x.Hops
 	}
 	return 0
 }
 
 func (x *Message) GetLoopStopped() bool {
-	if x != nil {
-		return x.LoopStopped
+	if x != nil && x.LoopStopped != nil {
+		return *x.LoopStopped
 	}
 	return false
 }
@@ -1152,7 +1154,7 @@ const file_svc_v1_types_proto_rawDesc = "" +
 	"\vattachments\x18\x0e \x03(\v2\x12.svc.v1.AttachmentR\vattachmentsB\x0f\n" +
 	"\r_completed_atB\t\n" +
 	"\a_resultB\x0f\n" +
-	"\r_block_reason\"\x88\x03\n" +
+	"\r_block_reason\"\xac\x03\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x13\n" +
@@ -1166,11 +1168,13 @@ const file_svc_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\n" +
 	" \x01(\x01R\tcreatedAt\x12\x1e\n" +
-	"\breply_to\x18\v \x01(\tH\x01R\areplyTo\x88\x01\x01\x12\x12\n" +
-	"\x04hops\x18\f \x01(\rR\x04hops\x12!\n" +
-	"\floop_stopped\x18\r \x01(\bR\vloopStoppedB\x05\n" +
+	"\breply_to\x18\v \x01(\tH\x01R\areplyTo\x88\x01\x01\x12\x17\n" +
+	"\x04hops\x18\f \x01(\rH\x02R\x04hops\x88\x01\x01\x12&\n" +
+	"\floop_stopped\x18\r \x01(\bH\x03R\vloopStopped\x88\x01\x01B\x05\n" +
 	"\x03_toB\v\n" +
-	"\t_reply_to\"\xa1\x01\n" +
+	"\t_reply_toB\a\n" +
+	"\x05_hopsB\x0f\n" +
+	"\r_loop_stopped\"\xa1\x01\n" +
 	"\aChannel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04slug\x18\x02 \x01(\tR\x04slug\x12\x1d\n" +
