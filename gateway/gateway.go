@@ -54,6 +54,8 @@ type Gateway struct {
 	metricsClosed bool
 	// ping, when positive, replaces pingInterval (tests).
 	ping time.Duration
+	// writeWait, when positive, replaces writeTimeout (tests).
+	writeWait time.Duration
 }
 
 // Option sets an optional setting.

@@ -14,6 +14,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/hub"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -386,16 +387,9 @@ func (b *brokerMessages) Subscribe(req *apiv1.SubscribeRequest, stream apiv1.Bro
 		return err
 	}
 	defer f.Close()
-	if err := stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Ready{Ready: &apiv1.Ready{Member: p.Member}}}); err != nil {
-		return err
-	}
-	for {
-		ev, err := f.Next(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Message{Message: ev.Value.(*apiv1.Message)}}); err != nil {
-			return err
-		}
-	}
+	return serveFeed(ctx, f, func() error {
+		return stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Ready{Ready: &apiv1.Ready{Member: p.Member}}})
+	}, func(ev *hub.Event) error {
+		return stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Message{Message: ev.Value.(*apiv1.Message)}})
+	})
 }

@@ -36,6 +36,16 @@ const (
 	// grpcIdleTimeout closes a gRPC connection that has carried no call
 	// for this long; clients reconnect on their next call.
 	grpcIdleTimeout = 5 * time.Minute
+	// grpcPingAfter and grpcPingTimeout: a connection silent this long is
+	// pinged, and closed when the ping is not answered in time, so a peer
+	// that vanished (its host gone, a network cut) is noticed and its
+	// streams end, rather than when TCP gives up hours later.
+	grpcPingAfter   = 30 * time.Second
+	grpcPingTimeout = 10 * time.Second
+	// grpcMinClientPing is how often a client may ping to keep its
+	// connection alive (through NAT), streams or not; more often is a
+	// misbehaving client, and its connection is closed.
+	grpcMinClientPing = 10 * time.Second
 )
 
 // Deps are the required dependencies of a Server.
@@ -204,7 +214,11 @@ func New(d Deps, opts ...Option) *Server {
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.MaxRecvMsgSize(maxRecvMessage),
 		grpc.InTapHandle(newPreauth(s.authn, o.now).handle),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout, Time: grpcPingAfter, Timeout: grpcPingTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),
+		// Plaintext as before; the credentials only let a stream close its
+		// connection when its client stops reading (streamsend.go).
+		grpc.Creds(newConnCreds()),
 	)
 	s.local = newLocalConn(ch.unary)
 	broker, objectives := newBroker(c, push), &Objectives{core: c}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -244,7 +245,7 @@ func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-				g.ServeHTTP(w, r)
+				serveGRPCHTTP(g, w, r)
 				return
 			}
 			gw.ServeHTTP(w, r)
@@ -253,6 +254,29 @@ func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler
 	}
 	log.Info("svc listening (tls)", "addr", lis.Addr().String())
 	return s, tls.NewListener(&guardedListener{Listener: lis, guard: guard, log: log}, s.TLSConfig), nil
+}
+
+// serveGRPCHTTP serves a gRPC call over net/http's HTTP/2. A stream
+// whose client stops reading can be reset alone: a write deadline in the
+// past resets the HTTP/2 stream, and with it a Send blocked on flow
+// control (server.WithStreamAbort). The response writer is dead once
+// ServeHTTP returns, while the call's handler may still be ending: done
+// keeps a late abort off it.
+func serveGRPCHTTP(g *grpc.Server, w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	var mu sync.Mutex
+	done := false
+	abort := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			_ = rc.SetWriteDeadline(time.Now().Add(-time.Second))
+		}
+	}
+	g.ServeHTTP(w, r.WithContext(server.WithStreamAbort(r.Context(), abort)))
+	mu.Lock()
+	done = true
+	mu.Unlock()
 }
 
 // loadKEK takes SVC_KEK when set, else the KEK file beside the config,
