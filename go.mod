@@ -16,6 +16,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1
+	github.com/realclientip/realclientip-go v1.0.0
 	github.com/stretchr/testify v1.12.1
 	github.com/tidwall/gjson v1.20.1
 	go.opentelemetry.io/otel v1.47.0

@@ -129,6 +129,9 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 			}
 			md.Append(server.ForwardedHostMD, r.Host)
 			md.Append(server.ForwardedSchemeMD, scheme)
+			// The client's address (a trusted proxy's client): per-address
+			// limits and what approvers are shown.
+			md.Append(server.ClientAddrMD, clientAddr(r))
 			return md
 		}),
 		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
@@ -180,7 +183,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 	if err != nil {
 		return nil, err
 	}
-	g.handler = g.withRecovery(g.withProtocol(g.withUTF8(g.withOrigin(withTLSFlag(withBodyGuard(withFsRead(fsRead, mux)))))))
+	g.handler = g.withRecovery(g.withClient(g.withProtocol(g.withUTF8(g.withOrigin(withTLSFlag(withBodyGuard(withFsRead(fsRead, mux))))))))
 	return g, nil
 }
 

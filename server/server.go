@@ -204,6 +204,9 @@ func New(d Deps, opts ...Option) *Server {
 	s.fed = fed
 	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log, auth.WithJWT(fed.verifier))
 	s.guard = o.guard
+	if o.guard != nil {
+		c.proxies = o.guard.Proxies()
+	}
 	ch := &chain{authn: s.authn, guard: o.guard, log: o.log}
 	// The services are served twice with the same interceptors: by the
 	// gRPC server of clients on the network, whose connections are

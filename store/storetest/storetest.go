@@ -26,6 +26,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		hookTests,
 		deliveryTests,
 		loopTests,
+		metaTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {
