@@ -50,6 +50,11 @@ type RTurn struct {
 	Call      string
 	Namespace string
 	Arguments json.RawMessage
+	// Hold, when not nil, makes the stub wait until it is closed before it
+	// answers this turn (the request is already recorded): the model call
+	// is in flight meanwhile. The wait also ends when the agent drops the
+	// request. Close it in the test's cleanup too.
+	Hold <-chan struct{}
 }
 
 // RRequest is one request the stub got.
@@ -268,6 +273,13 @@ func (m *Responses) serve(w http.ResponseWriter, hr *http.Request) {
 	m.requests = append(m.requests, req)
 	m.mu.Unlock()
 
+	if req.Answer.Hold != nil {
+		select {
+		case <-req.Answer.Hold:
+		case <-hr.Context().Done():
+			return
+		}
+	}
 	if hr.Method != http.MethodPost || req.Path != "/v1/responses" || req.Parsed == nil {
 		w.Header().Set("content-type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
