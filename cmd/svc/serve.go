@@ -98,6 +98,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	warnLowSpace(log, cfg.MinFreeMiB, storageDirs(cfg, file.Files))
 	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version}, srvOpts...)
+	lg := file.LoopGuardSettings()
+	log.Info("loop guard", "max_hops", lg.MaxHops, "agent_pushes_per_minute", lg.AgentPushesPerMinute, "agent_push_burst", lg.AgentPushBurst)
 	// The committer runs until the listeners have drained, so in-flight
 	// pushes still commit during shutdown.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))

@@ -321,6 +321,13 @@ func (l *loop) onMessage(m *apiv1.Message) {
 	if strings.HasPrefix(thread, "obj:") {
 		l.schedulePlate()
 	}
+	if m.GetLoopStopped() {
+		// The broker's loop guard stopped this reply chain (docs/RUNNER.md,
+		// Loop guard): it is for people to read, never a turn.
+		l.deps.logf("svc runner: message %s from %s skipped: the loop guard stopped its reply chain", oneLine(id, 32), oneLine(m.GetFrom(), 64))
+		l.done(id)
+		return
+	}
 	t := RenderTurn(m, l.deps.slug)
 	if id == l.redeliver {
 		t = RenderRedelivery(m, l.deps.slug)

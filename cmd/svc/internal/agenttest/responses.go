@@ -31,6 +31,9 @@ type Responses struct {
 	script   []RTurn
 	requests []RRequest
 	served   int
+	// answer, when set, answers the agent requests the script does not
+	// take.
+	answer func(RRequest) (RTurn, bool)
 }
 
 // RTurn is one scripted answer.
@@ -207,6 +210,16 @@ func (m *Responses) Script(turns ...RTurn) *Responses {
 	return m
 }
 
+// AnswerWith makes f answer every agent request the script does not take
+// (f's false leaves it to DefaultReply). f runs with the stub's lock held
+// and must only look at the request.
+func (m *Responses) AnswerWith(f func(RRequest) (RTurn, bool)) *Responses {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.answer = f
+	return m
+}
+
 // Pending is the number of scripted turns not yet served.
 func (m *Responses) Pending() int {
 	m.mu.Lock()
@@ -244,6 +257,14 @@ func (m *Responses) serve(w http.ResponseWriter, hr *http.Request) {
 		if head.Marker == "" || req.HasMarker(head.Marker) {
 			req.Answer, req.Scripted = head, true
 			m.script = m.script[1:]
+		}
+	}
+	if !req.Scripted && m.answer != nil && req.IsAgentTurn() {
+		if a, ok := m.answer(req); ok {
+			if a.Call != "" && !json.Valid(a.Arguments) {
+				m.t.Errorf("agenttest: call %s: arguments must be JSON, got %q", a.Call, a.Arguments)
+			}
+			req.Answer = a
 		}
 	}
 	if req.Answer.Text == "" && req.Answer.Call == "" {
