@@ -10,6 +10,7 @@
 //
 //	{"role":"hook","payload":<the hook's JSON input>}   answered {"ok":true}
 //	{"role":"events"}                                     then one Event per line
+//	{"role":"credential","ticket":<one-time ticket>}      answered {"token":…} once, then {"error":…}
 //
 // A hook connection is answered once the runner has applied the event, so
 // the hook command returns only after the state it reports is taken into
@@ -49,6 +50,7 @@ type Event struct {
 type hello struct {
 	Role    string          `json:"role"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	Ticket  string          `json:"ticket,omitempty"`
 }
 
 // Server is the runner's end. Hook is called once per hook connection, in
@@ -59,9 +61,11 @@ type Server struct {
 	path string
 	hook func(json.RawMessage)
 
-	mu   sync.Mutex
-	subs map[net.Conn]chan Event
-	wg   sync.WaitGroup
+	mu      sync.Mutex
+	subs    map[net.Conn]chan Event
+	tickets []*Ticket // open ones
+	refused func()
+	wg      sync.WaitGroup
 }
 
 // Listen creates a private directory under parent (os.TempDir() when "")
@@ -124,7 +128,12 @@ func (s *Server) Close() error {
 		c.Close()
 		delete(s.subs, c)
 	}
+	open := s.tickets
+	s.tickets = nil
 	s.mu.Unlock()
+	for _, t := range open {
+		t.Void()
+	}
 	s.wg.Wait()
 	os.RemoveAll(s.dir)
 	return err
@@ -166,6 +175,8 @@ func (s *Server) serve(c net.Conn) {
 		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = c.Write([]byte("{\"ok\":true}\n"))
 		c.Close()
+	case "credential":
+		s.serveCredential(c, h.Ticket)
 	case "events":
 		_ = c.SetReadDeadline(time.Time{})
 		ch := make(chan Event, 64)
