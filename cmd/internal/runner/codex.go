@@ -186,8 +186,9 @@ func scanCodexArgs(argv []string) (codexArgs, error) {
 }
 
 // Command builds `codex app-server <user's config flags> <runner's -c>`.
-// No secret is on the command line: the toolbox gets SVC_TOKEN through
-// mcp_servers.svc.env_vars, which forwards it from Codex's environment.
+// No secret is on the command line, and no token anywhere: the toolbox
+// gets its one-time ticket through mcp_servers.svc.env_vars, which
+// forwards it from Codex's environment.
 func (c *codex) Command(s Setup) ([]string, []string, error) {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, nil, errors.New("codex: no agent command")
@@ -236,7 +237,7 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 	// The commands the model runs must not see the runner's credentials:
 	// Codex 0.169 passes its whole environment to them by default
 	// (measured: `env` showed SVC_TOKEN). The user's own excludes stay.
-	exclude := []string{client.EnvToken, "OTEL_EXPORTER_OTLP_HEADERS", codexCaptureKeyEnv}
+	exclude := []string{client.EnvToken, relay.TicketEnv, "OTEL_EXPORTER_OTLP_HEADERS", codexCaptureKeyEnv}
 	if prev, ok := getPath(cfg, "shell_environment_policy", "exclude"); ok {
 		list, ok := prev.([]any)
 		if !ok {
@@ -268,7 +269,7 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, nil, err
 		}
-		p, err := capture.Start(capture.Options{Upstream: up, Log: os.Stderr, Sink: CaptureSink(s.Inferences), Key: hex.EncodeToString(key)})
+		p, err := capture.Start(capture.Options{Upstream: up, Log: s.Log, Sink: CaptureSink(s.Inferences), Key: hex.EncodeToString(key)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("codex: capturing proxy: %w", err)
 		}
@@ -282,12 +283,13 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 		argv = append(argv, over...)
 	}
 
-	// Codex's own telemetry to the broker; the bearer comes from
-	// OTEL_EXPORTER_OTLP_HEADERS in Setup.Env, never argv.
+	// Codex's own telemetry, through the runner's OTLP relay (which adds
+	// the bearer); the relay's key comes from OTEL_EXPORTER_OTLP_HEADERS
+	// in Setup.Env, never argv.
 	if s.Capture {
-		base := strings.TrimRight(s.MCPEnv[client.EnvURL], "/")
+		base := strings.TrimRight(s.Env["OTEL_EXPORTER_OTLP_ENDPOINT"], "/")
 		if base != "" {
-			ep, err := tomlValue(base + "/otlp/v1/logs")
+			ep, err := tomlValue(base + "/v1/logs")
 			if err != nil {
 				return nil, nil, err
 			}
@@ -319,13 +321,13 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 
 // codexToolboxEnv names the variables Codex forwards to `svc mcp`
 // (mcp_servers.svc.env_vars: Codex gives an MCP server only a short list of
-// its own variables plus those): the toolbox's (SVC_URL, SVC_TOKEN,
-// SVC_RUNNER_SOCKET), added to Codex's environment, and every other SVC_*
+// its own variables plus those): the toolbox's (SVC_URL, SVC_RUNNER_SOCKET,
+// SVC_RUNNER_TICKET), added to Codex's environment, and every other SVC_*
 // setting of the runner's environment, which Codex inherits, since
 // `svc mcp` is svc and reads its settings there. Sorted, no duplicates.
 func codexToolboxEnv(mcpEnv map[string]string, environ []string) (names, env []string) {
 	seen := map[string]bool{}
-	for _, k := range []string{client.EnvURL, client.EnvToken, relay.Env} {
+	for _, k := range []string{client.EnvURL, relay.Env, relay.TicketEnv} {
 		if v, ok := mcpEnv[k]; ok {
 			seen[k] = true
 			env = append(env, k+"="+v)
@@ -334,7 +336,7 @@ func codexToolboxEnv(mcpEnv map[string]string, environ []string) (names, env []s
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "SVC_") && codexKeyPart.MatchString(k) && !seen[k] {
-			if k == client.EnvToken || k == relay.Env {
+			if k == client.EnvToken || k == relay.Env || k == relay.TicketEnv {
 				continue // the runner's own, never the agent's
 			}
 			seen[k] = true
@@ -346,6 +348,9 @@ func codexToolboxEnv(mcpEnv map[string]string, environ []string) (names, env []s
 	slices.Sort(names)
 	return names, env
 }
+
+// startsToolbox: Codex starts `svc mcp` from its MCP config.
+func (*codex) startsToolbox() bool { return true }
 
 // ParseHook: Codex runs no hook command under the runner; everything comes
 // over the app-server protocol.
