@@ -40,10 +40,12 @@ const (
 	// ackFlushGrace bounds how long a stopping runner waits for the
 	// acknowledgements it handed over (turns that ended before the stop).
 	ackFlushGrace = 5 * time.Second
-	// toolboxWait bounds how long the first turn waits for the agent's
-	// toolbox to redeem its ticket; then the ticket is void.
-	toolboxWait = 30 * time.Second
 )
+
+// toolboxWait bounds how long the first turn waits for the agent's
+// toolbox to redeem its ticket; then the ticket is void. A variable for
+// tests.
+var toolboxWait = 30 * time.Second
 
 // toolboxStarter is an adapter whose agent starts the toolbox (`svc mcp`)
 // with Setup.MCPEnv, the toolbox's one-time ticket included. The runner
