@@ -26,7 +26,7 @@ func claudeFixture(t *testing.T, argv ...string) Setup {
 		Argv:         argv,
 		Dir:          dir,
 		Svc:          "/opt/svc/bin/svc",
-		MCPEnv:       map[string]string{"SVC_URL": "http://127.0.0.1:7433", "SVC_TOKEN": "svc_secret", "SVC_RUNNER_SOCKET": "/tmp/r/relay.sock"},
+		MCPEnv:       map[string]string{"SVC_URL": "http://127.0.0.1:7433", "SVC_RUNNER_TICKET": "0123abcd", "SVC_RUNNER_SOCKET": "/tmp/r/relay.sock"},
 		Env:          map[string]string{"SVC_RUNNER_SOCKET": "/tmp/r/relay.sock"},
 		SystemPrompt: "You are bob.",
 		Capture:      true,
@@ -168,9 +168,9 @@ func TestClaudeCommandArgv(t *testing.T) {
 			} else if got := string(readPrivate(t, pf)); got != tc.prompt {
 				t.Errorf("prompt file %q, want %q", got, tc.prompt)
 			}
-			// The secret of the MCP env is in the 0600 file only.
-			if strings.Contains(strings.Join(argv, " "), "svc_secret") {
-				t.Error("the token is on the command line")
+			// The ticket of the MCP env is in the 0600 file only.
+			if strings.Contains(strings.Join(argv, " "), "0123abcd") {
+				t.Error("the ticket is on the command line")
 			}
 		})
 	}
@@ -284,7 +284,7 @@ func TestClaudeCommandFiles(t *testing.T) {
 			if !ok || len(mcp) != 1 || len(mcp["mcpServers"]) != 1 {
 				t.Fatalf("mcp.json: %+v", mcp)
 			}
-			if srv.Command != tc.svc || !slices.Equal(srv.Args, []string{"mcp"}) || len(srv.Env) != 3 || srv.Env["SVC_TOKEN"] != "svc_secret" {
+			if srv.Command != tc.svc || !slices.Equal(srv.Args, []string{"mcp"}) || len(srv.Env) != 3 || srv.Env["SVC_RUNNER_TICKET"] != "0123abcd" {
 				t.Errorf("mcp server %+v", srv)
 			}
 

@@ -124,7 +124,13 @@ func (l *logger) logf(format string, args ...any) {
 // Run runs the runner until ctx ends (a signal: nil) or the agent exits by
 // itself (nil, or *AgentExit with its code).
 func Run(ctx context.Context, o Options) error {
-	log := &logger{w: o.Stderr}
+	// Everything the runner prints, the agent's text and stderr included,
+	// is redacted: the token from the start, the member's secrets once
+	// known.
+	stderr, stdout := newRedactWriter(o.Stderr, NewRedactor(o.Token)), newRedactWriter(o.Stdout, NewRedactor(o.Token))
+	defer stdout.Flush()
+	defer stderr.Flush()
+	log := &logger{w: stderr}
 	// The runner holds the bearer; the agent runs as the same user and
 	// must not read it out of the runner's memory or environment.
 	if err := relay.NoDump(); err != nil {
@@ -217,7 +223,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	var otlp *relay.OTLP
 	if o.Capture {
-		otlp, err = relay.StartOTLP(relay.OTLPOptions{Broker: o.URL, Token: o.Token, Log: o.Stderr})
+		otlp, err = relay.StartOTLP(relay.OTLPOptions{Broker: o.URL, Token: o.Token, Log: stderr})
 		if err != nil {
 			return fmt.Errorf("OTLP relay: %w", err)
 		}
@@ -228,9 +234,11 @@ func Run(ctx context.Context, o Options) error {
 		MCPEnv:       map[string]string{client.EnvURL: o.URL, relay.Env: srv.Path(), relay.TicketEnv: ticket.Value()},
 		Env:          agentEnv(otlp, srv.Path(), secrets),
 		SystemPrompt: SystemPrompt(brief),
-		Log:          o.Stderr,
+		Log:          stderr,
 	}
 	redactor := NewRedactor(append(mapValues(secrets), o.Token)...)
+	stderr.setRedactor(redactor)
+	stdout.setRedactor(redactor)
 	var genaiUp *GenAIUploader
 	if o.Capture {
 		genaiUp = newGenAIUploader(apiv1.NewActivityClient(cl.Conn()), me, redactor, log)
@@ -244,13 +252,13 @@ func Run(ctx context.Context, o Options) error {
 	if len(dropped) > 0 {
 		log.logf("svc runner: left out of the agent's environment, they hold the runner's token: %s", strings.Join(dropped, ", "))
 	}
-	proc, err := startAgent(argv, env, o.Stderr)
+	proc, err := startAgent(argv, env, stderr)
 	if err != nil {
 		return fmt.Errorf("starting the agent: %w", err)
 	}
 	toolboxReady := gateOnToolbox(agent, ticket, log)
 	events := make(chan Event, 64)
-	session := agent.Attach(proc.stdin, proc.stdout, events, o.Stdout)
+	session := agent.Attach(proc.stdin, proc.stdout, events, stdout)
 	log.logf("svc runner: %s runs as %s on %s (agent %s, pid %d)", filepath.Base(argv[0]), me, o.URL, agent.Name(), proc.cmd.Process.Pid)
 
 	rctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
