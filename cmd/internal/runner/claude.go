@@ -645,7 +645,7 @@ func (s *claudeSession) read(stdout io.Reader, events chan<- Event) {
 func (s *claudeSession) handle(line []byte) (Event, bool) {
 	var l claudeOutLine
 	if err := json.Unmarshal(line, &l); err != nil {
-		s.logf("output: %s", short(string(line)))
+		s.logf("output: %s", s.short(string(line)))
 		return Event{}, false
 	}
 	switch l.Type {
@@ -658,10 +658,10 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 			switch c.Type {
 			case "text":
 				if t := strings.TrimSpace(c.Text); t != "" {
-					s.logf("%s", short(t))
+					s.logf("%s", s.short(t))
 				}
 			case "tool_use":
-				s.logf("tool %s", short(c.Name))
+				s.logf("tool %s", s.short(c.Name))
 			}
 		}
 	case "system":
@@ -669,13 +669,13 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 		// gets no PostToolUse(Failure): this line closes it.
 		if l.Subtype == "permission_denied" {
 			if name, ok := toolName(l.ToolName); ok {
-				s.logf("tool %s refused: not allowed", short(name))
+				s.logf("tool %s refused: not allowed", s.short(name))
 				return Event{Kind: ToolEnd, Tool: name}, true
 			}
 		}
 	case "result":
 		if l.IsError {
-			s.logf("turn ended with an error (%s)", short(l.Subtype))
+			s.logf("turn ended with an error (%s)", s.short(l.Subtype))
 		}
 		// A result ends the turn only when no later turn was delivered:
 		// if one was, the agent goes on with it and its own result (or
@@ -690,6 +690,9 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 	}
 	return Event{}, false
 }
+
+// short is short of the text redacted as the log redacts it.
+func (s *claudeSession) short(text string) string { return short(redactFor(s.log)(text)) }
 
 // short makes s one log line of at most claudeLogText bytes.
 func short(s string) string {

@@ -424,6 +424,10 @@ type codexMsg struct {
 	} `json:"error"`
 }
 
+// short is short of the text redacted as the log redacts it (a cut
+// secret is no longer found by the log's writer).
+func (s *codexSession) short(text string) string { return short(redactFor(s.log)(text)) }
+
 func (s *codexSession) logf(format string, args ...any) {
 	if s.log == nil {
 		return
@@ -597,7 +601,7 @@ func (s *codexSession) read(stdout io.Reader) {
 func (s *codexSession) handle(line []byte) {
 	var m codexMsg
 	if err := json.Unmarshal(line, &m); err != nil {
-		s.logf("output: %s", short(string(line)))
+		s.logf("output: %s", s.short(string(line)))
 		return
 	}
 	hasID := len(m.ID) > 0 && string(m.ID) != "null"
@@ -617,7 +621,7 @@ func (s *codexSession) handle(line []byte) {
 			return
 		}
 		if m.Error != nil {
-			ch <- codexResponse{Err: fmt.Errorf("%s (code %d)", short(m.Error.Message), m.Error.Code)}
+			ch <- codexResponse{Err: fmt.Errorf("%s (code %d)", s.short(m.Error.Message), m.Error.Code)}
 		} else {
 			ch <- codexResponse{Result: m.Result}
 		}
@@ -650,7 +654,7 @@ func (s *codexSession) serverRequest(m codexMsg) {
 	defer cancel()
 	answer, ok := codexDecline[m.Method]
 	if !ok {
-		s.logf("answered %s with an error: not supported by the runner", short(m.Method))
+		s.logf("answered %s with an error: not supported by the runner", s.short(m.Method))
 		_ = s.write(ctx, map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "svc runner: method not supported"}})
 		return
 	}
@@ -789,7 +793,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 		case "failed", "cancelled":
 			msg := ""
 			if p.Error != nil {
-				msg = ": " + short(*p.Error)
+				msg = ": " + s.short(*p.Error)
 			}
 			s.logf("the toolbox (MCP server %s) %s%s", codexMCPServer, p.Status, msg)
 			fallthrough
@@ -811,9 +815,9 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 		if p.Turn.Status != "" && p.Turn.Status != "completed" {
 			msg := ""
 			if p.Turn.Error != nil {
-				msg = ": " + short(p.Turn.Error.Message)
+				msg = ": " + s.short(p.Turn.Error.Message)
 			}
-			s.logf("turn %s%s", short(p.Turn.Status), msg)
+			s.logf("turn %s%s", s.short(p.Turn.Status), msg)
 		}
 		// Tools Codex never completed (an interrupted turn) end with it.
 		s.mu.Lock()
@@ -850,7 +854,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 		}
 		if p.Item.Type == "agentMessage" && done {
 			if t := strings.TrimSpace(p.Item.Text); t != "" {
-				s.logf("%s", cut(t, codexLogText))
+				s.logf("%s", cut(redactFor(s.log)(t), codexLogText))
 			}
 			return
 		}
@@ -866,7 +870,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 			}
 			s.inflight[p.Item.ID] = ev
 			s.mu.Unlock()
-			s.logf("tool %s", short(ev.Tool))
+			s.logf("tool %s", s.short(ev.Tool))
 			s.send(ev)
 			return
 		}
@@ -884,7 +888,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 			WillRetry bool `json:"willRetry"`
 		}
 		if json.Unmarshal(params, &p) == nil && p.Error.Message != "" {
-			s.logf("error: %s", short(p.Error.Message))
+			s.logf("error: %s", s.short(p.Error.Message))
 		}
 	}
 }

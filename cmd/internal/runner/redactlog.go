@@ -73,3 +73,22 @@ func (rw *redactWriter) Flush() {
 		rw.buf = nil
 	}
 }
+
+// Redact redacts s as the writer's lines are.
+func (rw *redactWriter) Redact(s string) string {
+	rw.mu.Lock()
+	r := rw.r
+	rw.mu.Unlock()
+	return r.String(s)
+}
+
+// redactFor is how the log w redacts, so an adapter redacts the agent's
+// text before it cuts it to a log line's length: a secret cut in two is no
+// longer found by the writer. Text goes unchanged to a writer that does not
+// redact.
+func redactFor(w io.Writer) func(string) string {
+	if r, ok := w.(interface{ Redact(string) string }); ok {
+		return r.Redact
+	}
+	return func(s string) string { return s }
+}

@@ -2,9 +2,12 @@ package runner
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -121,4 +124,49 @@ func FuzzRedactWriter(f *testing.F) {
 		}
 		require.Equal(t, want.String(), out.String())
 	})
+}
+
+// TestAdaptersRedactBeforeCutting: the adapters cut the agent's text to a
+// log line's length; a secret astride the cut must not leave its first
+// part in the log, so they redact before they cut.
+func TestAdaptersRedactBeforeCutting(t *testing.T) {
+	const secret = "hunter2-astride-the-cut"
+	for _, tc := range []struct {
+		name string
+		pad  int
+		line func(text string) string
+	}{
+		{name: "claude", pad: claudeLogText - 8, line: func(text string) string {
+			b, _ := json.Marshal(map[string]any{"type": "assistant", "message": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
+			return string(b)
+		}},
+		{name: "codex", pad: codexLogText - 8, line: func(text string) string {
+			b, _ := json.Marshal(map[string]any{"method": "item/completed", "params": map[string]any{"item": map[string]any{"type": "agentMessage", "id": "m1", "text": text}}})
+			return string(b)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out syncBuf
+			log := newRedactWriter(&out, NewRedactor(secret))
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			go func() { _, _ = io.Copy(io.Discard, inR) }()
+			var agent Agent = NewClaude()
+			if tc.name == "codex" {
+				agent = &codex{threadParams: map[string]any{}}
+			}
+			events := make(chan Event, 64)
+			agent.Attach(inW, outR, events, log)
+			go func() {
+				for range events {
+				}
+			}()
+			_, err := io.WriteString(outW, tc.line(strings.Repeat("x", tc.pad)+secret+" and more")+"\n")
+			require.NoError(t, err)
+			outW.Close()
+			require.Eventually(t, func() bool { return strings.Contains(out.String(), "xxx") }, 5*time.Second, 5*time.Millisecond)
+			require.NotContains(t, out.String(), "hunter2", "%s", out.String())
+			inW.Close()
+		})
+	}
 }
