@@ -17,6 +17,7 @@ type Tx interface {
 	ToolSourceStore
 	PlatformStore
 	HookStore
+	ApprovalStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction
 	// goes on.
