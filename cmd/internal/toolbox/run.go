@@ -58,7 +58,8 @@ func Run(ctx context.Context, args []string, env Env) error {
 	}
 	defer cl.Close()
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tb, err := New(ctx, cl, Options{URL: u, Logger: log, Version: env.Version})
+	tb, err := New(ctx, cl, Options{URL: u, Logger: log, Version: env.Version,
+		RunnerSocket: env.Getenv(relay.Env), ApprovalPrompt: env.Getenv(ApprovalPromptEnv) == "1"})
 	if err != nil {
 		var te toolError
 		var be *brokerError

@@ -49,6 +49,10 @@ type Toolbox struct {
 	static map[string]*tool
 
 	trigger chan struct{}
+	// runnerSocket is the runner's relay ("" standalone); approvalPrompt
+	// lists the permission-prompt tool.
+	runnerSocket   string
+	approvalPrompt bool
 	// inflight counts requests being handled, so the end of stdin can wait
 	// for their answers (see drainReader).
 	inflight atomic.Int64
@@ -67,6 +71,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to MCP clients.
 	Version string
+	// RunnerSocket is the runner's relay socket ("" when not under a
+	// runner): the permission-prompt tool asks through it.
+	RunnerSocket string
+	// ApprovalPrompt lists the permission-prompt tool (ApprovalPromptTool).
+	ApprovalPrompt bool
 }
 
 // New builds the toolbox for the member b's credential names. It fetches
@@ -86,6 +95,8 @@ func New(ctx context.Context, b Broker, o Options) (*Toolbox, error) {
 		static:  map[string]*tool{},
 		trigger: make(chan struct{}, 1),
 		current: map[string]string{},
+
+		runnerSocket: o.RunnerSocket, approvalPrompt: o.ApprovalPrompt,
 	}
 	for _, tl := range staticTools() {
 		t.static[tl.name] = tl
@@ -265,7 +276,15 @@ func (t *Toolbox) Recompute(ctx context.Context) error {
 	for _, p := range br.Member.Permissions {
 		perms[p] = true
 	}
+	if perms[permMembersManage] || perms[permObjectivesCreate] || t.isApprover(ctx, br.Member.Name) {
+		perms[gateApprover] = true
+	}
 	want := map[string]desired{}
+	if t.approvalPrompt {
+		want[ApprovalPromptTool] = desired{tool: approvalPrompt(), handler: func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return t.runApprovalPrompt(ctx, req.Params.Arguments), nil
+		}}
+	}
 	for _, name := range visibleTools(staticTools(), perms) {
 		tl := t.static[name]
 		want[name] = desired{tool: tl.mcpTool(), handler: t.staticHandler(tl)}

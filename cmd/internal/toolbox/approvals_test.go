@@ -1,0 +1,126 @@
+package toolbox
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"svc/cmd/internal/relay"
+)
+
+// approvalBroker is a broker for the approvals tools: bob's permissions and
+// whom bob approves for are set per test.
+func approvalBroker(perms, approverOf *string) *fakeBroker {
+	fb := &fakeBroker{}
+	fb.h = func(method, path string, body []byte) (int, string) {
+		switch {
+		case path == "/briefing":
+			return 200, `{"member":{"name":"bob","permissions":` + *perms + `}}`
+		case path == "/tool-sources":
+			return 200, `{"sources":[]}`
+		case path == "/members/bob/approvers":
+			return 200, `{"approvers":[],"approverOf":` + *approverOf + `}`
+		case path == "/approvals?status=all":
+			return 200, `{"approvals":[]}`
+		case path == "/approvals/a1/decide":
+			return 200, `{"id":"a1","status":"denied","sent":` + string(body) + `}`
+		}
+		return 500, `{"error":"internal","message":"unexpected ` + path + `"}`
+	}
+	return fb
+}
+
+func TestApprovalToolsAreListedForApprovers(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, perms, approverOf string
+		listed                  bool
+	}{
+		{"nobody's approver", `[]`, `[]`, false},
+		{"named approver", `[]`, `["agent"]`, true},
+		{"members.manage", `["members.manage"]`, `[]`, true},
+		{"objectives.create: originates objectives", `["objectives.create"]`, `[]`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			perms, of := tc.perms, tc.approverOf
+			tb, err := New(ctx, approvalBroker(&perms, &of), Options{URL: "http://x"})
+			require.NoError(t, err)
+			require.Equal(t, tc.listed, tb.registered("approvals_list"))
+			require.Equal(t, tc.listed, tb.registered("approvals_decide"))
+			require.False(t, tb.registered(ApprovalPromptTool), "the prompt tool is listed only when asked for")
+		})
+	}
+	perms, of := `[]`, `["agent"]`
+	tb, err := New(ctx, approvalBroker(&perms, &of), Options{URL: "http://x"})
+	require.NoError(t, err)
+	run := func(name, raw string) string {
+		res := tb.runStatic(ctx, tb.static[name], json.RawMessage(raw))
+		require.False(t, res.IsError, "%+v", res.Content)
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	require.Equal(t, `{"approvals":[]}`, run("approvals_list", `{"status":"all"}`))
+	require.JSONEq(t, `{"id":"a1","status":"denied","sent":{"decision":"deny","reason":"no"}}`, run("approvals_decide", `{"id":"a1","decision":"deny","reason":"no"}`))
+	res := tb.runStatic(ctx, tb.static["approvals_decide"], json.RawMessage(`{"id":"a1","decision":"maybe"}`))
+	require.True(t, res.IsError)
+}
+
+func TestApprovalPromptAsksTheRunner(t *testing.T) {
+	ctx := context.Background()
+	srv, err := relay.Listen("", nil)
+	require.NoError(t, err)
+	defer srv.Close()
+	got := make(chan relay.ApprovalRequest, 4)
+	srv.SetApprover(func(_ context.Context, r relay.ApprovalRequest) relay.ApprovalAnswer {
+		got <- r
+		if r.Tool == "Write" {
+			return relay.ApprovalAnswer{Reason: "Denied by alice: not there", Approval: "a2"}
+		}
+		return relay.ApprovalAnswer{Allow: true, Approval: "a1", DecidedBy: "alice"}
+	})
+	perms, of := `[]`, `[]`
+	tb, err := New(ctx, approvalBroker(&perms, &of), Options{URL: "http://x", RunnerSocket: srv.Path(), ApprovalPrompt: true})
+	require.NoError(t, err)
+	require.True(t, tb.registered(ApprovalPromptTool))
+
+	for _, tc := range []struct {
+		name, args, want string
+		asked            *relay.ApprovalRequest
+	}{
+		{"allowed: the input runs as asked", `{"tool_name":"Bash","input":{"command":"ls"},"tool_use_id":"toolu_1"}`,
+			`{"behavior":"allow","updatedInput":{"command":"ls"}}`,
+			&relay.ApprovalRequest{Tool: "Bash", Input: json.RawMessage(`{"command":"ls"}`), ToolUseID: "toolu_1"}},
+		{"denied: the model reads the reason", `{"tool_name":"Write","input":{"file_path":"/etc/x"}}`,
+			`{"behavior":"deny","message":"Denied by alice: not there"}`,
+			&relay.ApprovalRequest{Tool: "Write", Input: json.RawMessage(`{"file_path":"/etc/x"}`)}},
+		{"extra fields of a newer Claude Code are fine", `{"tool_name":"Bash","input":{},"new_field":1}`,
+			`{"behavior":"allow","updatedInput":{}}`, &relay.ApprovalRequest{Tool: "Bash", Input: json.RawMessage(`{}`)}},
+		{"no tool named: denied, no one asked", `{"input":{}}`, `{"behavior":"deny","message":"svc: the permission prompt named no tool"}`, nil},
+		{"not JSON: denied", `[1`, `{"behavior":"deny","message":"svc: the permission prompt named no tool"}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := tb.runApprovalPrompt(ctx, json.RawMessage(tc.args))
+			require.Len(t, res.Content, 1)
+			require.JSONEq(t, tc.want, res.Content[0].(*mcp.TextContent).Text)
+			if tc.asked != nil {
+				r := <-got
+				require.Equal(t, tc.asked.Tool, r.Tool)
+				require.Equal(t, tc.asked.ToolUseID, r.ToolUseID)
+				require.JSONEq(t, string(tc.asked.Input), string(r.Input))
+			}
+		})
+	}
+	require.Empty(t, got)
+
+	// Standalone (no runner) or with the runner gone: always a denial.
+	alone, err := New(ctx, approvalBroker(&perms, &of), Options{URL: "http://x", ApprovalPrompt: true})
+	require.NoError(t, err)
+	text := alone.runApprovalPrompt(ctx, json.RawMessage(`{"tool_name":"Bash"}`)).Content[0].(*mcp.TextContent).Text
+	require.Contains(t, text, `"behavior":"deny"`)
+	require.NoError(t, srv.Close())
+	text = tb.runApprovalPrompt(ctx, json.RawMessage(`{"tool_name":"Bash"}`)).Content[0].(*mcp.TextContent).Text
+	require.True(t, strings.HasPrefix(text, `{"behavior":"deny","message":"svc: no decision`), text)
+}
