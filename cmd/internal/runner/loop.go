@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -57,11 +58,19 @@ type loopDeps struct {
 	// slug names a channel id; "" when unknown.
 	slug func(id string) string
 	logf func(format string, args ...any)
+	// askApproval asks the broker for an approval and returns its id and
+	// expiry; getApproval reads its decision (nil while pending);
+	// withdrawApproval ends one nothing waits for. Nil askApproval refuses
+	// every request (approval.go).
+	askApproval      func(ctx context.Context, tool string, input json.RawMessage, objective string) (string, time.Time, error)
+	getApproval      func(ctx context.Context, id string) (*approvalDecision, error)
+	withdrawApproval func(ctx context.Context, id, why string) error
 }
 
 type queued struct {
-	turn Turn
-	id   string // message id; "" for the re-brief
+	turn   Turn
+	id     string // message id; "" for the re-brief
+	thread string // the message's data.thread, "" for a DM
 }
 
 type deliverResult struct {
@@ -107,6 +116,12 @@ type loop struct {
 	plateAgain    bool
 	plates        chan []*apiv1.Objective
 
+	// appr are the approvals the agent waits on (approval.go);
+	// turnThread is the thread of the last delivered message, which names
+	// the objective an approval is about.
+	appr       approvals
+	turnThread string
+
 	now func() time.Time
 }
 
@@ -117,6 +132,7 @@ func newLoop(me, lastID string, deps loopDeps) *loop {
 		seen:    map[string]bool{},
 		results: make(chan deliverResult, 1),
 		plates:  make(chan []*apiv1.Objective, 1),
+		appr:    newApprovals(),
 		now:     time.Now,
 	}
 	l.awaitTimer = stoppedTimer()
@@ -161,6 +177,8 @@ func (l *loop) run(ctx context.Context, msgs <-chan *apiv1.Message, hooks <-chan
 	defer l.awaitTimer.Stop()
 	defer l.retryTimer.Stop()
 	defer l.plateTimer.Stop()
+	defer l.appr.timer.Stop()
+	defer close(l.appr.quit)
 	l.maybeDeliver(ctx)
 	for {
 		select {
@@ -183,6 +201,12 @@ func (l *loop) run(ctx context.Context, msgs <-chan *apiv1.Message, hooks <-chan
 			l.onEvent(e)
 		case r := <-l.results:
 			l.onDelivered(r)
+		case a := <-l.appr.in:
+			l.onApproval(ctx, a)
+		case e := <-l.appr.events:
+			l.onApprovalEvent(ctx, e)
+		case <-l.appr.timer.C:
+			l.pollApprovals(ctx)
 		case <-l.awaitTimer.C:
 			l.awaiting = false
 			l.ack()
@@ -228,6 +252,12 @@ func (l *loop) onMessage(m *apiv1.Message) {
 	kind := dataString(m, "kind")
 	thread := dataString(m, "thread")
 	switch {
+	case kind == kindApprovalDecided && strings.HasPrefix(thread, "approval:"):
+		// A decision for a waiting approval: never a turn, whoever sent
+		// it (an expiry comes from the member itself).
+		l.onApprovalDecided(decidedOf(thread, func(k string) string { return dataString(m, k) }))
+		l.done(id)
+		return
 	case m.GetFrom() == l.me:
 		// Own messages are not echoed back.
 		l.done(id)
@@ -247,7 +277,7 @@ func (l *loop) onMessage(m *apiv1.Message) {
 	if strings.HasPrefix(thread, "obj:") {
 		l.schedulePlate()
 	}
-	l.queue = append(l.queue, queued{turn: RenderTurn(m, l.deps.slug), id: id})
+	l.queue = append(l.queue, queued{turn: RenderTurn(m, l.deps.slug), id: id, thread: thread})
 }
 
 func (l *loop) remember(id string) {
@@ -266,7 +296,7 @@ func (l *loop) done(id string) {
 }
 
 func (l *loop) onEvent(e Event) {
-	if l.activity.Apply(e) {
+	if l.countTool(e) && l.activity.Apply(e) {
 		st := l.activity.State()
 		if l.deps.report != nil {
 			l.deps.report(st)
@@ -369,6 +399,7 @@ func (l *loop) onDelivered(r deliverResult) {
 		l.queue = l.queue[1:]
 	}
 	l.unacked = r.q.id
+	l.turnThread = r.q.thread
 	if l.turnSeen {
 		l.ack() // the agent already reported this turn
 		return
