@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"svc/cmd/internal/toolbox"
 )
 
 const (
@@ -29,6 +31,14 @@ const (
 	// claudeAllowTools lets every toolbox call through without a
 	// permission prompt, which would stall a headless agent.
 	claudeAllowTools = "mcp__" + claudeMCPServer + "__*"
+
+	// claudePromptTool is the toolbox's permission-prompt tool as Claude
+	// Code names it (docs/APPROVALS.md).
+	claudePromptTool = "mcp__" + claudeMCPServer + "__" + toolbox.ApprovalPromptTool
+	// claudeMCPTimeout is the toolbox server's tool-call timeout (ms): the
+	// permission-prompt tool waits as long as a person may take, up to the
+	// broker's longest approval expiry, so it must outlast that.
+	claudeMCPTimeout = int64((maxApprovalWait + 10*time.Minute) / time.Millisecond)
 
 	claudeMCPFile    = "mcp.json"
 	claudeSettings   = "settings.json"
@@ -77,6 +87,7 @@ type claudeArgs struct {
 	inputFormat      string // "" when not given
 	outputFormat     string
 	allowsToolbox    bool   // --allowedTools already names mcp__svc__*
+	promptTool       bool   // the user named their own --permission-prompt-tool
 	settings         string // the user's --settings value, "" when not given
 	appendPrompt     string // the user's --append-system-prompt text
 	appendPromptFile string // the user's --append-system-prompt-file
@@ -137,6 +148,10 @@ func scanClaudeArgs(argv []string) (claudeArgs, error) {
 			}},
 			{[]string{"--output-format"}, func(v string, _, _ int) error {
 				ca.outputFormat = v
+				return nil
+			}},
+			{[]string{"--permission-prompt-tool"}, func(string, int, int) error {
+				ca.promptTool = true
 				return nil
 			}},
 			{[]string{"--settings"}, func(v string, at, used int) error {
@@ -268,12 +283,17 @@ func (claude) Command(s Setup) ([]string, []string, error) {
 	}
 
 	mcpPath := filepath.Join(s.Dir, claudeMCPFile)
-	mcpEnv := s.MCPEnv
-	if mcpEnv == nil {
-		mcpEnv = map[string]string{}
+	mcpEnv := map[string]string{}
+	for k, v := range s.MCPEnv {
+		mcpEnv[k] = v
+	}
+	if !ca.promptTool {
+		// The permission-prompt tool is listed for Claude Code alone,
+		// which keeps it from the model (measured with 2.1.328).
+		mcpEnv[toolbox.ApprovalPromptEnv] = "1"
 	}
 	mcp, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{
-		claudeMCPServer: map[string]any{"command": s.Svc, "args": []string{"mcp"}, "env": mcpEnv},
+		claudeMCPServer: map[string]any{"command": s.Svc, "args": []string{"mcp"}, "env": mcpEnv, "timeout": claudeMCPTimeout},
 	}}, "", "  ")
 	if err != nil {
 		return nil, nil, err
@@ -317,6 +337,12 @@ func (claude) Command(s Setup) ([]string, []string, error) {
 	add = append(add, "--mcp-config", mcpPath)
 	if !ca.allowsToolbox {
 		add = append(add, "--allowedTools", claudeAllowTools)
+	}
+	if !ca.promptTool {
+		// A tool that needs permission asks a person through the toolbox
+		// instead of being refused at once (headless, no one could answer
+		// a prompt). Tools the user allowed never ask.
+		add = append(add, "--permission-prompt-tool", claudePromptTool)
 	}
 	add = append(add, "--settings", settingsPath)
 	if prompt != "" {

@@ -37,6 +37,7 @@ func claudeFixture(t *testing.T, argv ...string) Setup {
 func ours(s Setup, withPrompt bool) []string {
 	out := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--mcp-config", filepath.Join(s.Dir, "mcp.json"), "--allowedTools", "mcp__svc__*",
+		"--permission-prompt-tool", "mcp__svc__approval_prompt",
 		"--settings", filepath.Join(s.Dir, "settings.json")}
 	if withPrompt {
 		out = append(out, "--append-system-prompt-file", filepath.Join(s.Dir, "system-prompt.md"))
@@ -123,6 +124,11 @@ func TestClaudeCommandArgv(t *testing.T) {
 		{name: "other allowed tools: ours added", argv: []string{"claude", "--allowedTools", "Read,Bash(git *)"},
 			want: func(s Setup) []string {
 				return append([]string{"claude", "--allowedTools", "Read,Bash(git *)"}, ours(s, true)...)
+			},
+			prompt: "You are bob."},
+		{name: "the user's own permission-prompt tool is kept", argv: []string{"claude", "--permission-prompt-tool", "mcp__mine__ask"},
+			want: func(s Setup) []string {
+				return append([]string{"claude", "--permission-prompt-tool", "mcp__mine__ask"}, without(ours(s, true), "--permission-prompt-tool")...)
 			},
 			prompt: "You are bob."},
 		{name: "a double dash stays last", argv: []string{"claude", "--model", "x", "--", "-p"},
@@ -276,6 +282,7 @@ func TestClaudeCommandFiles(t *testing.T) {
 				Command string            `json:"command"`
 				Args    []string          `json:"args"`
 				Env     map[string]string `json:"env"`
+				Timeout int64             `json:"timeout"`
 			}
 			if err := json.Unmarshal(readPrivate(t, filepath.Join(s.Dir, "mcp.json")), &mcp); err != nil {
 				t.Fatal(err)
@@ -284,8 +291,14 @@ func TestClaudeCommandFiles(t *testing.T) {
 			if !ok || len(mcp) != 1 || len(mcp["mcpServers"]) != 1 {
 				t.Fatalf("mcp.json: %+v", mcp)
 			}
-			if srv.Command != tc.svc || !slices.Equal(srv.Args, []string{"mcp"}) || len(srv.Env) != 3 || srv.Env["SVC_TOKEN"] != "svc_secret" {
+			if srv.Command != tc.svc || !slices.Equal(srv.Args, []string{"mcp"}) || len(srv.Env) != 4 || srv.Env["SVC_TOKEN"] != "svc_secret" {
 				t.Errorf("mcp server %+v", srv)
+			}
+			if srv.Env["SVC_MCP_APPROVAL_PROMPT"] != "1" {
+				t.Errorf("the toolbox does not list its permission-prompt tool: %+v", srv.Env)
+			}
+			if srv.Timeout < int64(25*time.Hour/time.Millisecond)-int64(time.Hour/time.Millisecond) || srv.Timeout > 1<<31-1 {
+				t.Errorf("tool-call timeout %d ms: a permission prompt may wait a day", srv.Timeout)
 			}
 
 			var settings map[string]json.RawMessage
