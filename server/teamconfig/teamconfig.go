@@ -575,13 +575,14 @@ func Default(k *kek.KEK, filesRoot string, tokenHash [32]byte) (*File, error) {
 // Marshal renders the file as indented JSON, keeping unknown top-level keys.
 func (f *File) Marshal() ([]byte, error) {
 	known, err := json.Marshal(struct {
-		Team    Team     `json:"team"`
-		Store   Store    `json:"store"`
-		HTTPS   *HTTPS   `json:"https,omitempty"`
-		WebPush *WebPush `json:"webPush,omitempty"`
-		JWT     *JWT     `json:"jwt,omitempty"`
-		Files   *Files   `json:"files,omitempty"`
-	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files})
+		Team      Team       `json:"team"`
+		Store     Store      `json:"store"`
+		HTTPS     *HTTPS     `json:"https,omitempty"`
+		WebPush   *WebPush   `json:"webPush,omitempty"`
+		JWT       *JWT       `json:"jwt,omitempty"`
+		Files     *Files     `json:"files,omitempty"`
+		Approvals *Approvals `json:"approvals,omitempty"`
+	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files, f.Approvals})
 	if err != nil {
 		return nil, err
 	}
