@@ -61,16 +61,6 @@ func approvalIDsOf(t testing.TB, body obj) []string {
 	return out
 }
 
-func roster(t testing.TB, d driver, c cred, member string) obj {
-	t.Helper()
-	for _, p := range listOf(t, mustCall(t, d, c, "GetRoster", obj{}), "connected") {
-		if p["name"] == member {
-			return p
-		}
-	}
-	return obj{}
-}
-
 func TestApprovalsAPI(t *testing.T) {
 	onEachTransport(t, func(t *testing.T, p *proc, admin cred, d driver) {
 		agent := bearer(createMember(t, d, admin, "agent"))
@@ -103,7 +93,7 @@ func TestApprovalsAPI(t *testing.T) {
 		require.Equal(t, "Bash", a["tool"])
 		require.Equal(t, obj{"command": "make deploy"}, a["input"])
 		require.Equal(t, objID, a["objective"])
-		require.Equal(t, "blocked", roster(t, d, admin, "agent")["activity"], "blocked until the decision")
+		require.Equal(t, "blocked", presenceVia(t, d, admin, "agent")["activity"], "blocked until the decision")
 
 		// Each approver got the request as a DM from the agent.
 		for _, who := range []struct {
@@ -143,7 +133,7 @@ func TestApprovalsAPI(t *testing.T) {
 		mustFail(t, d, admin, "DecideApproval", obj{"id": id, "decision": "allow"}, "conflict")
 		mustFail(t, d, orig, "DecideApproval", obj{"id": id, "decision": "allow"}, "conflict")
 		mustFail(t, d, bob, "DecideApproval", obj{"id": id, "decision": "allow"}, "forbidden")
-		require.Equal(t, "working", roster(t, d, admin, "agent")["activity"], "the runner's own state again")
+		require.Equal(t, "working", presenceVia(t, d, admin, "agent")["activity"], "the runner's own state again")
 
 		// The decision reaches the agent's stream on the broker's thread.
 		m := agentStream.nextMessage(t)
@@ -210,7 +200,7 @@ func TestApprovalsExpireAndOutliveTheBroker(t *testing.T) {
 	d = restDriver{p}
 	require.Equal(t, []string{kept}, approvalIDsOf(t, mustCall(t, d, admin, "ListApprovals", obj{})))
 	mustCall(t, d, agent, "SetActivity", obj{"state": "working"})
-	require.Equal(t, "blocked", roster(t, d, admin, "agent")["activity"])
+	require.Equal(t, "blocked", presenceVia(t, d, admin, "agent")["activity"])
 	requireApproval(t, mustCall(t, d, admin, "DecideApproval", obj{"id": kept, "decision": "allow"}), "allowed")
 	mustFail(t, d, admin, "DecideApproval", obj{"id": kept, "decision": "deny"}, "conflict")
 
@@ -243,6 +233,6 @@ func TestApprovalsExpireAndOutliveTheBroker(t *testing.T) {
 		r := d.call(t, agent, "GetApproval", obj{"id": b})
 		return r.code == "" && r.body["status"] == "expired"
 	}, 30*time.Second, 20*time.Millisecond, "expired after the restart")
-	require.NotEqual(t, "blocked", roster(t, d, admin, "agent")["activity"])
+	require.NotEqual(t, "blocked", presenceVia(t, d, admin, "agent")["activity"])
 	require.True(t, slices.Contains(approvalIDsOf(t, mustCall(t, d, admin, "ListApprovals", obj{"status": "decided"})), b))
 }
