@@ -180,3 +180,91 @@ func TestRunnerClaudeApprovals(t *testing.T) {
 	require.ElementsMatch(t, []string{"alice allowed Write for claude1", "admin denied Write for claude1"}, summaries)
 	logRoundTrips(t, r.stderr.String())
 }
+
+func TestRunnerCodexApprovals(t *testing.T) {
+	bin := agenttest.Codex(t)
+	p := mustStartSvc(t, procOpts{})
+	d := restDriver{p}
+	admin := p.adminToken(t)
+	agentTok := createMember(t, d, bearer(admin), "codex1")
+	aliceTok := createMember(t, d, bearer(admin), "alice")
+	mustCall(t, d, bearer(admin), "SetApprovers", obj{"name": "codex1", "approvers": []string{"alice"}})
+
+	const (
+		allowMarker = "RXA-ALLOW-1b2c"
+		denyMarker  = "RXA-DENY-3d4e"
+		nextMarker  = "RXA-NEXT-5f60"
+		doneMarker  = "RXA-DONE-7a81"
+	)
+	dir := t.TempDir()
+	touch := func(name string) json.RawMessage {
+		b, err := json.Marshal(obj{"cmd": "touch " + filepath.Join(dir, name)})
+		require.NoError(t, err)
+		return b
+	}
+	send, err := json.Marshal(obj{"to": "alice", "body": doneMarker})
+	require.NoError(t, err)
+	m := agenttest.NewResponses(t)
+	m.Script(
+		agenttest.RTurn{Marker: allowMarker, Call: "exec_command", Arguments: touch("allowed.txt")}, agenttest.RTurn{Text: "touched allowed.txt"},
+		agenttest.RTurn{Marker: denyMarker, Call: "exec_command", Arguments: touch("denied.txt")}, agenttest.RTurn{Text: "understood the refusal"},
+		agenttest.RTurn{Marker: nextMarker, Call: "send", Namespace: "mcp__svc", Arguments: send}, agenttest.RTurn{Text: "done"},
+	)
+	aliceStream := p.subscribeSSE(t, aliceTok, "alice", "")
+	adminStream := p.subscribeSSE(t, admin, "admin", "")
+	// The user's policy: every command that is not known to be safe asks.
+	r := startCodexRunner(t, p, agentTok, "codex1", bin, m, "-a", "untrusted", "-s", "danger-full-access")
+	idle := func(what string) {
+		rcEventually(t, r, what, func() bool {
+			_, busy := presenceOf(t, p, bearer(admin), "codex1")["activity"]
+			return !busy
+		})
+	}
+
+	// 1. Allowed by alice with `svc approve`: the command runs.
+	push(t, p, aliceTok, obj{"to": "codex1", "body": "Touch allowed.txt. " + allowMarker})
+	id := approvalRequestOn(t, r, aliceStream, "codex1", "exec_command")
+	require.Equal(t, id, approvalRequestOn(t, r, adminStream, "codex1", "exec_command"), "members.manage is asked too")
+	rcEventually(t, r, "codex1 blocked while a person decides", func() bool {
+		return presenceOf(t, p, bearer(admin), "codex1")["activity"] == "blocked"
+	})
+	a := mustCall(t, d, bearer(aliceTok), "GetApproval", obj{"id": id})
+	input, _ := a["input"].(obj)
+	require.Contains(t, input["command"], filepath.Join(dir, "allowed.txt"), "%v", a)
+	require.Equal(t, "allowed "+id+": codex1 may use exec_command", decideWithCLI(t, p, aliceTok, "approve", id))
+	rcEventually(t, r, "the allowed turn's end", func() bool { return m.Pending() == 4 })
+	idle("codex1 idle after the allowed turn")
+	require.FileExists(t, filepath.Join(dir, "allowed.txt"))
+
+	// 2. Denied with a reason: not run, and the reason reaches the model.
+	push(t, p, aliceTok, obj{"to": "codex1", "body": "Touch denied.txt. " + denyMarker})
+	id2 := approvalRequestOn(t, r, adminStream, "codex1", "exec_command")
+	require.Equal(t, "denied "+id2+": codex1 may not use exec_command", decideWithCLI(t, p, admin, "deny", id2, "not", "in", "prod"))
+	rcEventually(t, r, "the denied turn's end", func() bool { return m.Pending() == 2 })
+	idle("codex1 idle after the denied turn")
+	require.NoFileExists(t, filepath.Join(dir, "denied.txt"))
+	var steered bool
+	for _, q := range m.Requests() {
+		for _, u := range q.UserTexts() {
+			steered = steered || strings.Contains(u, "exec_command was not run: Denied by admin: not in prod")
+		}
+	}
+	require.True(t, steered, "the model reads who refused and why")
+
+	// 3. The next DM is answered.
+	push(t, p, aliceTok, obj{"to": "codex1", "body": "Tell me. " + nextMarker})
+	rcEventually(t, r, "codex1's reply", func() bool {
+		select {
+		case ev := <-aliceStream.events:
+			if ev.event == "message" {
+				msg := requireMessageEvent(t, ev)
+				return msg["from"] == "codex1" && msg["body"] == doneMarker
+			}
+		default:
+		}
+		return false
+	})
+	idle("codex1 idle after the last turn")
+	require.Len(t, listOf(t, mustCall(t, d, bearer(admin), "ListApprovals", obj{"status": "all"}), "approvals"), 2)
+	logRoundTrips(t, r.stderr.String())
+}
