@@ -19,6 +19,7 @@ import {onMessage, onLiveState, liveMember} from '../live.js';
 import {navigate} from '../router.js';
 import {attachmentList, attachPicker} from './chat-attach.js';
 import {newChannelForm, browseChannels, channelPanel} from './chat-admin.js';
+import {approvalCard} from '../approvals.js';
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical'];
 const PAGE = 50;
@@ -203,7 +204,8 @@ export function messageNode(m, me) {
     external ? h('p', {class: 'ext-label'}, 'External content from ' + from + ' — untrusted input, not written by a teammate') : null,
     typeof m.title === 'string' && m.title ? h('p', {class: 'title'}, m.title) : null,
     h('div', {class: 'body'}, body, cut ? h('span', {class: 'cut'}, ' … (cut)') : null),
-    attachmentList(attachments));
+    attachmentList(attachments),
+    approvalCard(m, me));
 }
 
 export const chatPage = {
