@@ -10,11 +10,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -179,6 +182,46 @@ func TestRunnerClaudeApprovals(t *testing.T) {
 	})
 	require.ElementsMatch(t, []string{"alice allowed Write for claude1", "admin denied Write for claude1"}, summaries)
 	logRoundTrips(t, r.stderr.String())
+
+	// 4. Several approvals in one turn, each decided the moment it reaches
+	// alice's stream (allowed, denied, in turn): each call gets its own
+	// decision, and the runner's round trips measure the system alone.
+	const batch, batchMarker = 6, "RA-BATCH-c4d1"
+	var turns []agenttest.Turn
+	for i := range batch {
+		tr := agenttest.Turn{ToolName: "Write", ToolInput: write(fmt.Sprintf("batch%d.txt", i))}
+		if i == 0 {
+			tr.Marker = batchMarker
+		}
+		turns = append(turns, tr)
+	}
+	m.Script(append(turns, agenttest.Turn{Text: "batch done"})...)
+	before := len(roundTripRE.FindAllString(r.stderr.String(), -1))
+	push(t, p, aliceTok, obj{"to": "claude1", "body": "Write the batch. " + batchMarker})
+	for i := range batch {
+		id := approvalRequestOn(t, r, aliceStream, "claude1", "Write")
+		decision := map[bool]string{true: "allow", false: "deny"}[i%2 == 0]
+		mustCall(t, d, bearer(aliceTok), "DecideApproval", obj{"id": id, "decision": decision})
+	}
+	rcEventually(t, r, "the batch turn's end", func() bool { return m.Pending() == 0 })
+	idle("claude1 idle after the batch")
+	for i := range batch {
+		path := filepath.Join(wd, fmt.Sprintf("batch%d.txt", i))
+		if i%2 == 0 {
+			require.FileExists(t, path, "allowed")
+		} else {
+			require.NoFileExists(t, path, "denied")
+		}
+	}
+	var trips []time.Duration
+	for _, x := range roundTripRE.FindAllStringSubmatch(r.stderr.String(), -1)[before:] {
+		trip, err := time.ParseDuration(x[3])
+		require.NoError(t, err)
+		trips = append(trips, trip)
+	}
+	require.Len(t, trips, batch)
+	slices.Sort(trips)
+	t.Logf("approval round trips decided at once (request to the decision reaching the agent, %d): p50 %s, max %s, all %v", len(trips), trips[len(trips)/2], trips[len(trips)-1], trips)
 }
 
 func TestRunnerCodexApprovals(t *testing.T) {
