@@ -705,24 +705,21 @@ type codexApprovalParams struct {
 	FileChanges json.RawMessage `json:"fileChanges"`
 }
 
-// askPerson has a person decide one of Codex's approval requests and
-// answers it. A denial's reason reaches the model by steering the turn:
-// app-server's decline carries none.
-func (s *codexSession) askPerson(m codexMsg) {
+// codexApprovalRequest reads one of Codex's approval requests (hostile
+// input: from the agent's side) into what a person is asked. started gives
+// the input of a tool item that started (a file change's changes).
+func codexApprovalRequest(method string, params json.RawMessage, started func(item string) json.RawMessage) (codexApprovalParams, relay.ApprovalRequest) {
 	var p codexApprovalParams
-	_ = json.Unmarshal(m.Params, &p)
+	_ = json.Unmarshal(params, &p)
 	req := relay.ApprovalRequest{Tool: "exec_command", ToolUseID: p.ItemID}
 	in := map[string]any{}
-	switch m.Method {
+	switch method {
 	case "item/commandExecution/requestApproval", "execCommandApproval":
 		in["command"], in["cwd"] = rawJSON(p.Command), p.Cwd
 	case "item/fileChange/requestApproval":
 		req.Tool = "apply_patch"
-		s.mu.Lock()
-		started, ok := s.inflight[p.ItemID]
-		s.mu.Unlock()
-		if ok {
-			in["changes"] = started.ToolInput
+		if ch := started(p.ItemID); ch != nil {
+			in["changes"] = ch
 		}
 	case "applyPatchApproval":
 		req.Tool = "apply_patch"
@@ -731,7 +728,7 @@ func (s *codexSession) askPerson(m codexMsg) {
 	if req.ToolUseID == "" {
 		req.ToolUseID = p.CallID
 	}
-	if len(req.ToolUseID) > 256 {
+	if len(req.ToolUseID) > 256 || !printableASCII(req.ToolUseID) {
 		req.ToolUseID = ""
 	}
 	if p.Reason != nil && *p.Reason != "" {
@@ -741,6 +738,18 @@ func (s *codexSession) askPerson(m codexMsg) {
 		in["grantRoot"] = *p.GrantRoot
 	}
 	req.Input = rawJSON(in)
+	return p, req
+}
+
+// askPerson has a person decide one of Codex's approval requests and
+// answers it. A denial's reason reaches the model by steering the turn:
+// app-server's decline carries none.
+func (s *codexSession) askPerson(m codexMsg) {
+	p, req := codexApprovalRequest(m.Method, m.Params, func(item string) json.RawMessage {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inflight[item].ToolInput
+	})
 	s.logf("%s: a person is asked", m.Method)
 	ans := s.approve(s.life, req)
 
@@ -762,7 +771,7 @@ func (s *codexSession) askPerson(m codexMsg) {
 		s.logf("answering %s: %v", m.Method, err)
 		return
 	}
-	if ans.Allow || legacy || ans.Reason == "" || p.TurnID == "" {
+	if ans.Allow || legacy || ans.Reason == "" || p.TurnID == "" || len(p.TurnID) > 256 || len(p.ThreadID) > 256 {
 		return
 	}
 	s.mu.Lock()

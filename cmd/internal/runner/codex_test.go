@@ -559,3 +559,25 @@ func TestCodexApprovalsGoToAPerson(t *testing.T) {
 		})
 	}
 }
+
+func FuzzCodexApprovalRequest(f *testing.F) {
+	f.Add("item/commandExecution/requestApproval", []byte(`{"threadId":"t","turnId":"u","itemId":"c1","command":"rm -rf /","cwd":"/w","reason":"x"}`))
+	f.Add("execCommandApproval", []byte(`{"callId":"call_1","command":["ls","-l"],"cwd":"/"}`))
+	f.Add("item/fileChange/requestApproval", []byte(`{"itemId":"fc1","grantRoot":"/"}`))
+	f.Add("applyPatchApproval", []byte(`{"callId":"c","fileChanges":{"/a":{"add":{"content":"x"}}}}`))
+	f.Add("item/commandExecution/requestApproval", []byte(`{"itemId":"a\u0000b","command":{"x":[1,2]}}`))
+	f.Add("x", []byte(`null`))
+	f.Add("x", []byte{0xff})
+	f.Fuzz(func(t *testing.T, method string, params []byte) {
+		_, req := codexApprovalRequest(method, params, func(string) json.RawMessage { return json.RawMessage(`[{"path":"/a"}]`) })
+		if req.Tool != "exec_command" && req.Tool != "apply_patch" {
+			t.Fatalf("tool %q", req.Tool)
+		}
+		if len(req.ToolUseID) > 256 || !printableASCII(req.ToolUseID) {
+			t.Fatalf("tool use id %q", req.ToolUseID)
+		}
+		if len(req.Input) > 0 && !json.Valid(req.Input) {
+			t.Fatalf("input %q is not JSON", req.Input)
+		}
+	})
+}

@@ -124,3 +124,47 @@ func TestApprovalPromptAsksTheRunner(t *testing.T) {
 	text = tb.runApprovalPrompt(ctx, json.RawMessage(`{"tool_name":"Bash"}`)).Content[0].(*mcp.TextContent).Text
 	require.True(t, strings.HasPrefix(text, `{"behavior":"deny","message":"svc: no decision`), text)
 }
+
+func FuzzApprovalPrompt(f *testing.F) {
+	srv, err := relay.Listen("", nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = srv.Close() })
+	srv.SetApprover(func(_ context.Context, r relay.ApprovalRequest) relay.ApprovalAnswer {
+		return relay.ApprovalAnswer{Allow: r.Tool == "ok", Reason: "no"}
+	})
+	perms, of := `[]`, `[]`
+	tb, err := New(context.Background(), approvalBroker(&perms, &of), Options{URL: "http://x", RunnerSocket: srv.Path(), ApprovalPrompt: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(`{"tool_name":"ok","input":{"a":1},"tool_use_id":"t"}`))
+	f.Add([]byte(`{"tool_name":"Bash","input":null}`))
+	f.Add([]byte(`{"tool_name":"ok","input":[1,2]}`))
+	f.Add([]byte(`{"tool_name":5}`))
+	f.Add([]byte(``))
+	f.Add([]byte("\x00"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		res := tb.runApprovalPrompt(context.Background(), raw)
+		if len(res.Content) != 1 {
+			t.Fatalf("%d blocks", len(res.Content))
+		}
+		var d promptDecision
+		if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &d); err != nil {
+			t.Fatalf("answer is not JSON: %v", err)
+		}
+		switch d.Behavior {
+		case "deny":
+		case "allow":
+			var args struct {
+				ToolName string `json:"tool_name"`
+			}
+			if json.Unmarshal(raw, &args) != nil || args.ToolName != "ok" {
+				t.Fatalf("allowed %q", raw)
+			}
+		default:
+			t.Fatalf("behavior %q", d.Behavior)
+		}
+	})
+}
