@@ -33,8 +33,9 @@ type presence struct {
 	// its activity (the hook scheduler's wake-up).
 	onActivity func(member string)
 	// blocked, when set, says a member waits on a person's decision (a
-	// pending approval): its activity reads blocked until the decision,
-	// whatever its runner reports and however long it waits.
+	// pending approval): while it is connected, its activity reads blocked
+	// until the decision, whatever its runner reports and however long it
+	// waits.
 	blocked func(member string) bool
 }
 
@@ -119,7 +120,9 @@ func (pr *presence) list(connected func(string) int, role func(string) (*apiv1.R
 		}
 		p := &apiv1.Presence{Name: name, Connected: int32(connected(name)), CreatedAt: ms(s.createdAt), LastSeen: ms(s.lastSeen), Role: r}
 		switch {
-		case pr.blocked != nil && pr.blocked(name):
+		case p.Connected > 0 && pr.blocked != nil && pr.blocked(name):
+			// Only while connected: a runner gone (a crash) leaves its
+			// approvals pending, but nothing waits on them any more.
 			state, busy := stateBlocked, false
 			p.Activity, p.Busy = &state, &busy
 		case s.state != stateIdle && now.Sub(s.stateAt) < activityTTL:

@@ -200,7 +200,10 @@ func TestApprovalsExpireAndOutliveTheBroker(t *testing.T) {
 	d = restDriver{p}
 	require.Equal(t, []string{kept}, approvalIDsOf(t, mustCall(t, d, admin, "ListApprovals", obj{})))
 	mustCall(t, d, agent, "SetActivity", obj{"state": "working"})
-	require.Equal(t, "blocked", presenceVia(t, d, admin, "agent")["activity"])
+	require.Equal(t, "working", presenceVia(t, d, admin, "agent")["activity"], "not blocked while nothing of the agent is connected (its runner died)")
+	runnerStream := p.subscribeSSE(t, agentTok, "agent", "")
+	require.Equal(t, "blocked", presenceVia(t, d, admin, "agent")["activity"], "blocked again once connected")
+	runnerStream.close()
 	requireApproval(t, mustCall(t, d, admin, "DecideApproval", obj{"id": kept, "decision": "allow"}), "allowed")
 	mustFail(t, d, admin, "DecideApproval", obj{"id": kept, "decision": "deny"}, "conflict")
 
