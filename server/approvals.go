@@ -172,30 +172,47 @@ func (c *core) runApprovalExpiry(ctx context.Context) {
 			return
 		case <-c.approvals.wake:
 		case <-timer:
-			c.expireDue(ctx)
+			if !c.expireDue(ctx) {
+				// The store refused: the same approvals are due again at
+				// once, so wait rather than spin.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(expiryRetry):
+				}
+			}
 		}
 	}
 }
 
+// expiryRetry spaces the attempts to expire approvals the store refused.
+const expiryRetry = time.Second
+
 // expireDue expires every approval due now, as denied: each gets its
-// decision message and activity row like a person's decision.
-func (c *core) expireDue(ctx context.Context) {
+// decision message and activity row like a person's decision. It reports
+// whether every one was settled.
+func (c *core) expireDue(ctx context.Context) bool {
+	ok := true
 	for _, id := range c.approvals.due(c.now()) {
-		exp := c.team.ApprovalExpiry()
-		_, err := c.settleApproval(ctx, id, store.ApprovalDecision{
-			ID: id, Status: store.ApprovalExpired,
-			Reason: fmt.Sprintf("expired: no decision within %s", exp),
-		}, "")
+		a, err := c.store.GetApproval(ctx, id)
+		if err == nil {
+			_, err = c.settleApproval(ctx, id, store.ApprovalDecision{
+				ID: id, Status: store.ApprovalExpired,
+				Reason: fmt.Sprintf("expired: no decision within %s", a.ExpiresAt.Sub(a.RequestedAt).Round(time.Second)),
+			}, "")
+		}
 		switch {
 		case err == nil, errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 			// Expired now, or gone with its member, or decided meanwhile.
 			c.approvals.remove(id)
 		case ctx.Err() != nil:
-			return
+			return false
 		default:
-			c.log.WarnContext(ctx, "approval not expired; retried at the next expiry", "approval", id, "err", err)
+			ok = false
+			c.log.WarnContext(ctx, "approval not expired; retried", "approval", id, "err", err)
 		}
 	}
+	return ok
 }
 
 // originator is the originator of the objective id, "" when there is none.
