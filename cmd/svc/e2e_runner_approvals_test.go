@@ -165,7 +165,7 @@ func TestRunnerClaudeApprovals(t *testing.T) {
 	// The model was never offered the permission-prompt tool.
 	for _, q := range m.AgentTurns() {
 		for _, tool := range q.Messages.Tools {
-			require.NotEqual(t, "mcp__svc__approval_prompt", tool.Name)
+			require.NotEqual(t, "mcp__svc_approvals__prompt", tool.Name)
 		}
 	}
 	// Every decision is in the agent's activity: who decided what.

@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"svc/cmd/internal/relay"
 	"svc/cmd/internal/toolbox"
 )
 
@@ -32,13 +33,14 @@ const (
 	// permission prompt, which would stall a headless agent.
 	claudeAllowTools = "mcp__" + claudeMCPServer + "__*"
 
-	// claudePromptTool is the toolbox's permission-prompt tool as Claude
-	// Code names it (docs/APPROVALS.md).
-	claudePromptTool = "mcp__" + claudeMCPServer + "__" + toolbox.ApprovalPromptTool
-	// claudeMCPTimeout is the toolbox server's tool-call timeout (ms): the
-	// permission-prompt tool waits as long as a person may take, up to the
-	// broker's longest approval expiry, so it must outlast that.
-	claudeMCPTimeout = int64((maxApprovalWait + 10*time.Minute) / time.Millisecond)
+	// claudePromptTool is the permission-prompt tool as Claude Code names
+	// it: `svc mcp --approval-prompt`, a server entry of its own
+	// (docs/APPROVALS.md).
+	claudePromptTool = "mcp__" + toolbox.ApprovalPromptServer + "__" + toolbox.ApprovalPromptTool
+	// claudePromptTimeout is that server's tool-call timeout (ms): the
+	// prompt waits as long as a person may take, up to the broker's longest
+	// approval expiry, so it must outlast that.
+	claudePromptTimeout = int64((maxApprovalWait + 10*time.Minute) / time.Millisecond)
 
 	claudeMCPFile    = "mcp.json"
 	claudeSettings   = "settings.json"
@@ -283,18 +285,24 @@ func (claude) Command(s Setup) ([]string, []string, error) {
 	}
 
 	mcpPath := filepath.Join(s.Dir, claudeMCPFile)
-	mcpEnv := map[string]string{}
-	for k, v := range s.MCPEnv {
-		mcpEnv[k] = v
+	mcpEnv := s.MCPEnv
+	if mcpEnv == nil {
+		mcpEnv = map[string]string{}
+	}
+	servers := map[string]any{
+		claudeMCPServer: map[string]any{"command": s.Svc, "args": []string{"mcp"}, "env": mcpEnv},
 	}
 	if !ca.promptTool {
-		// The permission-prompt tool is listed for Claude Code alone,
-		// which keeps it from the model (measured with 2.1.328).
-		mcpEnv[toolbox.ApprovalPromptEnv] = "1"
+		// The permission-prompt tool, alone in a server that asks the
+		// runner and needs no credential: Claude Code ends its session
+		// when it cannot find the tool (measured with 2.1.328), so it
+		// must not hang on the toolbox reaching the broker at start.
+		servers[toolbox.ApprovalPromptServer] = map[string]any{
+			"command": s.Svc, "args": []string{"mcp", "--approval-prompt"},
+			"env": map[string]string{relay.Env: mcpEnv[relay.Env]}, "timeout": claudePromptTimeout,
+		}
 	}
-	mcp, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{
-		claudeMCPServer: map[string]any{"command": s.Svc, "args": []string{"mcp"}, "env": mcpEnv, "timeout": claudeMCPTimeout},
-	}}, "", "  ")
+	mcp, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,7 +3,10 @@ package toolbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 
@@ -12,17 +15,19 @@ import (
 	"svc/cmd/internal/relay"
 )
 
-// ApprovalPromptTool is the toolbox's permission-prompt tool: Claude Code
-// calls it (--permission-prompt-tool mcp__svc__approval_prompt) when a tool
-// needs permission, and it waits on the runner for a person's decision
-// (docs/APPROVALS.md). Claude Code keeps the tool it names there from the
-// model (measured with 2.1.328); the toolbox lists it only when asked to
-// (ApprovalPromptEnv), so other agents never see it.
-const ApprovalPromptTool = "approval_prompt"
-
-// ApprovalPromptEnv set to 1 in `svc mcp`'s environment lists the
-// permission-prompt tool; the runner's Claude Code adapter sets it.
-const ApprovalPromptEnv = "SVC_MCP_APPROVAL_PROMPT"
+// ApprovalPromptServer and ApprovalPromptTool name the permission-prompt
+// tool as Claude Code sees it (mcp__svc_approvals__prompt): Claude Code
+// calls it (--permission-prompt-tool) when a tool needs permission, and it
+// waits on the runner for a person's decision (docs/APPROVALS.md). It is
+// served alone by `svc mcp --approval-prompt`, a server entry of its own
+// that needs only the runner's socket: a prompt tool Claude Code cannot
+// find ends its session (measured with 2.1.328), so it must not depend on
+// the broker answering when the toolbox starts. Claude Code keeps the tool
+// it names there from the model.
+const (
+	ApprovalPromptServer = "svc_approvals"
+	ApprovalPromptTool   = "prompt"
+)
 
 // Pseudo-leaves that gate tools the way permission leaves do: Recompute
 // grants them from what the broker and the environment say.
@@ -31,8 +36,6 @@ const (
 	// someone's approvals (members.manage, objectives it originates, or a
 	// member naming it as an approver).
 	gateApprover = "svc:approver"
-	// gateApprovalPrompt lists the permission-prompt tool.
-	gateApprovalPrompt = "svc:approval-prompt"
 )
 
 // maxPromptArgs bounds the permission-prompt tool's arguments: a tool's
@@ -85,10 +88,31 @@ type promptDecision struct {
 	Message      string          `json:"message,omitempty"`
 }
 
-// runApprovalPrompt asks the runner and waits, as long as the person takes
-// (the broker's expiry bounds it): no call timeout. Anything that goes
-// wrong is a denial, never an allow.
-func (t *Toolbox) runApprovalPrompt(ctx context.Context, raw json.RawMessage) *mcp.CallToolResult {
+// ServeApprovalPrompt is `svc mcp --approval-prompt`: an MCP server on in
+// and out with the permission-prompt tool alone, asking the runner at
+// socket, until the client closes in or ctx ends.
+func ServeApprovalPrompt(ctx context.Context, in io.Reader, out io.Writer, socket, version string) error {
+	if version == "" {
+		version = "dev"
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: ApprovalPromptServer, Version: version}, &mcp.ServerOptions{
+		Logger:       slog.New(slog.DiscardHandler),
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	srv.AddTool(approvalPrompt(), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return runApprovalPrompt(ctx, socket, req.Params.Arguments), nil
+	})
+	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
+	if err := srv.Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	return nil
+}
+
+// runApprovalPrompt asks the runner at socket and waits, as long as the
+// person takes (the broker's expiry bounds it): no call timeout. Anything
+// that goes wrong is a denial, never an allow.
+func runApprovalPrompt(ctx context.Context, socket string, raw json.RawMessage) *mcp.CallToolResult {
 	deny := func(msg string) *mcp.CallToolResult {
 		return promptResult(promptDecision{Behavior: "deny", Message: msg})
 	}
@@ -103,14 +127,14 @@ func (t *Toolbox) runApprovalPrompt(ctx context.Context, raw json.RawMessage) *m
 	if err := json.Unmarshal(raw, &args); err != nil || args.ToolName == "" {
 		return deny("svc: the permission prompt named no tool")
 	}
-	if t.runnerSocket == "" {
+	if socket == "" {
 		return deny("svc: no person can be asked here (approvals go through svc runner)")
 	}
 	input := args.Input
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage("{}")
 	}
-	ans, err := relay.RequestApproval(ctx, t.runnerSocket, relay.ApprovalRequest{Tool: args.ToolName, Input: input, ToolUseID: args.ToolUseID})
+	ans, err := relay.RequestApproval(ctx, socket, relay.ApprovalRequest{Tool: args.ToolName, Input: input, ToolUseID: args.ToolUseID})
 	switch {
 	case err != nil:
 		return deny("svc: no decision (" + err.Error() + ")")

@@ -3,6 +3,7 @@ package toolbox
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -51,7 +52,7 @@ func TestApprovalToolsAreListedForApprovers(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.listed, tb.registered("approvals_list"))
 			require.Equal(t, tc.listed, tb.registered("approvals_decide"))
-			require.False(t, tb.registered(ApprovalPromptTool), "the prompt tool is listed only when asked for")
+			require.False(t, tb.registered(ApprovalPromptTool), "the prompt tool is a server of its own")
 		})
 	}
 	perms, of := `[]`, `["agent"]`
@@ -81,10 +82,6 @@ func TestApprovalPromptAsksTheRunner(t *testing.T) {
 		}
 		return relay.ApprovalAnswer{Allow: true, Approval: "a1", DecidedBy: "alice"}
 	})
-	perms, of := `[]`, `[]`
-	tb, err := New(ctx, approvalBroker(&perms, &of), Options{URL: "http://x", RunnerSocket: srv.Path(), ApprovalPrompt: true})
-	require.NoError(t, err)
-	require.True(t, tb.registered(ApprovalPromptTool))
 
 	for _, tc := range []struct {
 		name, args, want string
@@ -102,7 +99,7 @@ func TestApprovalPromptAsksTheRunner(t *testing.T) {
 		{"not JSON: denied", `[1`, `{"behavior":"deny","message":"svc: the permission prompt named no tool"}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := tb.runApprovalPrompt(ctx, json.RawMessage(tc.args))
+			res := runApprovalPrompt(ctx, srv.Path(), json.RawMessage(tc.args))
 			require.Len(t, res.Content, 1)
 			require.JSONEq(t, tc.want, res.Content[0].(*mcp.TextContent).Text)
 			if tc.asked != nil {
@@ -115,13 +112,44 @@ func TestApprovalPromptAsksTheRunner(t *testing.T) {
 	}
 	require.Empty(t, got)
 
-	// Standalone (no runner) or with the runner gone: always a denial.
-	alone, err := New(ctx, approvalBroker(&perms, &of), Options{URL: "http://x", ApprovalPrompt: true})
+	// Over MCP, as Claude Code runs it (`svc mcp --approval-prompt` with
+	// the runner's socket and no credential in its environment): the
+	// server lists the prompt tool alone.
+	cin, sout := io.Pipe()
+	sin, cout := io.Pipe()
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	env := Env{Stdin: sin, Stdout: sout, Stderr: io.Discard, Version: "test", Getenv: func(k string) string {
+		if k == relay.Env {
+			return srv.Path()
+		}
+		return ""
+	}}
+	go func() {
+		err := Run(sctx, []string{"--approval-prompt"}, env)
+		sout.Close() // a server that gave up fails the client, not hangs it
+		served <- err
+	}()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "claude-code", Version: "test"}, nil)
+	sess, err := cl.Connect(ctx, &mcp.IOTransport{Reader: cin, Writer: cout}, nil)
 	require.NoError(t, err)
-	text := alone.runApprovalPrompt(ctx, json.RawMessage(`{"tool_name":"Bash"}`)).Content[0].(*mcp.TextContent).Text
+	tools, err := sess.ListTools(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, tools.Tools, 1)
+	require.Equal(t, ApprovalPromptTool, tools.Tools[0].Name)
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: ApprovalPromptTool, Arguments: map[string]any{"tool_name": "Write", "input": map[string]any{}}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"behavior":"deny","message":"Denied by alice: not there"}`, res.Content[0].(*mcp.TextContent).Text)
+	<-got
+	require.NoError(t, sess.Close())
+	cancel()
+	require.NoError(t, <-served)
+
+	// Standalone (no runner) or with the runner gone: always a denial.
+	text := runApprovalPrompt(ctx, "", json.RawMessage(`{"tool_name":"Bash"}`)).Content[0].(*mcp.TextContent).Text
 	require.Contains(t, text, `"behavior":"deny"`)
 	require.NoError(t, srv.Close())
-	text = tb.runApprovalPrompt(ctx, json.RawMessage(`{"tool_name":"Bash"}`)).Content[0].(*mcp.TextContent).Text
+	text = runApprovalPrompt(ctx, srv.Path(), json.RawMessage(`{"tool_name":"Bash"}`)).Content[0].(*mcp.TextContent).Text
 	require.True(t, strings.HasPrefix(text, `{"behavior":"deny","message":"svc: no decision`), text)
 }
 
@@ -134,11 +162,6 @@ func FuzzApprovalPrompt(f *testing.F) {
 	srv.SetApprover(func(_ context.Context, r relay.ApprovalRequest) relay.ApprovalAnswer {
 		return relay.ApprovalAnswer{Allow: r.Tool == "ok", Reason: "no"}
 	})
-	perms, of := `[]`, `[]`
-	tb, err := New(context.Background(), approvalBroker(&perms, &of), Options{URL: "http://x", RunnerSocket: srv.Path(), ApprovalPrompt: true})
-	if err != nil {
-		f.Fatal(err)
-	}
 	f.Add([]byte(`{"tool_name":"ok","input":{"a":1},"tool_use_id":"t"}`))
 	f.Add([]byte(`{"tool_name":"Bash","input":null}`))
 	f.Add([]byte(`{"tool_name":"ok","input":[1,2]}`))
@@ -146,7 +169,7 @@ func FuzzApprovalPrompt(f *testing.F) {
 	f.Add([]byte(``))
 	f.Add([]byte("\x00"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		res := tb.runApprovalPrompt(context.Background(), raw)
+		res := runApprovalPrompt(context.Background(), srv.Path(), raw)
 		if len(res.Content) != 1 {
 			t.Fatalf("%d blocks", len(res.Content))
 		}

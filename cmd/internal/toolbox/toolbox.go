@@ -49,10 +49,6 @@ type Toolbox struct {
 	static map[string]*tool
 
 	trigger chan struct{}
-	// runnerSocket is the runner's relay ("" standalone); approvalPrompt
-	// lists the permission-prompt tool.
-	runnerSocket   string
-	approvalPrompt bool
 	// inflight counts requests being handled, so the end of stdin can wait
 	// for their answers (see drainReader).
 	inflight atomic.Int64
@@ -71,11 +67,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to MCP clients.
 	Version string
-	// RunnerSocket is the runner's relay socket ("" when not under a
-	// runner): the permission-prompt tool asks through it.
-	RunnerSocket string
-	// ApprovalPrompt lists the permission-prompt tool (ApprovalPromptTool).
-	ApprovalPrompt bool
 }
 
 // New builds the toolbox for the member b's credential names. It fetches
@@ -95,8 +86,6 @@ func New(ctx context.Context, b Broker, o Options) (*Toolbox, error) {
 		static:  map[string]*tool{},
 		trigger: make(chan struct{}, 1),
 		current: map[string]string{},
-
-		runnerSocket: o.RunnerSocket, approvalPrompt: o.ApprovalPrompt,
 	}
 	for _, tl := range staticTools() {
 		t.static[tl.name] = tl
@@ -280,11 +269,6 @@ func (t *Toolbox) Recompute(ctx context.Context) error {
 		perms[gateApprover] = true
 	}
 	want := map[string]desired{}
-	if t.approvalPrompt {
-		want[ApprovalPromptTool] = desired{tool: approvalPrompt(), handler: func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return t.runApprovalPrompt(ctx, req.Params.Arguments), nil
-		}}
-	}
 	for _, name := range visibleTools(staticTools(), perms) {
 		tl := t.static[name]
 		want[name] = desired{tool: tl.mcpTool(), handler: t.staticHandler(tl)}
