@@ -54,6 +54,8 @@ type Gateway struct {
 	metricsClosed bool
 	// ping, when positive, replaces pingInterval (tests).
 	ping time.Duration
+	// writeWait, when positive, replaces writeTimeout (tests).
+	writeWait time.Duration
 }
 
 // Option sets an optional setting.
@@ -127,6 +129,9 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 			}
 			md.Append(server.ForwardedHostMD, r.Host)
 			md.Append(server.ForwardedSchemeMD, scheme)
+			// The client's address (a trusted proxy's client): per-address
+			// limits and what approvers are shown.
+			md.Append(server.ClientAddrMD, clientAddr(r))
 			return md
 		}),
 		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
@@ -179,7 +184,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 	if err != nil {
 		return nil, err
 	}
-	g.handler = g.withRecovery(g.withProtocol(g.withUTF8(g.withOrigin(withTLSFlag(withBodyGuard(withFsRead(fsRead, mux)))))))
+	g.handler = g.withRecovery(g.withClient(g.withProtocol(g.withUTF8(g.withOrigin(withTLSFlag(withBodyGuard(withFsRead(fsRead, mux))))))))
 	return g, nil
 }
 

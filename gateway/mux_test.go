@@ -214,6 +214,9 @@ func TestGatewayForwardsOnlyKnownHeaders(t *testing.T) {
 	req.Header.Set("Grpc-Metadata-X-Member", "root")
 	req.Header.Set("Grpc-Metadata-Authorization", "Bearer forged")
 	req.Header.Set("Grpc-Metadata-X-Svc-Conn", "127.0.0.1:7433|10.9.9.9:1")
+	req.Header.Set("Grpc-Metadata-X-Svc-Client", "10.9.9.9")
+	req.Header.Set("X-Svc-Client", "10.9.9.9")
+	req.Header.Set("X-Forwarded-For", "10.9.9.9")
 	req.Header.Set("X-Http-Code", "201")
 	rec := httptest.NewRecorder()
 	g.ServeHTTP(rec, req)
@@ -227,6 +230,7 @@ func TestGatewayForwardsOnlyKnownHeaders(t *testing.T) {
 	require.Empty(t, md.Get("x-http-code"))
 	require.Empty(t, md.Get("cookie"))
 	require.Equal(t, []string{""}, md.Get(server.ConnKeyMD), "the client's own connection (none on a recorder), never a forged one")
+	require.Equal(t, []string{"192.0.2.1"}, md.Get(server.ClientAddrMD), "the client's own address (no trusted proxies), never a forged one")
 
 	// The credentials the services read are exactly what the client sent.
 	creds := auth.CredentialsFromMetadata(md)

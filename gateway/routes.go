@@ -155,10 +155,14 @@ func (g *Gateway) isPublic(r *http.Request) bool {
 	return ok && rule.Public
 }
 
-// authenticated counts r's connection out of the unauthenticated ones.
+// authenticated counts r's connection, and r itself when it came through
+// a trusted proxy, out of the unauthenticated ones.
 func (g *Gateway) authenticated(r *http.Request, _ *auth.Principal) {
 	if guard := g.guard(); guard != nil {
 		guard.Authenticated(connKey(r))
+	}
+	if c := clientOf(r); c != nil && c.release != nil {
+		c.release()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ const (
 // handleSubscribe serves GET /subscribe?name=<self>: the caller's messages
 // as server-sent events. With Last-Event-ID (header or lastEventId query)
 // it first replays every later message the caller may see, in order.
+// runner=1 marks the stream of the member's runner (SubscribeRequest.runner).
 func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	q := r.URL.Query()
 	name := q.Get("name")
@@ -37,6 +39,14 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 	case name != p.Member:
 		return server.Errorf(server.CodeForbidden, "you may only subscribe as yourself")
 	}
+	var runner bool
+	switch q.Get("runner") {
+	case "", "0", "false":
+	case "1", "true":
+		runner = true
+	default:
+		return server.Errorf(server.CodeBadRequest, "runner: must be 1 or 0")
+	}
 	last := lastEventID(r)
 	after, err := server.ParseMessageID(last)
 	if err != nil {
@@ -45,6 +55,9 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 	f, err := g.srv.Attach(r.Context(), p, after, last != "")
 	if err != nil {
 		return err
+	}
+	if runner {
+		g.srv.RunnerStream(f, p)
 	}
 	g.serveFeed(w, r, f, "message", p.Member, p.Member)
 	return nil
@@ -80,6 +93,9 @@ type feed interface {
 	Buffered() *hub.Event
 	// ID is the wire id of an event.
 	ID(ev *hub.Event) string
+	// WriteTimedOut records that the stream ends because a write to its
+	// client did not complete in time (svc_streams_cut_total).
+	WriteTimedOut()
 	// Close ends the live subscription; it is safe to call more than once.
 	Close()
 }
@@ -308,12 +324,20 @@ func (s *stream) deliver(ev *hub.Event) error {
 // is dropped. The deadline is moved only once half of it has run: setting
 // it took 8% of the CPU of a broadcast to a thousand streams, and a batch
 // still gets at least writeTimeout/2.
+//
+// A write that fails once the deadline has passed is a cut: the feed
+// counts it as such when it closes.
 func (s *stream) send(b []byte) error {
-	if now := time.Now(); s.armed.Sub(now) <= writeTimeout/2 {
-		s.armed = now.Add(writeTimeout)
+	timeout := s.g.writeLimit()
+	if now := time.Now(); s.armed.Sub(now) <= timeout/2 {
+		s.armed = now.Add(timeout)
 		_ = s.out.SetWriteDeadline(s.armed)
 	}
-	return s.out.Send(b)
+	err := s.out.Send(b)
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(s.armed)) {
+		s.f.WriteTimedOut()
+	}
+	return err
 }
 
 // streamOut is where a stream's batches go.
@@ -353,6 +377,15 @@ func putBatch(bp *[]byte, b []byte) {
 	}
 	*bp = b[:0]
 	batchPool.Put(bp)
+}
+
+// writeLimit is the bound on one write: writeTimeout unless a test set
+// one.
+func (g *Gateway) writeLimit() time.Duration {
+	if g.writeWait > 0 {
+		return g.writeWait
+	}
+	return writeTimeout
 }
 
 // pingEvery is the ping interval: pingInterval unless a test set one.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ var errFeedEnded = errors.New("feed ended")
 // fakeFeed is a feed the test drives: it publishes events, ends the feed,
 // and sees when the stream closes it.
 type fakeFeed struct {
+	timedOut  atomic.Bool
 	evs       chan *hub.Event
 	end       chan struct{}
 	closed    chan struct{}
@@ -66,6 +68,8 @@ func (f *fakeFeed) Buffered() *hub.Event {
 
 func (f *fakeFeed) ID(ev *hub.Event) string { return strconv.FormatInt(ev.Seq, 10) }
 
+func (f *fakeFeed) WriteTimedOut() { f.timedOut.Store(true) }
+
 func (f *fakeFeed) Close() { f.closeOnce.Do(func() { close(f.closed) }) }
 
 func (f *fakeFeed) publish(seq int64, body string) {
@@ -88,6 +92,7 @@ func (f *fakeFeed) requireClosed(t *testing.T, why string) {
 // sets a header and wraps the writer (as the gateway's do), and reports
 // when the handler returned.
 type sseHarness struct {
+	g        *Gateway
 	srv      *httptest.Server
 	feeds    chan *fakeFeed
 	returned chan struct{}
@@ -101,7 +106,7 @@ func (w unwrapWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func newSSEHarness(t *testing.T, ping time.Duration, tlsMode string) *sseHarness {
 	t.Helper()
 	g := &Gateway{log: slog.New(slog.DiscardHandler), ping: ping}
-	h := &sseHarness{feeds: make(chan *fakeFeed, 4), returned: make(chan struct{}, 4)}
+	h := &sseHarness{g: g, feeds: make(chan *fakeFeed, 4), returned: make(chan struct{}, 4)}
 	h.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { h.returned <- struct{}{} }()
 		w.Header().Set("X-SVC-Protocol", "1")
@@ -339,4 +344,68 @@ func TestHTTP2StreamIsServedInTheHandler(t *testing.T) {
 	cancel()
 	f.requireClosed(t, "the client went away")
 	require.True(t, h.handlerReturned(sseWait))
+}
+
+// TestStreamWriteTimeoutIsACut: a client that stops reading is dropped
+// once a write has waited the write timeout, and its feed is told so (it
+// counts the stream as cut, svc_streams_cut_total), whether the stream was
+// hijacked (HTTP/1.1) or served in the handler (HTTP/2).
+func TestStreamWriteTimeoutIsACut(t *testing.T) {
+	for _, mode := range []string{"", "h2"} {
+		t.Run("tls="+mode, func(t *testing.T) {
+			t.Parallel()
+			h := newSSEHarness(t, time.Hour, mode)
+			h.g.writeWait = 300 * time.Millisecond
+			var f *fakeFeed
+			if mode == "" {
+				// A raw client with a small receive buffer that sends its
+				// request and never reads.
+				c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+				require.NoError(t, err)
+				t.Cleanup(func() { c.Close() })
+				require.NoError(t, c.(*net.TCPConn).SetReadBuffer(4096))
+				_, err = io.WriteString(c, "GET /subscribe?name=bob HTTP/1.1\r\nHost: x\r\n\r\n")
+				require.NoError(t, err)
+				select {
+				case f = <-h.feeds:
+				case <-time.After(sseWait):
+					t.Fatal("no feed")
+				}
+			} else {
+				// Go's HTTP/2 client buffers a stream's window (4 MB), then
+				// stops granting more while the body is not read.
+				resp, feed, _ := h.open(t)
+				require.Equal(t, 2, resp.ProtoMajor)
+				f = feed
+			}
+			body := strings.Repeat("x", 256<<10)
+			// Bounded: far more than the socket buffers and the client's
+			// window hold.
+			for seq := int64(1); seq <= 400; seq++ {
+				select {
+				case f.evs <- hub.NewEvent(seq, &apiv1.Message{Id: strconv.FormatInt(seq, 10), Body: body}):
+					continue
+				case <-f.closed:
+				case <-time.After(sseWait):
+					t.Fatal("the stream neither took events nor ended")
+				}
+				break
+			}
+			f.requireClosed(t, "the write timed out")
+			require.True(t, f.timedOut.Load(), "the feed was told its write timed out")
+		})
+	}
+}
+
+// A client that leaves is not a cut.
+func TestStreamClientGoneIsNotACut(t *testing.T) {
+	t.Parallel()
+	h := newSSEHarness(t, time.Hour, "")
+	resp, f, cancel := h.open(t)
+	fr := readFrames(resp.Body)
+	require.Equal(t, "event: ready", fr.next(t)[0])
+	cancel()
+	resp.Body.Close()
+	f.requireClosed(t, "the client went away")
+	require.False(t, f.timedOut.Load())
 }

@@ -279,18 +279,11 @@ func (s *Activity) StreamActivity(req *apiv1.StreamActivityRequest, stream apiv1
 	}
 	defer f.Close()
 	ready := &apiv1.ActivityStreamReady{Member: req.GetName()}
-	if err := stream.Send(&apiv1.StreamActivityResponse{Event: &apiv1.StreamActivityResponse_Ready{Ready: ready}}); err != nil {
-		return err
-	}
-	for {
-		ev, err := f.Next(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(&apiv1.StreamActivityResponse{Event: &apiv1.StreamActivityResponse_Row{Row: ev.Value.(*apiv1.ActivityRow)}}); err != nil {
-			return err
-		}
-	}
+	return serveFeed(ctx, f, func() error {
+		return stream.Send(&apiv1.StreamActivityResponse{Event: &apiv1.StreamActivityResponse_Ready{Ready: ready}})
+	}, func(ev *hub.Event) error {
+		return stream.Send(&apiv1.StreamActivityResponse{Event: &apiv1.StreamActivityResponse_Row{Row: ev.Value.(*apiv1.ActivityRow)}})
+	})
 }
 
 // attachActivity opens a feed of member's activity for p (gate:

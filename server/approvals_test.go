@@ -132,13 +132,6 @@ func startApprovals(t *testing.T, st store.Store, f *teamconfig.File) *approvals
 	return &approvalsEnv{srv: srv, st: st, svc: &Approvals{core: srv.core}, objs: &Objectives{core: srv.core}}
 }
 
-func as(member string, perms ...string) context.Context {
-	if perms == nil {
-		perms = []string{}
-	}
-	return auth.WithPrincipal(context.Background(), &auth.Principal{Member: member, Permissions: perms, Via: auth.ViaBearer, TokenID: member})
-}
-
 func asSession(member string, perms ...string) context.Context {
 	return auth.WithPrincipal(context.Background(), &auth.Principal{Member: member, Permissions: perms, Via: auth.ViaSession})
 }

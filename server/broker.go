@@ -23,6 +23,7 @@ type Broker struct {
 	*brokerChannels // channels.go
 	*brokerPresence // presence.go: roster, live activity
 	*brokerWebPush  // webpush.go: VAPID key, push subscriptions
+	*brokerDelivery // delivery.go: runners' delivery states
 }
 
 // brokerBase carries the generated forward-compatibility base one level
@@ -42,6 +43,7 @@ func newBroker(c *core, push *pushNotifier) *Broker {
 		brokerChannels: &brokerChannels{core: c},
 		brokerPresence: &brokerPresence{core: c},
 		brokerWebPush:  &brokerWebPush{core: c, push: push},
+		brokerDelivery: &brokerDelivery{core: c},
 	}
 }
 
@@ -49,9 +51,19 @@ func newBroker(c *core, push *pushNotifier) *Broker {
 // team.
 type brokerInfo struct{ *core }
 
-// Health implements apiv1.BrokerServer.
+// Health implements apiv1.BrokerServer: always an answer while the
+// process is up; status "degraded", with the problems, while a store is
+// failing (health.go).
 func (b *brokerInfo) Health(context.Context, *apiv1.HealthRequest) (*apiv1.HealthResponse, error) {
-	return &apiv1.HealthResponse{Status: "ok", Version: b.version}, nil
+	resp := &apiv1.HealthResponse{Status: healthOK, Version: b.version}
+	if problems := b.storageProblems(); len(problems) > 0 {
+		resp.Status = healthDegraded
+		resp.Problems = &structpb.ListValue{}
+		for _, p := range problems {
+			resp.Problems.Values = append(resp.Problems.Values, structpb.NewStringValue(p))
+		}
+	}
+	return resp, nil
 }
 
 // GetBriefing implements apiv1.BrokerServer.

@@ -10,6 +10,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/clientaddr"
 	"svc/server/hub"
 	"svc/server/kek"
 	"svc/server/teamconfig"
@@ -57,7 +58,10 @@ type core struct {
 	quotaBytes int64
 	// maxStreams bounds one member's live streams; <= 0 is unbounded.
 	maxStreams int
-	version    string
+	// proxies are the trusted reverse proxies, whose X-Forwarded-For names
+	// the client of a native gRPC call (nil: none).
+	proxies *clientaddr.Proxies
+	version string
 	// metrics are what GET /metrics shows; nil in tests that build a core
 	// by hand.
 	metrics *metrics

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -94,7 +93,7 @@ func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnroll
 		return nil, invalid("labelHint", "at most %d bytes", maxEnrollLabel)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	ip := clientIP(ctx, md)
+	ip := e.clientIP(ctx, md)
 	if wait := e.mints.Allow(mintKey(ip)); wait > 0 {
 		return nil, &Error{Code: CodeRateLimited, Message: "enrollment mint limit reached for this address", RetryAfter: wait}
 	}
@@ -477,19 +476,36 @@ func validHost(h string) bool {
 		!strings.ContainsAny(h, " \t\\%")
 }
 
-// clientIP is the caller's address: the TCP peer of a native gRPC call,
-// or, on the gateway's local connection, the HTTP client's TCP peer
-// the gateway named (never a client-sent X-Forwarded-For).
-func clientIP(ctx context.Context, md metadata.MD) string {
-	key := connKey(ctx, md)
-	_, remote, ok := strings.Cut(key, "|")
-	if !ok {
+// ClientAddrMD carries the HTTP client's address from the gateway to the
+// services over the local connection: the TCP peer's, or the client a
+// trusted proxy named. It is trusted only there (like ConnKeyMD).
+const ClientAddrMD = "x-svc-client"
+
+// forwardedForMD is X-Forwarded-For as a native gRPC client (a proxy in
+// front of the broker) sends it; read only from a trusted proxy.
+const forwardedForMD = "x-forwarded-for"
+
+// clientIP is the caller's address: the one the gateway named on its local
+// connection, else the TCP peer of a native gRPC call, or the client it
+// names in X-Forwarded-For when that peer is a trusted proxy
+// (docs/DECISIONS.md, Reverse proxies). A client-sent X-Forwarded-For
+// from anyone else is never read.
+func (c *core) clientIP(ctx context.Context, md metadata.MD) string {
+	pr, ok := peer.FromContext(ctx)
+	if !ok || pr.Addr == nil {
 		return ""
 	}
-	if host, _, err := net.SplitHostPort(remote); err == nil {
-		return host
+	if fromGateway(pr) {
+		if v := md.Get(ClientAddrMD); len(v) > 0 {
+			return v[0]
+		}
+		return ""
 	}
-	return remote
+	ap, err := netip.ParseAddrPort(pr.Addr.String())
+	if err != nil {
+		return ""
+	}
+	return c.proxies.Client(ap.Addr(), md.Get(forwardedForMD)).String()
 }
 
 // mintKey is the mint limiter's key of an address: IPv6 clients are

@@ -17,6 +17,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/clientaddr"
 	"svc/server/kek"
 	"svc/server/teamconfig"
 	"svc/store"
@@ -475,4 +476,44 @@ func FuzzParseUserCode(f *testing.F) {
 		require.True(t, ok)
 		require.Equal(t, code, lower, "case-insensitive")
 	})
+}
+
+// TestClientIP: the address per-address limits count and approvers see.
+// A trusted proxy's X-Forwarded-For names the client of a native call;
+// anyone else's is ignored; on the gateway's connection the gateway's
+// answer is taken, and a client cannot forge it on a native call.
+func TestClientIP(t *testing.T) {
+	proxies, err := clientaddr.Parse("127.0.0.1")
+	require.NoError(t, err)
+	c := &core{proxies: proxies}
+	tcp := func(addr string) *peer.Peer {
+		a, _ := net.ResolveTCPAddr("tcp", addr)
+		return &peer.Peer{Addr: a, LocalAddr: a}
+	}
+	tests := []struct {
+		name string
+		peer *peer.Peer
+		md   []string
+		want string
+	}{
+		{"native, untrusted peer", tcp("192.0.2.10:5555"), nil, "192.0.2.10"},
+		{"native, untrusted peer's header ignored", tcp("192.0.2.10:5555"), []string{"x-forwarded-for", "198.51.100.1"}, "192.0.2.10"},
+		{"native, trusted proxy names the client", tcp("127.0.0.1:5555"), []string{"x-forwarded-for", "203.0.113.9, 198.51.100.1"}, "198.51.100.1"},
+		{"native, trusted proxy without the header", tcp("127.0.0.1:5555"), nil, "127.0.0.1"},
+		{"native, the gateway's key is not trusted", tcp("192.0.2.10:5555"), []string{ClientAddrMD, "198.51.100.1"}, "192.0.2.10"},
+		{"gateway names the client", gatewayPeer, []string{ClientAddrMD, "198.51.100.1", "x-forwarded-for", "203.0.113.9"}, "198.51.100.1"},
+		{"gateway without a client", gatewayPeer, []string{"x-forwarded-for", "203.0.113.9"}, ""},
+		{"no peer", nil, nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.peer != nil {
+				ctx = peer.NewContext(ctx, tc.peer)
+			}
+			require.Equal(t, tc.want, c.clientIP(ctx, metadata.Pairs(tc.md...)))
+		})
+	}
+	// Without trusted proxies nobody's header is read.
+	require.Equal(t, "127.0.0.1", (&core{}).clientIP(peer.NewContext(context.Background(), tcp("127.0.0.1:1")), metadata.Pairs("x-forwarded-for", "198.51.100.1")))
 }

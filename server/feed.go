@@ -39,6 +39,45 @@ type Feed struct {
 	// the first Close.
 	gauge  *atomic.Int64
 	closed atomic.Bool
+	// onClose, when set, runs once, at the first Close.
+	onClose func()
+	// cuts, when set, count the feed once, at its first Close, when the
+	// broker cut it (svc_streams_cut_total).
+	cuts *cutCounters
+	// reason is why the broker cut the feed, the first reason given; empty
+	// when it did not.
+	reason atomic.Pointer[string]
+}
+
+// Why the broker cut a stream off (the reason label of
+// svc_streams_cut_total; docs/PERFORMANCE.md).
+const (
+	// cutSlowReader: the stream fell a whole queue behind what was
+	// published to it.
+	cutSlowReader = "slow_reader"
+	// cutWriteTimeout: one write to the client (an SSE write, a gRPC Send)
+	// did not complete within its timeout.
+	cutWriteTimeout = "write_timeout"
+)
+
+// cut records why the broker ends the feed; the first reason stands.
+func (f *Feed) cut(reason string) { f.reason.CompareAndSwap(nil, &reason) }
+
+// WriteTimedOut records that the feed ends because a write to its client
+// did not complete in time: its Close counts it as cut for that reason.
+func (f *Feed) WriteTimedOut() { f.cut(cutWriteTimeout) }
+
+// cutReason is why the broker cut the feed, empty when it did not: a
+// reason recorded, else slow_reader when the hub cut it off (its reader
+// may have seen only the failed write that followed).
+func (f *Feed) cutReason() string {
+	if r := f.reason.Load(); r != nil {
+		return *r
+	}
+	if f.sub.FellBehind() {
+		return cutSlowReader
+	}
+	return ""
 }
 
 // pager reads a page of stored items after position after, oldest first:
@@ -142,22 +181,46 @@ func isTokenCred(c string) bool { return strings.HasPrefix(c, "token:") }
 // isSessionCred reports whether a stream credential is a session.
 func isSessionCred(c string) bool { return strings.HasPrefix(c, "session:") }
 
-// Close ends the feed's live subscription.
+// Close ends the feed's live subscription. The first Close is when the
+// stream really ended: it stops counting as live, and counts as cut when
+// the broker cut it.
 func (f *Feed) Close() {
-	if f.closed.CompareAndSwap(false, true) && f.gauge != nil {
+	f.sub.Close()
+	if !f.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if f.gauge != nil {
 		f.gauge.Add(-1)
 	}
-	f.sub.Close()
+	if f.cuts != nil {
+		f.cuts.count(f.cutReason())
+	}
+	if f.onClose != nil {
+		f.onClose()
+	}
 }
 
 // counted counts f, when it opened, as a live stream of kind until it
-// closes (svc_live_streams).
+// closes (svc_live_streams), and as cut when it ends so
+// (svc_streams_cut_total).
 func (c *core) counted(f *Feed, err error, kind string) (*Feed, error) {
 	if err != nil || c.metrics == nil {
 		return f, err
 	}
 	f.gauge = c.metrics.streamGauge(kind)
+	f.cuts = c.metrics.streamCuts(kind)
 	f.gauge.Add(1)
+	return f, nil
+}
+
+// runnerFeed marks f, when it opened and runner is set, as a runner stream
+// of member until it closes (presence.runnerDetached).
+func (c *core) runnerFeed(f *Feed, err error, runner bool, member string) (*Feed, error) {
+	if err != nil || !runner {
+		return f, err
+	}
+	c.presence.runnerAttached(member)
+	f.onClose = func() { c.presence.runnerDetached(member) }
 	return f, nil
 }
 
@@ -179,6 +242,13 @@ func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, err
 			f.backlog, f.live = evs, !more
 			f.last = max(f.last, last)
 			continue
+		}
+		if f.sub.FellBehind() {
+			// What the hub still queued is not delivered: a reader already
+			// a queue behind would only hold the stream (and that queue)
+			// longer, and resumes from the store by its last id.
+			f.cut(cutSlowReader)
+			return nil, errFellBehind
 		}
 		ev, open := f.sub.Next()
 		switch {
@@ -206,7 +276,7 @@ func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, err
 
 // Buffered returns the next item when one is ready without waiting.
 func (f *Feed) Buffered() *hub.Event {
-	if len(f.backlog) > 0 || !f.live {
+	if len(f.backlog) > 0 || !f.live || f.sub.FellBehind() {
 		return nil
 	}
 	for {

@@ -27,7 +27,9 @@ type HookEngine interface {
 	DedupeKey(h http.Header, header string) string
 	Match(filters []hooks.Filter, payload []byte) bool
 	Content(template string, payload []byte) string
-	Render(f hooks.Frame) string
+	// Render answers the messages a frame becomes: every item, in order,
+	// each message within the message size cap.
+	Render(f hooks.Frame) []hooks.Part
 }
 
 // WithHookEngine sets the inbound-hook engine; the default is package
@@ -54,6 +56,6 @@ func (hooksEngine) Match(filters []hooks.Filter, payload []byte) bool {
 func (hooksEngine) Content(template string, payload []byte) string {
 	return hooks.Content(template, payload)
 }
-func (hooksEngine) Render(f hooks.Frame) string { return f.Render() }
+func (hooksEngine) Render(f hooks.Frame) []hooks.Part { return f.Render() }
 
 var _ HookEngine = hooksEngine{}

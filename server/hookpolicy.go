@@ -189,13 +189,34 @@ func (t *hookTally) stored(ctx context.Context, tx store.Tx, msgs []store.Messag
 	return nil
 }
 
-// renderHook renders items (newest first) as one frame.
-func (c *core) renderHook(e store.HookEndpoint, items []hookItem, queuedFor time.Duration) string {
+// hookPart is one message of a rendered delivery: its text and the items
+// (newest first) it carries.
+type hookPart struct {
+	text  string
+	items []hookItem
+}
+
+// renderHook renders items (newest first) as the messages they need: one
+// when they fit the message size cap, else as many as it takes, in order;
+// every item is in exactly one of them.
+func (c *core) renderHook(e store.HookEndpoint, items []hookItem, queuedFor time.Duration) ([]hookPart, error) {
 	f := hooks.Frame{Slug: e.Slug, DisplayName: e.DisplayName, QueuedFor: queuedFor}
 	for _, it := range items {
 		f.Items = append(f.Items, hooks.Item{DeliveryID: it.ID, Received: time.UnixMilli(it.ReceivedAt).UTC(), Content: it.Content})
 	}
-	return c.hooks.Render(f)
+	var parts []hookPart
+	rest := items
+	for _, p := range c.hooks.Render(f) {
+		if p.Items < 0 || p.Items > len(rest) {
+			return nil, fmt.Errorf("hook frame: a part of %d items past the %d left", p.Items, len(rest))
+		}
+		parts = append(parts, hookPart{text: p.Body, items: rest[:p.Items]})
+		rest = rest[p.Items:]
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("hook frame: %d items in no part", len(rest))
+	}
+	return parts, nil
 }
 
 // hookMessage is a message of endpoint e carrying items on thread, to
@@ -235,7 +256,10 @@ func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e st
 	if err != nil {
 		return err
 	}
-	text := c.renderHook(e, items, queuedFor)
+	parts, err := c.renderHook(e, items, queuedFor)
+	if err != nil {
+		return err
+	}
 	hold := func(member, kind string, d time.Duration) error {
 		t.touch(owner.ID)
 		t.added++
@@ -260,11 +284,13 @@ func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e st
 				return err
 			}
 		default:
-			msg, err := hookMessage(e, thread, m.name, []string{m.name}, text, level, items)
-			if err != nil {
-				return err
+			for _, p := range parts {
+				msg, err := hookMessage(e, thread, m.name, []string{m.name}, p.text, level, p.items)
+				if err != nil {
+					return err
+				}
+				t.add(msg, owner.ID)
 			}
-			t.add(msg, owner.ID)
 		}
 	}
 	for _, id := range route.channels {
@@ -286,11 +312,13 @@ func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e st
 		if len(to) == 0 {
 			continue
 		}
-		msg, err := hookMessage(e, "chan:"+id, "", to, text, level, items)
-		if err != nil {
-			return err
+		for _, p := range parts {
+			msg, err := hookMessage(e, "chan:"+id, "", to, p.text, level, p.items)
+			if err != nil {
+				return err
+			}
+			t.add(msg, owner.ID)
 		}
-		t.add(msg, owner.ID)
 	}
 	t.touch(owner.ID)
 	return nil
@@ -437,9 +465,14 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 	if err != nil {
 		return err
 	}
+	// Each item with the receipt of its row: a message carrying it is
+	// one that receipt became.
+	type held struct {
+		hookItem
+		owner string
+	}
 	var (
-		items  []hookItem
-		owners []string
+		all    []held
 		level  = keep[0].Level
 		oldest = keep[0].ReceivedAt
 	)
@@ -448,8 +481,9 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 		if err := json.Unmarshal(p.Items, &its); err != nil {
 			return fmt.Errorf("hook pending items: %w", err)
 		}
-		items = append(items, its...)
-		owners = append(owners, p.Delivery)
+		for _, it := range its {
+			all = append(all, held{it, p.Delivery})
+		}
 		if levelRank[p.Level] > levelRank[level] {
 			level = p.Level
 		}
@@ -459,8 +493,18 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 		if why != "" {
 			t.note(p.Delivery, why)
 		}
+		// A row whose items are all gone still resolves: its receipt is
+		// finished with what it had.
+		t.touch(p.Delivery)
 	}
-	sortItems(items)
+	if len(all) == 0 {
+		return nil
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].ReceivedAt > all[j].ReceivedAt })
+	items := make([]hookItem, len(all))
+	for i, h := range all {
+		items[i] = h.hookItem
+	}
 	var queuedFor time.Duration
 	if kind == store.HookQueue {
 		for _, it := range items {
@@ -470,11 +514,25 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 		}
 		queuedFor = max(now.Sub(oldest), time.Second)
 	}
-	msg, err := hookMessage(e, "hook:"+e.Slug, member, []string{member}, c.renderHook(e, items, queuedFor), level, items)
+	parts, err := c.renderHook(e, items, queuedFor)
 	if err != nil {
 		return err
 	}
-	t.add(msg, owners...)
+	at := 0
+	for _, p := range parts {
+		var owners []string
+		for _, h := range all[at : at+len(p.items)] {
+			if !slices.Contains(owners, h.owner) {
+				owners = append(owners, h.owner)
+			}
+		}
+		at += len(p.items)
+		msg, err := hookMessage(e, "hook:"+e.Slug, member, []string{member}, p.text, level, p.items)
+		if err != nil {
+			return err
+		}
+		t.add(msg, owners...)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -545,4 +546,96 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	require.Empty(t, e.receipts(t, "m"), "gone after it")
 	_, err = e.st.GetHookDelivery(ctx, ok.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestHookFlushSplitsIntoMessages: a flush that needs more than one
+// message (the fake engine puts fakePartItems items in one) sends them
+// all, in order, each naming in deliveryIds exactly the deliveries it
+// carries; a receipt names the messages that carry its items.
+func TestHookFlushSplitsIntoMessages(t *testing.T) {
+	const n = 2*fakePartItems + 1
+	for _, tc := range []struct {
+		name string
+		pol  *apiv1.NotificationPolicy
+		// hold runs before the posts, flush after them.
+		hold, flush func(e *policyEnv)
+		// coalesced: the flush is one delivery (debounce) whose newest
+		// receipt carries every message.
+		coalesced bool
+	}{
+		{
+			name:  "offline queue, on attach",
+			pol:   &apiv1.NotificationPolicy{IfOffline: ptr("queue")},
+			hold:  func(*policyEnv) {},
+			flush: func(e *policyEnv) { e.online(t, "alice") },
+		},
+		{
+			name:  "busy wait, on idle",
+			pol:   &apiv1.NotificationPolicy{IfBusy: ptr("wait")},
+			hold:  func(e *policyEnv) { e.online(t, "alice"); e.activity("alice", stateWorking) },
+			flush: func(e *policyEnv) { e.activity("alice", stateIdle) },
+		},
+		{
+			name:      "debounce window end",
+			pol:       &apiv1.NotificationPolicy{DebounceMs: ptr(int32(60000)), DebounceMax: ptr(int32(100))},
+			hold:      func(e *policyEnv) { e.online(t, "alice") },
+			flush:     func(e *policyEnv) { e.clock.Add(time.Minute) },
+			coalesced: true,
+		},
+		{
+			name:      "debounce, then the offline queue",
+			pol:       &apiv1.NotificationPolicy{DebounceMs: ptr(int32(60000)), DebounceMax: ptr(int32(100)), IfOffline: ptr("queue")},
+			hold:      func(*policyEnv) {},
+			flush:     func(e *policyEnv) { e.clock.Add(time.Minute); e.pass(t); e.online(t, "alice") },
+			coalesced: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPolicyEnv(t)
+			e.endpoint(t, "s", tc.pol, "alice")
+			tc.hold(e)
+			var ids []string // newest first
+			for i := range n {
+				r := e.post(t, "s", "", fmt.Sprintf(`{"n":%d}`, i))
+				require.Equal(t, "pending", r.Status)
+				ids = append([]string{r.ID}, ids...)
+				e.clock.Add(time.Second)
+			}
+			e.pass(t)
+			require.Empty(t, e.hookMsgs(t, "alice", "s"))
+			tc.flush(e)
+			e.pass(t)
+
+			msgs := e.hookMsgs(t, "alice", "s")
+			require.Len(t, msgs, 3, "%d deliveries, %d to a message", n, fakePartItems)
+			var got []string
+			carrier := map[string]string{}
+			var msgIDs []string
+			for _, m := range msgs {
+				part := deliveryIDs(t, m)
+				require.Contains(t, m.Body, "items="+strings.Join(part, ","), "the message's text is the part it names")
+				for _, id := range part {
+					carrier[id] = formatMessageID(m.Seq)
+				}
+				got = append(got, part...)
+				msgIDs = append(msgIDs, formatMessageID(m.Seq))
+			}
+			require.Equal(t, ids, got, "every delivery once, newest first, over the messages in order")
+			if tc.coalesced {
+				d := e.receipt(t, ids[0])
+				require.Equal(t, "delivered", d.Status)
+				require.Equal(t, msgIDs, d.MessageIDs, "the flushed delivery became every message")
+				for _, id := range ids[1:] {
+					require.Equal(t, "coalesced", e.receipt(t, id).Status)
+				}
+			} else {
+				for _, id := range ids {
+					d := e.receipt(t, id)
+					require.Equal(t, "delivered", d.Status)
+					require.Equal(t, []string{carrier[id]}, d.MessageIDs, "receipt %s names the message carrying it", id)
+				}
+			}
+			require.Empty(t, e.pendingRows(t))
+		})
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/hub"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -71,7 +73,7 @@ func (b *brokerMessages) Push(ctx context.Context, req *apiv1.PushRequest) (*api
 			return nil, tx.GrantEntries(ctx, ids, grantees)
 		}
 	}
-	r := b.msgs.change(ctx, grant, &msg, pm)
+	r := b.msgs.push(ctx, grant, &msg, pm)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -199,7 +201,26 @@ func messageToProto(m store.Message) *apiv1.Message {
 	}
 	pm.Data = jsonStruct(m.Data)
 	pm.Meta = jsonStruct(m.Meta)
+	setReplyChain(pm, m)
 	return pm
+}
+
+// setReplyChain renders m's reply chain fields onto pm.
+func setReplyChain(pm *apiv1.Message, m store.Message) {
+	pm.ReplyTo = nil
+	if m.ReplyTo > 0 {
+		id := formatMessageID(m.ReplyTo)
+		pm.ReplyTo = &id
+	}
+	pm.Hops, pm.LoopStopped = nil, nil
+	if m.Hops > 0 {
+		h := uint32(min(m.Hops, math.MaxUint32))
+		pm.Hops = &h
+	}
+	if m.LoopStopped {
+		stopped := true
+		pm.LoopStopped = &stopped
+	}
 }
 
 func jsonStruct(b []byte) *structpb.Struct {
@@ -323,8 +344,10 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 		return nil
 	case "tool", "secret", "hook":
 		return b.registryThreadReadable(ctx, p, kind, thread)
+	case "loop":
+		return b.loopThreadReadable(ctx, p, thread)
 	}
-	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug> or secret:<slug>")
+	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug>, secret:<slug> or loop:<id>")
 }
 
 // readableChannel returns a channel whose history the caller may read.
@@ -359,20 +382,14 @@ func (b *brokerMessages) Subscribe(req *apiv1.SubscribeRequest, stream apiv1.Bro
 	}
 	f, err := b.attach(ctx, p, after, req.GetLastId() != "")
 	f, err = b.counted(f, err, streamGRPC)
+	f, err = b.runnerFeed(f, err, req.GetRunner(), p.Member)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Ready{Ready: &apiv1.Ready{Member: p.Member}}}); err != nil {
-		return err
-	}
-	for {
-		ev, err := f.Next(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Message{Message: ev.Value.(*apiv1.Message)}}); err != nil {
-			return err
-		}
-	}
+	return serveFeed(ctx, f, func() error {
+		return stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Ready{Ready: &apiv1.Ready{Member: p.Member}}})
+	}, func(ev *hub.Event) error {
+		return stream.Send(&apiv1.SubscribeResponse{Event: &apiv1.SubscribeResponse_Message{Message: ev.Value.(*apiv1.Message)}})
+	})
 }

@@ -31,6 +31,8 @@ type metrics struct {
 	pushDM, pushChannel, pushBroadcast, pushOther prometheus.Counter
 	// streams are the live streams by kind (sse, grpc, activity).
 	streamsSSE, streamsGRPC, streamsActivity atomic.Int64
+	// cutChat and cutActivity count the streams the broker cut, by reason.
+	cutChat, cutActivity cutCounters
 
 	msgBatch, msgCommit prometheus.Histogram
 	actBatch, actCommit prometheus.Histogram
@@ -40,6 +42,9 @@ type metrics struct {
 	hooks map[string]prometheus.Counter
 
 	pushSent, pushFailed, pushGone prometheus.Counter
+
+	// storage are the disk's metrics (storagemetrics.go).
+	storage *storageMetrics
 }
 
 // commitBuckets are the commit latency buckets in seconds: an fsync on a
@@ -69,14 +74,11 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 			ConstLabels: prometheus.Labels{"kind": kind},
 		}, func() float64 { return float64(n.Load()) })
 	}
-	hubCounter := func(name, help, stream string, h *hub.Hub, cut bool) prometheus.Collector {
+	delivered := func(stream string, h *hub.Hub) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: name, Help: help, ConstLabels: prometheus.Labels{"stream": stream},
+			Name: "svc_deliveries_total", Help: "Events handed to live streams, by stream: chat or activity.", ConstLabels: prometheus.Labels{"stream": stream},
 		}, func() float64 {
-			d, c := h.Stats()
-			if cut {
-				return float64(c)
-			}
+			d, _ := h.Stats()
 			return float64(d)
 		})
 	}
@@ -110,18 +112,30 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 	}, []string{"result"})
 	m.pushSent, m.pushFailed, m.pushGone = webpush.WithLabelValues("sent"), webpush.WithLabelValues("failed"), webpush.WithLabelValues("gone")
 
+	// A stream is counted once, when it has really ended (Feed.Close), not
+	// when the hub cut it off: a stream stuck in a write is still live.
+	cuts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svc_streams_cut_total", Help: "Live streams the broker cut off, counted once each when it ended, by stream (chat or activity) and reason: slow_reader (fell a whole queue behind) or write_timeout (a write to the client did not complete in time).",
+	}, []string{"stream", "reason"})
+	for _, c := range []struct {
+		cc     *cutCounters
+		stream string
+	}{{&m.cutChat, "chat"}, {&m.cutActivity, "activity"}} {
+		c.cc.slowReader = cuts.WithLabelValues(c.stream, cutSlowReader)
+		c.cc.writeTimeout = cuts.WithLabelValues(c.stream, cutWriteTimeout)
+	}
+
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		pushes,
 		streams(streamSSE, &m.streamsSSE), streams(streamGRPC, &m.streamsGRPC), streams(streamActivity, &m.streamsActivity),
-		hubCounter("svc_deliveries_total", "Events handed to live streams, by stream: chat or activity.", "chat", chat, false),
-		hubCounter("svc_deliveries_total", "Events handed to live streams, by stream: chat or activity.", "activity", act, false),
-		hubCounter("svc_streams_cut_total", "Live streams cut off for falling behind (slow readers), by stream: chat or activity.", "chat", chat, true),
-		hubCounter("svc_streams_cut_total", "Live streams cut off for falling behind (slow readers), by stream: chat or activity.", "activity", act, true),
+		delivered("chat", chat), delivered("activity", act),
+		cuts,
 		m.msgBatch, m.actBatch, m.msgCommit, m.actCommit,
 		otlp, hooks, webpush,
 	)
+	m.storage = newStorageMetrics(m.reg)
 	return m
 }
 
@@ -155,6 +169,31 @@ func (m *metrics) hooked(status string) {
 func commitTimer(batch, took prometheus.Histogram, n int, start time.Time) {
 	batch.Observe(float64(n))
 	took.Observe(time.Since(start).Seconds())
+}
+
+// cutCounters count one stream's cuts by reason, resolved once.
+type cutCounters struct {
+	slowReader, writeTimeout prometheus.Counter
+}
+
+// count counts a stream that ended cut for reason; "" (not cut) counts
+// nothing.
+func (c *cutCounters) count(reason string) {
+	switch reason {
+	case cutSlowReader:
+		c.slowReader.Inc()
+	case cutWriteTimeout:
+		c.writeTimeout.Inc()
+	}
+}
+
+// streamCuts returns the cut counters of the streams of kind: chat (sse,
+// grpc) or activity.
+func (m *metrics) streamCuts(kind string) *cutCounters {
+	if kind == streamActivity {
+		return &m.cutActivity
+	}
+	return &m.cutChat
 }
 
 // streamGauge returns the live-stream count of kind.

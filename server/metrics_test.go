@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	apiv1 "svc/gen/svc/v1"
 	"svc/server/hub"
 	"svc/store"
 )
@@ -103,6 +104,117 @@ func TestMetricsLiveStreams(t *testing.T) {
 	require.Zero(t, c.metrics.streamsSSE.Load(), "a second Close counts nothing")
 	f2.Close()
 	require.Zero(t, c.metrics.streamsGRPC.Load())
+}
+
+// svc_streams_cut_total counts a stream once, when it has really ended
+// (its feed's first Close), by why the broker cut it: a stream the hub
+// cut off but that is still stuck (in a write) is live and not yet
+// counted; a stream that ended any other way is not a cut.
+func TestMetricsStreamCuts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind string
+		// end ends the stream as its handler would, before Close.
+		end        func(t *testing.T, c *core, h *hub.Hub, f *Feed)
+		wantStream string
+		wantReason string // "" counts nothing
+	}{
+		{name: "slow reader, parked", kind: streamSSE, end: func(t *testing.T, _ *core, h *hub.Hub, f *Feed) {
+			overflow(h)
+			_, err := f.Next(context.Background(), nil)
+			require.ErrorIs(t, err, errFellBehind)
+		}, wantStream: "chat", wantReason: cutSlowReader},
+		{name: "slow reader, stuck in a write", kind: streamGRPC, end: func(t *testing.T, _ *core, h *hub.Hub, f *Feed) {
+			// The reader never calls Next again: the write it was stuck in
+			// fails once its connection is closed.
+			overflow(h)
+		}, wantStream: "chat", wantReason: cutSlowReader},
+		{name: "write timeout", kind: streamSSE, end: func(t *testing.T, _ *core, _ *hub.Hub, f *Feed) {
+			f.WriteTimedOut()
+		}, wantStream: "chat", wantReason: cutWriteTimeout},
+		{name: "write timeout, then cut off", kind: streamGRPC, end: func(t *testing.T, _ *core, h *hub.Hub, f *Feed) {
+			f.WriteTimedOut()
+			overflow(h)
+		}, wantStream: "chat", wantReason: cutWriteTimeout},
+		{name: "activity stream", kind: streamActivity, end: func(t *testing.T, _ *core, _ *hub.Hub, f *Feed) {
+			f.WriteTimedOut()
+		}, wantStream: "activity", wantReason: cutWriteTimeout},
+		{name: "client left", kind: streamGRPC, end: func(*testing.T, *core, *hub.Hub, *Feed) {}},
+		{name: "shutdown", kind: streamSSE, end: func(t *testing.T, _ *core, h *hub.Hub, f *Feed) {
+			h.Close()
+			_, err := f.Next(context.Background(), nil)
+			require.ErrorIs(t, err, errShuttingDown)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hub.New(hub.WithBuffer(1))
+			c := &core{store: mustMemStore(t), hub: h}
+			c.metrics = newMetrics(h, hub.New(), nil)
+			f, err := c.attach(context.Background(), bobPrincipal, 0, false)
+			f, err = c.counted(f, err, tc.kind)
+			require.NoError(t, err)
+			gauge := c.metrics.streamGauge(tc.kind)
+			tc.end(t, c, h, f)
+			require.EqualValues(t, 1, gauge.Load(), "live until it has ended")
+			require.Zero(t, cutTotal(t, c.metrics), "not counted before it has ended")
+			f.Close()
+			f.Close()
+			require.Zero(t, gauge.Load())
+			for _, stream := range []string{"chat", "activity"} {
+				for _, reason := range []string{cutSlowReader, cutWriteTimeout} {
+					want := 0.0
+					if stream == tc.wantStream && reason == tc.wantReason {
+						want = 1
+					}
+					require.Equal(t, want, cutValue(t, c.metrics, stream, reason), "%s/%s", stream, reason)
+				}
+			}
+		})
+	}
+}
+
+// overflow publishes to bob past a buffer of one: his streams are cut off.
+func overflow(h *hub.Hub) {
+	for seq := int64(1); seq <= 2; seq++ {
+		h.Publish(hub.NewEvent(seq, &apiv1.Message{}), false, "alice", []string{"bob"})
+	}
+}
+
+// cutValue is svc_streams_cut_total{stream, reason}; it fails when the
+// series is not shown.
+func cutValue(t *testing.T, m *metrics, stream, reason string) float64 {
+	t.Helper()
+	fams, err := m.reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != "svc_streams_cut_total" {
+			continue
+		}
+	next:
+		for _, mt := range f.GetMetric() {
+			want := map[string]string{"stream": stream, "reason": reason}
+			for _, l := range mt.GetLabel() {
+				if want[l.GetName()] != l.GetValue() {
+					continue next
+				}
+			}
+			return mt.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no svc_streams_cut_total{stream=%q,reason=%q}", stream, reason)
+	return 0
+}
+
+// cutTotal is svc_streams_cut_total summed over every series.
+func cutTotal(t *testing.T, m *metrics) float64 {
+	t.Helper()
+	var n float64
+	for _, stream := range []string{"chat", "activity"} {
+		for _, reason := range []string{cutSlowReader, cutWriteTimeout} {
+			n += cutValue(t, m, stream, reason)
+		}
+	}
+	return n
 }
 
 // Hook statuses are a fixed set; anything else is "other". Web push

@@ -89,12 +89,28 @@ func (fakeHooks) Match(fs []hooks.Filter, payload []byte) bool {
 
 func (fakeHooks) Content(t string, payload []byte) string { return t + string(payload) }
 
-func (fakeHooks) Render(f hooks.Frame) string {
-	ids := make([]string, len(f.Items))
-	for i, it := range f.Items {
-		ids[i] = it.DeliveryID
+// fakePartItems is how many items the fake puts in one message, so that
+// the tests see a flush split over several.
+const fakePartItems = 3
+
+func (fakeHooks) Render(f hooks.Frame) []hooks.Part {
+	var parts []hooks.Part
+	for from := 0; from < len(f.Items) || from == 0; from += fakePartItems {
+		its := f.Items[from:min(from+fakePartItems, len(f.Items))]
+		ids := make([]string, len(its))
+		for i, it := range its {
+			ids[i] = it.DeliveryID
+		}
+		first, content := "", ""
+		if len(its) > 0 {
+			first, content = its[0].DeliveryID, its[0].Content
+		}
+		parts = append(parts, hooks.Part{
+			Body:  fmt.Sprintf("frame %s %s %s items=%s queued=%s", f.Slug, first, content, strings.Join(ids, ","), f.QueuedFor),
+			Items: len(its),
+		})
 	}
-	return fmt.Sprintf("frame %s %s %s items=%s queued=%s", f.Slug, f.Items[0].DeliveryID, f.Items[0].Content, strings.Join(ids, ","), f.QueuedFor)
+	return parts
 }
 
 // hookEnv is a running server with members admin (notifications.manage),

@@ -29,6 +29,9 @@ type presence struct {
 	mu   sync.Mutex
 	now  func() time.Time
 	seen map[string]*sighting
+	// runners counts each member's open runner streams: when the last one
+	// closes, the member's live activity is idle at once.
+	runners map[string]int
 	// onActivity, when set, runs outside the lock after a member reports
 	// its activity (the hook scheduler's wake-up).
 	onActivity func(member string)
@@ -47,7 +50,7 @@ type sighting struct {
 }
 
 func newPresence(now func() time.Time) *presence {
-	return &presence{now: now, seen: map[string]*sighting{}}
+	return &presence{now: now, seen: map[string]*sighting{}, runners: map[string]int{}}
 }
 
 // touchLocked records a sighting of member.
@@ -85,6 +88,33 @@ func (pr *presence) setActivity(member, state string) {
 	s.state, s.stateAt = state, s.lastSeen
 	pr.mu.Unlock()
 	if pr.onActivity != nil {
+		pr.onActivity(member)
+	}
+}
+
+// runnerAttached counts a runner stream of member.
+func (pr *presence) runnerAttached(member string) {
+	pr.mu.Lock()
+	pr.runners[member]++
+	pr.mu.Unlock()
+}
+
+// runnerDetached uncounts a runner stream of member. With its last runner
+// gone, nothing refreshes its activity: a crashed runner's working would
+// otherwise hold until the activityTTL lapse, so the member is idle at once.
+func (pr *presence) runnerDetached(member string) {
+	pr.mu.Lock()
+	pr.runners[member]--
+	changed := false
+	if pr.runners[member] <= 0 {
+		delete(pr.runners, member)
+		if s := pr.seen[member]; s != nil && s.state != stateIdle {
+			s.state, s.stateAt = stateIdle, pr.now()
+			changed = true
+		}
+	}
+	pr.mu.Unlock()
+	if changed && pr.onActivity != nil {
 		pr.onActivity(member)
 	}
 }

@@ -302,26 +302,37 @@ var errNoKEK = Errorf(CodeUnavailable, "no key-encryption key is active: write-o
 
 // seal encrypts a write-only value for purpose; errNoKEK without a KEK.
 func (c *core) seal(plaintext []byte, purpose string) ([]byte, error) {
-	if c.kek == nil {
+	return sealWith(c.kek, plaintext, purpose)
+}
+
+// open decrypts a value seal made for purpose; errNoKEK without a KEK.
+func (c *core) open(sealed []byte, purpose string) ([]byte, error) {
+	return openWith(c.kek, sealed, purpose)
+}
+
+// sealWith encrypts plaintext under k as the stores keep it ({v, ct, iv}
+// JSON); errNoKEK when k is nil.
+func sealWith(k *kek.KEK, plaintext []byte, purpose string) ([]byte, error) {
+	if k == nil {
 		return nil, errNoKEK
 	}
-	s, err := c.kek.Seal(plaintext, purpose)
+	s, err := k.Seal(plaintext, purpose)
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(s)
 }
 
-// open decrypts a value seal made for purpose; errNoKEK without a KEK.
-func (c *core) open(sealed []byte, purpose string) ([]byte, error) {
-	if c.kek == nil {
+// openWith decrypts what sealWith made; errNoKEK when k is nil.
+func openWith(k *kek.KEK, sealed []byte, purpose string) ([]byte, error) {
+	if k == nil {
 		return nil, errNoKEK
 	}
 	var s kek.Sealed
 	if err := json.Unmarshal(sealed, &s); err != nil {
 		return nil, fmt.Errorf("sealed value: %w", err)
 	}
-	return c.kek.Open(s, purpose)
+	return k.Open(s, purpose)
 }
 
 // registrySlugRE is the slug grammar of tool sources and secrets: the
@@ -361,6 +372,13 @@ func (c *core) registryThreadReadable(ctx context.Context, p *auth.Principal, ki
 	if p.Has(leaf) {
 		return nil
 	}
+	return c.receivedOn(ctx, p, thread)
+}
+
+// receivedOn admits a member that received a message on thread (since it
+// became this member) and refuses anyone else: a thread you may not read
+// is refused, never shown empty.
+func (c *core) receivedOn(ctx context.Context, p *auth.Principal, thread string) error {
 	since, err := c.memberSince(ctx, p.Member)
 	if err != nil {
 		return err

@@ -36,6 +36,16 @@ const (
 	// grpcIdleTimeout closes a gRPC connection that has carried no call
 	// for this long; clients reconnect on their next call.
 	grpcIdleTimeout = 5 * time.Minute
+	// grpcPingAfter and grpcPingTimeout: a connection silent this long is
+	// pinged, and closed when the ping is not answered in time, so a peer
+	// that vanished (its host gone, a network cut) is noticed and its
+	// streams end, rather than when TCP gives up hours later.
+	grpcPingAfter   = 30 * time.Second
+	grpcPingTimeout = 10 * time.Second
+	// grpcMinClientPing is how often a client may ping to keep its
+	// connection alive (through NAT), streams or not; more often is a
+	// misbehaving client, and its connection is closed.
+	grpcMinClientPing = 10 * time.Second
 )
 
 // Deps are the required dependencies of a Server.
@@ -173,6 +183,9 @@ func New(d Deps, opts ...Option) *Server {
 	c.hookLimit = auth.NewWindowLimiter(hookRateLimit, time.Minute, hookRateKeys, o.now)
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
+	if d.Team != nil {
+		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
+	}
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
 	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
 	c.metrics = newMetrics(c.hub, c.actHub, o.storeCommits)
@@ -199,6 +212,9 @@ func New(d Deps, opts ...Option) *Server {
 	s.fed = fed
 	s.authn = auth.NewAuthenticator(d.Store, d.Store, d.Team, o.now, o.log, auth.WithJWT(fed.verifier))
 	s.guard = o.guard
+	if o.guard != nil {
+		c.proxies = o.guard.Proxies()
+	}
 	ch := &chain{authn: s.authn, guard: o.guard, log: o.log}
 	// The services are served twice with the same interceptors: by the
 	// gRPC server of clients on the network, whose connections are
@@ -209,7 +225,11 @@ func New(d Deps, opts ...Option) *Server {
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.MaxRecvMsgSize(maxRecvMessage),
 		grpc.InTapHandle(newPreauth(s.authn, o.now).handle),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: grpcIdleTimeout, Time: grpcPingAfter, Timeout: grpcPingTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),
+		// Plaintext as before; the credentials only let a stream close its
+		// connection when its client stops reading (streamsend.go).
+		grpc.Creds(newConnCreds()),
 	)
 	s.local = newLocalConn(ch.unary)
 	broker, objectives := newBroker(c, push), &Objectives{core: c}
@@ -261,6 +281,13 @@ func (s *Server) CloseStreams() {
 func (s *Server) Attach(ctx context.Context, p *auth.Principal, after int64, resume bool) (*Feed, error) {
 	f, err := s.core.attach(ctx, p, after, resume)
 	return s.core.counted(f, err, streamSSE)
+}
+
+// RunnerStream marks f, a feed of p's messages that Attach opened, as the
+// stream of p's runner: when p's last runner stream closes, its live
+// activity is idle at once.
+func (s *Server) RunnerStream(f *Feed, p *auth.Principal) {
+	_, _ = s.core.runnerFeed(f, nil, true, p.Member)
 }
 
 // AttachActivity opens a feed of member's activity for p, after lastID

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"svc/server/clientaddr"
 	"svc/server/egress"
 	"svc/server/teamconfig"
 )
@@ -75,6 +76,16 @@ type Config struct {
 	// credential (metricsLoopbackOpen; SVC_METRICS_LOOPBACK_OPEN=0 turns it
 	// off, e.g. behind a reverse proxy on the same host).
 	MetricsLoopbackOpen bool
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (--trusted-proxies, SVC_TRUSTED_PROXIES: comma-separated
+	// addresses and CIDR ranges; empty trusts none).
+	TrustedProxies *clientaddr.Proxies
+	// StartupCheck bounds the integrity check of each store file at start
+	// (SVC_STARTUP_CHECK_TIMEOUT, a Go duration; 0 skips it; storage.go).
+	StartupCheck time.Duration
+	// MinFreeMiB is the free space under a store below which start warns
+	// (SVC_MIN_FREE_MIB; 0 never warns; storage.go).
+	MinFreeMiB int
 }
 
 // KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
@@ -105,6 +116,7 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.DBPath, "db-path", env("SVC_DB_PATH", ""), "main store file; empty means in-memory (env SVC_DB_PATH)")
 	activity := fs.String("activity-db-path", env("SVC_ACTIVITY_DB_PATH", ""), "activity store file; default <db-path>-activity.db (env SVC_ACTIVITY_DB_PATH)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SVC_LOG_LEVEL", "info"), "debug, info, warn or error (env SVC_LOG_LEVEL)")
+	proxies := fs.String("trusted-proxies", env("SVC_TRUSTED_PROXIES", ""), "reverse proxies whose X-Forwarded-For names the client: comma-separated addresses and CIDR ranges (env SVC_TRUSTED_PROXIES)")
 	if err := fs.Parse(args); err != nil {
 		return c, &exitError{code: 2, err: err}
 	}
@@ -130,6 +142,9 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 		}
 	}
 	var err error
+	if c.TrustedProxies, err = clientaddr.Parse(*proxies); err != nil {
+		return c, &exitError{code: 2, err: fmt.Errorf("--trusted-proxies/SVC_TRUSTED_PROXIES: %w", err)}
+	}
 	if c.Egress, err = egress.ParsePolicy(os.Getenv("SVC_EGRESS_ALLOW")); err != nil {
 		return c, &exitError{code: 2, err: fmt.Errorf("SVC_EGRESS_ALLOW: %w", err)}
 	}
@@ -143,6 +158,9 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 		if c.OTLPFlushAfter, err = time.ParseDuration(v); err != nil || c.OTLPFlushAfter < 100*time.Millisecond || c.OTLPFlushAfter > 24*time.Hour {
 			return c, &exitError{code: 2, err: fmt.Errorf("SVC_OTLP_FLUSH_AFTER: must be a duration from 100ms to 24h, got %q", v)}
 		}
+	}
+	if err := parseStorageEnv(&c); err != nil {
+		return c, err
 	}
 	if c.ConfigPath == "" {
 		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}

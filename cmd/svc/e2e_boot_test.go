@@ -280,10 +280,11 @@ func TestBootMigratesPlaintextSecrets(t *testing.T) {
 	}
 }
 
-// TestSVCKEKReplacesTheFile restarts with another SVC_KEK: bearer tokens
-// (hashes) survive, the TOTP secret sealed under the first key does not
-// open, and no KEK file is ever written.
-func TestSVCKEKReplacesTheFile(t *testing.T) {
+// TestAnotherSVCKEKRefusesToStart restarts with another SVC_KEK: the TOTP
+// secret and the VAPID key sealed under the first would not open, so the
+// broker refuses, naming the key's fingerprint and the way to rotate, and
+// writes no KEK file; with the first key back it starts and TOTP works.
+func TestAnotherSVCKEKRefusesToStart(t *testing.T) {
 	t.Parallel()
 	keyA, keyB := make([]byte, 32), make([]byte, 32)
 	_, err := rand.Read(keyA)
@@ -297,13 +298,21 @@ func TestSVCKEKReplacesTheFile(t *testing.T) {
 	u := enroll(t, d, admin, "admin")
 	p.mustStop(t)
 	require.NoFileExists(t, cfgPath+".kek")
+	before, err := os.ReadFile(cfgPath)
+	require.NoError(t, err)
 
-	p2 := mustStartSvc(t, procOpts{configPath: cfgPath, env: []string{"SVC_KEK=" + base64.StdEncoding.EncodeToString(keyB)}})
-	d2 := restDriver{p2}
-	requireWorks(t, d2, admin, "admin")
-	mustFail(t, d2, anonymous, "CreateSession", obj{"code": u.next(t), "member": "admin"}, "unauthenticated")
-	p2.mustStop(t)
+	kb, err := kek.New(keyB)
+	require.NoError(t, err)
+	code, stdout, stderr := runSvc(t, []string{"serve", "--addr", "127.0.0.1:0", "--config-path", cfgPath}, []string{"SVC_KEK=" + base64.StdEncoding.EncodeToString(keyB)}, nil)
+	require.Equal(t, 1, code, "stderr:\n%s", stderr)
+	require.Empty(t, stdout)
+	for _, want := range []string{"refusing to start", "SVC_KEK (fingerprint " + kb.Fingerprint() + ")", `store.members[0] ("admin").totpSecret`, cfgPath, "svc kek rotate", "svc kek reset"} {
+		require.Contains(t, stderr, want)
+	}
 	require.NoFileExists(t, cfgPath+".kek")
+	after, err := os.ReadFile(cfgPath)
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after), "nothing is sealed under the wrong key")
 
 	p3 := mustStartSvc(t, procOpts{configPath: cfgPath, env: []string{"SVC_KEK=" + base64.StdEncoding.EncodeToString(keyA)}})
 	s := mustCall(t, restDriver{p3}, anonymous, "CreateSession", obj{"code": u.next(t), "member": "admin"})
@@ -435,6 +444,9 @@ func TestBadEnvironmentRefusesToStart(t *testing.T) {
 		{name: "egress allow list of a host name", env: "SVC_EGRESS_ALLOW=localhost", code: 2, want: "SVC_EGRESS_ALLOW"},
 		{name: "egress allow list of a bad range", env: "SVC_EGRESS_ALLOW=10.0.0.0/40", code: 2, want: "SVC_EGRESS_ALLOW"},
 		{name: "profiler off loopback", env: "SVC_PPROF_ADDR=0.0.0.0:6061", code: 1, want: "SVC_PPROF_ADDR"},
+		{name: "startup check budget not a duration", env: "SVC_STARTUP_CHECK_TIMEOUT=soon", code: 2, want: "SVC_STARTUP_CHECK_TIMEOUT"},
+		{name: "startup check budget negative", env: "SVC_STARTUP_CHECK_TIMEOUT=-1s", code: 2, want: "SVC_STARTUP_CHECK_TIMEOUT"},
+		{name: "free-space floor negative", env: "SVC_MIN_FREE_MIB=-1", code: 2, want: "SVC_MIN_FREE_MIB"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

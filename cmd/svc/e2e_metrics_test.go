@@ -33,12 +33,15 @@ func scrape(t testing.TB, p *proc, opts ...reqOpt) map[string]*dto.MetricFamily 
 }
 
 // metricValue is the value of the counter or gauge name whose labels
-// include want, or a histogram's sample count; 0 when there is none.
+// include want, or a histogram's sample count, summed over every series
+// that matches (as sum() would: svc_streams_cut_total{stream="chat"} is
+// one series per reason); 0 when there is none.
 func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	f := fams[name]
 	if f == nil {
 		return 0
 	}
+	var sum float64
 next:
 	for _, m := range f.GetMetric() {
 		labels := map[string]string{}
@@ -52,14 +55,14 @@ next:
 		}
 		switch {
 		case m.Counter != nil:
-			return m.GetCounter().GetValue()
+			sum += m.GetCounter().GetValue()
 		case m.Gauge != nil:
-			return m.GetGauge().GetValue()
+			sum += m.GetGauge().GetValue()
 		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount())
+			sum += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
-	return 0
+	return sum
 }
 
 func TestMetricsCountWhatHappened(t *testing.T) {

@@ -1,5 +1,6 @@
 // Command svc is the team broker: `svc serve` runs it; `svc activity prune`
-// applies activity retention.
+// applies activity retention; `svc kek` and `svc files sweep` are the
+// maintenance a stopped broker needs.
 package main
 
 import (
@@ -49,6 +50,11 @@ const usage = `usage: svc <command> [flags]
 commands:
   serve                                      run the broker
   activity prune --older-than <dur> [--yes]  delete activity older than dur
+  kek fingerprint|rotate|reset [flags]       the key-encryption key: name it, change it,
+                                             or give up what a lost one sealed (svc kek help)
+  files sweep --config-path P --db-path D [--yes]
+                                             delete files no file entry references
+  check [--db-path P] [--files=false]        check the stores and stored files in full
   version                                    print the version
   login [--url U] [--label L]                sign in with the device flow; saves the token
   whoami                                     print your member, role and permissions
@@ -75,10 +81,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "check":
+		return check(ctx, args[1:], stdout, stderr)
 	case "activity":
 		if len(args) > 1 && args[1] == "prune" {
 			return prune(ctx, args[2:], stdin, stdout, stderr)
 		}
+	case "kek":
+		return kekCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "files":
+		return filesCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "login", "whoami", "send", "tail", "approve", "deny", "approvals":
 		return clientCommand(ctx, args[0], args[1:], stdout, stderr)
 	case "runner":

@@ -10,10 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,10 +22,8 @@ import (
 
 	"svc/gateway"
 	"svc/server"
-	"svc/server/auth"
 	"svc/server/connguard"
 	"svc/server/federation"
-	"svc/server/kek"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
@@ -52,30 +50,24 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.LogLevel)
 	raiseFileLimit(log)
 
-	k, err := loadKEK(cfg, log)
+	// The config, the database, the files and the KEK must belong
+	// together before anything is written (bootcheck.go).
+	commits := server.NewStoreCommits()
+	st, b, err := openChecked(ctx, cfg, log, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Main), sqlite.WithStartupCheck(cfg.StartupCheck))
 	if err != nil {
 		return err
 	}
-	file, firstToken, err := loadTeamConfig(cfg, k, log)
-	if err != nil {
-		return err
-	}
-	if firstToken != "" {
+	defer st.Close()
+	file, k := b.file, b.kek
+	if b.firstToken != "" {
 		// Printed as soon as the config holding its hash is durable, so a
 		// later failure (say, the address is taken) cannot lose it. The only
 		// time a token is ever printed (CONTRACT §1).
-		fmt.Fprintf(stdout, "admin token: %s\n", firstToken)
+		fmt.Fprintf(stdout, "admin token: %s\n", b.firstToken)
 	}
-
-	commits := server.NewStoreCommits()
-	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Main))
+	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Activity), sqlite.WithStartupCheck(cfg.StartupCheck))
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	defer st.Close()
-	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Activity))
-	if err != nil {
-		return fmt.Errorf("open activity store: %w", err)
+		return storeOpenError("activity store", err)
 	}
 	defer act.Close()
 
@@ -87,7 +79,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	guard := connguard.New(cfg.MaxUnauthConns)
+	guard := connguard.New(cfg.MaxUnauthConns, connguard.WithProxies(cfg.TrustedProxies))
 	srvOpts := []server.Option{
 		server.WithLogger(log), server.WithWebPush(cfg.WebPushSubject, cfg.WebPushAllowHTTP),
 		server.WithEgress(cfg.Egress), server.WithConnGuard(guard),
@@ -104,7 +96,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		srvOpts = append(srvOpts, server.WithFiles(blobs, maxFileSize, file.Files.QuotaBytes))
 	}
+	warnLowSpace(log, cfg.MinFreeMiB, storageDirs(cfg, file.Files))
 	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version}, srvOpts...)
+	lg := file.LoopGuardSettings()
+	log.Info("loop guard", "max_hops", lg.MaxHops, "agent_pushes_per_minute", lg.AgentPushesPerMinute, "agent_push_burst", lg.AgentPushBurst)
 	// The committer runs until the listeners have drained, so in-flight
 	// pushes still commit during shutdown.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
@@ -161,6 +156,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
 		"max_unauthenticated_conns", cfg.MaxUnauthConns, "max_streams_per_member", cfg.MaxStreamsPerMember,
+		"trusted_proxies", cfg.TrustedProxies.String(),
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
 
 	g.Go(func() error {
@@ -242,7 +238,7 @@ func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-				g.ServeHTTP(w, r)
+				serveGRPCHTTP(g, w, r)
 				return
 			}
 			gw.ServeHTTP(w, r)
@@ -253,71 +249,27 @@ func listenTLS(addr string, h *teamconfig.HTTPS, g *grpc.Server, gw http.Handler
 	return s, tls.NewListener(&guardedListener{Listener: lis, guard: guard, log: log}, s.TLSConfig), nil
 }
 
-// loadKEK takes SVC_KEK when set, else the KEK file beside the config,
-// creating it on first use.
-func loadKEK(cfg Config, log *slog.Logger) (*kek.KEK, error) {
-	if cfg.KEK != "" {
-		k, err := kek.Parse(cfg.KEK)
-		if err != nil {
-			return nil, fmt.Errorf("SVC_KEK: %w", err)
-		}
-		return k, nil
-	}
-	k, created, err := kek.LoadOrCreate(cfg.KEKPath())
-	if err != nil {
-		return nil, err
-	}
-	if created {
-		log.Info("created KEK file", "path", cfg.KEKPath())
-	}
-	return k, nil
-}
-
-// loadTeamConfig loads, validates and migrates the team config; when it does
-// not exist it writes the first-boot config and returns the admin token.
-func loadTeamConfig(cfg Config, k *kek.KEK, log *slog.Logger) (*teamconfig.File, string, error) {
-	f, err := teamconfig.Load(cfg.ConfigPath)
-	if errors.Is(err, os.ErrNotExist) {
-		token, hash, err := auth.NewToken()
-		if err != nil {
-			return nil, "", err
-		}
-		f, err := teamconfig.Default(k, cfg.FilesRoot(), hash)
-		if err != nil {
-			return nil, "", err
-		}
-		if err := teamconfig.Save(cfg.ConfigPath, f); err != nil {
-			return nil, "", fmt.Errorf("write first-boot config: %w", err)
-		}
-		log.Info("first boot: wrote team config", "path", cfg.ConfigPath)
-		return f, token, nil
-	}
-	if err != nil {
-		return nil, "", &exitError{code: 1, err: fmt.Errorf("refusing to start: %w", err)}
-	}
-	changed, err := f.Migrate(k)
-	if err != nil {
-		return nil, "", &exitError{code: 1, err: fmt.Errorf("refusing to start: %s: %w", cfg.ConfigPath, err)}
-	}
-	if changed {
-		if err := teamconfig.Save(cfg.ConfigPath, f); err != nil {
-			return nil, "", fmt.Errorf("rewrite migrated config: %w", err)
-		}
-		log.Info("migrated plaintext secrets and presets in team config", "path", cfg.ConfigPath)
-	}
-	if !f.HasManager() {
-		log.Warn("no member holds members.manage; the team cannot be managed over the API")
-	}
-	// A KEK that cannot open what the config holds (lost or replaced KEK
-	// file) is said at boot, naming the entry, not at the first login.
-	for _, m := range f.Store.Members {
-		if m.HasTOTP() {
-			if _, err := teamconfig.OpenTOTP(k, m); err != nil {
-				log.Warn("TOTP secret cannot be decrypted with this KEK; re-enroll the member", "member", m.Name, "err", err)
-			}
+// serveGRPCHTTP serves a gRPC call over net/http's HTTP/2. A stream
+// whose client stops reading can be reset alone: a write deadline in the
+// past resets the HTTP/2 stream, and with it a Send blocked on flow
+// control (server.WithStreamAbort). The response writer is dead once
+// ServeHTTP returns, while the call's handler may still be ending: done
+// keeps a late abort off it.
+func serveGRPCHTTP(g *grpc.Server, w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	var mu sync.Mutex
+	done := false
+	abort := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			_ = rc.SetWriteDeadline(time.Now().Add(-time.Second))
 		}
 	}
-	return f, "", nil
+	g.ServeHTTP(w, r.WithContext(server.WithStreamAbort(r.Context(), abort)))
+	mu.Lock()
+	done = true
+	mu.Unlock()
 }
 
 // loadJWT returns the federation config the broker starts with: the
@@ -345,8 +297,10 @@ func loadJWT(cfg Config, file *teamconfig.File, log *slog.Logger) (*federation.C
 // openFiles opens the blob store of the files block and sweeps it: temp
 // files of writes a crash interrupted, and blobs no entry references (a
 // crash between placing a blob and committing its entry, or before a
-// purge), go. A relative root is taken relative to the config file's
-// directory, so the broker's working directory never matters.
+// purge), go; more than sweepLimit of those refuses to start instead (a
+// wrong database looks just like that). A relative root is taken relative
+// to the config file's directory, so the broker's working directory never
+// matters.
 func openFiles(ctx context.Context, cfg Config, files *teamconfig.Files, st store.Store, log *slog.Logger) (*vfs.Blobs, int64, error) {
 	root := files.Root
 	if root == "" {
@@ -359,7 +313,11 @@ func openFiles(ctx context.Context, cfg Config, files *teamconfig.Files, st stor
 	if err != nil {
 		return nil, 0, fmt.Errorf("files.root %s: %w", root, err)
 	}
-	n, err := blobs.Sweep(ctx, st.BlobReferenced)
+	n, err := blobs.Sweep(ctx, st.BlobReferenced, sweepLimit)
+	var ue *vfs.UnreferencedError
+	if errors.As(err, &ue) {
+		return nil, 0, sweepRefusal(cfg, root, ue)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("files.root %s: %w", root, err)
 	}

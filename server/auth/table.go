@@ -65,6 +65,8 @@ var methodRules = map[string]Rule{
 	apiv1.Broker_GetVapidPublicKey_FullMethodName:      Public,
 	apiv1.Broker_CreatePushSubscription_FullMethodName: AnyMember,
 	apiv1.Broker_DeletePushSubscription_FullMethodName: AnyMember, // own subscriptions only
+	apiv1.Broker_GetDelivery_FullMethodName:            AnyMember, // manage/self, checked in the service
+	apiv1.Broker_UpdateDelivery_FullMethodName:         AnyMember, // self, bearer only, checked in the service
 
 	apiv1.Objectives_ListObjectives_FullMethodName:    AnyMember,
 	apiv1.Objectives_CreateObjective_FullMethodName:   Require(ObjectivesCreate),

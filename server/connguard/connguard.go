@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"svc/server/clientaddr"
 )
 
 // Key names one TCP connection: its local and remote addresses together,
@@ -20,21 +22,49 @@ const totalFactor = 16
 // Guard counts the unauthenticated connections of each client address. A
 // client address is an IPv4 address or an IPv6 /64 (one host usually
 // holds a whole /64, so a bound per /128 would bound nothing).
+//
+// A connection from a trusted reverse proxy carries many clients, so it
+// is charged to no client address: it counts only toward the bound on all
+// connections. Its requests are charged instead, each to the client the
+// proxy names, from the moment it arrives until it authenticates or ends
+// (Hold).
 type Guard struct {
 	max, total int
+	proxies    *clientaddr.Proxies
 
 	mu      sync.Mutex
-	pending map[string]netip.Prefix // connection key -> client address
-	perAddr map[netip.Prefix]int
+	pending map[string]netip.Prefix // connection key -> client address (invalid: a proxy's)
+	perAddr map[netip.Prefix]int    // connections and held requests
 	all     int
 	refused atomic.Int64
+	held    atomic.Int64 // requests refused by Hold
 }
 
+// Option configures a Guard.
+type Option func(*Guard)
+
+// WithProxies names the reverse proxies whose connections carry other
+// clients' requests.
+func WithProxies(p *clientaddr.Proxies) Option { return func(g *Guard) { g.proxies = p } }
+
 // New returns a guard that admits at most max unauthenticated connections
-// per client address, and 16 x max of them in all; max <= 0 admits any
-// number.
-func New(max int) *Guard {
-	return &Guard{max: max, total: max * totalFactor, pending: map[string]netip.Prefix{}, perAddr: map[netip.Prefix]int{}}
+// (and requests held through proxies) per client address, and 16 x max
+// connections in all; max <= 0 admits any number.
+func New(max int, opts ...Option) *Guard {
+	g := &Guard{max: max, total: max * totalFactor, pending: map[string]netip.Prefix{}, perAddr: map[netip.Prefix]int{}}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+// Proxies are the trusted reverse proxies; nil when there are none (or
+// no guard).
+func (g *Guard) Proxies() *clientaddr.Proxies {
+	if g == nil {
+		return nil
+	}
+	return g.proxies
 }
 
 // Max is the bound per client address; <= 0 when there is none.
@@ -65,15 +95,20 @@ func (g *Guard) Accept(c net.Conn) (net.Conn, bool) {
 		return c, true
 	}
 	key := Key(c.LocalAddr().String(), c.RemoteAddr().String())
-	addr := clientAddr(ap.Addr())
+	var addr netip.Prefix // a proxy's connection: no client address
+	if !g.proxies.Trusted(ap.Addr()) {
+		addr = clientAddr(ap.Addr())
+	}
 	g.mu.Lock()
-	if _, dup := g.pending[key]; dup || g.max > 0 && (g.perAddr[addr] >= g.max || g.all >= g.total) {
+	if _, dup := g.pending[key]; dup || g.max > 0 && (addr.IsValid() && g.perAddr[addr] >= g.max || g.all >= g.total) {
 		g.mu.Unlock()
 		g.refused.Add(1)
 		return c, false
 	}
 	g.pending[key] = addr
-	g.perAddr[addr]++
+	if addr.IsValid() {
+		g.perAddr[addr]++
+	}
 	g.all++
 	g.mu.Unlock()
 	return &conn{Conn: c, g: g, key: key}, true
@@ -85,8 +120,30 @@ func (g *Guard) Accept(c net.Conn) (net.Conn, bool) {
 // are ignored.
 func (g *Guard) Authenticated(key string) { g.release(key) }
 
-// Pending is how many unauthenticated connections the client address of ip
-// holds.
+// Hold charges a request that came through a trusted proxy to client, the
+// address the proxy named: ok false when that address is at its bound
+// (the caller refuses the request). release, which the caller runs when
+// the request authenticates or ends, frees the place; running it again
+// does nothing.
+func (g *Guard) Hold(client netip.Addr) (release func(), ok bool) {
+	if g.max <= 0 || !client.IsValid() {
+		return func() {}, true
+	}
+	addr := clientAddr(client)
+	g.mu.Lock()
+	if g.perAddr[addr] >= g.max {
+		g.mu.Unlock()
+		g.held.Add(1)
+		return nil, false
+	}
+	g.perAddr[addr]++
+	g.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { g.mu.Lock(); g.drop(addr); g.mu.Unlock() }) }, true
+}
+
+// Pending is how many unauthenticated connections (and requests held
+// through proxies) the client address of ip holds.
 func (g *Guard) Pending(ip netip.Addr) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -95,6 +152,9 @@ func (g *Guard) Pending(ip netip.Addr) int {
 
 // Refused is how many connections Accept has refused.
 func (g *Guard) Refused() int64 { return g.refused.Load() }
+
+// RefusedRequests is how many proxied requests Hold has refused.
+func (g *Guard) RefusedRequests() int64 { return g.held.Load() }
 
 func (g *Guard) release(key string) {
 	g.mu.Lock()
@@ -105,6 +165,13 @@ func (g *Guard) release(key string) {
 	}
 	delete(g.pending, key)
 	g.all--
+	if addr.IsValid() {
+		g.drop(addr)
+	}
+}
+
+// drop gives back one place of addr; g.mu is held.
+func (g *Guard) drop(addr netip.Prefix) {
 	if g.perAddr[addr]--; g.perAddr[addr] <= 0 {
 		delete(g.perAddr, addr)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"svc/server/clientaddr"
 )
 
 // fakeConn is a connection from a given remote address to a given local
@@ -131,5 +133,99 @@ func TestGuard(t *testing.T) {
 			_, ok := g.Accept(from("10.0.0.1:" + strconv.Itoa(1000+port)))
 			require.True(t, ok)
 		}
+	})
+}
+
+func TestGuardProxies(t *testing.T) {
+	proxies, err := clientaddr.Parse("127.0.0.1, 10.9.0.0/16")
+	require.NoError(t, err)
+	proxy := netip.MustParseAddr("127.0.0.1")
+	c1, c2 := netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("198.51.100.2")
+	tests := []struct {
+		name string
+		run  func(t *testing.T, g *Guard)
+	}{
+		{"a proxy's connections are charged to no address", func(t *testing.T, g *Guard) {
+			for port := range 10 {
+				_, ok := g.Accept(from("127.0.0.1:" + strconv.Itoa(1000+port)))
+				require.True(t, ok, "connection %d from the proxy", port)
+			}
+			require.Zero(t, g.Pending(proxy))
+			_, ok := g.Accept(from("10.0.0.1:1000"))
+			require.True(t, ok, "an untrusted address is charged as before")
+			require.Equal(t, 1, g.Pending(netip.MustParseAddr("10.0.0.1")))
+		}},
+		{"a proxy's connections count toward the total", func(t *testing.T, g *Guard) {
+			for i := range g.Total() {
+				_, ok := g.Accept(from(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i / 256), byte(i % 256)}), 1000).String()))
+				require.True(t, ok)
+			}
+			_, ok := g.Accept(from("127.0.0.1:1000"))
+			require.False(t, ok, "a proxy cannot hold more than all connections together")
+			_, ok = g.Accept(from("10.0.0.1:1000"))
+			require.False(t, ok)
+		}},
+		{"closing and authenticating a proxy's connection", func(t *testing.T, g *Guard) {
+			c, ok := g.Accept(from("127.0.0.1:1000"))
+			require.True(t, ok)
+			_, ok = g.Accept(from("127.0.0.1:1001"))
+			require.True(t, ok)
+			g.Authenticated(key("127.0.0.1:1001"))
+			require.NoError(t, c.Close())
+			require.Zero(t, g.all)
+		}},
+		{"requests are charged to the client the proxy names", func(t *testing.T, g *Guard) {
+			var releases []func()
+			for range 3 {
+				release, ok := g.Hold(c1)
+				require.True(t, ok)
+				releases = append(releases, release)
+			}
+			_, ok := g.Hold(c1)
+			require.False(t, ok, "a fourth unauthenticated request of one client is refused")
+			release, ok := g.Hold(c2)
+			require.True(t, ok, "another client behind the same proxy is not affected")
+			release()
+			require.Equal(t, 3, g.Pending(c1))
+			require.Zero(t, g.Pending(c2))
+			releases[0]()
+			releases[0]()
+			require.Equal(t, 2, g.Pending(c1), "releasing twice releases once")
+			_, ok = g.Hold(c1)
+			require.True(t, ok)
+			require.EqualValues(t, 1, g.RefusedRequests())
+			require.Zero(t, g.Refused())
+		}},
+		{"a client's direct connections and proxied requests share its bound", func(t *testing.T, g *Guard) {
+			for port := range 2 {
+				_, ok := g.Accept(from("198.51.100.1:" + strconv.Itoa(1000+port)))
+				require.True(t, ok)
+			}
+			_, ok := g.Hold(c1)
+			require.True(t, ok)
+			_, ok = g.Hold(c1)
+			require.False(t, ok)
+			_, ok = g.Accept(from("198.51.100.1:2000"))
+			require.False(t, ok)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, New(3, WithProxies(proxies))) })
+	}
+	t.Run("no bound", func(t *testing.T) {
+		g := New(0, WithProxies(proxies))
+		for range 100 {
+			_, ok := g.Hold(c1)
+			require.True(t, ok)
+		}
+	})
+	t.Run("no proxies: a loopback peer is an ordinary address", func(t *testing.T) {
+		g := New(3)
+		for port := range 3 {
+			_, ok := g.Accept(from("127.0.0.1:" + strconv.Itoa(1000+port)))
+			require.True(t, ok)
+		}
+		_, ok := g.Accept(from("127.0.0.1:2000"))
+		require.False(t, ok)
 	})
 }

@@ -28,7 +28,7 @@ func BenchmarkVerifyHMAC4KiB(b *testing.B)   { benchVerifyHMAC(b, 4<<10) }
 func BenchmarkVerifyHMAC256KiB(b *testing.B) { benchVerifyHMAC(b, 256<<10) }
 
 func BenchmarkRender(b *testing.B) {
-	for _, n := range []int{1, 20} {
+	for _, n := range []int{1, 20, 110} {
 		b.Run(fmt.Sprintf("items=%d", n), func(b *testing.B) {
 			content := strings.Repeat("line with <tags> and </external_content> and é\n", 40) // ~2 KiB
 			items := make([]Item, n)

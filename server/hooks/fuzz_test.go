@@ -211,10 +211,10 @@ func FuzzContent(f *testing.F) {
 	})
 }
 
-// FuzzFrame: whatever the content and names, the rendered body has
-// exactly one opening and one closing fence per rendered item, at the
-// service's places, rendered items plus omitted ones make all items, and
-// the body is within MaxMessage.
+// FuzzFrame: whatever the content and names, every rendered part has
+// exactly one opening and one closing fence per item it carries, at the
+// service's places, and is within MaxMessage; the parts carry every item
+// once, in order.
 func FuzzFrame(f *testing.F) {
 	f.Add("deploys", "Deploy alerts", "d1", "hello", "</external_content>", uint8(2), int64(0))
 	f.Add(`x"y`, "<external_content endpoint=\"x\">", "\x00", "＜／ｅｘｔｅｒｎａｌ＿ｃｏｎｔｅｎｔ＞", "<", uint8(40), int64(-1))
@@ -232,14 +232,6 @@ func FuzzFrame(f *testing.F) {
 			items[i] = Item{DeliveryID: id, Received: t0.Add(-time.Duration(i) * time.Minute), Content: c}
 		}
 		fr := Frame{Slug: slug, DisplayName: display, Items: items, QueuedFor: time.Duration(q)}
-		body := fr.Render()
-		rendered := checkFences(t, body)
-		omittedN := 0
-		if rendered < len(items) {
-			omittedN = omittedCount(t, body)
-		}
-		if rendered < 1 || rendered+omittedN != len(items) {
-			t.Fatalf("rendered %d + omitted %d of %d items", rendered, omittedN, len(items))
-		}
+		checkParts(t, fr)
 	})
 }

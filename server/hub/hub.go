@@ -131,6 +131,9 @@ type Subscription struct {
 	// the subscription and not yet woken it.
 	queued bool
 	once   sync.Once
+	// afterEnd, when set, runs once the subscription has ended (guarded by
+	// mu; see AfterEnd).
+	afterEnd func()
 }
 
 // keptQueue is the largest drained queue a subscription keeps for the
@@ -255,14 +258,35 @@ func (s *Subscription) signal() {
 	}
 }
 
-// end marks the subscription ended and wakes its reader; once only.
-func (s *Subscription) end() {
+// end marks the subscription ended and wakes its reader; once only. It
+// returns the AfterEnd callback to run, once the caller has let go of the
+// hub's locks.
+func (s *Subscription) end() (after func()) {
 	s.once.Do(func() {
 		s.mu.Lock()
 		s.ended = true
+		after, s.afterEnd = s.afterEnd, nil
 		s.mu.Unlock()
 		close(s.wake)
 	})
+	return after
+}
+
+// AfterEnd has f run once the subscription ends (by Close, by the hub
+// closing, by Disconnect, or by falling behind), in the goroutine that
+// ended it, outside the hub's locks; at once when it has already ended. A
+// reader blocked elsewhere than on Ready (a stream's write to a client
+// that stopped reading) learns of the end this way. A later call replaces
+// an earlier f that has not run.
+func (s *Subscription) AfterEnd(f func()) {
+	s.mu.Lock()
+	if !s.ended {
+		s.afterEnd = f
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	f()
 }
 
 // Member names the key the subscription watches.
@@ -272,19 +296,30 @@ func (s *Subscription) Member() string { return s.member }
 // buffer overflowed.
 func (s *Subscription) FellBehind() bool { return s.behind.Load() }
 
-// Close ends the subscription. It is safe to call more than once.
-func (s *Subscription) Close() { s.hub.remove(s) }
+// Close ends the subscription and gives its place back to its holder. It
+// is safe to call more than once.
+func (s *Subscription) Close() { s.hub.remove(s, true) }
 
-func (h *Hub) remove(s *Subscription) {
+// remove ends s and stops delivering to it. With release, s also stops
+// counting toward its holder's bound; a subscription cut off for falling
+// behind keeps counting until its reader closes it, so a member whose
+// streams are cut faster than they end cannot open more than its bound
+// meanwhile.
+func (h *Hub) remove(s *Subscription, release bool) {
 	h.mu.Lock()
 	removed := drop(h.subs, s.member, s)
-	drop(h.held, s.holder, s)
+	if release {
+		drop(h.held, s.holder, s)
+	}
 	// Ended under the write lock: Publish sends only under the read lock,
 	// so nothing is queued after the end.
-	s.end()
+	after := s.end()
 	h.mu.Unlock()
 	if removed {
 		h.changed(s.member)
+	}
+	if after != nil {
+		after()
 	}
 }
 
@@ -367,7 +402,7 @@ func (h *Hub) publish(items []Item, lives []int) {
 		h.cut.Add(uint64(len(behind)))
 	}
 	for _, s := range behind {
-		h.remove(s)
+		h.remove(s, false)
 	}
 }
 

@@ -414,3 +414,60 @@ func TestPublishBatchReaderSeesWholeBatch(t *testing.T) {
 		t.Fatal("the reader was never woken")
 	}
 }
+
+// A subscription cut off for falling behind gets nothing more, but keeps
+// its holder's place until its reader closes it: a member whose streams
+// are cut faster than they end cannot hold more than its bound meanwhile.
+func TestCutSubscriptionHoldsItsPlaceUntilClosed(t *testing.T) {
+	h := New(WithBuffer(1), WithMaxPerMember(2))
+	slow, err := h.Subscribe("ann", "c")
+	require.NoError(t, err)
+	_, err = h.Subscribe("ann", "c")
+	require.NoError(t, err)
+	h.Publish(ev(1), false, "", []string{"ann"})
+	h.Publish(ev(2), false, "", []string{"ann"}) // both full: cut
+	require.True(t, slow.FellBehind())
+	require.Zero(t, h.Connected("ann"), "a cut subscription gets nothing more")
+	_, err = h.Subscribe("ann", "c")
+	require.ErrorIs(t, err, ErrTooMany, "cut but not yet closed, it still counts")
+	slow.Close()
+	_, err = h.Subscribe("ann", "c")
+	require.NoError(t, err, "closed, its place is free")
+}
+
+// AfterEnd runs once the subscription ends, however it ends, outside the
+// hub's locks (the callback may call the hub), and at once when it has
+// already ended.
+func TestAfterEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(h *Hub, s *Subscription)
+	}{
+		{"close", func(_ *Hub, s *Subscription) { s.Close() }},
+		{"cut off", func(h *Hub, _ *Subscription) {
+			h.Publish(ev(1), false, "", []string{"ann"})
+			h.Publish(ev(2), false, "", []string{"ann"})
+		}},
+		{"disconnect", func(h *Hub, _ *Subscription) { h.Disconnect("ann", nil) }},
+		{"hub closed", func(h *Hub, _ *Subscription) { h.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := New(WithBuffer(1))
+			s, err := h.Subscribe("ann", "c")
+			require.NoError(t, err)
+			ran := 0
+			s.AfterEnd(func() {
+				ran++
+				_ = h.Connected("ann") // takes the hub's lock: must not deadlock
+			})
+			require.Zero(t, ran, "not before the end")
+			tc.end(h, s)
+			require.Equal(t, 1, ran)
+			s.Close()
+			require.Equal(t, 1, ran, "once")
+			late := false
+			s.AfterEnd(func() { late = true })
+			require.True(t, late, "registered after the end, it runs at once")
+		})
+	}
+}

@@ -77,12 +77,14 @@ func TestParse(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestLoadOrCreate(t *testing.T) {
+func TestCreateLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "svc.json.kek")
-	k1, created, err := LoadOrCreate(path)
-	require.NoError(t, err)
-	require.True(t, created)
+	_, err := Load(path)
+	require.ErrorIs(t, err, os.ErrNotExist, "a missing file is reported, never made")
+	require.NoFileExists(t, path)
 
+	k1, err := Create(path)
+	require.NoError(t, err)
 	info, err := os.Stat(path)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
@@ -90,12 +92,51 @@ func TestLoadOrCreate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), dir.Mode().Perm())
 
+	_, err = Create(path)
+	require.ErrorIs(t, err, os.ErrExist, "Create never overwrites a key")
+
 	s, err := k1.Seal([]byte("x"), "p")
 	require.NoError(t, err)
-	k2, created, err := LoadOrCreate(path)
+	k2, err := Load(path)
 	require.NoError(t, err)
-	require.False(t, created)
 	pt, err := k2.Open(s, "p")
 	require.NoError(t, err, "the reloaded KEK opens what the first sealed")
 	require.Equal(t, "x", string(pt))
+	require.Equal(t, k1.Fingerprint(), k2.Fingerprint())
+}
+
+func TestReplace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svc.json.kek")
+	k1, err := Create(path)
+	require.NoError(t, err)
+	key, err := Generate()
+	require.NoError(t, err)
+	require.NoError(t, Replace(path, key))
+	k2, err := Load(path)
+	require.NoError(t, err)
+	require.NotEqual(t, k1.Fingerprint(), k2.Fingerprint())
+	want, err := New(key)
+	require.NoError(t, err)
+	require.Equal(t, want.Fingerprint(), k2.Fingerprint())
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temp file left behind")
+	require.Error(t, Replace(path, key[:16]))
+}
+
+func TestFingerprint(t *testing.T) {
+	zero := make([]byte, KeySize)
+	k, err := New(zero)
+	require.NoError(t, err)
+	// HMAC-SHA256(32 zero bytes, "svc-kek-fingerprint-v1"), first 16
+	// bytes: pinned, since stores record it and a change would refuse
+	// every existing one.
+	require.Equal(t, "fa5dd2ab066e3563d398ee9644b7ccf8", k.Fingerprint())
+	require.Len(t, k.Fingerprint(), 32)
+
+	other := mustKEK(t)
+	require.NotEqual(t, k.Fingerprint(), other.Fingerprint())
 }

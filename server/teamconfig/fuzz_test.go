@@ -13,7 +13,7 @@ func FuzzParse(f *testing.F) {
 	k := mustKEK(f)
 	_, hash, err := auth.NewToken()
 	require.NoError(f, err)
-	def, err := teamconfig.Default(k, "/srv/files", hash)
+	def, err := teamconfig.Default(k, "0123abcd", "/srv/files", hash)
 	require.NoError(f, err)
 	defJSON, err := def.Marshal()
 	require.NoError(f, err)

@@ -36,6 +36,9 @@ type File struct {
 	Files   *Files   `json:"files,omitempty"`
 	// Approvals holds the approvals settings (docs/APPROVALS.md).
 	Approvals *Approvals `json:"approvals,omitempty"`
+	// LoopGuard holds the loop guard's settings (docs/RUNNER.md, Loop
+	// guard); absent fields take their defaults.
+	LoopGuard *LoopGuard `json:"loopGuard,omitempty"`
 
 	// extra keeps top-level keys this version does not know, so rewriting
 	// the file never drops an operator's settings.
@@ -44,6 +47,11 @@ type File struct {
 
 // Team is the team block.
 type Team struct {
+	// ID names the team's data: the store records the same id, and a
+	// broker refuses to pair a config with a store of another team. The
+	// broker writes it at first boot (or at the first start of a config
+	// without one on a database); operators never need to.
+	ID                string              `json:"id,omitempty"`
 	Name              string              `json:"name"`
 	Directive         string              `json:"directive"`
 	Context           string              `json:"context"`
@@ -168,7 +176,7 @@ func entryErr(entry string, format string, args ...any) error {
 }
 
 // knownKeys are the top-level keys of File.
-var knownKeys = []string{"team", "store", "https", "webPush", "jwt", "files", "approvals"}
+var knownKeys = []string{"team", "store", "https", "webPush", "jwt", "files", "approvals", "loopGuard"}
 
 // Parse decodes and validates a config file's bytes. It does not migrate.
 func Parse(data []byte) (*File, error) {
@@ -239,8 +247,15 @@ func (f *File) HasManager() bool {
 	return false
 }
 
+// teamIDRE is what a team id may be: NewTeamID makes 32 hex digits; a
+// hand-copied id is bounded and printable.
+var teamIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // Validate checks every entry and names the first offending one.
 func (f *File) Validate() error {
+	if f.Team.ID != "" && !teamIDRE.MatchString(f.Team.ID) {
+		return entryErr("team.id", "must be 1 to 64 letters, digits, '-' or '_'")
+	}
 	for name, leaves := range f.Team.PermissionPresets {
 		entry := fmt.Sprintf("team.permissionPresets[%q]", name)
 		if auth.IsLeaf(name) {
@@ -312,6 +327,11 @@ func (f *File) Validate() error {
 	}
 	if f.Files != nil && f.Files.QuotaBytes < 0 {
 		return entryErr("files.quotaBytes", "must not be negative")
+	}
+	if f.LoopGuard != nil {
+		if err := f.LoopGuard.validate(); err != nil {
+			return err
+		}
 	}
 	if f.JWT != nil {
 		if err := f.JWT.Validate(); err != nil {
@@ -538,10 +558,17 @@ func ParseTokenHash(s string) ([32]byte, error) {
 	return h, nil
 }
 
-// Default returns the first-boot config: team "team", the default presets, a
-// files block rooted in filesRoot, a fresh VAPID keypair sealed under k, and
-// one admin member holding tokenHash.
-func Default(k *kek.KEK, filesRoot string, tokenHash [32]byte) (*File, error) {
+// NewTeamID returns a fresh random team id.
+func NewTeamID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// NewWebPush returns a fresh VAPID keypair, the private key sealed under k.
+func NewWebPush(k *kek.KEK) (*WebPush, error) {
 	priv, err := ecdh.P256().GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
@@ -554,9 +581,23 @@ func Default(k *kek.KEK, filesRoot string, tokenHash [32]byte) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	return &WebPush{
+		VAPIDPublicKey:  base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes()),
+		VAPIDPrivateKey: sealedJSON,
+	}, nil
+}
+
+// Default returns the first-boot config: team "team" with id teamID, the
+// default presets, a files block rooted in filesRoot, a fresh VAPID
+// keypair sealed under k, and one admin member holding tokenHash.
+func Default(k *kek.KEK, teamID, filesRoot string, tokenHash [32]byte) (*File, error) {
+	wp, err := NewWebPush(k)
+	if err != nil {
+		return nil, err
+	}
 	presets := auth.DefaultPresets()
 	return &File{
-		Team: Team{Name: "team", PermissionPresets: presets},
+		Team: Team{ID: teamID, Name: "team", PermissionPresets: presets},
 		Store: Store{Members: []Member{{
 			Name:           "admin",
 			Role:           &Role{Title: "Administrator", Description: "Runs the team broker."},
@@ -564,12 +605,104 @@ func Default(k *kek.KEK, filesRoot string, tokenHash [32]byte) (*File, error) {
 			RawPermissions: []string{"admin"},
 			TokenHash:      FormatTokenHash(tokenHash),
 		}}},
-		WebPush: &WebPush{
-			VAPIDPublicKey:  base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes()),
-			VAPIDPrivateKey: sealedJSON,
-		},
-		Files: &Files{Root: filesRoot, MaxFileSize: DefaultMaxFileSize},
+		WebPush: wp,
+		Files:   &Files{Root: filesRoot, MaxFileSize: DefaultMaxFileSize},
 	}, nil
+}
+
+// SealedEntry is one value of the config sealed under the KEK.
+type SealedEntry struct {
+	Entry   string // the config entry, as errors name it
+	Sealed  kek.Sealed
+	Purpose string
+	// set stores a value sealed again.
+	set func(json.RawMessage)
+}
+
+// Sealed lists the config's sealed values: members' TOTP secrets and the
+// VAPID private key. Plaintext values (migrated at boot) are not listed.
+func (f *File) Sealed() []SealedEntry {
+	var out []SealedEntry
+	for i := range f.Store.Members {
+		m := &f.Store.Members[i]
+		if s, ok := m.SealedTOTP(); ok {
+			out = append(out, SealedEntry{
+				Entry: fmt.Sprintf("store.members[%d] (%q).totpSecret", i, m.Name), Sealed: *s, Purpose: TOTPPurpose(m.Name),
+				set: func(v json.RawMessage) { m.TOTPSecret = v },
+			})
+		}
+	}
+	if w := f.WebPush; w != nil {
+		if _, s, err := decodeSecretField(w.VAPIDPrivateKey); err == nil && s != nil {
+			out = append(out, SealedEntry{
+				Entry: "webPush.vapidPrivateKey", Sealed: *s, Purpose: VAPIDPurpose,
+				set: func(v json.RawMessage) { w.VAPIDPrivateKey = v },
+			})
+		}
+	}
+	return out
+}
+
+// CheckKEK opens every sealed value with k and names the first that does
+// not open.
+func (f *File) CheckKEK(k *kek.KEK) error {
+	for _, e := range f.Sealed() {
+		if _, err := k.Open(e.Sealed, e.Purpose); err != nil {
+			return &EntryError{Entry: e.Entry, Err: err}
+		}
+	}
+	return nil
+}
+
+// Reseal seals every sealed value again under to. A value opens with from;
+// one that opens with to instead is already re-sealed (a rotation that was
+// interrupted) and is left as it is. It reports how many it re-sealed and
+// names the first value neither key opens.
+func (f *File) Reseal(from, to *kek.KEK) (int, error) {
+	n := 0
+	for _, e := range f.Sealed() {
+		pt, err := from.Open(e.Sealed, e.Purpose)
+		if err != nil {
+			if _, terr := to.Open(e.Sealed, e.Purpose); terr == nil {
+				continue
+			}
+			return n, &EntryError{Entry: e.Entry, Err: err}
+		}
+		s, err := to.Seal(pt, e.Purpose)
+		if err != nil {
+			return n, err
+		}
+		raw, err := json.Marshal(s)
+		if err != nil {
+			return n, err
+		}
+		e.set(raw)
+		n++
+	}
+	return n, nil
+}
+
+// DropSealed gives up what a lost KEK sealed: members' TOTP secrets go
+// (they enroll again) and the web push keypair, when there is one, is
+// replaced by a fresh one sealed under k. It returns the members whose
+// TOTP secret went.
+func (f *File) DropSealed(k *kek.KEK) ([]string, error) {
+	var dropped []string
+	for i := range f.Store.Members {
+		m := &f.Store.Members[i]
+		if m.HasTOTP() {
+			m.TOTPSecret = nil
+			dropped = append(dropped, m.Name)
+		}
+	}
+	if f.WebPush != nil {
+		wp, err := NewWebPush(k)
+		if err != nil {
+			return nil, err
+		}
+		f.WebPush = wp
+	}
+	return dropped, nil
 }
 
 // Marshal renders the file as indented JSON, keeping unknown top-level keys.
@@ -582,7 +715,10 @@ func (f *File) Marshal() ([]byte, error) {
 		JWT       *JWT       `json:"jwt,omitempty"`
 		Files     *Files     `json:"files,omitempty"`
 		Approvals *Approvals `json:"approvals,omitempty"`
-	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files, f.Approvals})
+		// The file keeps the loopGuard block a rewrite (a member change)
+		// must not drop.
+		LoopGuard *LoopGuard `json:"loopGuard,omitempty"`
+	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files, f.Approvals, f.LoopGuard})
 	if err != nil {
 		return nil, err
 	}

@@ -521,7 +521,7 @@ func TestDefault(t *testing.T) {
 	k := mustKEK(t)
 	tok, hash, err := auth.NewToken()
 	require.NoError(t, err)
-	f, err := teamconfig.Default(k, "/srv/svc-files", hash)
+	f, err := teamconfig.Default(k, "0123abcd", "/srv/svc-files", hash)
 	require.NoError(t, err)
 	require.NoError(t, f.Validate())
 
@@ -534,6 +534,7 @@ func TestDefault(t *testing.T) {
 	require.False(t, changed)
 
 	require.Equal(t, "team", parsed.Team.Name)
+	require.Equal(t, "0123abcd", parsed.Team.ID, "the team id survives the file")
 	require.Equal(t, auth.DefaultPresets(), parsed.Team.PermissionPresets)
 	require.Len(t, parsed.Store.Members, 1)
 	admin := parsed.Store.Members[0]
@@ -572,7 +573,7 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, pub, priv.PublicKey().Bytes())
 
 	// Two first boots never share a keypair.
-	other, err := teamconfig.Default(k, "/srv/svc-files", hash)
+	other, err := teamconfig.Default(k, "0123abcd", "/srv/svc-files", hash)
 	require.NoError(t, err)
 	require.NotEqual(t, pubStr, other.WebPush.VAPIDPublicKey)
 }
@@ -613,4 +614,125 @@ func TestValidName(t *testing.T) {
 			require.Equal(t, tc.want, teamconfig.ValidName(tc.in))
 		})
 	}
+}
+
+func TestTeamIDValidated(t *testing.T) {
+	tests := []struct {
+		name string
+		id   string
+		ok   bool
+	}{
+		{name: "absent", id: `""`, ok: true},
+		{name: "hex", id: `"0123456789abcdef0123456789abcdef"`, ok: true},
+		{name: "space", id: `"a b"`},
+		{name: "too long", id: `"` + strings.Repeat("a", 65) + `"`},
+		{name: "not a string", id: `7`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := teamconfig.Parse([]byte(`{"team":{"id":` + tc.id + `,"name":"t"},"store":{"members":[]}}`))
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			if tc.id != "7" {
+				require.ErrorContains(t, err, "team.id")
+			}
+		})
+	}
+}
+
+func TestNewTeamID(t *testing.T) {
+	a, err := teamconfig.NewTeamID()
+	require.NoError(t, err)
+	b, err := teamconfig.NewTeamID()
+	require.NoError(t, err)
+	require.Len(t, a, 32)
+	require.NotEqual(t, a, b)
+}
+
+// sealedConfig is a config with two members, one with a TOTP secret, and
+// a web push keypair, all sealed under k.
+func sealedConfig(t *testing.T, k *kek.KEK) *teamconfig.File {
+	t.Helper()
+	_, hash, err := auth.NewToken()
+	require.NoError(t, err)
+	f, err := teamconfig.Default(k, "id", "/srv/files", hash)
+	require.NoError(t, err)
+	f.Store.Members = append(f.Store.Members, teamconfig.Member{Name: "ops", Permissions: []string{}})
+	f.Store.Members[1].TOTPSecret, err = teamconfig.SealTOTP(k, "ops", "JBSWY3DPEHPK3PXP")
+	require.NoError(t, err)
+	return f
+}
+
+func TestSealedEntries(t *testing.T) {
+	k := mustKEK(t)
+	f := sealedConfig(t, k)
+	var entries []string
+	for _, e := range f.Sealed() {
+		entries = append(entries, e.Entry)
+	}
+	require.Equal(t, []string{`store.members[1] ("ops").totpSecret`, "webPush.vapidPrivateKey"}, entries)
+	require.NoError(t, f.CheckKEK(k))
+
+	err := f.CheckKEK(mustKEK(t))
+	var ee *teamconfig.EntryError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, `store.members[1] ("ops").totpSecret`, ee.Entry, "the first value that does not open is named")
+	require.ErrorIs(t, err, kek.ErrDecrypt)
+
+	plain := mustParse(t, `{"team":{"name":"t"},"store":{"members":[{"name":"a","permissions":[],"totpSecret":"JBSWY3DPEHPK3PXP"}]}}`)
+	require.Empty(t, plain.Sealed(), "a plaintext value is not sealed yet")
+	require.NoError(t, plain.CheckKEK(mustKEK(t)))
+}
+
+func TestReseal(t *testing.T) {
+	from, to := mustKEK(t), mustKEK(t)
+	f := sealedConfig(t, from)
+	vapidBefore, err := teamconfig.OpenVAPID(from, f.WebPush)
+	require.NoError(t, err)
+
+	n, err := f.Reseal(from, to)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.NoError(t, f.CheckKEK(to))
+	require.Error(t, f.CheckKEK(from))
+	totp, err := teamconfig.OpenTOTP(to, f.Store.Members[1])
+	require.NoError(t, err)
+	require.Equal(t, "JBSWY3DPEHPK3PXP", totp)
+	vapid, err := teamconfig.OpenVAPID(to, f.WebPush)
+	require.NoError(t, err)
+	require.Equal(t, vapidBefore, vapid)
+
+	// Run again (an interrupted rotation): what is under to stays.
+	n, err = f.Reseal(from, to)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.NoError(t, f.CheckKEK(to))
+
+	// A value neither key opens is named, not dropped.
+	_, err = f.Reseal(mustKEK(t), mustKEK(t))
+	var ee *teamconfig.EntryError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, `store.members[1] ("ops").totpSecret`, ee.Entry)
+}
+
+func TestDropSealed(t *testing.T) {
+	lost, fresh := mustKEK(t), mustKEK(t)
+	f := sealedConfig(t, lost)
+	pub := f.WebPush.VAPIDPublicKey
+	dropped, err := f.DropSealed(fresh)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ops"}, dropped)
+	require.False(t, f.Store.Members[1].HasTOTP())
+	require.NotEqual(t, pub, f.WebPush.VAPIDPublicKey, "a new keypair")
+	require.NoError(t, f.CheckKEK(fresh))
+	require.NoError(t, f.Validate())
+
+	nopush := mustParse(t, `{"team":{"name":"t"},"store":{"members":[]}}`)
+	dropped, err = nopush.DropSealed(fresh)
+	require.NoError(t, err)
+	require.Empty(t, dropped)
+	require.Nil(t, nopush.WebPush, "no web push block is made")
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"svc/store"
 )
 
 // Errors of the blob store.
@@ -64,6 +66,8 @@ type Blobs struct {
 	mu       sync.Mutex
 	locks    map[string]*shaLock // sha -> lock, while anyone holds or waits
 	inflight map[string]struct{} // temp files of running Puts, kept by Sweep
+
+	health putHealth // verify.go
 }
 
 type shaLock struct {
@@ -97,7 +101,9 @@ func Open(root string) (*Blobs, error) {
 			return nil, fmt.Errorf("open blobs: %w", err)
 		}
 	}
-	return &Blobs{root: root, locks: map[string]*shaLock{}, inflight: map[string]struct{}{}}, nil
+	b := &Blobs{root: root, locks: map[string]*shaLock{}, inflight: map[string]struct{}{}}
+	b.health.failing.What = "file writes"
+	return b, nil
 }
 
 // Lock locks sha in this process and returns the function that unlocks it
@@ -132,8 +138,18 @@ func (b *Blobs) Lock(sha string) (unlock func()) {
 // more than limit bytes arrive (a negative limit means none), fsyncs the
 // file, then under the sha's lock renames it into place, or drops it when
 // the blob already exists, and fsyncs the directory. On any error nothing
-// is left behind and nothing is locked.
+// is left behind and nothing is locked. No room on the disk (ENOSPC, a
+// quota, a file size limit) is an error wrapping store.ErrStorageFull.
 func (b *Blobs) Put(ctx context.Context, r io.Reader, limit int64) (Placed, error) {
+	p, err := b.put(ctx, r, limit)
+	b.health.put(err)
+	if storageFull(err) {
+		err = fmt.Errorf("%w: %w", store.ErrStorageFull, err)
+	}
+	return p, err
+}
+
+func (b *Blobs) put(ctx context.Context, r io.Reader, limit int64) (Placed, error) {
 	tmp, err := os.CreateTemp(filepath.Join(b.root, tmpDir), "put-*")
 	if err != nil {
 		return Placed{}, fmt.Errorf("put blob: %w", err)
@@ -262,12 +278,30 @@ func (b *Blobs) Purge(ctx context.Context, sha string, referenced func(ctx conte
 	return true, b.Remove(sha)
 }
 
+// UnreferencedError is Sweep's refusal: more files under blobs than it
+// may delete unasked are unknown to the database. That is what a wrong
+// or empty database looks like, so nothing was deleted; an operator who
+// knows the database is right deletes them on purpose (svc files sweep).
+type UnreferencedError struct {
+	Count int   // unreferenced blobs and strays
+	Bytes int64 // their size
+	Max   int   // what Sweep may delete unasked
+}
+
+func (e *UnreferencedError) Error() string {
+	return fmt.Sprintf("%d files under blobs (%d bytes) are referenced by no file entry, more than the %d a sweep deletes unasked", e.Count, e.Bytes, e.Max)
+}
+
 // Sweep makes the disk agree with the database, typically at boot: it
 // deletes every temp file (except those of Puts running now), every file
 // under blobs that is not named like a blob, and every blob referenced
 // does not report in use (each through Purge, so Sweep is safe alongside
 // writers that follow the protocol). It returns how many files it removed.
-func (b *Blobs) Sweep(ctx context.Context, referenced func(ctx context.Context, sha string) (bool, error)) (int, error) {
+//
+// limit bounds what it deletes under blobs: when more than limit files
+// there are strays or unreferenced, it deletes none of them and returns an
+// *UnreferencedError (temp files still go). A negative limit is no bound.
+func (b *Blobs) Sweep(ctx context.Context, referenced func(ctx context.Context, sha string) (bool, error), limit int) (int, error) {
 	removed := 0
 	tmps, err := os.ReadDir(filepath.Join(b.root, tmpDir))
 	if err != nil {
@@ -287,45 +321,113 @@ func (b *Blobs) Sweep(ctx context.Context, referenced func(ctx context.Context, 
 		removed++
 	}
 
-	shards, err := os.ReadDir(filepath.Join(b.root, blobsDir))
+	strays, orphans, size, err := b.unreferenced(ctx, referenced)
 	if err != nil {
 		return removed, fmt.Errorf("sweep blobs: %w", err)
+	}
+	if n := len(strays) + len(orphans); limit >= 0 && n > limit {
+		return removed, &UnreferencedError{Count: n, Bytes: size, Max: limit}
+	}
+	for _, p := range strays {
+		if err := os.RemoveAll(p); err != nil {
+			return removed, fmt.Errorf("sweep blobs: %w", err)
+		}
+		removed++
+	}
+	for _, sha := range orphans {
+		if err := ctx.Err(); err != nil {
+			return removed, fmt.Errorf("sweep blobs: %w", err)
+		}
+		gone, err := b.Purge(ctx, sha, referenced)
+		if err != nil {
+			return removed, fmt.Errorf("sweep blobs: %w", err)
+		}
+		if gone {
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+// unreferenced lists what Sweep would delete under blobs: strays (paths
+// not shaped like a blob) and the shas referenced does not report in use,
+// with their total size. Purge checks each sha again under its lock.
+func (b *Blobs) unreferenced(ctx context.Context, referenced func(ctx context.Context, sha string) (bool, error)) (strays, orphans []string, size int64, err error) {
+	shards, err := os.ReadDir(filepath.Join(b.root, blobsDir))
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	for _, shard := range shards {
 		dir := filepath.Join(b.root, blobsDir, shard.Name())
 		if !shard.IsDir() || !validShard(shard.Name()) {
-			if err := os.RemoveAll(dir); err != nil {
-				return removed, fmt.Errorf("sweep blobs: %w", err)
-			}
-			removed++
+			strays = append(strays, dir)
+			size += duSize(dir)
 			continue
 		}
 		files, err := os.ReadDir(dir)
 		if err != nil {
-			return removed, fmt.Errorf("sweep blobs: %w", err)
+			return nil, nil, 0, err
 		}
 		for _, f := range files {
 			if err := ctx.Err(); err != nil {
-				return removed, fmt.Errorf("sweep blobs: %w", err)
+				return nil, nil, 0, err
 			}
+			p := filepath.Join(dir, f.Name())
 			sha := f.Name()
 			if !f.Type().IsRegular() || !validSHA(sha) || sha[:2] != shard.Name() {
-				if err := os.RemoveAll(filepath.Join(dir, sha)); err != nil {
-					return removed, fmt.Errorf("sweep blobs: %w", err)
-				}
-				removed++
+				strays = append(strays, p)
+				size += duSize(p)
 				continue
 			}
-			gone, err := b.Purge(ctx, sha, referenced)
+			used, err := referenced(ctx, sha)
 			if err != nil {
-				return removed, fmt.Errorf("sweep blobs: %w", err)
+				return nil, nil, 0, err
 			}
-			if gone {
-				removed++
+			if !used {
+				orphans = append(orphans, sha)
+				size += duSize(p)
 			}
 		}
 	}
-	return removed, nil
+	return strays, orphans, size, nil
+}
+
+// duSize is the bytes of the regular files at or under p; unreadable
+// parts count 0 (it only informs a message).
+func duSize(p string) int64 {
+	var n int64
+	_ = filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// CountBlobs counts the files under root's blobs directory without
+// opening the store (which would create it): 0 when there is none. Boot
+// uses it to tell a files root that holds data from a new one.
+func CountBlobs(root string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(filepath.Join(root, blobsDir), func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count blobs: %w", err)
+	}
+	return n, nil
 }
 
 // path is where the blob sha lives; sha is valid.

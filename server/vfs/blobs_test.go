@@ -314,7 +314,7 @@ func TestSweep(t *testing.T) {
 	}
 	write("blobs/" + other + "/" + misplaced)
 
-	n, err := b.Sweep(t.Context(), r.referenced)
+	n, err := b.Sweep(t.Context(), r.referenced, 16)
 	require.NoError(t, err)
 	require.Equal(t, 7, n)
 	require.Equal(t, []string{blobFile(live)}, files(t, b))
@@ -322,20 +322,86 @@ func TestSweep(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrNotExist)
 
 	// Nothing left to do.
-	n, err = b.Sweep(t.Context(), r.referenced)
+	n, err = b.Sweep(t.Context(), r.referenced, 16)
 	require.NoError(t, err)
 	require.Zero(t, n)
 
 	boom := errors.New("db down")
-	_, err = b.Sweep(t.Context(), func(context.Context, string) (bool, error) { return false, boom })
+	_, err = b.Sweep(t.Context(), func(context.Context, string) (bool, error) { return false, boom }, 16)
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, []string{blobFile(live)}, files(t, b))
 
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err = b.Sweep(cancelled, r.referenced)
+	_, err = b.Sweep(cancelled, r.referenced, 16)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, []string{blobFile(live)}, files(t, b))
+}
+
+// TestSweepBound: past its bound Sweep deletes nothing under blobs (a
+// wrong database makes every blob look unreferenced), says how much it
+// kept, and still removes temp files; at the bound, or unbounded, it
+// deletes.
+func TestSweepBound(t *testing.T) {
+	tests := []struct {
+		name      string
+		orphans   int
+		limit     int
+		wantErr   bool
+		wantFiles int // under blobs, after
+	}{
+		{name: "none", orphans: 0, limit: 0, wantFiles: 1},
+		{name: "at the bound", orphans: 3, limit: 3, wantFiles: 1},
+		{name: "one past the bound", orphans: 4, limit: 3, wantErr: true, wantFiles: 5},
+		{name: "zero bound", orphans: 1, limit: 0, wantErr: true, wantFiles: 2},
+		{name: "unbounded", orphans: 40, limit: -1, wantFiles: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := MustOpenBlobs(t)
+			r := newRefs()
+			r.add(mustPut(t, b, "live"), 1)
+			var size int64
+			for i := range tc.orphans {
+				c := fmt.Sprintf("orphan %d", i)
+				mustPut(t, b, c)
+				size += int64(len(c))
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(b.root, "tmp", "put-1"), []byte("junk"), 0o600))
+
+			n, err := b.Sweep(t.Context(), r.referenced, tc.limit)
+			var ue *UnreferencedError
+			if tc.wantErr {
+				require.ErrorAs(t, err, &ue)
+				require.Equal(t, UnreferencedError{Count: tc.orphans, Bytes: size, Max: tc.limit}, *ue)
+				require.Equal(t, 1, n, "the temp file goes all the same")
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, tc.orphans+1, n)
+			}
+			got, err := CountBlobs(b.root)
+			require.NoError(t, err)
+			require.Equal(t, tc.wantFiles, got)
+			require.Len(t, files(t, b), tc.wantFiles, "no temp file left")
+		})
+	}
+}
+
+func TestCountBlobs(t *testing.T) {
+	n, err := CountBlobs(filepath.Join(t.TempDir(), "absent"))
+	require.NoError(t, err)
+	require.Zero(t, n, "no files root is no blob")
+	b := MustOpenBlobs(t)
+	n, err = CountBlobs(b.root)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	mustPut(t, b, "a")
+	mustPut(t, b, "b")
+	require.NoError(t, os.WriteFile(filepath.Join(b.root, "blobs", "stray"), []byte("x"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(b.root, "tmp", "put-1"), []byte("x"), 0o600))
+	n, err = CountBlobs(b.root)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "every file under blobs, strays too; temp files are not data")
 }
 
 // TestSweepKeepsRunningPut: a sweep while an upload streams leaves its temp
@@ -355,7 +421,7 @@ func TestSweepKeepsRunningPut(t *testing.T) {
 	// The write returned, so Put has read it: its temp file exists.
 	require.Len(t, files(t, b), 1)
 
-	n, err := b.Sweep(t.Context(), newRefs().referenced)
+	n, err := b.Sweep(t.Context(), newRefs().referenced, 16)
 	require.NoError(t, err)
 	require.Zero(t, n)
 

@@ -25,6 +25,9 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		platformTests,
 		hookTests,
 		approvalTests,
+		deliveryTests,
+		loopTests,
+		metaTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {

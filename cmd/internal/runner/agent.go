@@ -144,4 +144,8 @@ type Event struct {
 	// gives none): a denied approval closes the in-flight count of that
 	// call, and only once.
 	ToolUseID string
+	// Failed marks a TurnEnd of a turn that ended with an error (Codex's
+	// interrupted or failed turn, Claude Code's error result): while the
+	// runner stops, such a turn is handed back rather than acknowledged.
+	Failed bool
 }

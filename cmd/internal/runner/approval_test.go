@@ -77,7 +77,7 @@ func startApprovalLoop(t *testing.T, w *fakeWorld, f *fakeApprovals, plate []*ap
 	t.Helper()
 	d := w.deps()
 	f.wire(&d)
-	h := &harness{w: w, l: newLoop("me", "", d), msgs: make(chan *apiv1.Message), hooks: make(chan hookReq), done: make(chan error, 1)}
+	h := &harness{w: w, l: newLoop("me", loopState{}, d), msgs: make(chan *apiv1.Message), hooks: make(chan hookReq), done: make(chan error, 1)}
 	h.l.appr.in = make(chan approvalReq)
 	h.l.attach(plate)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -88,12 +88,6 @@ func startApprovalLoop(t *testing.T, w *fakeWorld, f *fakeApprovals, plate []*ap
 		<-h.done
 	})
 	return h
-}
-
-func (h *harness) events(evs ...Event) {
-	done := make(chan struct{})
-	h.hooks <- hookReq{events: evs, done: done}
-	<-done
 }
 
 // ask sends an approval request as the relay would and returns where its
@@ -176,11 +170,16 @@ func TestLoopApprovalDeniedClosesTheToolOnce(t *testing.T) {
 	require.Equal(t, "Denied by alice: not on main", a.Reason, "the agent reads who and why")
 
 	// A parallel call is in flight; a late end of the denied call (Codex
-	// completes a declined item) must not close it.
+	// completes a declined item) must not close it. The loop applied each
+	// batch before h.events returns, and nothing else moves its activity
+	// here, so the count can be read between batches.
+	h.events() // a barrier: the denial was applied
+	require.Zero(t, h.l.activity.InFlight(), "the denial closed tu1")
 	h.events(Event{Kind: ToolStart, Tool: "Read", ToolUseID: "tu2"}, Event{Kind: ToolEnd, Tool: "Bash", ToolUseID: "tu1"})
-	h.events(Event{Kind: TurnEnd})
-	waitState(t, w, StateWorking, "tu2 still runs after the turn's end")
+	require.Equal(t, 1, h.l.activity.InFlight(), "tu2 still runs after tu1's late end")
 	h.events(Event{Kind: ToolEnd, Tool: "Read", ToolUseID: "tu2"})
+	require.Zero(t, h.l.activity.InFlight())
+	h.events(Event{Kind: TurnEnd})
 	waitState(t, w, StateIdle, "nothing left in flight: no stuck working")
 }
 
@@ -337,7 +336,7 @@ func TestLoopAbandonsApprovalsWhenStopped(t *testing.T) {
 	w, f := &fakeWorld{}, &fakeApprovals{}
 	d := w.deps()
 	f.wire(&d)
-	l := newLoop("me", "", d)
+	l := newLoop("me", loopState{}, d)
 	l.appr.in = make(chan approvalReq)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -23,6 +23,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TurnPhase is what an UpdateDelivery says about the member's turn.
+type TurnPhase int32
+
+const (
+	// TURN_PHASE_UNSPECIFIED leaves the turn as it is.
+	TurnPhase_TURN_PHASE_UNSPECIFIED TurnPhase = 0
+	// TURN_PHASE_STARTED: a turn starts now, before the agent gets it.
+	TurnPhase_TURN_PHASE_STARTED TurnPhase = 1
+	// TURN_PHASE_ENDED: the turn in progress ended.
+	TurnPhase_TURN_PHASE_ENDED TurnPhase = 2
+)
+
+// Enum value maps for TurnPhase.
+var (
+	TurnPhase_name = map[int32]string{
+		0: "TURN_PHASE_UNSPECIFIED",
+		1: "TURN_PHASE_STARTED",
+		2: "TURN_PHASE_ENDED",
+	}
+	TurnPhase_value = map[string]int32{
+		"TURN_PHASE_UNSPECIFIED": 0,
+		"TURN_PHASE_STARTED":     1,
+		"TURN_PHASE_ENDED":       2,
+	}
+)
+
+func (x TurnPhase) Enum() *TurnPhase {
+	p := new(TurnPhase)
+	*p = x
+	return p
+}
+
+func (x TurnPhase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TurnPhase) Descriptor() protoreflect.EnumDescriptor {
+	return file_svc_v1_broker_proto_enumTypes[0].Descriptor()
+}
+
+func (TurnPhase) Type() protoreflect.EnumType {
+	return &file_svc_v1_broker_proto_enumTypes[0]
+}
+
+func (x TurnPhase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TurnPhase.Descriptor instead.
+func (TurnPhase) EnumDescriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{0}
+}
+
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -60,9 +113,15 @@ func (*HealthRequest) Descriptor() ([]byte, []int) {
 }
 
 type HealthResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status is "ok", or "degraded" while a store is failing: writes refused
+	// for a full disk or a failing disk, or damage found.
+	Status  string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// problems says, one string each, what is failing and since when; absent
+	// when status is "ok", so a healthy answer is exactly {status, version}
+	// (a repeated field would always render, as []).
+	Problems      *structpb.ListValue `protobuf:"bytes,3,opt,name=problems,proto3" json:"problems,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -109,6 +168,13 @@ func (x *HealthResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *HealthResponse) GetProblems() *structpb.ListValue {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
 }
 
 type GetBriefingRequest struct {
@@ -1947,7 +2013,10 @@ type SubscribeRequest struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// last_id resumes after this message id: every later message the caller
 	// may see is replayed in order before live delivery starts.
-	LastId        string `protobuf:"bytes,2,opt,name=last_id,json=lastId,proto3" json:"last_id,omitempty"`
+	LastId string `protobuf:"bytes,2,opt,name=last_id,json=lastId,proto3" json:"last_id,omitempty"`
+	// runner marks the stream of the member's runner: when the member's last
+	// runner stream closes, its live activity is idle at once.
+	Runner        bool `protobuf:"varint,3,opt,name=runner,proto3" json:"runner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1994,6 +2063,13 @@ func (x *SubscribeRequest) GetLastId() string {
 		return x.LastId
 	}
 	return ""
+}
+
+func (x *SubscribeRequest) GetRunner() bool {
+	if x != nil {
+		return x.Runner
+	}
+	return false
 }
 
 // Ready opens every stream.
@@ -3343,15 +3419,325 @@ func (*DeletePushSubscriptionResponse) Descriptor() ([]byte, []int) {
 	return file_svc_v1_broker_proto_rawDescGZIP(), []int{67}
 }
 
+type GetDeliveryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeliveryRequest) Reset() {
+	*x = GetDeliveryRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeliveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeliveryRequest) ProtoMessage() {}
+
+func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
+func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *GetDeliveryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetDeliveryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Delivery      *DeliveryState         `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeliveryResponse) Reset() {
+	*x = GetDeliveryResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeliveryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeliveryResponse) ProtoMessage() {}
+
+func (x *GetDeliveryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeliveryResponse.ProtoReflect.Descriptor instead.
+func (*GetDeliveryResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *GetDeliveryResponse) GetDelivery() *DeliveryState {
+	if x != nil {
+		return x.Delivery
+	}
+	return nil
+}
+
+type UpdateDeliveryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// position advances to this message id ("" leaves it); an id older than
+	// the stored position is ignored: it never moves backwards.
+	Position string    `protobuf:"bytes,2,opt,name=position,proto3" json:"position,omitempty"`
+	Turn     TurnPhase `protobuf:"varint,3,opt,name=turn,proto3,enum=svc.v1.TurnPhase" json:"turn,omitempty"`
+	// turn_message_id, with TURN_PHASE_STARTED, is the message the turn
+	// delivers ("" for a turn with no message, such as the re-brief).
+	TurnMessageId string `protobuf:"bytes,4,opt,name=turn_message_id,json=turnMessageId,proto3" json:"turn_message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDeliveryRequest) Reset() {
+	*x = UpdateDeliveryRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDeliveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDeliveryRequest) ProtoMessage() {}
+
+func (x *UpdateDeliveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDeliveryRequest.ProtoReflect.Descriptor instead.
+func (*UpdateDeliveryRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *UpdateDeliveryRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateDeliveryRequest) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *UpdateDeliveryRequest) GetTurn() TurnPhase {
+	if x != nil {
+		return x.Turn
+	}
+	return TurnPhase_TURN_PHASE_UNSPECIFIED
+}
+
+func (x *UpdateDeliveryRequest) GetTurnMessageId() string {
+	if x != nil {
+		return x.TurnMessageId
+	}
+	return ""
+}
+
+type UpdateDeliveryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Delivery      *DeliveryState         `protobuf:"bytes,1,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDeliveryResponse) Reset() {
+	*x = UpdateDeliveryResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDeliveryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDeliveryResponse) ProtoMessage() {}
+
+func (x *UpdateDeliveryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDeliveryResponse.ProtoReflect.Descriptor instead.
+func (*UpdateDeliveryResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *UpdateDeliveryResponse) GetDelivery() *DeliveryState {
+	if x != nil {
+		return x.Delivery
+	}
+	return nil
+}
+
+// DeliveryState is a member's delivery state (docs/RUNNER.md, Delivery
+// contract).
+type DeliveryState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// position is the last message whose turn ended (or that was skipped);
+	// absent: this member's runner never acknowledged anything.
+	Position *string `protobuf:"bytes,1,opt,name=position,proto3,oneof" json:"position,omitempty"`
+	// turn_active: a turn is in progress (or was, when its runner stopped).
+	TurnActive bool `protobuf:"varint,2,opt,name=turn_active,json=turnActive,proto3" json:"turn_active,omitempty"`
+	// turn_message_id is the message of the turn in progress: a runner that
+	// starts while it is set delivers it again, as a redelivery.
+	TurnMessageId *string `protobuf:"bytes,3,opt,name=turn_message_id,json=turnMessageId,proto3,oneof" json:"turn_message_id,omitempty"`
+	// backlog_after, when position is absent, is where the runner's first
+	// start replays from: the backlog is bounded (docs/RUNNER.md), and
+	// backlog_omitted counts what the bound left out.
+	BacklogAfter   *string `protobuf:"bytes,4,opt,name=backlog_after,json=backlogAfter,proto3,oneof" json:"backlog_after,omitempty"`
+	BacklogOmitted int32   `protobuf:"varint,5,opt,name=backlog_omitted,json=backlogOmitted,proto3" json:"backlog_omitted,omitempty"`
+	// first_attached_at is when the member's runner first attached; absent
+	// for a member whose runner never did.
+	FirstAttachedAt *float64 `protobuf:"fixed64,6,opt,name=first_attached_at,json=firstAttachedAt,proto3,oneof" json:"first_attached_at,omitempty"`
+	// turn_started_at is when the turn in progress started.
+	TurnStartedAt *float64 `protobuf:"fixed64,7,opt,name=turn_started_at,json=turnStartedAt,proto3,oneof" json:"turn_started_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryState) Reset() {
+	*x = DeliveryState{}
+	mi := &file_svc_v1_broker_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryState) ProtoMessage() {}
+
+func (x *DeliveryState) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryState.ProtoReflect.Descriptor instead.
+func (*DeliveryState) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *DeliveryState) GetPosition() string {
+	if x != nil && x.Position != nil {
+		return *x.Position
+	}
+	return ""
+}
+
+func (x *DeliveryState) GetTurnActive() bool {
+	if x != nil {
+		return x.TurnActive
+	}
+	return false
+}
+
+func (x *DeliveryState) GetTurnMessageId() string {
+	if x != nil && x.TurnMessageId != nil {
+		return *x.TurnMessageId
+	}
+	return ""
+}
+
+func (x *DeliveryState) GetBacklogAfter() string {
+	if x != nil && x.BacklogAfter != nil {
+		return *x.BacklogAfter
+	}
+	return ""
+}
+
+func (x *DeliveryState) GetBacklogOmitted() int32 {
+	if x != nil {
+		return x.BacklogOmitted
+	}
+	return 0
+}
+
+func (x *DeliveryState) GetFirstAttachedAt() float64 {
+	if x != nil && x.FirstAttachedAt != nil {
+		return *x.FirstAttachedAt
+	}
+	return 0
+}
+
+func (x *DeliveryState) GetTurnStartedAt() float64 {
+	if x != nil && x.TurnStartedAt != nil {
+		return *x.TurnStartedAt
+	}
+	return 0
+}
+
 var File_svc_v1_broker_proto protoreflect.FileDescriptor
 
 const file_svc_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"\x13svc/v1/broker.proto\x12\x06svc.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x12svc/v1/types.proto\"\x0f\n" +
-	"\rHealthRequest\"B\n" +
+	"\rHealthRequest\"z\n" +
 	"\x0eHealthResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\"\x14\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
+	"\bproblems\x18\x03 \x01(\v2\x1a.google.protobuf.ListValueR\bproblems\"\x14\n" +
 	"\x12GetBriefingRequest\"\x88\x02\n" +
 	"\x04Team\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -3460,10 +3846,11 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\atargets\x18\x02 \x01(\x05R\atargets\"g\n" +
 	"\fPushResponse\x12,\n" +
 	"\bdelivery\x18\x01 \x01(\v2\x10.svc.v1.DeliveryR\bdelivery\x12)\n" +
-	"\amessage\x18\x02 \x01(\v2\x0f.svc.v1.MessageR\amessage\"?\n" +
+	"\amessage\x18\x02 \x01(\v2\x0f.svc.v1.MessageR\amessage\"W\n" +
 	"\x10SubscribeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
-	"\alast_id\x18\x02 \x01(\tR\x06lastId\"\x1f\n" +
+	"\alast_id\x18\x02 \x01(\tR\x06lastId\x12\x16\n" +
+	"\x06runner\x18\x03 \x01(\bR\x06runner\"\x1f\n" +
 	"\x05Ready\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\"p\n" +
 	"\x11SubscribeResponse\x12%\n" +
@@ -3536,7 +3923,36 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\fsubscription\x18\x01 \x01(\v2\x18.svc.v1.PushSubscriptionR\fsubscription\"/\n" +
 	"\x1dDeletePushSubscriptionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\" \n" +
-	"\x1eDeletePushSubscriptionResponse2\xc0\x18\n" +
+	"\x1eDeletePushSubscriptionResponse\"(\n" +
+	"\x12GetDeliveryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"H\n" +
+	"\x13GetDeliveryResponse\x121\n" +
+	"\bdelivery\x18\x01 \x01(\v2\x15.svc.v1.DeliveryStateR\bdelivery\"\x96\x01\n" +
+	"\x15UpdateDeliveryRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bposition\x18\x02 \x01(\tR\bposition\x12%\n" +
+	"\x04turn\x18\x03 \x01(\x0e2\x11.svc.v1.TurnPhaseR\x04turn\x12&\n" +
+	"\x0fturn_message_id\x18\x04 \x01(\tR\rturnMessageId\"K\n" +
+	"\x16UpdateDeliveryResponse\x121\n" +
+	"\bdelivery\x18\x01 \x01(\v2\x15.svc.v1.DeliveryStateR\bdelivery\"\x8c\x03\n" +
+	"\rDeliveryState\x12\x1f\n" +
+	"\bposition\x18\x01 \x01(\tH\x00R\bposition\x88\x01\x01\x12\x1f\n" +
+	"\vturn_active\x18\x02 \x01(\bR\n" +
+	"turnActive\x12+\n" +
+	"\x0fturn_message_id\x18\x03 \x01(\tH\x01R\rturnMessageId\x88\x01\x01\x12(\n" +
+	"\rbacklog_after\x18\x04 \x01(\tH\x02R\fbacklogAfter\x88\x01\x01\x12'\n" +
+	"\x0fbacklog_omitted\x18\x05 \x01(\x05R\x0ebacklogOmitted\x12/\n" +
+	"\x11first_attached_at\x18\x06 \x01(\x01H\x03R\x0ffirstAttachedAt\x88\x01\x01\x12+\n" +
+	"\x0fturn_started_at\x18\a \x01(\x01H\x04R\rturnStartedAt\x88\x01\x01B\v\n" +
+	"\t_positionB\x12\n" +
+	"\x10_turn_message_idB\x10\n" +
+	"\x0e_backlog_afterB\x14\n" +
+	"\x12_first_attached_atB\x12\n" +
+	"\x10_turn_started_at*U\n" +
+	"\tTurnPhase\x12\x1a\n" +
+	"\x16TURN_PHASE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12TURN_PHASE_STARTED\x10\x01\x12\x14\n" +
+	"\x10TURN_PHASE_ENDED\x10\x022\xb4\x1a\n" +
 	"\x06Broker\x12I\n" +
 	"\x06Health\x12\x15.svc.v1.HealthRequest\x1a\x16.svc.v1.HealthResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/healthz\x12Y\n" +
@@ -3575,7 +3991,9 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\vSetActivity\x12\x1a.svc.v1.SetActivityRequest\x1a\x1b.svc.v1.SetActivityResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/presence/activity\x12x\n" +
 	"\x11GetVapidPublicKey\x12 .svc.v1.GetVapidPublicKeyRequest\x1a!.svc.v1.GetVapidPublicKeyResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/push/vapid-public-key\x12\x95\x01\n" +
 	"\x16CreatePushSubscription\x12%.svc.v1.CreatePushSubscriptionRequest\x1a&.svc.v1.CreatePushSubscriptionResponse\",\x82\xd3\xe4\x93\x02&:\x01*b\fsubscription\"\x13/push/subscriptions\x12\x89\x01\n" +
-	"\x16DeletePushSubscription\x12%.svc.v1.DeletePushSubscriptionRequest\x1a&.svc.v1.DeletePushSubscriptionResponse\" \x82\xd3\xe4\x93\x02\x1a*\x18/push/subscriptions/{id}B\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
+	"\x16DeletePushSubscription\x12%.svc.v1.DeletePushSubscriptionRequest\x1a&.svc.v1.DeletePushSubscriptionResponse\" \x82\xd3\xe4\x93\x02\x1a*\x18/push/subscriptions/{id}\x12r\n" +
+	"\vGetDelivery\x12\x1a.svc.v1.GetDeliveryRequest\x1a\x1b.svc.v1.GetDeliveryResponse\"*\x82\xd3\xe4\x93\x02$b\bdelivery\x12\x18/members/{name}/delivery\x12~\n" +
+	"\x0eUpdateDelivery\x12\x1d.svc.v1.UpdateDeliveryRequest\x1a\x1e.svc.v1.UpdateDeliveryResponse\"-\x82\xd3\xe4\x93\x02':\x01*b\bdelivery\"\x18/members/{name}/deliveryB\x16Z\x14svc/gen/svc/v1;apiv1b\x06proto3"
 
 var (
 	file_svc_v1_broker_proto_rawDescOnce sync.Once
@@ -3589,192 +4007,207 @@ func file_svc_v1_broker_proto_rawDescGZIP() []byte {
 	return file_svc_v1_broker_proto_rawDescData
 }
 
-var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_svc_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_svc_v1_broker_proto_goTypes = []any{
-	(*HealthRequest)(nil),                  // 0: svc.v1.HealthRequest
-	(*HealthResponse)(nil),                 // 1: svc.v1.HealthResponse
-	(*GetBriefingRequest)(nil),             // 2: svc.v1.GetBriefingRequest
-	(*Team)(nil),                           // 3: svc.v1.Team
-	(*GetBriefingResponse)(nil),            // 4: svc.v1.GetBriefingResponse
-	(*BriefingNotifications)(nil),          // 5: svc.v1.BriefingNotifications
-	(*BriefingEndpoint)(nil),               // 6: svc.v1.BriefingEndpoint
-	(*GetRosterRequest)(nil),               // 7: svc.v1.GetRosterRequest
-	(*GetRosterResponse)(nil),              // 8: svc.v1.GetRosterResponse
-	(*ListMembersRequest)(nil),             // 9: svc.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),            // 10: svc.v1.ListMembersResponse
-	(*CreateMemberRequest)(nil),            // 11: svc.v1.CreateMemberRequest
-	(*CreateMemberResponse)(nil),           // 12: svc.v1.CreateMemberResponse
-	(*UpdateMemberRequest)(nil),            // 13: svc.v1.UpdateMemberRequest
-	(*UpdateMemberResponse)(nil),           // 14: svc.v1.UpdateMemberResponse
-	(*DeleteMemberRequest)(nil),            // 15: svc.v1.DeleteMemberRequest
-	(*DeleteMemberResponse)(nil),           // 16: svc.v1.DeleteMemberResponse
-	(*RotateTokenRequest)(nil),             // 17: svc.v1.RotateTokenRequest
-	(*RotateTokenResponse)(nil),            // 18: svc.v1.RotateTokenResponse
-	(*ListTokensRequest)(nil),              // 19: svc.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),             // 20: svc.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),             // 21: svc.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),            // 22: svc.v1.RevokeTokenResponse
-	(*EnrollTotpRequest)(nil),              // 23: svc.v1.EnrollTotpRequest
-	(*EnrollTotpResponse)(nil),             // 24: svc.v1.EnrollTotpResponse
-	(*Session)(nil),                        // 25: svc.v1.Session
-	(*CreateSessionRequest)(nil),           // 26: svc.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),          // 27: svc.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),              // 28: svc.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),             // 29: svc.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),            // 30: svc.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),           // 31: svc.v1.ListSessionsResponse
-	(*RevokeSessionRequest)(nil),           // 32: svc.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil),          // 33: svc.v1.RevokeSessionResponse
-	(*LogoutRequest)(nil),                  // 34: svc.v1.LogoutRequest
-	(*LogoutResponse)(nil),                 // 35: svc.v1.LogoutResponse
-	(*PushRequest)(nil),                    // 36: svc.v1.PushRequest
-	(*Delivery)(nil),                       // 37: svc.v1.Delivery
-	(*PushResponse)(nil),                   // 38: svc.v1.PushResponse
-	(*SubscribeRequest)(nil),               // 39: svc.v1.SubscribeRequest
-	(*Ready)(nil),                          // 40: svc.v1.Ready
-	(*SubscribeResponse)(nil),              // 41: svc.v1.SubscribeResponse
-	(*HistoryRequest)(nil),                 // 42: svc.v1.HistoryRequest
-	(*HistoryResponse)(nil),                // 43: svc.v1.HistoryResponse
-	(*ListChannelsRequest)(nil),            // 44: svc.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),           // 45: svc.v1.ListChannelsResponse
-	(*CreateChannelRequest)(nil),           // 46: svc.v1.CreateChannelRequest
-	(*CreateChannelResponse)(nil),          // 47: svc.v1.CreateChannelResponse
-	(*GetChannelRequest)(nil),              // 48: svc.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),             // 49: svc.v1.GetChannelResponse
-	(*RenameChannelRequest)(nil),           // 50: svc.v1.RenameChannelRequest
-	(*RenameChannelResponse)(nil),          // 51: svc.v1.RenameChannelResponse
-	(*ArchiveChannelRequest)(nil),          // 52: svc.v1.ArchiveChannelRequest
-	(*ArchiveChannelResponse)(nil),         // 53: svc.v1.ArchiveChannelResponse
-	(*AddChannelMemberRequest)(nil),        // 54: svc.v1.AddChannelMemberRequest
-	(*AddChannelMemberResponse)(nil),       // 55: svc.v1.AddChannelMemberResponse
-	(*RemoveChannelMemberRequest)(nil),     // 56: svc.v1.RemoveChannelMemberRequest
-	(*RemoveChannelMemberResponse)(nil),    // 57: svc.v1.RemoveChannelMemberResponse
-	(*SetActivityRequest)(nil),             // 58: svc.v1.SetActivityRequest
-	(*SetActivityResponse)(nil),            // 59: svc.v1.SetActivityResponse
-	(*GetVapidPublicKeyRequest)(nil),       // 60: svc.v1.GetVapidPublicKeyRequest
-	(*GetVapidPublicKeyResponse)(nil),      // 61: svc.v1.GetVapidPublicKeyResponse
-	(*PushSubscriptionKeys)(nil),           // 62: svc.v1.PushSubscriptionKeys
-	(*CreatePushSubscriptionRequest)(nil),  // 63: svc.v1.CreatePushSubscriptionRequest
-	(*PushSubscription)(nil),               // 64: svc.v1.PushSubscription
-	(*CreatePushSubscriptionResponse)(nil), // 65: svc.v1.CreatePushSubscriptionResponse
-	(*DeletePushSubscriptionRequest)(nil),  // 66: svc.v1.DeletePushSubscriptionRequest
-	(*DeletePushSubscriptionResponse)(nil), // 67: svc.v1.DeletePushSubscriptionResponse
-	nil,                                    // 68: svc.v1.Team.PermissionPresetsEntry
-	(*Member)(nil),                         // 69: svc.v1.Member
-	(*Teammate)(nil),                       // 70: svc.v1.Teammate
-	(*Objective)(nil),                      // 71: svc.v1.Objective
-	(*Presence)(nil),                       // 72: svc.v1.Presence
-	(*Role)(nil),                           // 73: svc.v1.Role
-	(*structpb.ListValue)(nil),             // 74: google.protobuf.ListValue
-	(*TokenInfo)(nil),                      // 75: svc.v1.TokenInfo
-	(*SessionInfo)(nil),                    // 76: svc.v1.SessionInfo
-	(*structpb.Struct)(nil),                // 77: google.protobuf.Struct
-	(*Message)(nil),                        // 78: svc.v1.Message
-	(*ChannelSummary)(nil),                 // 79: svc.v1.ChannelSummary
-	(*Channel)(nil),                        // 80: svc.v1.Channel
-	(*ChannelMember)(nil),                  // 81: svc.v1.ChannelMember
+	(TurnPhase)(0),                         // 0: svc.v1.TurnPhase
+	(*HealthRequest)(nil),                  // 1: svc.v1.HealthRequest
+	(*HealthResponse)(nil),                 // 2: svc.v1.HealthResponse
+	(*GetBriefingRequest)(nil),             // 3: svc.v1.GetBriefingRequest
+	(*Team)(nil),                           // 4: svc.v1.Team
+	(*GetBriefingResponse)(nil),            // 5: svc.v1.GetBriefingResponse
+	(*BriefingNotifications)(nil),          // 6: svc.v1.BriefingNotifications
+	(*BriefingEndpoint)(nil),               // 7: svc.v1.BriefingEndpoint
+	(*GetRosterRequest)(nil),               // 8: svc.v1.GetRosterRequest
+	(*GetRosterResponse)(nil),              // 9: svc.v1.GetRosterResponse
+	(*ListMembersRequest)(nil),             // 10: svc.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),            // 11: svc.v1.ListMembersResponse
+	(*CreateMemberRequest)(nil),            // 12: svc.v1.CreateMemberRequest
+	(*CreateMemberResponse)(nil),           // 13: svc.v1.CreateMemberResponse
+	(*UpdateMemberRequest)(nil),            // 14: svc.v1.UpdateMemberRequest
+	(*UpdateMemberResponse)(nil),           // 15: svc.v1.UpdateMemberResponse
+	(*DeleteMemberRequest)(nil),            // 16: svc.v1.DeleteMemberRequest
+	(*DeleteMemberResponse)(nil),           // 17: svc.v1.DeleteMemberResponse
+	(*RotateTokenRequest)(nil),             // 18: svc.v1.RotateTokenRequest
+	(*RotateTokenResponse)(nil),            // 19: svc.v1.RotateTokenResponse
+	(*ListTokensRequest)(nil),              // 20: svc.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),             // 21: svc.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),             // 22: svc.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),            // 23: svc.v1.RevokeTokenResponse
+	(*EnrollTotpRequest)(nil),              // 24: svc.v1.EnrollTotpRequest
+	(*EnrollTotpResponse)(nil),             // 25: svc.v1.EnrollTotpResponse
+	(*Session)(nil),                        // 26: svc.v1.Session
+	(*CreateSessionRequest)(nil),           // 27: svc.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),          // 28: svc.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),              // 29: svc.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),             // 30: svc.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),            // 31: svc.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),           // 32: svc.v1.ListSessionsResponse
+	(*RevokeSessionRequest)(nil),           // 33: svc.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),          // 34: svc.v1.RevokeSessionResponse
+	(*LogoutRequest)(nil),                  // 35: svc.v1.LogoutRequest
+	(*LogoutResponse)(nil),                 // 36: svc.v1.LogoutResponse
+	(*PushRequest)(nil),                    // 37: svc.v1.PushRequest
+	(*Delivery)(nil),                       // 38: svc.v1.Delivery
+	(*PushResponse)(nil),                   // 39: svc.v1.PushResponse
+	(*SubscribeRequest)(nil),               // 40: svc.v1.SubscribeRequest
+	(*Ready)(nil),                          // 41: svc.v1.Ready
+	(*SubscribeResponse)(nil),              // 42: svc.v1.SubscribeResponse
+	(*HistoryRequest)(nil),                 // 43: svc.v1.HistoryRequest
+	(*HistoryResponse)(nil),                // 44: svc.v1.HistoryResponse
+	(*ListChannelsRequest)(nil),            // 45: svc.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),           // 46: svc.v1.ListChannelsResponse
+	(*CreateChannelRequest)(nil),           // 47: svc.v1.CreateChannelRequest
+	(*CreateChannelResponse)(nil),          // 48: svc.v1.CreateChannelResponse
+	(*GetChannelRequest)(nil),              // 49: svc.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),             // 50: svc.v1.GetChannelResponse
+	(*RenameChannelRequest)(nil),           // 51: svc.v1.RenameChannelRequest
+	(*RenameChannelResponse)(nil),          // 52: svc.v1.RenameChannelResponse
+	(*ArchiveChannelRequest)(nil),          // 53: svc.v1.ArchiveChannelRequest
+	(*ArchiveChannelResponse)(nil),         // 54: svc.v1.ArchiveChannelResponse
+	(*AddChannelMemberRequest)(nil),        // 55: svc.v1.AddChannelMemberRequest
+	(*AddChannelMemberResponse)(nil),       // 56: svc.v1.AddChannelMemberResponse
+	(*RemoveChannelMemberRequest)(nil),     // 57: svc.v1.RemoveChannelMemberRequest
+	(*RemoveChannelMemberResponse)(nil),    // 58: svc.v1.RemoveChannelMemberResponse
+	(*SetActivityRequest)(nil),             // 59: svc.v1.SetActivityRequest
+	(*SetActivityResponse)(nil),            // 60: svc.v1.SetActivityResponse
+	(*GetVapidPublicKeyRequest)(nil),       // 61: svc.v1.GetVapidPublicKeyRequest
+	(*GetVapidPublicKeyResponse)(nil),      // 62: svc.v1.GetVapidPublicKeyResponse
+	(*PushSubscriptionKeys)(nil),           // 63: svc.v1.PushSubscriptionKeys
+	(*CreatePushSubscriptionRequest)(nil),  // 64: svc.v1.CreatePushSubscriptionRequest
+	(*PushSubscription)(nil),               // 65: svc.v1.PushSubscription
+	(*CreatePushSubscriptionResponse)(nil), // 66: svc.v1.CreatePushSubscriptionResponse
+	(*DeletePushSubscriptionRequest)(nil),  // 67: svc.v1.DeletePushSubscriptionRequest
+	(*DeletePushSubscriptionResponse)(nil), // 68: svc.v1.DeletePushSubscriptionResponse
+	(*GetDeliveryRequest)(nil),             // 69: svc.v1.GetDeliveryRequest
+	(*GetDeliveryResponse)(nil),            // 70: svc.v1.GetDeliveryResponse
+	(*UpdateDeliveryRequest)(nil),          // 71: svc.v1.UpdateDeliveryRequest
+	(*UpdateDeliveryResponse)(nil),         // 72: svc.v1.UpdateDeliveryResponse
+	(*DeliveryState)(nil),                  // 73: svc.v1.DeliveryState
+	nil,                                    // 74: svc.v1.Team.PermissionPresetsEntry
+	(*structpb.ListValue)(nil),             // 75: google.protobuf.ListValue
+	(*Member)(nil),                         // 76: svc.v1.Member
+	(*Teammate)(nil),                       // 77: svc.v1.Teammate
+	(*Objective)(nil),                      // 78: svc.v1.Objective
+	(*Presence)(nil),                       // 79: svc.v1.Presence
+	(*Role)(nil),                           // 80: svc.v1.Role
+	(*TokenInfo)(nil),                      // 81: svc.v1.TokenInfo
+	(*SessionInfo)(nil),                    // 82: svc.v1.SessionInfo
+	(*structpb.Struct)(nil),                // 83: google.protobuf.Struct
+	(*Message)(nil),                        // 84: svc.v1.Message
+	(*ChannelSummary)(nil),                 // 85: svc.v1.ChannelSummary
+	(*Channel)(nil),                        // 86: svc.v1.Channel
+	(*ChannelMember)(nil),                  // 87: svc.v1.ChannelMember
 }
 var file_svc_v1_broker_proto_depIdxs = []int32{
-	68, // 0: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
-	69, // 1: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
-	3,  // 2: svc.v1.GetBriefingResponse.team:type_name -> svc.v1.Team
-	70, // 3: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
-	71, // 4: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
-	5,  // 5: svc.v1.GetBriefingResponse.external_notifications:type_name -> svc.v1.BriefingNotifications
-	6,  // 6: svc.v1.BriefingNotifications.endpoints:type_name -> svc.v1.BriefingEndpoint
-	70, // 7: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
-	72, // 8: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
-	69, // 9: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
-	73, // 10: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
-	70, // 11: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
-	73, // 12: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
-	74, // 13: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
-	70, // 14: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
-	75, // 15: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
-	75, // 16: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
-	73, // 17: svc.v1.Session.role:type_name -> svc.v1.Role
-	25, // 18: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
-	25, // 19: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
-	76, // 20: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
-	77, // 21: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
-	37, // 22: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
-	78, // 23: svc.v1.PushResponse.message:type_name -> svc.v1.Message
-	40, // 24: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
-	78, // 25: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
-	78, // 26: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
-	79, // 27: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
-	80, // 28: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
-	80, // 29: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
-	81, // 30: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
-	80, // 31: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
-	62, // 32: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
-	64, // 33: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
-	74, // 34: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
-	0,  // 35: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
-	2,  // 36: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
-	7,  // 37: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
-	9,  // 38: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
-	11, // 39: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
-	13, // 40: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
-	15, // 41: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
-	17, // 42: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
-	19, // 43: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
-	21, // 44: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
-	23, // 45: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
-	26, // 46: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
-	28, // 47: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
-	30, // 48: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
-	32, // 49: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
-	34, // 50: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
-	36, // 51: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
-	39, // 52: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
-	42, // 53: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
-	44, // 54: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
-	46, // 55: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
-	48, // 56: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
-	50, // 57: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
-	52, // 58: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
-	54, // 59: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
-	56, // 60: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
-	58, // 61: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
-	60, // 62: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
-	63, // 63: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
-	66, // 64: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
-	1,  // 65: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
-	4,  // 66: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
-	8,  // 67: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
-	10, // 68: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
-	12, // 69: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
-	14, // 70: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
-	16, // 71: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
-	18, // 72: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
-	20, // 73: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
-	22, // 74: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
-	24, // 75: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
-	27, // 76: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
-	29, // 77: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
-	31, // 78: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
-	33, // 79: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
-	35, // 80: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
-	38, // 81: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
-	41, // 82: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
-	43, // 83: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
-	45, // 84: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
-	47, // 85: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
-	49, // 86: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
-	51, // 87: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
-	53, // 88: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
-	55, // 89: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
-	57, // 90: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
-	59, // 91: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
-	61, // 92: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
-	65, // 93: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
-	67, // 94: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
-	65, // [65:95] is the sub-list for method output_type
-	35, // [35:65] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	75, // 0: svc.v1.HealthResponse.problems:type_name -> google.protobuf.ListValue
+	74, // 1: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
+	76, // 2: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
+	4,  // 3: svc.v1.GetBriefingResponse.team:type_name -> svc.v1.Team
+	77, // 4: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
+	78, // 5: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
+	6,  // 6: svc.v1.GetBriefingResponse.external_notifications:type_name -> svc.v1.BriefingNotifications
+	7,  // 7: svc.v1.BriefingNotifications.endpoints:type_name -> svc.v1.BriefingEndpoint
+	77, // 8: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
+	79, // 9: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
+	76, // 10: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
+	80, // 11: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
+	77, // 12: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
+	80, // 13: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
+	75, // 14: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
+	77, // 15: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
+	81, // 16: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
+	81, // 17: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
+	80, // 18: svc.v1.Session.role:type_name -> svc.v1.Role
+	26, // 19: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
+	26, // 20: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
+	82, // 21: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
+	83, // 22: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
+	38, // 23: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
+	84, // 24: svc.v1.PushResponse.message:type_name -> svc.v1.Message
+	41, // 25: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
+	84, // 26: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
+	84, // 27: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
+	85, // 28: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
+	86, // 29: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
+	86, // 30: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
+	87, // 31: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
+	86, // 32: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
+	63, // 33: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
+	65, // 34: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
+	73, // 35: svc.v1.GetDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
+	0,  // 36: svc.v1.UpdateDeliveryRequest.turn:type_name -> svc.v1.TurnPhase
+	73, // 37: svc.v1.UpdateDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
+	75, // 38: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
+	1,  // 39: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
+	3,  // 40: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
+	8,  // 41: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
+	10, // 42: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
+	12, // 43: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
+	14, // 44: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
+	16, // 45: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
+	18, // 46: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
+	20, // 47: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
+	22, // 48: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
+	24, // 49: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
+	27, // 50: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
+	29, // 51: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
+	31, // 52: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
+	33, // 53: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
+	35, // 54: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
+	37, // 55: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
+	40, // 56: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
+	43, // 57: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
+	45, // 58: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
+	47, // 59: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
+	49, // 60: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
+	51, // 61: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
+	53, // 62: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
+	55, // 63: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
+	57, // 64: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
+	59, // 65: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
+	61, // 66: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
+	64, // 67: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
+	67, // 68: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
+	69, // 69: svc.v1.Broker.GetDelivery:input_type -> svc.v1.GetDeliveryRequest
+	71, // 70: svc.v1.Broker.UpdateDelivery:input_type -> svc.v1.UpdateDeliveryRequest
+	2,  // 71: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
+	5,  // 72: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
+	9,  // 73: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
+	11, // 74: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
+	13, // 75: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
+	15, // 76: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
+	17, // 77: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
+	19, // 78: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
+	21, // 79: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
+	23, // 80: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
+	25, // 81: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
+	28, // 82: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
+	30, // 83: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
+	32, // 84: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
+	34, // 85: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
+	36, // 86: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
+	39, // 87: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
+	42, // 88: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
+	44, // 89: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
+	46, // 90: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
+	48, // 91: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
+	50, // 92: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
+	52, // 93: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
+	54, // 94: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
+	56, // 95: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
+	58, // 96: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
+	60, // 97: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
+	62, // 98: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
+	66, // 99: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
+	68, // 100: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
+	70, // 101: svc.v1.Broker.GetDelivery:output_type -> svc.v1.GetDeliveryResponse
+	72, // 102: svc.v1.Broker.UpdateDelivery:output_type -> svc.v1.UpdateDeliveryResponse
+	71, // [71:103] is the sub-list for method output_type
+	39, // [39:71] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_broker_proto_init() }
@@ -3796,18 +4229,20 @@ func file_svc_v1_broker_proto_init() {
 	file_svc_v1_broker_proto_msgTypes[42].OneofWrappers = []any{}
 	file_svc_v1_broker_proto_msgTypes[54].OneofWrappers = []any{}
 	file_svc_v1_broker_proto_msgTypes[58].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[72].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_broker_proto_rawDesc), len(file_svc_v1_broker_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   69,
+			NumEnums:      1,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_svc_v1_broker_proto_goTypes,
 		DependencyIndexes: file_svc_v1_broker_proto_depIdxs,
+		EnumInfos:         file_svc_v1_broker_proto_enumTypes,
 		MessageInfos:      file_svc_v1_broker_proto_msgTypes,
 	}.Build()
 	File_svc_v1_broker_proto = out.File

@@ -1030,6 +1030,90 @@ func local_request_Broker_DeletePushSubscription_0(ctx context.Context, marshale
 	return msg, metadata, err
 }
 
+func request_Broker_GetDelivery_0(ctx context.Context, marshaler runtime.Marshaler, client BrokerClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetDeliveryRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetDelivery(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_Broker_GetDelivery_0(ctx context.Context, marshaler runtime.Marshaler, server BrokerServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetDeliveryRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.GetDelivery(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_Broker_UpdateDelivery_0(ctx context.Context, marshaler runtime.Marshaler, client BrokerClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateDeliveryRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdateDelivery(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_Broker_UpdateDelivery_0(ctx context.Context, marshaler runtime.Marshaler, server BrokerServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateDeliveryRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.UpdateDelivery(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterBrokerHandlerServer registers the http handlers for service Broker to "mux".
 // UnaryRPC     :call BrokerServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -1616,6 +1700,46 @@ func RegisterBrokerHandlerServer(ctx context.Context, mux *runtime.ServeMux, ser
 		}
 		forward_Broker_DeletePushSubscription_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_Broker_GetDelivery_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/svc.v1.Broker/GetDelivery", runtime.WithHTTPPathPattern("/members/{name}/delivery"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_Broker_GetDelivery_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Broker_GetDelivery_0(annotatedContext, mux, outboundMarshaler, w, req, response_Broker_GetDelivery_0{resp.(*GetDeliveryResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_Broker_UpdateDelivery_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/svc.v1.Broker/UpdateDelivery", runtime.WithHTTPPathPattern("/members/{name}/delivery"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_Broker_UpdateDelivery_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Broker_UpdateDelivery_0(annotatedContext, mux, outboundMarshaler, w, req, response_Broker_UpdateDelivery_0{resp.(*UpdateDeliveryResponse)}, mux.GetForwardResponseOptions()...)
+	})
 
 	return nil
 }
@@ -2149,6 +2273,40 @@ func RegisterBrokerHandlerClient(ctx context.Context, mux *runtime.ServeMux, cli
 		}
 		forward_Broker_DeletePushSubscription_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_Broker_GetDelivery_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/svc.v1.Broker/GetDelivery", runtime.WithHTTPPathPattern("/members/{name}/delivery"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_Broker_GetDelivery_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Broker_GetDelivery_0(annotatedContext, mux, outboundMarshaler, w, req, response_Broker_GetDelivery_0{resp.(*GetDeliveryResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_Broker_UpdateDelivery_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/svc.v1.Broker/UpdateDelivery", runtime.WithHTTPPathPattern("/members/{name}/delivery"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_Broker_UpdateDelivery_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Broker_UpdateDelivery_0(annotatedContext, mux, outboundMarshaler, w, req, response_Broker_UpdateDelivery_0{resp.(*UpdateDeliveryResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
@@ -2206,6 +2364,24 @@ func (m response_Broker_CreatePushSubscription_0) XXX_ResponseBody() interface{}
 	return response.Subscription
 }
 
+type response_Broker_GetDelivery_0 struct {
+	*GetDeliveryResponse
+}
+
+func (m response_Broker_GetDelivery_0) XXX_ResponseBody() interface{} {
+	response := m.GetDeliveryResponse
+	return response.Delivery
+}
+
+type response_Broker_UpdateDelivery_0 struct {
+	*UpdateDeliveryResponse
+}
+
+func (m response_Broker_UpdateDelivery_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateDeliveryResponse
+	return response.Delivery
+}
+
 var (
 	pattern_Broker_Health_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0}, []string{"healthz"}, ""))
 	pattern_Broker_GetBriefing_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0}, []string{"briefing"}, ""))
@@ -2236,6 +2412,8 @@ var (
 	pattern_Broker_GetVapidPublicKey_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"push", "vapid-public-key"}, ""))
 	pattern_Broker_CreatePushSubscription_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"push", "subscriptions"}, ""))
 	pattern_Broker_DeletePushSubscription_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"push", "subscriptions", "id"}, ""))
+	pattern_Broker_GetDelivery_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 1, 0, 4, 1, 5, 1, 2, 2}, []string{"members", "name", "delivery"}, ""))
+	pattern_Broker_UpdateDelivery_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 1, 0, 4, 1, 5, 1, 2, 2}, []string{"members", "name", "delivery"}, ""))
 )
 
 var (
@@ -2268,4 +2446,6 @@ var (
 	forward_Broker_GetVapidPublicKey_0      = runtime.ForwardResponseMessage
 	forward_Broker_CreatePushSubscription_0 = runtime.ForwardResponseMessage
 	forward_Broker_DeletePushSubscription_0 = runtime.ForwardResponseMessage
+	forward_Broker_GetDelivery_0            = runtime.ForwardResponseMessage
+	forward_Broker_UpdateDelivery_0         = runtime.ForwardResponseMessage
 )

@@ -49,6 +49,8 @@ const (
 	Broker_GetVapidPublicKey_FullMethodName      = "/svc.v1.Broker/GetVapidPublicKey"
 	Broker_CreatePushSubscription_FullMethodName = "/svc.v1.Broker/CreatePushSubscription"
 	Broker_DeletePushSubscription_FullMethodName = "/svc.v1.Broker/DeletePushSubscription"
+	Broker_GetDelivery_FullMethodName            = "/svc.v1.Broker/GetDelivery"
+	Broker_UpdateDelivery_FullMethodName         = "/svc.v1.Broker/UpdateDelivery"
 )
 
 // BrokerClient is the client API for Broker service.
@@ -58,7 +60,8 @@ const (
 // Broker serves health, the briefing, the roster, members, tokens and
 // sessions.
 type BrokerClient interface {
-	// Health reports that the process is up and its version.
+	// Health reports that the process is up and its version, and whether its
+	// storage is failing (status "degraded", with the problems).
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
 	// GetBriefing returns the caller's record, the team, every teammate and the
 	// caller's open objectives.
@@ -125,6 +128,15 @@ type BrokerClient interface {
 	CreatePushSubscription(ctx context.Context, in *CreatePushSubscriptionRequest, opts ...grpc.CallOption) (*CreatePushSubscriptionResponse, error)
 	// DeletePushSubscription removes one of the caller's push subscriptions.
 	DeletePushSubscription(ctx context.Context, in *DeletePushSubscriptionRequest, opts ...grpc.CallOption) (*DeletePushSubscriptionResponse, error)
+	// GetDelivery returns a member's delivery state: the position its runner
+	// acknowledged and the turn in progress (self or members.manage;
+	// docs/RUNNER.md, Delivery contract).
+	GetDelivery(ctx context.Context, in *GetDeliveryRequest, opts ...grpc.CallOption) (*GetDeliveryResponse, error)
+	// UpdateDelivery records what the caller's runner did: a turn started
+	// (before the agent gets it), a turn ended, the position advanced (self
+	// only, bearer plane). An update that changes nothing records the
+	// runner's attach.
+	UpdateDelivery(ctx context.Context, in *UpdateDeliveryRequest, opts ...grpc.CallOption) (*UpdateDeliveryResponse, error)
 }
 
 type brokerClient struct {
@@ -444,6 +456,26 @@ func (c *brokerClient) DeletePushSubscription(ctx context.Context, in *DeletePus
 	return out, nil
 }
 
+func (c *brokerClient) GetDelivery(ctx context.Context, in *GetDeliveryRequest, opts ...grpc.CallOption) (*GetDeliveryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDeliveryResponse)
+	err := c.cc.Invoke(ctx, Broker_GetDelivery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) UpdateDelivery(ctx context.Context, in *UpdateDeliveryRequest, opts ...grpc.CallOption) (*UpdateDeliveryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateDeliveryResponse)
+	err := c.cc.Invoke(ctx, Broker_UpdateDelivery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerServer is the server API for Broker service.
 // All implementations must embed UnimplementedBrokerServer
 // for forward compatibility.
@@ -451,7 +483,8 @@ func (c *brokerClient) DeletePushSubscription(ctx context.Context, in *DeletePus
 // Broker serves health, the briefing, the roster, members, tokens and
 // sessions.
 type BrokerServer interface {
-	// Health reports that the process is up and its version.
+	// Health reports that the process is up and its version, and whether its
+	// storage is failing (status "degraded", with the problems).
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
 	// GetBriefing returns the caller's record, the team, every teammate and the
 	// caller's open objectives.
@@ -518,6 +551,15 @@ type BrokerServer interface {
 	CreatePushSubscription(context.Context, *CreatePushSubscriptionRequest) (*CreatePushSubscriptionResponse, error)
 	// DeletePushSubscription removes one of the caller's push subscriptions.
 	DeletePushSubscription(context.Context, *DeletePushSubscriptionRequest) (*DeletePushSubscriptionResponse, error)
+	// GetDelivery returns a member's delivery state: the position its runner
+	// acknowledged and the turn in progress (self or members.manage;
+	// docs/RUNNER.md, Delivery contract).
+	GetDelivery(context.Context, *GetDeliveryRequest) (*GetDeliveryResponse, error)
+	// UpdateDelivery records what the caller's runner did: a turn started
+	// (before the agent gets it), a turn ended, the position advanced (self
+	// only, bearer plane). An update that changes nothing records the
+	// runner's attach.
+	UpdateDelivery(context.Context, *UpdateDeliveryRequest) (*UpdateDeliveryResponse, error)
 	mustEmbedUnimplementedBrokerServer()
 }
 
@@ -617,6 +659,12 @@ func (UnimplementedBrokerServer) CreatePushSubscription(context.Context, *Create
 }
 func (UnimplementedBrokerServer) DeletePushSubscription(context.Context, *DeletePushSubscriptionRequest) (*DeletePushSubscriptionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeletePushSubscription not implemented")
+}
+func (UnimplementedBrokerServer) GetDelivery(context.Context, *GetDeliveryRequest) (*GetDeliveryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDelivery not implemented")
+}
+func (UnimplementedBrokerServer) UpdateDelivery(context.Context, *UpdateDeliveryRequest) (*UpdateDeliveryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateDelivery not implemented")
 }
 func (UnimplementedBrokerServer) mustEmbedUnimplementedBrokerServer() {}
 func (UnimplementedBrokerServer) testEmbeddedByValue()                {}
@@ -1172,6 +1220,42 @@ func _Broker_DeletePushSubscription_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Broker_GetDelivery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDeliveryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).GetDelivery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_GetDelivery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).GetDelivery(ctx, req.(*GetDeliveryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_UpdateDelivery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateDeliveryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).UpdateDelivery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_UpdateDelivery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).UpdateDelivery(ctx, req.(*UpdateDeliveryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Broker_ServiceDesc is the grpc.ServiceDesc for Broker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1294,6 +1378,14 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeletePushSubscription",
 			Handler:    _Broker_DeletePushSubscription_Handler,
+		},
+		{
+			MethodName: "GetDelivery",
+			Handler:    _Broker_GetDelivery_Handler,
+		},
+		{
+			MethodName: "UpdateDelivery",
+			Handler:    _Broker_UpdateDelivery_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
