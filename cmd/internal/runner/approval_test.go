@@ -361,3 +361,39 @@ func (w *fakeWorld) logged(sub string) bool {
 	}
 	return false
 }
+
+// A decision is no turn-message: it starts no turn on the broker, writes
+// nothing to the agent and is acknowledged as skipped, so the position
+// passes it only with the turn that asked, at that turn's end (one turn
+// per message). A decision replayed after a reconnect changes nothing, a
+// decision for another member's approval (an approver's runner) neither,
+// and the next message gets its turn at the next idle.
+func TestLoopApprovalDecisionIsNoTurn(t *testing.T) {
+	w, f := &fakeWorld{}, &fakeApprovals{}
+	h := startApprovalLoop(t, w, f, nil)
+	h.send(t, "1", "alice", nil)
+	waitLen(t, func() int { return len(w.texts()) }, 1)
+	inTurn(h)
+	ans := h.ask(context.Background(), "Bash", "tu1")
+	require.Eventually(t, func() bool { return w.logged("approval ap-1 asked") }, 5*time.Second, time.Millisecond)
+	h.send(t, "2", "bob", nil) // waits: the turn is blocked, not over
+	h.decide(t, "ap-1", "denied", "alice", "no")
+	require.False(t, waitAnswer(t, ans).Allow)
+	h.decide(t, "ap-1", "denied", "alice", "no") // replayed: the same id
+	h.decide(t, "ap-9", "allowed", "carol", "")  // someone else's
+	h.events()
+	require.Equal(t, []string{"start 1", "deliver 1"}, w.traceList(), "no turn for a decision, none for 2 while the turn goes on")
+	require.Empty(t, w.ackList(), "nothing passes the turn's message before its end")
+
+	h.events(Event{Kind: TurnEnd})
+	waitLen(t, func() int { return len(w.texts()) }, 2, "the next message at the next idle")
+	require.Equal(t, header("2", "bob"), w.texts()[1])
+	require.Equal(t, []string{"start 1", "deliver 1", "ack 1 true", "start 2", "deliver 2"}, w.traceList(),
+		"the turn of 1 ends at 1: 2 came before the decisions and is not done")
+	h.events(Event{Kind: TurnStart}, Event{Kind: TurnEnd})
+	require.Eventually(t, func() bool { return w.position() == "d-ap-9" }, 5*time.Second, time.Millisecond,
+		"the decisions are passed with the turn of 2")
+	for _, tx := range w.texts() {
+		require.NotContains(t, tx, "approval")
+	}
+}
