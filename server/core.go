@@ -48,6 +48,9 @@ type core struct {
 	hookLimit *auth.WindowLimiter
 	// hookSched runs the delivery policy's timers (hookpolicy.go).
 	hookSched *hookScheduler
+	// approvals indexes the pending approvals: presence reads a member
+	// with one as blocked, and their expiry timer runs from it.
+	approvals *pendingApprovals
 	// maxFileSize is the most bytes one file may hold.
 	maxFileSize int64
 	// quotaBytes is the most bytes one member's home may hold; <= 0 is

@@ -172,6 +172,7 @@ func (b *brokerMembers) DeleteMember(ctx context.Context, req *apiv1.DeleteMembe
 			return Errorf(CodeNotFound, "member %q not found", req.GetName())
 		}
 		f.Store.Members = slices.Delete(f.Store.Members, i, i+1)
+		f.DropApprover(req.GetName())
 		return checkAdminRemains(f)
 	}, func(ctx context.Context, tx store.Tx) error {
 		// The member's files go with it, so a re-created name inherits

@@ -161,6 +161,14 @@ func New(d Deps, opts ...Option) *Server {
 		now: o.now, log: o.log,
 	}
 	c.hookSched = newHookScheduler(c)
+	c.approvals = newPendingApprovals()
+	c.presence.blocked = c.approvals.blocked
+	// (A server with no store is built only by tests of the method table.)
+	if d.Store != nil {
+		if err := c.loadPendingApprovals(context.Background()); err != nil {
+			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
+		}
+	}
 	c.presence.onActivity = func(string) { c.hookSched.poke() }
 	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); c.hookSched.poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
@@ -228,7 +236,7 @@ func New(d Deps, opts ...Option) *Server {
 	s.fs = &Fs{core: c}
 	enroll := newEnrollment(c, o.publicURL)
 	s.run = append(s.run, enroll.run)
-	s.run = append(s.run, c.hookSched.run)
+	s.run = append(s.run, c.hookSched.run, c.runApprovalExpiry)
 	for _, g := range []grpc.ServiceRegistrar{s.grpc, s.local} {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)
@@ -241,6 +249,7 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterNotificationsServer(g, &Notifications{core: c})
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
+		apiv1.RegisterApprovalsServer(g, &Approvals{core: c})
 	}
 	reflection.Register(s.grpc)
 	return s

@@ -134,6 +134,28 @@ func (t *Team) Info() (teamconfig.Team, map[string][]string) {
 	return t.file.Team, presets
 }
 
+// ApprovalExpiry is how long a pending approval waits for a decision.
+func (t *Team) ApprovalExpiry() time.Duration {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.file.ApprovalExpiry()
+}
+
+// ApproverOf names the members whose named approvers include name, by
+// name.
+func (t *Team) ApproverOf(name string) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out []string
+	for _, m := range t.file.Store.Members {
+		if slices.Contains(m.Approvers, name) {
+			out = append(out, m.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // LoopGuard returns the loopGuard block with its defaults filled in.
 func (t *Team) LoopGuard() teamconfig.LoopGuard {
 	t.mu.RLock()
@@ -148,6 +170,7 @@ func cloneMember(m teamconfig.Member) teamconfig.Member {
 	c.Permissions = slices.Clone(m.Permissions)
 	c.RawPermissions = slices.Clone(m.RawPermissions)
 	c.TOTPSecret = slices.Clone(m.TOTPSecret)
+	c.Approvers = slices.Clone(m.Approvers)
 	if m.Role != nil {
 		r := *m.Role
 		c.Role = &r
