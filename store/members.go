@@ -27,6 +27,15 @@ type Member struct {
 	SinceSeq int64
 }
 
+// FormerMember is a deleted member: the id that named it apart from any
+// later member of its name, and when and by whom it was deleted.
+type FormerMember struct {
+	ID        string
+	Name      string
+	DeletedAt time.Time
+	DeletedBy string
+}
+
 // MemberStore keeps the mirror of the config file's members.
 type MemberStore interface {
 	// ReplaceMembers makes the stored member set equal to members: it upserts
@@ -43,4 +52,10 @@ type MemberStore interface {
 	// DeleteMember removes a member with its tokens and sessions; ErrNotFound
 	// when absent.
 	DeleteMember(ctx context.Context, name string) error
+	// PutFormerMember records a deleted member; recording an id again
+	// changes nothing.
+	PutFormerMember(ctx context.Context, m FormerMember) error
+	// ListFormerMembers returns every deleted member recorded, by deletion
+	// time.
+	ListFormerMembers(ctx context.Context) ([]FormerMember, error)
 }

@@ -365,11 +365,21 @@ func build(base, over *parsed) *Table {
 }
 
 // Len is how many models the table prices.
-func (t *Table) Len() int { return len(t.models) }
+func (t *Table) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.models)
+}
 
 // Thresholds are the table's distinct long-context thresholds, ascending:
 // sums of requests on the same side of each of them can be priced as one.
-func (t *Table) Thresholds() []int64 { return slices.Clone(t.thresholds) }
+func (t *Table) Thresholds() []int64 {
+	if t == nil {
+		return nil
+	}
+	return slices.Clone(t.thresholds)
+}
 
 // snapshotRE is what may follow a key for it to price a longer model id:
 // snapshot and deployment decorations of the same model (dates, -latest,
@@ -415,6 +425,9 @@ func (t *Table) Cost(model string, tok Tokens) (cost float64, ok bool) {
 // above: how many of them are below it. Requests in one bucket are on the
 // same side of every long-context threshold, so their sum prices as one.
 func (t *Table) Bucket(prompt int64) int {
+	if t == nil {
+		return 0
+	}
 	n := 0
 	for _, th := range t.thresholds {
 		if prompt > th {

@@ -159,3 +159,41 @@ func scanMember(s scanner) (store.Member, error) {
 	m.UpdatedAt = fromMS(updated)
 	return m, nil
 }
+
+// PutFormerMember records a deleted member; an id recorded already is
+// left as it is.
+func (q queries) PutFormerMember(ctx context.Context, m store.FormerMember) error {
+	if m.ID == "" || m.Name == "" {
+		return fmt.Errorf("put former member: no id or name: %w", store.ErrPrecondition)
+	}
+	at := m.DeletedAt
+	if at.IsZero() {
+		at = q.now()
+	}
+	_, err := q.w.ExecContext(ctx, `INSERT INTO former_members (id, name, deleted_at, deleted_by) VALUES (?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING`, m.ID, m.Name, at.UnixMilli(), m.DeletedBy)
+	return translate("put former member", err)
+}
+
+// ListFormerMembers returns every recorded deleted member, by deletion
+// time.
+func (q queries) ListFormerMembers(ctx context.Context) ([]store.FormerMember, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT id, name, deleted_at, deleted_by FROM former_members ORDER BY deleted_at, id`)
+	if err != nil {
+		return nil, translate("list former members", err)
+	}
+	defer rows.Close()
+	out := []store.FormerMember{}
+	for rows.Next() {
+		var (
+			m  store.FormerMember
+			at int64
+		)
+		if err := rows.Scan(&m.ID, &m.Name, &at, &m.DeletedBy); err != nil {
+			return nil, translate("list former members", err)
+		}
+		m.DeletedAt = fromMS(at)
+		out = append(out, m)
+	}
+	return out, translate("list former members", rows.Err())
+}

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"svc/store"
 )
 
 // upTo is the main migrations up to and including version, as an older
@@ -106,7 +107,26 @@ func TestActivityMigrationsKeepOlderData(t *testing.T) {
 	db, err := OpenActivity(ctx, path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	u, err := db.ActivityUsage(ctx, "ann", time.Time{}, time.Time{})
+	inputTokens := func() int64 {
+		gs, err := db.ActivityUsage(ctx, store.UsageFilter{Member: "ann"})
+		require.NoError(t, err)
+		var n int64
+		for _, g := range gs {
+			n += g.InputTokens
+		}
+		return n
+	}
+	require.Equal(t, int64(10+20+1000), inputTokens(), "g1 is carried by its exchange; g2's id is only on a tool_action")
+	// Rows from before member ids (0005) have none until a start adopts
+	// them; then they are the member's, and count the same.
+	rows, err := db.ListActivity(ctx, store.ActivityFilter{Member: "ann"})
 	require.NoError(t, err)
-	require.Equal(t, int64(10+20+1000), u.InputTokens, "g1 is carried by its exchange; g2's id is only on a tool_action")
+	require.Empty(t, rows[0].MemberUID)
+	n, err := db.AdoptMemberRows(ctx, map[string]string{"ann": "ann-1"}, "former")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n)
+	rows, err = db.ListActivity(ctx, store.ActivityFilter{Member: "ann", MemberUID: "ann-1"})
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	require.Equal(t, int64(10+20+1000), inputTokens())
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +22,7 @@ var memberTests = []suiteTest{
 	{"ReplaceMembersEmpty", testReplaceMembersEmpty},
 	{"DeleteMember", testDeleteMember},
 	{"MemberSinceSeq", testMemberSinceSeq},
+	{"FormerMembers", testFormerMembers},
 	{"DeleteMemberCascades", testMemberRemovalCascades(func(t *testing.T, s store.Store) {
 		require.NoError(t, s.DeleteMember(t.Context(), "bob"))
 	})},
@@ -319,4 +321,27 @@ func testMemberSinceSeq(t *testing.T, s store.Store) {
 	for _, m := range list {
 		require.Equal(t, newest, m.SinceSeq, m.Name)
 	}
+}
+
+// A deleted member is recorded once per id, and listed by deletion time.
+func testFormerMembers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	got, err := s.ListFormerMembers(ctx)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.NoError(t, s.PutFormerMember(ctx, store.FormerMember{ID: "id-2", Name: "bob", DeletedAt: at(2 * time.Second), DeletedBy: "admin"}))
+	require.NoError(t, s.WithTx(ctx, func(tx store.Tx) error {
+		return tx.PutFormerMember(ctx, store.FormerMember{ID: "id-1", Name: "bob", DeletedAt: at(time.Second), DeletedBy: "root"})
+	}))
+	// Recording an id again changes nothing.
+	require.NoError(t, s.PutFormerMember(ctx, store.FormerMember{ID: "id-2", Name: "carol", DeletedAt: at(time.Hour), DeletedBy: "x"}))
+	require.ErrorIs(t, s.PutFormerMember(ctx, store.FormerMember{Name: "bob"}), store.ErrPrecondition)
+	got, err = s.ListFormerMembers(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, "id-1", got[0].ID)
+	require.Equal(t, "root", got[0].DeletedBy)
+	require.Equal(t, ms(at(time.Second)), ms(got[0].DeletedAt))
+	require.Equal(t, store.FormerMember{ID: "id-2", Name: "bob", DeletedAt: got[1].DeletedAt, DeletedBy: "admin"}, got[1])
+	require.Equal(t, ms(at(2*time.Second)), ms(got[1].DeletedAt))
 }
