@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -247,8 +248,12 @@ func (c *core) releaseMember(ctx context.Context, f store.FormerMember) error {
 	}
 	gone := map[string]store.FormerMember{f.ID: f}
 	errs = append(errs, c.releaseObjectives(ctx, gone, map[string]store.FormerMember{f.Name: f}), c.releaseTargets(ctx, f))
-	// Queued hook copies for the name are dropped by the scheduler now
-	// that it is no member.
+	// The hook copies queued or held for it are dropped now, not at the
+	// scheduler's next pass, which a member created again under the name
+	// could precede.
+	for _, kind := range []string{store.HookQueue, store.HookWait} {
+		errs = append(errs, c.resolveMember(ctx, f.Name, kind, time.Time{}, rowsDrop, "member deleted"))
+	}
 	c.hookSched.poke()
 	return errors.Join(errs...)
 }
