@@ -8,7 +8,9 @@ package main
 // member's rows, labelled as its.
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -37,6 +39,11 @@ func TestDeletedMemberDataStaysItsOwn(t *testing.T) {
 			actEvObj("llm_exchange", actNow(), work["id"].(string), codexExchange("old-exchange", "gpt-5-codex", 100, 10, 0)),
 			actEv("tool_action", 0, obj{"label": "old-tool", "tool": "Bash"}))
 		rec := mustUploadGenAI(t, p, d, old, "dora", genaiBodyOf(t, actNow(), responsesFixture.req, responsesFixture.resp))
+		// Telemetry still waiting for its partner: a request body whose
+		// accounting record has not come.
+		waiting := otReqBody(time.Now(), "sess-old", 1, "claude-haiku-4-5",
+			otAnthropicRequest(t, "claude-haiku-4-5", "old system", []any{obj{"role": "user", "content": "waiting"}}))
+		require.Zero(t, otHTTPExport(otCTJSON, false)(t, p, strings.TrimPrefix(old.authorization, "Bearer "), otLogsReq(otNamings[3], waiting)))
 		h.endpoint(t, "alerts", obj{"ifOffline": "queue"}, "dora", "carol")
 		h.post(t, "alerts", "", `{"n":1}`, "pending")
 
@@ -126,6 +133,17 @@ func TestDeletedMemberDataStaysItsOwn(t *testing.T) {
 			require.Positive(t, actWhole(t, r["memberDeletedAt"], "memberDeletedAt"))
 		}
 		require.Equal(t, false, labels["new-tool"]["memberDeleted"])
+		// What her telemetry had waiting was stored as hers when she was
+		// deleted, not left for the name's next member.
+		var drained bool
+		for _, r := range all {
+			if r["kind"] == "llm_exchange" && r["data"].(obj)["requestOnly"] == true {
+				drained = true
+				require.Equal(t, true, r["memberDeleted"], "%v", r)
+				require.Equal(t, "claude-haiku-4-5", r["data"].(obj)["model"])
+			}
+		}
+		require.True(t, drained, "the waiting request body is a row of the deleted member: %v", all)
 		require.NotContains(t, labels["new-tool"], "memberDeletedAt")
 		// The cancellation closed her hold on the objective in her stream.
 		var closed bool
@@ -151,6 +169,6 @@ func TestDeletedMemberDataStaysItsOwn(t *testing.T) {
 		require.Equal(t, false, members[0]["memberDeleted"])
 		require.Equal(t, newMemberID, members[0]["memberId"])
 		require.Equal(t, true, members[1]["memberDeleted"])
-		require.Equal(t, float64(2), members[1]["usage"].(obj)["exchanges"], "her exchange and her record")
+		require.Equal(t, float64(3), members[1]["usage"].(obj)["exchanges"], "her exchange, her record and her drained request")
 	})
 }
