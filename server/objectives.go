@@ -359,7 +359,7 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 	}
 	managers := s.holders(auth.MembersManage)
 	ids := s.memberSnapshot()
-	r := s.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+	r := s.msgs.push(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		o, err := tx.GetObjective(ctx, req.GetId())
 		if err != nil {
 			return nil, objectiveErr(err, req.GetId())
