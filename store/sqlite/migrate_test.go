@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -129,4 +130,47 @@ func TestActivityMigrationsKeepOlderData(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
 	require.Equal(t, int64(10+20+1000), inputTokens())
+}
+
+// A database that a build without 0017 migrated past it (main had 0018
+// first) still gets 0017 at the next open: a migration is applied when its
+// own version is not recorded, not when it is above the newest one, so a
+// number filling a gap is never skipped.
+func TestGapFilledMigrationApplied(t *testing.T) {
+	ctx := context.Background()
+	without := fstest.MapFS{}
+	all := subFS(mainMigrations)
+	names, err := fs.Glob(all, "*.sql")
+	require.NoError(t, err)
+	for _, n := range names {
+		if !strings.HasPrefix(n, "0017_") {
+			b, err := fs.ReadFile(all, n)
+			require.NoError(t, err)
+			without[n] = &fstest.MapFile{Data: b}
+		}
+	}
+	require.Len(t, without, len(names)-1, "0017 is a migration of this build")
+	path := filepath.Join(t.TempDir(), "gap.db")
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	require.NoError(t, err)
+	require.NoError(t, migrate(ctx, raw, without, newOptions(nil)))
+	_, err = raw.ExecContext(ctx, `INSERT INTO objectives (id, title, outcome, status, assignee, originator, created_at, updated_at)
+		VALUES ('o1', 't', 'o', 'active', 'bob', 'ann', 1, 1)`)
+	require.NoError(t, err)
+	require.NoError(t, raw.Close())
+
+	db, err := Open(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	var applied bool
+	require.NoError(t, db.c.reader.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = 17)`).Scan(&applied))
+	require.True(t, applied)
+	o, err := db.GetObjective(ctx, "o1")
+	require.NoError(t, err)
+	require.Equal(t, "bob", o.Assignee)
+	require.Empty(t, o.AssigneeID, "from before ids, until a start adopts it")
+	require.NoError(t, db.PutFormerMember(ctx, store.FormerMember{ID: "b1", Name: "bob", DeletedAt: time.UnixMilli(5), DeletedBy: "ann"}))
+	fs, err := db.ListFormerMembers(ctx)
+	require.NoError(t, err)
+	require.Len(t, fs, 1)
 }
