@@ -94,7 +94,10 @@ func (c *core) ownStream(p *auth.Principal, name string) error {
 // its own, or any member's with activity.read. It returns the member id p
 // reads: a holder of activity.read reads every member the name has had
 // (""), a member only itself, never an earlier, deleted member of its name
-// (docs/DECISIONS.md, "A deleted member's data stays its own").
+// (docs/DECISIONS.md, "A deleted member's data stays its own"). A name
+// no member has now is 404, except to a holder of activity.read when a
+// deleted member had it: what that member left is read until pruned,
+// whether or not the name was taken again.
 func (c *core) readableStream(p *auth.Principal, name string) (string, error) {
 	if name == "" {
 		return "", invalid("name", "is required")
@@ -103,7 +106,7 @@ func (c *core) readableStream(p *auth.Principal, name string) (string, error) {
 		return "", fmt.Errorf("%w: reading another member's activity needs %s", auth.ErrForbidden, auth.ActivityRead)
 	}
 	m, ok := c.team.Member(name)
-	if !ok {
+	if !ok && !(p.Has(auth.ActivityRead) && c.ids.wasMember(name)) {
 		return "", Errorf(CodeNotFound, "no member %q", name)
 	}
 	if c.activity == nil {

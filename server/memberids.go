@@ -67,6 +67,16 @@ func (m *memberIDs) current(name string) string {
 	return mem.ID
 }
 
+// wasMember reports whether a deleted member is recorded under name.
+func (m *memberIDs) wasMember(name string) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.last[name] != ""
+}
+
 // owner is whose a row written now under name is: the member of that name,
 // else the one of that name deleted last (a marker or a telemetry flush
 // that follows a deletion), else an unknown deleted member.

@@ -50,6 +50,16 @@ func TestDeletedMemberDataStaysItsOwn(t *testing.T) {
 		mustCall(t, d, admin, "DeleteMember", obj{"name": "dora"})
 		requireRejected(t, d, old)
 
+		// No member has the name now: a holder of activity.read still reads
+		// what she left, as a deleted member's; a name nobody ever had is
+		// unknown.
+		gone := byLabel(mustList(t, p, d, reader, "dora", actQuery{}))
+		require.Equal(t, true, gone["old-tool"]["memberDeleted"], "%v", gone)
+		require.Len(t, listGenAI(t, d, reader, "dora", obj{}), 1)
+		require.Equal(t, float64(3), mustCall(t, d, reader, "GetUsage", obj{"name": "dora"})["usage"].(obj)["exchanges"])
+		mustFail(t, d, reader, "ListActivity", obj{"name": "nobody"}, "not_found")
+		mustFail(t, d, carol, "ListActivity", obj{"name": "dora"}, "forbidden")
+
 		// Released by the rule of docs/DECISIONS.md: the open objective is
 		// cancelled by the admin who deleted her, with the reason; she no
 		// longer watches; the endpoint lost her as a target.
