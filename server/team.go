@@ -81,7 +81,7 @@ func NewTeam(ctx context.Context, path string, f *teamconfig.File, st store.Stor
 }
 
 func toStoreMember(m teamconfig.Member, now time.Time) store.Member {
-	sm := store.Member{Name: m.Name, Instructions: m.Instructions, Permissions: slices.Clone(m.Permissions), CreatedAt: now, UpdatedAt: now}
+	sm := store.Member{Name: m.Name, ID: m.ID, Instructions: m.Instructions, Permissions: slices.Clone(m.Permissions), CreatedAt: now, UpdatedAt: now}
 	if m.Role != nil {
 		sm.Role = &store.Role{Title: m.Role.Title, Description: m.Role.Description}
 	}

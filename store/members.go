@@ -15,7 +15,10 @@ type Role struct {
 // config file is the authority for members; the store keeps a copy so that
 // every other table can reference members by name.
 type Member struct {
-	Name         string
+	Name string
+	// ID names the member apart from earlier and later members of its
+	// name, as the config's entry does; "" from before ids.
+	ID           string
 	Role         *Role
 	Instructions string
 	Permissions  []string

@@ -8,6 +8,7 @@ package main
 // member's rows, labelled as its.
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -181,4 +182,44 @@ func TestDeletedMemberDataStaysItsOwn(t *testing.T) {
 		require.Equal(t, true, members[1]["memberDeleted"])
 		require.Equal(t, float64(3), members[1]["usage"].(obj)["exchanges"], "her exchange, her record and her drained request")
 	})
+}
+
+// A config rewritten without member ids (by hand, or by a tool that
+// templates it) keeps its members: each gets its id back from the database,
+// so it still reads its own activity and holds its own objectives.
+func TestConfigWithoutMemberIDsKeepsMembers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := mustStartSvc(t, procOpts{configPath: filepath.Join(dir, "svc.json"), dbPath: filepath.Join(dir, "svc.db")})
+	d := restDriver{p}
+	admin := bearer(p.adminToken(t))
+	bob := bearer(createMember(t, d, admin, "bob"))
+	work := mustCall(t, d, admin, "CreateObjective", obj{"title": "Bob's", "outcome": "done", "assignee": "bob"})
+	mustUpload(t, d, bob, "bob", actEv("tool_action", 0, obj{"label": "before", "tool": "Bash"}))
+	p.mustStop(t)
+
+	cfg := readJSON(t, p.opts.configPath)
+	ids := map[string]any{}
+	for _, m := range listOf(t, cfg["store"].(obj), "members") {
+		require.NotEmpty(t, m["id"], "%v", m)
+		ids[m["name"].(string)] = m["id"]
+		delete(m, "id")
+	}
+	writeConfig(t, p.opts.configPath, cfg)
+
+	p = p.restart(t)
+	d = restDriver{p}
+	require.Contains(t, p.stderr.String(), "member ids missing from the team config taken back from the database")
+	for name, m := range configMembers(t, readJSON(t, p.opts.configPath)) {
+		require.Equal(t, ids[name], m["id"], "%s keeps its id in the config", name)
+	}
+	rows := mustList(t, p, d, bob, "bob", actQuery{})
+	require.Len(t, rows, 2, "its objective_open marker and its row: %v", rows)
+	for _, r := range rows {
+		require.Equal(t, false, r["memberDeleted"], "%v", r)
+		require.Equal(t, ids["bob"], r["memberId"], "%v", r)
+	}
+	require.Equal(t, "before", byLabel(rows)["before"]["data"].(obj)["label"])
+	done := mustCall(t, d, bob, "CompleteObjective", obj{"id": work["id"], "result": "still mine"})
+	require.Equal(t, "done", done["status"], "%v", done)
 }

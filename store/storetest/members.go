@@ -23,6 +23,7 @@ var memberTests = []suiteTest{
 	{"DeleteMember", testDeleteMember},
 	{"MemberSinceSeq", testMemberSinceSeq},
 	{"FormerMembers", testFormerMembers},
+	{"MemberIDs", testMemberIDs},
 	{"DeleteMemberCascades", testMemberRemovalCascades(func(t *testing.T, s store.Store) {
 		require.NoError(t, s.DeleteMember(t.Context(), "bob"))
 	})},
@@ -344,4 +345,52 @@ func testFormerMembers(t *testing.T, s store.Store) {
 	require.Equal(t, ms(at(time.Second)), ms(got[0].DeletedAt))
 	require.Equal(t, store.FormerMember{ID: "id-2", Name: "bob", DeletedAt: got[1].DeletedAt, DeletedBy: "admin"}, got[1])
 	require.Equal(t, ms(at(2*time.Second)), ms(got[1].DeletedAt))
+}
+
+// The mirror keeps each member's id: written when given, kept when an
+// update gives none, replaced by another one given, and an id change alone
+// does not move UpdatedAt.
+func testMemberIDs(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	idOf := func(name string) (string, time.Time) {
+		t.Helper()
+		got, err := s.GetMember(ctx, name)
+		require.NoError(t, err)
+		return got.ID, got.UpdatedAt
+	}
+	require.NoError(t, s.PutMember(ctx, store.Member{Name: "old"}))
+	id, _ := idOf("old")
+	require.Empty(t, id, "from before ids")
+
+	alice := member("alice")
+	alice.ID = "a-1"
+	alice.UpdatedAt = at(time.Second)
+	require.NoError(t, s.PutMember(ctx, alice))
+	id, updated := idOf("alice")
+	require.Equal(t, "a-1", id)
+
+	same := alice
+	same.ID, same.UpdatedAt = "", at(time.Hour)
+	require.NoError(t, s.PutMember(ctx, same))
+	id, again := idOf("alice")
+	require.Equal(t, "a-1", id, "no id given keeps the stored one")
+	require.Equal(t, ms(updated), ms(again))
+	same.Instructions = "Changed."
+	require.NoError(t, s.PutMember(ctx, same))
+	id, _ = idOf("alice")
+	require.Equal(t, "a-1", id, "nor does a change of content with no id")
+	alice.Instructions = same.Instructions
+	updated = at(time.Hour)
+
+	other := alice
+	other.ID, other.UpdatedAt = "a-2", at(2*time.Hour)
+	require.NoError(t, s.ReplaceMembers(ctx, []store.Member{other, {Name: "old", ID: "o-1"}}))
+	id, again = idOf("alice")
+	require.Equal(t, "a-2", id)
+	require.Equal(t, ms(updated), ms(again), "an id alone is no change of the member's content")
+	id, _ = idOf("old")
+	require.Equal(t, "o-1", id)
+	all, err := s.ListMembers(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a-2", "o-1"}, []string{all[0].ID, all[1].ID})
 }

@@ -15,3 +15,9 @@ CREATE TABLE former_members (
 -- from before ids, until a start adopts them).
 ALTER TABLE objectives ADD COLUMN assignee_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE objectives ADD COLUMN originator_id TEXT NOT NULL DEFAULT '';
+
+-- The mirror keeps each member's id too, so a config that lost a member's
+-- id (rewritten by hand or by a tool) gets it back at the next start
+-- instead of a new one: the member keeps reading its own activity and
+-- holding its own objectives ('': from before ids, until a start writes it).
+ALTER TABLE members ADD COLUMN member_id TEXT NOT NULL DEFAULT '';
