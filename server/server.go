@@ -22,6 +22,7 @@ import (
 	"svc/server/federation"
 	"svc/server/hub"
 	"svc/server/kek"
+	"svc/server/pricing"
 	"svc/server/toolcall"
 	"svc/server/vfs"
 	"svc/store"
@@ -81,6 +82,7 @@ type options struct {
 	jwt           *federation.Config
 	jwtOverlay    string
 	hooks         HookEngine
+	prices        *pricing.Table
 }
 
 // WithLogger sets the logger; the default discards.
@@ -132,6 +134,10 @@ func WithFederation(jwt *federation.Config, overlayPath string) Option {
 	return func(o *options) { o.jwt, o.jwtOverlay = jwt, overlayPath }
 }
 
+// WithPrices sets the model price table costs are computed with; the
+// default is the table shipped in the binary.
+func WithPrices(t *pricing.Table) Option { return func(o *options) { o.prices = t } }
+
 // Server owns the gRPC server, the shared core and the services registered
 // on it.
 type Server struct {
@@ -158,7 +164,16 @@ func New(d Deps, opts ...Option) *Server {
 	c := &core{
 		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
 		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, quotaBytes: o.quotaBytes,
-		now: o.now, log: o.log,
+		now: o.now, log: o.log, ids: newMemberIDs(d.Team), prices: o.prices,
+	}
+	if c.prices == nil {
+		c.prices = pricing.Shipped()
+	}
+	if d.Store != nil && d.Team != nil {
+		if err := c.ids.load(context.Background(), d.Store); err != nil {
+			o.log.Error("deleted members not loaded: their rows show as an unknown deleted member's", "err", err)
+		}
+		c.adoptMemberIDs(context.Background())
 	}
 	c.hookSched = newHookScheduler(c)
 	c.approvals = newPendingApprovals()
@@ -193,6 +208,7 @@ func New(d Deps, opts ...Option) *Server {
 	if d.Activity != nil {
 		c.actWriter = newActivityWriter(d.Activity, c.actHub, o.log)
 		c.actWriter.met = c.metrics
+		c.actWriter.owner, c.actWriter.render = c.ids.owner, c.activityRow
 		c.tel = newTelemetry(c.actWriter, o.otlpFlush, o.now, o.log)
 		if err := c.tel.load(context.Background(), d.Activity); err != nil {
 			o.log.Error("telemetry state not loaded: records waiting for a partner are lost", "err", err)
@@ -236,7 +252,7 @@ func New(d Deps, opts ...Option) *Server {
 	s.fs = &Fs{core: c}
 	enroll := newEnrollment(c, o.publicURL)
 	s.run = append(s.run, enroll.run)
-	s.run = append(s.run, c.hookSched.run, c.runApprovalExpiry)
+	s.run = append(s.run, c.hookSched.run, c.runApprovalExpiry, c.releaseDeparted)
 	for _, g := range []grpc.ServiceRegistrar{s.grpc, s.local} {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)

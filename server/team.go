@@ -31,6 +31,18 @@ type Team struct {
 // never revived).
 func NewTeam(ctx context.Context, path string, f *teamconfig.File, st store.Store, now func() time.Time) (*Team, error) {
 	t := &Team{path: path, file: f, store: st, now: now}
+	// A config that never went through a boot's migration (an embedder's,
+	// a test's) still names each member apart; the ids are written with
+	// the next change.
+	for i := range f.Store.Members {
+		if f.Store.Members[i].ID == "" {
+			id, err := teamconfig.NewMemberID()
+			if err != nil {
+				return nil, err
+			}
+			f.Store.Members[i].ID = id
+		}
+	}
 	err := st.WithTx(ctx, func(tx store.Tx) error {
 		ts := now()
 		members := make([]store.Member, 0, len(f.Store.Members))
@@ -69,7 +81,7 @@ func NewTeam(ctx context.Context, path string, f *teamconfig.File, st store.Stor
 }
 
 func toStoreMember(m teamconfig.Member, now time.Time) store.Member {
-	sm := store.Member{Name: m.Name, Instructions: m.Instructions, Permissions: slices.Clone(m.Permissions), CreatedAt: now, UpdatedAt: now}
+	sm := store.Member{Name: m.Name, ID: m.ID, Instructions: m.Instructions, Permissions: slices.Clone(m.Permissions), CreatedAt: now, UpdatedAt: now}
 	if m.Role != nil {
 		sm.Role = &store.Role{Title: m.Role.Title, Description: m.Role.Description}
 	}

@@ -71,6 +71,12 @@ type Role struct {
 
 // Member is one member entry.
 type Member struct {
+	// ID names this member apart from any earlier or later member of the
+	// same name: activity, inference records and objectives remember it,
+	// so a name deleted and created again is a new member. The broker
+	// writes it (at creation, or at the first start of a config without
+	// one); operators never need to.
+	ID             string          `json:"id,omitempty"`
 	Name           string          `json:"name"`
 	Role           *Role           `json:"role"`
 	Instructions   string          `json:"instructions,omitempty"`
@@ -272,6 +278,7 @@ func (f *File) Validate() error {
 	}
 	presets := f.Presets()
 	seen := map[string]bool{}
+	seenID := map[string]bool{}
 	for i, m := range f.Store.Members {
 		entry := fmt.Sprintf("store.members[%d] (%q)", i, m.Name)
 		if !ValidName(m.Name) {
@@ -281,6 +288,15 @@ func (f *File) Validate() error {
 			return entryErr(entry, "duplicate member name")
 		}
 		seen[m.Name] = true
+		if m.ID != "" {
+			if !teamIDRE.MatchString(m.ID) {
+				return entryErr(entry+".id", "must be 1 to 64 letters, digits, '-' or '_'")
+			}
+			if seenID[m.ID] {
+				return entryErr(entry+".id", "is another member's id too")
+			}
+			seenID[m.ID] = true
+		}
 		for _, list := range [][]string{m.Permissions, m.RawPermissions} {
 			if _, err := auth.Resolve(list, presets); err != nil {
 				return entryErr(entry, "%w", err)
@@ -431,14 +447,20 @@ const VAPIDPurpose = "svc/webpush/vapid"
 // ErrNoKEK means a plaintext secret must be migrated but no KEK is active.
 var ErrNoKEK = errors.New("no active KEK")
 
-// Migrate resolves presets to leaves and moves plaintext secrets to their
-// hashed or sealed form. It reports whether the file changed and must be
-// written back.
+// Migrate resolves presets to leaves, moves plaintext secrets to their
+// hashed or sealed form and gives each member without an id one. It
+// reports whether the file changed and must be written back.
 func (f *File) Migrate(k *kek.KEK) (changed bool, err error) {
 	presets := f.Presets()
 	for i := range f.Store.Members {
 		m := &f.Store.Members[i]
 		entry := fmt.Sprintf("store.members[%d] (%q)", i, m.Name)
+		if m.ID == "" {
+			if m.ID, err = NewMemberID(); err != nil {
+				return false, err
+			}
+			changed = true
+		}
 		if m.Permissions == nil && m.RawPermissions != nil {
 			if m.Permissions, err = auth.Resolve(m.RawPermissions, presets); err != nil {
 				return false, entryErr(entry, "%w", err)
@@ -559,7 +581,12 @@ func ParseTokenHash(s string) ([32]byte, error) {
 }
 
 // NewTeamID returns a fresh random team id.
-func NewTeamID() (string, error) {
+func NewTeamID() (string, error) { return randomID() }
+
+// NewMemberID returns a fresh member id: 32 hex digits.
+func NewMemberID() (string, error) { return randomID() }
+
+func randomID() (string, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
@@ -596,9 +623,14 @@ func Default(k *kek.KEK, teamID, filesRoot string, tokenHash [32]byte) (*File, e
 		return nil, err
 	}
 	presets := auth.DefaultPresets()
+	id, err := NewMemberID()
+	if err != nil {
+		return nil, err
+	}
 	return &File{
 		Team: Team{ID: teamID, Name: "team", PermissionPresets: presets},
 		Store: Store{Members: []Member{{
+			ID:             id,
 			Name:           "admin",
 			Role:           &Role{Title: "Administrator", Description: "Runs the team broker."},
 			Permissions:    slices.Clone(presets["admin"]),

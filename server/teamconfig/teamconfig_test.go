@@ -374,7 +374,7 @@ func TestMigrate(t *testing.T) {
 	})
 
 	t.Run("nil permissions without raw become empty", func(t *testing.T) {
-		f := mustParse(t, withMembers(`{"name":"bob"}`))
+		f := mustParse(t, withMembers(`{"id":"b0b","name":"bob"}`))
 		changed, err := f.Migrate(nil)
 		require.NoError(t, err)
 		require.False(t, changed)
@@ -419,11 +419,34 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("sealed secrets need no KEK", func(t *testing.T) {
 		sealed := mustSealedJSON(t, k, validTOTP, teamconfig.TOTPPurpose("bob"))
-		f := mustParse(t, `{"team":{"name":"t"},"store":{"members":[{"name":"bob","permissions":[],"totpSecret":`+sealed+`}]},`+
+		f := mustParse(t, `{"team":{"name":"t"},"store":{"members":[{"id":"b0b","name":"bob","permissions":[],"totpSecret":`+sealed+`}]},`+
 			`"webPush":{"vapidPublicKey":"pub","vapidPrivateKey":`+mustSealedJSON(t, k, "p", teamconfig.VAPIDPurpose)+`}}`)
 		changed, err := f.Migrate(nil)
 		require.NoError(t, err)
 		require.False(t, changed)
+	})
+
+	t.Run("a member without an id gets one, kept after", func(t *testing.T) {
+		f := mustParse(t, `{"team":{"name":"t"},"store":{"members":[{"name":"a","permissions":[]},{"id":"keep-me","name":"b","permissions":[]}]}}`)
+		changed, err := f.Migrate(nil)
+		require.NoError(t, err)
+		require.True(t, changed)
+		require.Regexp(t, `^[0-9a-f]{32}$`, f.Store.Members[0].ID)
+		require.Equal(t, "keep-me", f.Store.Members[1].ID)
+		b, err := f.Marshal()
+		require.NoError(t, err)
+		again := mustParse(t, string(b))
+		require.Equal(t, f.Store.Members[0].ID, again.Store.Members[0].ID)
+		changed, err = again.Migrate(nil)
+		require.NoError(t, err)
+		require.False(t, changed)
+	})
+
+	t.Run("member ids are checked", func(t *testing.T) {
+		_, err := teamconfig.Parse([]byte(`{"team":{"name":"t"},"store":{"members":[{"id":"x y","name":"a","permissions":[]}]}}`))
+		require.ErrorContains(t, err, `store.members[0] ("a").id`)
+		_, err = teamconfig.Parse([]byte(`{"team":{"name":"t"},"store":{"members":[{"id":"x","name":"a","permissions":[]},{"id":"x","name":"b","permissions":[]}]}}`))
+		require.ErrorContains(t, err, "another member's id")
 	})
 
 	t.Run("second Migrate reports unchanged", func(t *testing.T) {
