@@ -223,7 +223,11 @@ func BenchmarkProxyMessages(b *testing.B) {
 				if tc.name == "proxy" {
 					// An agent reads the answer before its next call, so the
 					// capture of one call is done before the next starts.
-					<-sunk
+					select {
+					case <-sunk:
+					case <-time.After(10 * time.Second):
+						b.Fatal("the call was not captured")
+					}
 				}
 			}
 			b.StopTimer()
