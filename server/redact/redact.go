@@ -54,6 +54,8 @@ type Redactor struct {
 	special bool
 	// space: a secret holds a space, which '+' stands for in a form.
 	space bool
+	// wide: a secret holds a byte past ASCII, which \u escapes spell.
+	wide bool
 }
 
 // New returns a Redactor of the given secret values. Values shorter than
@@ -90,6 +92,9 @@ func New(secrets ...string) *Redactor {
 			}
 			if strings.Contains(v, " ") {
 				r.space = true
+			}
+			if strings.ContainsFunc(v, func(c rune) bool { return c >= utf8.RuneSelf }) {
+				r.wide = true
 			}
 		}
 	}
@@ -448,20 +453,34 @@ type decoder struct {
 
 var decoders = []decoder{
 	{
-		// JSON string escapes. Looked through only where they could hide
-		// a match: \u can spell anything and \/ a base64 character; the
-		// short escapes (\n, \", \\ …) only characters a secret rarely
-		// holds, and none a token or a base64 pattern does.
+		// JSON string escapes, looked through only where they could hide
+		// a match (most JSON has escapes: newlines, quotes, terminal
+		// colours). The short escapes (\n, \", \\ …) and \u escapes of
+		// control characters spell only characters no token or base64
+		// pattern holds, and few secrets; \/ spells a base64 character,
+		// and other \u escapes anything.
 		applies: func(r *Redactor, t string) bool {
 			if strings.IndexByte(t, '\\') < 0 {
 				return false
 			}
-			return r.special || strings.Contains(t, `\u`) || strings.Contains(t, `\/`)
+			if r.special || strings.Contains(t, `\/`) {
+				return true
+			}
+			for i := 0; ; {
+				j := strings.Index(t[i:], `\u`)
+				if j < 0 {
+					return false
+				}
+				i += j + 2
+				if c, n := hex4(t[i:]); n > 0 && c >= 0x20 && (c < utf8.RuneSelf || r.wide) {
+					return true
+				}
+			}
 		},
 		decode: unescapeJSON,
 	},
 	{
-		applies: func(_ *Redactor, t string) bool { return strings.IndexByte(t, '%') >= 0 },
+		applies: func(_ *Redactor, t string) bool { return hasPercentEscape(t) },
 		decode:  func(t string, starts bool) (string, []int) { return unescapePercent(t, false, starts) },
 	},
 	{
@@ -484,6 +503,16 @@ func newBuilder(n int, track bool) *builder {
 		b.starts = make([]int, 0, n+1)
 	}
 	return b
+}
+
+// copy takes t[from:to] as it is.
+func (b *builder) copy(t string, from, to int) {
+	b.sb.WriteString(t[from:to])
+	if b.track {
+		for i := from; i < to; i++ {
+			b.starts = append(b.starts, i)
+		}
+	}
 }
 
 func (b *builder) byte(c byte, from int) {
@@ -515,9 +544,15 @@ func (b *builder) done(end int) (string, []int) {
 func unescapeJSON(t string, track bool) (string, []int) {
 	b := newBuilder(len(t), track)
 	for i := 0; i < len(t); {
-		c := t[i]
-		if c != '\\' || i+1 >= len(t) {
-			b.byte(c, i)
+		j := strings.IndexByte(t[i:], '\\')
+		if j < 0 {
+			b.copy(t, i, len(t))
+			break
+		}
+		b.copy(t, i, i+j)
+		i += j
+		if i+1 >= len(t) {
+			b.byte('\\', i)
 			i++
 			continue
 		}
@@ -531,7 +566,7 @@ func unescapeJSON(t string, track bool) (string, []int) {
 		case 'u':
 			r, n := hex4(t[i+2:])
 			if n == 0 {
-				b.byte(c, i)
+				b.byte('\\', i)
 				i++
 				continue
 			}
@@ -548,7 +583,7 @@ func unescapeJSON(t string, track bool) (string, []int) {
 			b.rune(r, i)
 			i += w
 		default:
-			b.byte(c, i)
+			b.byte('\\', i)
 			i++
 		}
 	}
@@ -573,14 +608,24 @@ func hex4(s string) (rune, int) {
 // unescapePercent decodes %XX (either case) in t, and '+' as a space when
 // plus is set; a '%' that starts no escape stays.
 func unescapePercent(t string, plus, track bool) (string, []int) {
+	special := "%"
+	if plus {
+		special = "%+"
+	}
 	b := newBuilder(len(t), track)
 	for i := 0; i < len(t); {
-		c := t[i]
-		switch {
+		j := strings.IndexAny(t[i:], special)
+		if j < 0 {
+			b.copy(t, i, len(t))
+			break
+		}
+		b.copy(t, i, i+j)
+		i += j
+		switch c := t[i]; {
 		case c == '%' && i+2 < len(t) && unhex(t[i+1]) >= 0 && unhex(t[i+2]) >= 0:
 			b.byte(byte(unhex(t[i+1])<<4|unhex(t[i+2])), i)
 			i += 3
-		case c == '+' && plus:
+		case c == '+':
 			b.byte(' ', i)
 			i++
 		default:
@@ -589,6 +634,20 @@ func unescapePercent(t string, plus, track bool) (string, []int) {
 		}
 	}
 	return b.done(len(t))
+}
+
+// hasPercentEscape reports whether t holds a %XX escape.
+func hasPercentEscape(t string) bool {
+	for i := 0; ; {
+		j := strings.IndexByte(t[i:], '%')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+		if i+1 < len(t) && unhex(t[i]) >= 0 && unhex(t[i+1]) >= 0 {
+			return true
+		}
+	}
 }
 
 func unhex(c byte) int {
