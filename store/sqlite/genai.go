@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -93,6 +94,16 @@ func (db *ActivityDB) GenAIByResponse(ctx context.Context, member string, respon
 	}
 	return db.queryGenAI(ctx, "genai by response", true, 0, `SELECT `+genaiColumns+` FROM genai
 WHERE member = ? AND response_id != '' AND response_id IN (SELECT value FROM json_each(?)) ORDER BY ts, rowid`, member, string(ids))
+}
+
+// GenAIRaw returns the raw upload of member's record id.
+func (db *ActivityDB) GenAIRaw(ctx context.Context, member, id string) ([]byte, error) {
+	var b []byte
+	err := db.c.reader.QueryRowContext(ctx, `SELECT r.bytes FROM genai g JOIN genai_raw r ON r.sha = g.raw_sha WHERE g.member = ? AND g.id = ?`, member, id).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("genai raw: %w", store.ErrNotFound)
+	}
+	return b, translate("genai raw", err)
 }
 
 // queryGenAI reads records, with their message arrays when full; with
