@@ -25,10 +25,10 @@ import (
 
 // The secrets of the redaction tests: bound to alice, one a number.
 const (
-	redSecret  = "hunter2-Sup3r/Secret+x"
-	redNumber  = "8675309123"
-	redToken   = "svc_Zx9Qm4KpR7vT2wY8nB3cD6fG1hJ5kL0aS-_tUe"
-	redPrefix  = "QQ" // bytes before the secret inside a longer base64 text
+	redSecret = "hunter2-Sup3r/Secret+x"
+	redNumber = "8675309123"
+	redToken  = "svc_Zx9Qm4KpR7vT2wY8nB3cD6fG1hJ5kL0aS-_tUe"
+	redPrefix = "QQ" // bytes before the secret inside a longer base64 text
 )
 
 // redForms is the secret in each encoding redaction promises, as it is put
