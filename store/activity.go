@@ -84,8 +84,11 @@ const (
 type PruneResult struct {
 	Activity int64 // activity rows
 	GenAI    int64 // inference records
-	Raw      int64 // raw uploads no record references any more
-	States   int64 // correlation states
+	// Raw counts the stored pieces of records no record references any
+	// more: raw uploads, and the content-addressed parts records are
+	// stored as.
+	Raw    int64
+	States int64 // correlation states
 }
 
 // ActivityStore is the separate store of activity streams, inference
