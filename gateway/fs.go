@@ -111,6 +111,14 @@ func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request, p *auth.P
 	rc := http.NewResponseController(w)
 	dw := deadlineWriter{w: w, arm: func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }}
 	if _, err := io.CopyBuffer(dw, io.LimitReader(f, entry.Size), make([]byte, readChunk)); err != nil {
+		var damaged *vfs.DamageError
+		if errors.As(err, &damaged) {
+			// The content does not hash to its name (the server logged and
+			// counted it). The last bytes were withheld; aborting also
+			// resets the connection (HTTP/1.1) or the stream (HTTP/2), so
+			// no client can take the body for complete.
+			panic(http.ErrAbortHandler)
+		}
 		// Headers are gone; the short body tells the client.
 		g.log.DebugContext(r.Context(), "file read cut short", "path", entry.Path, "err", err)
 	}

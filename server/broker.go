@@ -51,9 +51,19 @@ func newBroker(c *core, push *pushNotifier) *Broker {
 // team.
 type brokerInfo struct{ *core }
 
-// Health implements apiv1.BrokerServer.
+// Health implements apiv1.BrokerServer: always an answer while the
+// process is up; status "degraded", with the problems, while a store is
+// failing (health.go).
 func (b *brokerInfo) Health(context.Context, *apiv1.HealthRequest) (*apiv1.HealthResponse, error) {
-	return &apiv1.HealthResponse{Status: "ok", Version: b.version}, nil
+	resp := &apiv1.HealthResponse{Status: healthOK, Version: b.version}
+	if problems := b.storageProblems(); len(problems) > 0 {
+		resp.Status = healthDegraded
+		resp.Problems = &structpb.ListValue{}
+		for _, p := range problems {
+			resp.Problems.Values = append(resp.Problems.Values, structpb.NewStringValue(p))
+		}
+	}
+	return resp, nil
 }
 
 // GetBriefing implements apiv1.BrokerServer.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -36,6 +37,12 @@ const (
 	CodeInternal            Code = "internal"
 	CodeBadGateway          Code = "bad_gateway"
 	CodeUnavailable         Code = "unavailable"
+	// CodeInsufficientStorage: the broker's disk has no room for the
+	// write; nothing was stored (docs/DECISIONS.md: Storage).
+	CodeInsufficientStorage Code = "insufficient_storage"
+	// CodeDataLoss: what the request needs is damaged or missing on the
+	// broker's disk; retrying does not help.
+	CodeDataLoss Code = "data_loss"
 	// Device polling codes (spec: Errors; RFC 8628 §3.5), all 400.
 	CodeAuthorizationPending Code = "authorization_pending"
 	CodeSlowDown             Code = "slow_down"
@@ -56,18 +63,22 @@ var codeTable = map[Code]struct {
 	grpc codes.Code
 	http int
 }{
-	CodeBadRequest:           {codes.InvalidArgument, http.StatusBadRequest},
-	CodeUnsupportedProtocol:  {codes.InvalidArgument, http.StatusBadRequest},
-	CodeUnauthenticated:      {codes.Unauthenticated, http.StatusUnauthorized},
-	CodeForbidden:            {codes.PermissionDenied, http.StatusForbidden},
-	CodeNotFound:             {codes.NotFound, http.StatusNotFound},
-	CodeConflict:             {codes.AlreadyExists, http.StatusConflict},
-	CodeGone:                 {codes.FailedPrecondition, http.StatusGone},
-	CodePayloadTooLarge:      {codes.ResourceExhausted, http.StatusRequestEntityTooLarge},
-	CodeRateLimited:          {codes.ResourceExhausted, http.StatusTooManyRequests},
-	CodeInternal:             {codes.Internal, http.StatusInternalServerError},
-	CodeBadGateway:           {codes.Unavailable, http.StatusBadGateway},
-	CodeUnavailable:          {codes.Unavailable, http.StatusServiceUnavailable},
+	CodeBadRequest:          {codes.InvalidArgument, http.StatusBadRequest},
+	CodeUnsupportedProtocol: {codes.InvalidArgument, http.StatusBadRequest},
+	CodeUnauthenticated:     {codes.Unauthenticated, http.StatusUnauthorized},
+	CodeForbidden:           {codes.PermissionDenied, http.StatusForbidden},
+	CodeNotFound:            {codes.NotFound, http.StatusNotFound},
+	CodeConflict:            {codes.AlreadyExists, http.StatusConflict},
+	CodeGone:                {codes.FailedPrecondition, http.StatusGone},
+	CodePayloadTooLarge:     {codes.ResourceExhausted, http.StatusRequestEntityTooLarge},
+	CodeRateLimited:         {codes.ResourceExhausted, http.StatusTooManyRequests},
+	CodeInternal:            {codes.Internal, http.StatusInternalServerError},
+	CodeBadGateway:          {codes.Unavailable, http.StatusBadGateway},
+	CodeUnavailable:         {codes.Unavailable, http.StatusServiceUnavailable},
+	// gRPC documents ResourceExhausted for "the entire file system is out
+	// of space"; the ErrorInfo reason tells it from 413 and 429.
+	CodeInsufficientStorage:  {codes.ResourceExhausted, http.StatusInsufficientStorage},
+	CodeDataLoss:             {codes.DataLoss, http.StatusInternalServerError},
 	CodeAuthorizationPending: {codes.InvalidArgument, http.StatusBadRequest},
 	CodeSlowDown:             {codes.InvalidArgument, http.StatusBadRequest},
 	CodeExpiredToken:         {codes.InvalidArgument, http.StatusBadRequest},
@@ -146,12 +157,23 @@ func classify(err error) *Error {
 		return &Error{Code: CodeConflict, Message: "already exists", Err: err}
 	case errors.Is(err, store.ErrPrecondition):
 		return &Error{Code: CodeConflict, Message: "the change conflicts with stored data", Err: err}
+	case errors.Is(err, store.ErrStorageFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return &Error{Code: CodeInsufficientStorage, Message: msgStorageFull, Err: err}
+	case errors.Is(err, store.ErrDamaged):
+		return &Error{Code: CodeDataLoss, Message: msgDamaged, Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeUnavailable, Message: "request cancelled or timed out", Err: err}
 	default:
 		return &Error{Code: CodeInternal, Message: "internal error", Err: err}
 	}
 }
+
+// Messages of the storage errors: what happened to the request, and
+// that it is the operator's to fix.
+const (
+	msgStorageFull = "the broker's disk is full: nothing was stored; retry once its operator has freed space"
+	msgDamaged     = "stored data needed for this request is damaged on the broker; its operator must restore it (see the broker's log)"
+)
 
 func forbiddenMessage(err error) string {
 	// Only auth's own "forbidden: <reason>" is shown; text a caller wrapped
@@ -215,13 +237,18 @@ func ToStatus(err error) *status.Status {
 	return st
 }
 
-// IsInternal reports whether err maps to an internal error; such causes are
-// logged at error level.
+// IsInternal reports whether err maps to an internal error, or to a
+// storage failure (a full disk, damage) an operator must act on; such
+// causes are logged at error level.
 func IsInternal(err error) bool {
 	if st, ok := grpcStatus(err); ok {
-		return st.Code() == codes.Internal || st.Code() == codes.Unknown
+		return st.Code() == codes.Internal || st.Code() == codes.Unknown || st.Code() == codes.DataLoss
 	}
-	return classify(err).Code == CodeInternal
+	switch classify(err).Code {
+	case CodeInternal, CodeInsufficientStorage, CodeDataLoss:
+		return true
+	}
+	return false
 }
 
 // Rendered is the REST rendering of an error.

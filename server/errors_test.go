@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,6 +64,8 @@ func TestEveryCodeMapsToItsStatus(t *testing.T) {
 		{name: "internal", code: CodeInternal, wantHTTP: http.StatusInternalServerError, wantGRPC: codes.Internal},
 		{name: "bad_gateway", code: CodeBadGateway, wantHTTP: http.StatusBadGateway, wantGRPC: codes.Unavailable},
 		{name: "unavailable", code: CodeUnavailable, wantHTTP: http.StatusServiceUnavailable, wantGRPC: codes.Unavailable},
+		{name: "insufficient_storage", code: CodeInsufficientStorage, wantHTTP: http.StatusInsufficientStorage, wantGRPC: codes.ResourceExhausted},
+		{name: "data_loss", code: CodeDataLoss, wantHTTP: http.StatusInternalServerError, wantGRPC: codes.DataLoss},
 		{name: "authorization_pending", code: CodeAuthorizationPending, wantHTTP: http.StatusBadRequest, wantGRPC: codes.InvalidArgument},
 		{name: "slow_down", code: CodeSlowDown, wantHTTP: http.StatusBadRequest, wantGRPC: codes.InvalidArgument},
 		{name: "expired_token", code: CodeExpiredToken, wantHTTP: http.StatusBadRequest, wantGRPC: codes.InvalidArgument},
@@ -124,6 +128,11 @@ func TestRender(t *testing.T) {
 		{name: "context canceled", err: context.Canceled, wantCode: CodeUnavailable, wantHTTP: 503},
 		{name: "context canceled wrapped", err: fmt.Errorf("list: %w", context.Canceled), wantCode: CodeUnavailable, wantHTTP: 503},
 		{name: "deadline exceeded", err: context.DeadlineExceeded, wantCode: CodeUnavailable, wantHTTP: 503},
+		{name: "store full", err: fmt.Errorf("commit: %w (database or disk is full)", store.ErrStorageFull), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantMessage: msgStorageFull, wantGRPC: codes.ResourceExhausted},
+		{name: "store full through a closure", err: fmt.Errorf("append: %w", fmt.Errorf("%w: %w", store.ErrStorageFull, errors.New("driver"))), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantGRPC: codes.ResourceExhausted},
+		{name: "no space writing a file", err: fmt.Errorf("write config: %w", &fs.PathError{Op: "write", Path: "/etc/svc.json.tmp", Err: syscall.ENOSPC}), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantMessage: msgStorageFull},
+		{name: "over a disk quota", err: &fs.PathError{Op: "write", Path: "/x", Err: syscall.EDQUOT}, wantCode: CodeInsufficientStorage, wantHTTP: 507},
+		{name: "store damaged", err: fmt.Errorf("list: %w (database disk image is malformed)", store.ErrDamaged), wantCode: CodeDataLoss, wantHTTP: 500, wantMessage: msgDamaged, wantGRPC: codes.DataLoss},
 		{name: "unknown error is internal", err: errors.New("sqlite: disk I/O error at /var/secret.db"), wantCode: CodeInternal, wantHTTP: 500, wantMessage: "internal error", wantGRPC: codes.Internal},
 		{name: "typed internal keeps cause out", err: &Error{Code: CodeInternal, Message: "internal error", Err: errors.New("password=hunter2")}, wantCode: CodeInternal, wantHTTP: 500, wantMessage: "internal error"},
 		{name: "domain error with cause", err: &Error{Code: CodeNotFound, Message: "no such member", Err: errors.New("row 42 of /var/secret.db")}, wantCode: CodeNotFound, wantHTTP: 404, wantMessage: "no such member"},
@@ -180,6 +189,8 @@ func TestInternalCauseNeverLeaks(t *testing.T) {
 		&Error{Code: CodeInternal, Message: "internal error", Err: errors.New(secret)},
 		&Error{Code: CodeNotFound, Message: "no such thing", Err: errors.New(secret)},
 		&Error{Code: CodeBadGateway, Message: "upstream failed", Err: status.Error(codes.Internal, secret)},
+		fmt.Errorf("%s: %w", secret, store.ErrStorageFull),
+		fmt.Errorf("%s: %w", secret, store.ErrDamaged),
 	} {
 		st := ToStatus(err)
 		require.NotContains(t, st.Message(), "hunter2")
@@ -277,6 +288,10 @@ func TestIsInternal(t *testing.T) {
 		{name: "typed internal", err: Errorf(CodeInternal, "x"), want: true},
 		{name: "grpc internal", err: status.Error(codes.Internal, "x"), want: true},
 		{name: "grpc unknown", err: status.Error(codes.Unknown, "x"), want: true},
+		{name: "storage full: the operator must act", err: store.ErrStorageFull, want: true},
+		{name: "damage: the operator must act", err: store.ErrDamaged, want: true},
+		{name: "grpc data loss", err: status.Error(codes.DataLoss, "x"), want: true},
+		{name: "payload too large", err: Errorf(CodePayloadTooLarge, "x"), want: false},
 		{name: "not found", err: store.ErrNotFound, want: false},
 		{name: "forbidden", err: auth.ErrForbidden, want: false},
 		{name: "bad request", err: invalid("f", "x"), want: false},

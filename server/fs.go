@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -455,8 +454,11 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 }
 
 // Read opens the file at path for p: its entry and its content, which the
-// caller closes. A directory is 400.
-func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.FsEntry, *os.File, error) {
+// caller closes. A directory is 400. The content is verified as it is
+// read (FileContent); content missing from the disk, or of another size
+// than recorded, is 500 data_loss before any byte, reported in the log
+// and on /metrics.
+func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.FsEntry, *FileContent, error) {
 	if !f.Enabled() {
 		return store.FsEntry{}, nil, errFsDisabled
 	}
@@ -471,14 +473,14 @@ func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.Fs
 		if e.Kind != store.FsFile {
 			return e, nil, invalid("path", "%s is a directory", e.Path)
 		}
-		file, err := f.blobs.Open(e.Blob)
+		r, err := f.blobs.Read(e.Blob, e.Size)
 		switch {
 		case err == nil:
-			return e, file, nil
+			return e, &FileContent{r: r, entry: e, report: f.blobDamaged}, nil
 		case errors.Is(err, fs.ErrNotExist) && attempt == 0:
 			continue
-		case errors.Is(err, fs.ErrNotExist):
-			return e, nil, Errorf(CodeNotFound, "no such file: %s", e.Path)
+		case errors.Is(err, store.ErrDamaged):
+			return e, nil, f.blobDamaged(ctx, e, err)
 		default:
 			return e, nil, fmt.Errorf("open file content: %w", err)
 		}

@@ -61,8 +61,14 @@ func mustBroker(t testing.TB) (*testBroker, string) {
 // permission leaves), with its committers running until the test ends.
 func startTestServer(t testing.TB, st store.Store, perms map[string][]string, d Deps, opts ...Option) *Server {
 	t.Helper()
+	return startTestServerFile(t, st, &teamconfig.File{}, perms, d, opts...)
+}
+
+// startTestServerFile is startTestServer over the team config f (its
+// settings blocks), with the members of perms added.
+func startTestServerFile(t testing.TB, st store.Store, f *teamconfig.File, perms map[string][]string, d Deps, opts ...Option) *Server {
+	t.Helper()
 	ctx := context.Background()
-	f := &teamconfig.File{}
 	for _, n := range slices.Sorted(maps.Keys(perms)) {
 		f.Store.Members = append(f.Store.Members, teamconfig.Member{Name: n, Permissions: perms[n]})
 	}
@@ -80,7 +86,7 @@ func startTestServer(t testing.TB, st store.Store, perms map[string][]string, d 
 	return srv
 }
 
-func mustMemStore(t *testing.T) store.Store {
+func mustMemStore(t testing.TB) store.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), "")
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ func (b *brokerMessages) Push(ctx context.Context, req *apiv1.PushRequest) (*api
 			return nil, tx.GrantEntries(ctx, ids, grantees)
 		}
 	}
-	r := b.msgs.change(ctx, grant, &msg, pm)
+	r := b.msgs.push(ctx, grant, &msg, pm)
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -200,7 +201,26 @@ func messageToProto(m store.Message) *apiv1.Message {
 	}
 	pm.Data = jsonStruct(m.Data)
 	pm.Meta = jsonStruct(m.Meta)
+	setReplyChain(pm, m)
 	return pm
+}
+
+// setReplyChain renders m's reply chain fields onto pm.
+func setReplyChain(pm *apiv1.Message, m store.Message) {
+	pm.ReplyTo = nil
+	if m.ReplyTo > 0 {
+		id := formatMessageID(m.ReplyTo)
+		pm.ReplyTo = &id
+	}
+	pm.Hops, pm.LoopStopped = nil, nil
+	if m.Hops > 0 {
+		h := uint32(min(m.Hops, math.MaxUint32))
+		pm.Hops = &h
+	}
+	if m.LoopStopped {
+		stopped := true
+		pm.LoopStopped = &stopped
+	}
 }
 
 func jsonStruct(b []byte) *structpb.Struct {
@@ -324,8 +344,10 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 		return nil
 	case "tool", "secret", "hook":
 		return b.registryThreadReadable(ctx, p, kind, thread)
+	case "loop":
+		return b.loopThreadReadable(ctx, p, thread)
 	}
-	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug> or secret:<slug>")
+	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug>, secret:<slug> or loop:<id>")
 }
 
 // readableChannel returns a channel whose history the caller may read.

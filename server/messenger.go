@@ -13,6 +13,7 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/groupcommit"
 	"svc/server/hub"
+	"svc/server/teamconfig"
 	"svc/store"
 )
 
@@ -51,7 +52,11 @@ type outgoing struct {
 	// messages' ids (a hook delivery receipt) commits with them. Its error
 	// fails the whole batch, so it must not fail for its input's sake.
 	stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error
-	done   chan committed
+	// push marks a member's push (a DM, a channel post, a broadcast, an
+	// objective discussion post): sent in a turn, it counts against the
+	// agent push limit.
+	push bool
+	done chan committed
 
 	out []store.Message // what commit appends for this change
 	err error           // apply's error
@@ -79,12 +84,18 @@ type messenger struct {
 	last         time.Time
 	// met, when set, counts commits and messages.
 	met *metrics
+	// guard stamps each message's reply chain from its sender's turn,
+	// stops chains past the hop bound and limits agents' pushes.
+	guard *loopGuard
 }
 
 // newMessenger returns a messenger over st and h; afterPublish, when not
 // nil, runs on the committer after each message is published.
 func newMessenger(st store.Store, h *hub.Hub, now func() time.Time, log *slog.Logger, afterPublish func(m store.Message, live func(member string) bool)) *messenger {
-	return &messenger{store: st, hub: h, now: now, log: log, afterPublish: afterPublish, queue: groupcommit.New[*outgoing](commitQueue, maxBatch)}
+	return &messenger{
+		store: st, hub: h, now: now, log: log, afterPublish: afterPublish, queue: groupcommit.New[*outgoing](commitQueue, maxBatch),
+		guard: newLoopGuard((&teamconfig.File{}).LoopGuardSettings(), now),
+	}
 }
 
 // change commits a change and publishes its messages once they are
@@ -93,6 +104,13 @@ func newMessenger(st store.Store, h *hub.Hub, now func() time.Time, log *slog.Lo
 // a change with msg alone.
 func (m *messenger) change(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error), msg *store.Message, pm *apiv1.Message) committed {
 	o := &outgoing{apply: apply, msg: msg, proto: pm, done: make(chan committed, 1)}
+	return groupcommit.Submit(ctx, m.queue, o, o.done, func(err error) committed { return committed{err: stopped(err)} })
+}
+
+// push is change for a member's push: sent in a turn, it counts against
+// the agent push limit.
+func (m *messenger) push(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error), msg *store.Message, pm *apiv1.Message) committed {
+	o := &outgoing{apply: apply, msg: msg, proto: pm, push: true, done: make(chan committed, 1)}
 	return groupcommit.Submit(ctx, m.queue, o, o.done, func(err error) committed { return committed{err: stopped(err)} })
 }
 
@@ -111,27 +129,62 @@ func (m *messenger) run(ctx context.Context) {
 // commit writes one batch in one transaction, then publishes each message
 // and answers each change. Publishing happens on this one goroutine, in
 // commit order, so every stream sees messages in id order.
+//
+// Each message's reply chain is stamped here, from its sender's delivery
+// state as this transaction sees it at that point of the batch: a turn's
+// start or end commits through this loop too, so a message is attributed
+// to exactly the turns committed before it (docs/RUNNER.md, Loop guard).
 func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 	start := time.Now()
+	var notices []store.Message
 	err := m.store.WithTx(ctx, func(tx store.Tx) error {
-		var msgs []store.Message
+		var (
+			msgs []store.Message
+			// turns caches senders' turns while no delivery state can
+			// change: only an apply changes one, so it is emptied at each.
+			turns   = map[string]turnLookup{}
+			stopped []*store.Message
+		)
+		notices = notices[:0]
 		for _, o := range batch {
 			o.out, o.err = o.out[:0], nil
-			if o.apply != nil {
-				o.err = tx.Savepoint(ctx, func() error {
+			produce := func() error {
+				if o.apply != nil {
 					var err error
-					o.out, err = o.apply(ctx, tx)
-					return err
-				})
-				if o.err != nil {
-					o.out = nil
-					continue
+					if o.out, err = o.apply(ctx, tx); err != nil {
+						return err
+					}
+					clear(turns)
 				}
+				if o.msg != nil {
+					o.out = append([]store.Message{*o.msg}, o.out...)
+				}
+				for i := range o.out {
+					if err := m.guard.attribute(ctx, tx, turns, &o.out[i]); err != nil {
+						return err
+					}
+				}
+				if o.push && len(o.out) > 0 && o.out[0].Hops > 0 {
+					if wait := m.guard.allow(o.out[0].From); wait > 0 {
+						return errAgentPushLimit(wait)
+					}
+				}
+				return nil
 			}
-			if o.msg != nil {
-				o.out = append([]store.Message{*o.msg}, o.out...)
+			if o.apply != nil {
+				o.err = tx.Savepoint(ctx, produce)
+				clear(turns) // what a rolled back apply wrote is gone
+			} else {
+				o.err = produce()
+			}
+			if o.err != nil {
+				o.out = nil
+				continue
 			}
 			for i := range o.out {
+				if o.out[i].LoopStopped {
+					stopped = append(stopped, &o.out[i])
+				}
 				// Creation times never go backwards along the commit order,
 				// so the history's time cursor agrees with its id order.
 				now := m.now()
@@ -153,6 +206,23 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 		for _, o := range batch {
 			n := copy(o.out, stored)
 			stored = stored[n:]
+		}
+		// The first stop of a chain writes its notice, after every message
+		// of the batch: the notice names a stored message.
+		for _, s := range stopped {
+			n, err := m.guard.notice(ctx, tx, *s)
+			if err != nil {
+				return err
+			}
+			if n != nil {
+				n.CreatedAt = m.last
+				notices = append(notices, *n)
+			}
+		}
+		if len(notices) > 0 {
+			if notices, err = tx.AppendMessages(ctx, notices); err != nil {
+				return err
+			}
 		}
 		for _, o := range batch {
 			if o.stored != nil && o.err == nil && len(o.out) > 0 {
@@ -196,6 +266,7 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 				pm = o.proto
 				pm.Id = formatMessageID(s.Seq)
 				pm.CreatedAt = ms(s.CreatedAt)
+				setReplyChain(pm, s)
 				r.live = m.hub.Live(s.All, s.From, s.Recipients)
 			} else {
 				pm = messageToProto(s)
@@ -208,6 +279,13 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 			}
 		}
 		o.done <- r
+	}
+	for _, s := range notices {
+		items = append(items, hub.Item{Ev: hub.NewEvent(s.Seq, messageToProto(s)), All: s.All, Sender: s.From, Recipients: s.Recipients})
+		stored = append(stored, s)
+		if m.met != nil {
+			m.met.pushed(&s, false)
+		}
 	}
 	// One publish for the batch: each stream is woken once and writes the
 	// batch's messages to it in one write.

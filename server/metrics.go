@@ -42,6 +42,9 @@ type metrics struct {
 	hooks map[string]prometheus.Counter
 
 	pushSent, pushFailed, pushGone prometheus.Counter
+
+	// storage are the disk's metrics (storagemetrics.go).
+	storage *storageMetrics
 }
 
 // commitBuckets are the commit latency buckets in seconds: an fsync on a
@@ -132,6 +135,7 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 		m.msgBatch, m.actBatch, m.msgCommit, m.actCommit,
 		otlp, hooks, webpush,
 	)
+	m.storage = newStorageMetrics(m.reg)
 	return m
 }
 

@@ -351,7 +351,7 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 		paths[i] = a.Path
 	}
 	managers := s.holders(auth.MembersManage)
-	r := s.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+	r := s.msgs.push(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		o, err := tx.GetObjective(ctx, req.GetId())
 		if err != nil {
 			return nil, objectiveErr(err, req.GetId())

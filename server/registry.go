@@ -375,6 +375,13 @@ func (c *core) registryThreadReadable(ctx context.Context, p *auth.Principal, ki
 	if p.Has(leaf) {
 		return nil
 	}
+	return c.receivedOn(ctx, p, thread)
+}
+
+// receivedOn admits a member that received a message on thread (since it
+// became this member) and refuses anyone else: a thread you may not read
+// is refused, never shown empty.
+func (c *core) receivedOn(ctx context.Context, p *auth.Principal, thread string) error {
 	since, err := c.memberSince(ctx, p.Member)
 	if err != nil {
 		return err

@@ -175,6 +175,9 @@ func New(d Deps, opts ...Option) *Server {
 	c.hookLimit = auth.NewWindowLimiter(hookRateLimit, time.Minute, hookRateKeys, o.now)
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
+	if d.Team != nil {
+		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
+	}
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
 	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
 	c.metrics = newMetrics(c.hub, c.actHub, o.storeCommits)

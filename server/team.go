@@ -134,6 +134,13 @@ func (t *Team) Info() (teamconfig.Team, map[string][]string) {
 	return t.file.Team, presets
 }
 
+// LoopGuard returns the loopGuard block with its defaults filled in.
+func (t *Team) LoopGuard() teamconfig.LoopGuard {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.file.LoopGuardSettings()
+}
+
 func (t *Team) indexLocked(name string) int { return t.file.MemberIndex(name) }
 
 func cloneMember(m teamconfig.Member) teamconfig.Member {

@@ -24,6 +24,17 @@ type Message struct {
 	// otherwise Recipients lists the targets.
 	All        bool
 	Recipients []string
+	// The reply chain (docs/RUNNER.md, Loop guard), stamped by the broker
+	// from its delivery state when the message commits. ReplyTo is the
+	// message of the turn its sender was in (0: none); Hops counts the
+	// agent-to-agent hops since a message sent outside a turn (0 for one);
+	// Chain is the first message of its chain (0: this message starts one
+	// or was sent outside a turn); LoopStopped says it went past the hop
+	// bound and wakes no agent.
+	ReplyTo     int64
+	Hops        int
+	Chain       int64
+	LoopStopped bool
 }
 
 // MessageFilter selects one thread's messages, newest first.

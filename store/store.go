@@ -18,6 +18,7 @@ type Tx interface {
 	PlatformStore
 	HookStore
 	DeliveryStore
+	LoopStore
 	MetaStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction

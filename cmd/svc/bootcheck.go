@@ -263,7 +263,7 @@ func openChecked(ctx context.Context, cfg Config, log *slog.Logger, opts ...sqli
 	existed := dbFileExists(cfg.DBPath)
 	st, err := sqlite.Open(ctx, cfg.DBPath, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open store: %w", err)
+		return nil, nil, storeOpenError("main store", err)
 	}
 	b, err := prepareBoot(ctx, cfg, st, existed, log)
 	if err != nil {

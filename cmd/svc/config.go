@@ -80,6 +80,12 @@ type Config struct {
 	// the client (--trusted-proxies, SVC_TRUSTED_PROXIES: comma-separated
 	// addresses and CIDR ranges; empty trusts none).
 	TrustedProxies *clientaddr.Proxies
+	// StartupCheck bounds the integrity check of each store file at start
+	// (SVC_STARTUP_CHECK_TIMEOUT, a Go duration; 0 skips it; storage.go).
+	StartupCheck time.Duration
+	// MinFreeMiB is the free space under a store below which start warns
+	// (SVC_MIN_FREE_MIB; 0 never warns; storage.go).
+	MinFreeMiB int
 }
 
 // KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
@@ -152,6 +158,9 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 		if c.OTLPFlushAfter, err = time.ParseDuration(v); err != nil || c.OTLPFlushAfter < 100*time.Millisecond || c.OTLPFlushAfter > 24*time.Hour {
 			return c, &exitError{code: 2, err: fmt.Errorf("SVC_OTLP_FLUSH_AFTER: must be a duration from 100ms to 24h, got %q", v)}
 		}
+	}
+	if err := parseStorageEnv(&c); err != nil {
+		return c, err
 	}
 	if c.ConfigPath == "" {
 		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}

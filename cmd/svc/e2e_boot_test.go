@@ -444,6 +444,9 @@ func TestBadEnvironmentRefusesToStart(t *testing.T) {
 		{name: "egress allow list of a host name", env: "SVC_EGRESS_ALLOW=localhost", code: 2, want: "SVC_EGRESS_ALLOW"},
 		{name: "egress allow list of a bad range", env: "SVC_EGRESS_ALLOW=10.0.0.0/40", code: 2, want: "SVC_EGRESS_ALLOW"},
 		{name: "profiler off loopback", env: "SVC_PPROF_ADDR=0.0.0.0:6061", code: 1, want: "SVC_PPROF_ADDR"},
+		{name: "startup check budget not a duration", env: "SVC_STARTUP_CHECK_TIMEOUT=soon", code: 2, want: "SVC_STARTUP_CHECK_TIMEOUT"},
+		{name: "startup check budget negative", env: "SVC_STARTUP_CHECK_TIMEOUT=-1s", code: 2, want: "SVC_STARTUP_CHECK_TIMEOUT"},
+		{name: "free-space floor negative", env: "SVC_MIN_FREE_MIB=-1", code: 2, want: "SVC_MIN_FREE_MIB"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,7 +28,9 @@ import (
 var messageIDRE = regexp.MustCompile(`^[0-9]{16}$`)
 
 // messageFields are the keys a Message may carry (CONTRACT §3).
-var messageFields = []string{"attachments", "body", "createdAt", "data", "from", "id", "level", "meta", "title", "to"}
+// replyTo, hops and loopStopped are the reply chain the broker stamps on an
+// agent's message (docs/RUNNER.md, Loop guard).
+var messageFields = []string{"attachments", "body", "createdAt", "data", "from", "hops", "id", "level", "loopStopped", "meta", "replyTo", "title", "to"}
 
 // requireMessage asserts the Message shape and returns it.
 func requireMessage(t testing.TB, m obj) obj {

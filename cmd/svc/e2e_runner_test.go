@@ -25,7 +25,8 @@ import (
 //
 //	TOOL:  a PreToolUse/PostToolUse pair whose result holds the text and
 //	       $E2E_SECRET
-//	HOLD   the turn lasts until <dir>/release exists
+//	HOLD   the turn lasts until <dir>/release exists (unless the agent
+//	       runs with E2E_NO_HOLD set)
 //	COMPACT a SessionStart hook with source compact after the turn
 //	EXIT:n the agent exits with code n after the turn
 
@@ -90,7 +91,7 @@ func runScriptedAgent(dir string) int {
 			hook(map[string]any{"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": map[string]any{"command": "echo " + env["E2E_SECRET"]},
 				"tool_response": map[string]any{"stdout": "ran with " + env["E2E_SECRET"] + " and " + env["SVC_TOKEN"]}})
 		}
-		if strings.Contains(tr.Text, "HOLD") {
+		if strings.Contains(tr.Text, "HOLD") && os.Getenv("E2E_NO_HOLD") == "" {
 			for deadline := time.Now().Add(runTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				if _, err := os.Stat(filepath.Join(dir, "release")); err == nil {
 					os.Remove(filepath.Join(dir, "release"))
@@ -278,28 +279,13 @@ func TestRunnerRestartNeitherMissesNorReplays(t *testing.T) {
 	r := startRunner(t, p, agentTok, state, nil)
 	id1 := push(t, p, aliceTok, obj{"to": "agent", "body": "one"})
 	r.waitTurns(t, 1)
-	// A written turn counts as delivered once the agent reports it
-	// started (its UserPromptSubmit hook): wait for that before stopping,
-	// or the restart rightly replays it.
-	require.Eventually(t, func() bool {
-		ents, _ := os.ReadDir(state)
-		for _, e := range ents {
-			if b, _ := os.ReadFile(filepath.Join(state, e.Name())); strings.Contains(string(b), id1) {
-				return true
-			}
-		}
-		return false
-	}, runTimeout, 10*time.Millisecond, "last id %s never persisted", id1)
+	// A message is acknowledged on the broker once its turn ended (the
+	// agent's Stop hook): wait for that before stopping, or the restart
+	// rightly delivers it again.
+	waitPosition(t, p, agentTok, "agent", id1)
 	require.Equal(t, 0, r.term(t), "stderr:\n%s", r.stderr)
-	fi, err := os.Stat(state)
-	require.NoError(t, err)
-	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
-	ents, err := os.ReadDir(state)
-	require.NoError(t, err)
-	require.Len(t, ents, 1)
-	fi, err = os.Stat(filepath.Join(state, ents[0].Name()))
-	require.NoError(t, err)
-	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	_, err := os.Stat(state)
+	require.ErrorIs(t, err, os.ErrNotExist, "the runner keeps no local state: the broker's position is the authority")
 
 	// While the runner is down.
 	id2 := push(t, p, aliceTok, obj{"to": "agent", "body": "two"})
@@ -317,7 +303,19 @@ func TestRunnerRestartNeitherMissesNorReplays(t *testing.T) {
 	}
 	require.Equal(t, []string{id2, id3, id4}, ids, "after %s: no miss, no replay", id1)
 	require.Contains(t, got[1].Text, "from alice in general")
+	waitPosition(t, p, agentTok, "agent", id4)
 	require.Equal(t, 0, r2.term(t))
+}
+
+// waitPosition waits until the broker holds pos as member's delivery
+// position, with no turn open.
+func waitPosition(t *testing.T, p *proc, tok, member, pos string) {
+	t.Helper()
+	var st obj
+	require.Eventually(t, func() bool {
+		st = mustCall(t, restDriver{p}, bearer(tok), "GetDelivery", obj{"name": member})
+		return st["position"] == pos && st["turnActive"] == false
+	}, runTimeout, 10*time.Millisecond, "position %s never acknowledged: %v", pos, st)
 }
 
 func TestRunnerRebriefAndShutdownMarkers(t *testing.T) {

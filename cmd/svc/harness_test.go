@@ -506,6 +506,9 @@ var wireStatus = map[string]int{
 	"internal":             http.StatusInternalServerError,
 	"bad_gateway":          http.StatusBadGateway,
 	"unavailable":          http.StatusServiceUnavailable,
+	// Beyond the contract's table (docs/DECISIONS.md: Storage).
+	"insufficient_storage": http.StatusInsufficientStorage,
+	"data_loss":            http.StatusInternalServerError,
 }
 
 // wireGRPC is the gRPC code each wire code travels as.
@@ -521,6 +524,8 @@ var wireGRPC = map[string]codes.Code{
 	"payload_too_large":    codes.ResourceExhausted,
 	"unavailable":          codes.Unavailable,
 	"bad_gateway":          codes.Unavailable,
+	"insufficient_storage": codes.ResourceExhausted,
+	"data_loss":            codes.DataLoss,
 }
 
 // requireRESTError asserts the JSON error shape {error, message} with the

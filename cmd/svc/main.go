@@ -54,6 +54,7 @@ commands:
                                              or give up what a lost one sealed (svc kek help)
   files sweep --config-path P --db-path D [--yes]
                                              delete files no file entry references
+  check [--db-path P] [--files=false]        check the stores and stored files in full
   version                                    print the version
   login [--url U] [--label L]                sign in with the device flow; saves the token
   whoami                                     print your member, role and permissions
@@ -77,6 +78,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
+	case "check":
+		return check(ctx, args[1:], stdout, stderr)
 	case "activity":
 		if len(args) > 1 && args[1] == "prune" {
 			return prune(ctx, args[2:], stdin, stdout, stderr)

@@ -53,7 +53,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The config, the database, the files and the KEK must belong
 	// together before anything is written (bootcheck.go).
 	commits := server.NewStoreCommits()
-	st, b, err := openChecked(ctx, cfg, log, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Main))
+	st, b, err := openChecked(ctx, cfg, log, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Main), sqlite.WithStartupCheck(cfg.StartupCheck))
 	if err != nil {
 		return err
 	}
@@ -65,9 +65,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// time a token is ever printed (CONTRACT §1).
 		fmt.Fprintf(stdout, "admin token: %s\n", b.firstToken)
 	}
-	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Activity))
+	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Activity), sqlite.WithStartupCheck(cfg.StartupCheck))
 	if err != nil {
-		return fmt.Errorf("open activity store: %w", err)
+		return storeOpenError("activity store", err)
 	}
 	defer act.Close()
 
@@ -96,7 +96,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		srvOpts = append(srvOpts, server.WithFiles(blobs, maxFileSize, file.Files.QuotaBytes))
 	}
+	warnLowSpace(log, cfg.MinFreeMiB, storageDirs(cfg, file.Files))
 	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version}, srvOpts...)
+	lg := file.LoopGuardSettings()
+	log.Info("loop guard", "max_hops", lg.MaxHops, "agent_pushes_per_minute", lg.AgentPushesPerMinute, "agent_push_burst", lg.AgentPushBurst)
 	// The committer runs until the listeners have drained, so in-flight
 	// pushes still commit during shutdown.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))

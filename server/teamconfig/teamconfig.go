@@ -33,6 +33,9 @@ type File struct {
 	WebPush *WebPush `json:"webPush,omitempty"`
 	JWT     *JWT     `json:"jwt,omitempty"`
 	Files   *Files   `json:"files,omitempty"`
+	// LoopGuard holds the loop guard's settings (docs/RUNNER.md, Loop
+	// guard); absent fields take their defaults.
+	LoopGuard *LoopGuard `json:"loopGuard,omitempty"`
 
 	// extra keeps top-level keys this version does not know, so rewriting
 	// the file never drops an operator's settings.
@@ -123,7 +126,7 @@ func entryErr(entry string, format string, args ...any) error {
 }
 
 // knownKeys are the top-level keys of File.
-var knownKeys = []string{"team", "store", "https", "webPush", "jwt", "files"}
+var knownKeys = []string{"team", "store", "https", "webPush", "jwt", "files", "loopGuard"}
 
 // Parse decodes and validates a config file's bytes. It does not migrate.
 func Parse(data []byte) (*File, error) {
@@ -262,6 +265,11 @@ func (f *File) Validate() error {
 	}
 	if f.Files != nil && f.Files.QuotaBytes < 0 {
 		return entryErr("files.quotaBytes", "must not be negative")
+	}
+	if f.LoopGuard != nil {
+		if err := f.LoopGuard.validate(); err != nil {
+			return err
+		}
 	}
 	if f.JWT != nil {
 		if err := f.JWT.Validate(); err != nil {
@@ -623,7 +631,10 @@ func (f *File) Marshal() ([]byte, error) {
 		WebPush *WebPush `json:"webPush,omitempty"`
 		JWT     *JWT     `json:"jwt,omitempty"`
 		Files   *Files   `json:"files,omitempty"`
-	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files})
+		// The file keeps the loopGuard block a rewrite (a member change)
+		// must not drop.
+		LoopGuard *LoopGuard `json:"loopGuard,omitempty"`
+	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files, f.LoopGuard})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"svc/store"
 )
 
 // Errors of the blob store.
@@ -64,6 +66,8 @@ type Blobs struct {
 	mu       sync.Mutex
 	locks    map[string]*shaLock // sha -> lock, while anyone holds or waits
 	inflight map[string]struct{} // temp files of running Puts, kept by Sweep
+
+	health putHealth // verify.go
 }
 
 type shaLock struct {
@@ -97,7 +101,9 @@ func Open(root string) (*Blobs, error) {
 			return nil, fmt.Errorf("open blobs: %w", err)
 		}
 	}
-	return &Blobs{root: root, locks: map[string]*shaLock{}, inflight: map[string]struct{}{}}, nil
+	b := &Blobs{root: root, locks: map[string]*shaLock{}, inflight: map[string]struct{}{}}
+	b.health.failing.What = "file writes"
+	return b, nil
 }
 
 // Lock locks sha in this process and returns the function that unlocks it
@@ -132,8 +138,18 @@ func (b *Blobs) Lock(sha string) (unlock func()) {
 // more than limit bytes arrive (a negative limit means none), fsyncs the
 // file, then under the sha's lock renames it into place, or drops it when
 // the blob already exists, and fsyncs the directory. On any error nothing
-// is left behind and nothing is locked.
+// is left behind and nothing is locked. No room on the disk (ENOSPC, a
+// quota, a file size limit) is an error wrapping store.ErrStorageFull.
 func (b *Blobs) Put(ctx context.Context, r io.Reader, limit int64) (Placed, error) {
+	p, err := b.put(ctx, r, limit)
+	b.health.put(err)
+	if storageFull(err) {
+		err = fmt.Errorf("%w: %w", store.ErrStorageFull, err)
+	}
+	return p, err
+}
+
+func (b *Blobs) put(ctx context.Context, r io.Reader, limit int64) (Placed, error) {
 	tmp, err := os.CreateTemp(filepath.Join(b.root, tmpDir), "put-*")
 	if err != nil {
 		return Placed{}, fmt.Errorf("put blob: %w", err)

@@ -46,6 +46,10 @@ func OpenActivity(ctx context.Context, path string, opts ...Option) (*ActivityDB
 // Close closes the database. Calling it again returns the same result.
 func (db *ActivityDB) Close() error { return db.c.Close() }
 
+// Health implements store.HealthReporter: why the store is failing now
+// (writes refused for a full disk, I/O errors, damage), or nil.
+func (db *ActivityDB) Health() error { return db.c.health.err() }
+
 // AppendActivity stores events in one transaction and returns copies with
 // their ids set, in the order given, as ListActivity would return them: TS
 // at millisecond precision and nil Data stored as "{}".

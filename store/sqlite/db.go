@@ -42,7 +42,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	// Statements hot inside the messenger's transactions are prepared on
 	// the writer now: a transaction holds the writer's one connection.
 	for _, q := range []string{
-		insertMessage, insertRecipient,
+		insertMessage, insertRecipient, activeTurnQuery, addLoopStopQuery,
 		hookDedupeSeenQuery, addHookDeliveryQuery, setHookMessagesQuery, getHookDeliveryQuery,
 		countHookPendingQuery, hookMessageIDsQuery, setHookStatusQuery,
 	} {
@@ -50,8 +50,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 			return nil, errors.Join(fmt.Errorf("open store: prepare: %w", err), c.Close())
 		}
 	}
-	return &DB{queries: queries{r: c.reader, w: c.writer, now: o.now, c: c}, c: c}, nil
+	q := queries{r: watched{db: c.reader, h: c.health}, w: watched{db: c.writer, h: c.health, writer: true}, now: o.now, c: c}
+	return &DB{queries: q, c: c}, nil
 }
+
+// Health implements store.HealthReporter: why the store is failing now
+// (writes refused for a full disk, I/O errors, damage), or nil.
+func (db *DB) Health() error { return db.c.health.err() }
 
 // Close closes the database. Calling it again returns the same result.
 func (db *DB) Close() error { return db.c.Close() }

@@ -13,7 +13,7 @@ import (
 const (
 	// defaultHistoryLimit is MessageFilter.Limit when unset.
 	defaultHistoryLimit = 50
-	messageColumns      = `seq, sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members`
+	messageColumns      = `seq, sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members, reply_to, hops, chain, loop_stopped`
 )
 
 // AppendMessages stores messages and their recipients in one transaction.
@@ -39,8 +39,12 @@ func (q queries) AppendMessages(ctx context.Context, msgs []store.Message) ([]st
 			return nil, fmt.Errorf("append messages: %w", err)
 		}
 		created := q.orNow(m.CreatedAt).UnixMilli()
+		if m.ReplyTo < 0 || m.Hops < 0 || m.Chain < 0 {
+			return nil, fmt.Errorf("append messages: negative reply chain field")
+		}
 		row := ins.QueryRowContext(ctx, m.From, nullString(m.To), m.Thread, m.Title, m.Body, m.Level,
-			nullJSON(m.Data), nullJSON(m.Meta), string(atts), created, m.All)
+			nullJSON(m.Data), nullJSON(m.Meta), string(atts), created, m.All,
+			nullSeq(m.ReplyTo), m.Hops, nullSeq(m.Chain), m.LoopStopped)
 		if err := row.Scan(&m.Seq); err != nil {
 			return nil, translate("append messages", err)
 		}
@@ -56,8 +60,8 @@ func (q queries) AppendMessages(ctx context.Context, msgs []store.Message) ([]st
 }
 
 const (
-	insertMessage = `INSERT INTO messages (sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`
+	insertMessage = `INSERT INTO messages (sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members, reply_to, hops, chain, loop_stopped)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`
 	insertRecipient = `INSERT OR IGNORE INTO message_recipients (member, seq) VALUES (?, ?)`
 )
 
@@ -129,11 +133,14 @@ func (q queries) queryMessages(ctx context.Context, op, query string, args ...an
 			to, data, meta sql.NullString
 			atts           string
 			created        int64
+			replyTo, chain sql.NullInt64
 		)
-		if err := rows.Scan(&m.Seq, &m.From, &to, &m.Thread, &m.Title, &m.Body, &m.Level, &data, &meta, &atts, &created, &m.All); err != nil {
+		if err := rows.Scan(&m.Seq, &m.From, &to, &m.Thread, &m.Title, &m.Body, &m.Level, &data, &meta, &atts, &created, &m.All,
+			&replyTo, &m.Hops, &chain, &m.LoopStopped); err != nil {
 			return nil, translate(op, err)
 		}
 		m.To = to.String
+		m.ReplyTo, m.Chain = replyTo.Int64, chain.Int64
 		if data.Valid {
 			m.Data = []byte(data.String)
 		}
@@ -153,6 +160,9 @@ func (q queries) queryMessages(ctx context.Context, op, query string, args ...an
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// nullSeq stores a message seq of 0 (none) as NULL.
+func nullSeq(seq int64) sql.NullInt64 { return sql.NullInt64{Int64: seq, Valid: seq != 0} }
 
 func nullJSON(b []byte) sql.NullString { return sql.NullString{String: string(b), Valid: b != nil} }
 

@@ -50,6 +50,9 @@ type options struct {
 	// token cache needs it to be the only writer. The activity store has
 	// no cache, and svc activity prune opens it beside a running broker.
 	exclusive bool
+	// startupCheck bounds the quick_check run when a file is opened
+	// (check.go); zero skips it.
+	startupCheck time.Duration
 }
 
 // WithNow sets the clock used for timestamps the caller leaves zero. The
@@ -78,6 +81,13 @@ func WithCommitObserver(f func(took time.Duration)) Option {
 	return func(o *options) { o.onCommit = f }
 }
 
+// WithStartupCheck bounds the PRAGMA quick_check that opening a file runs
+// before anything else touches it; d <= 0 skips the check. The default is
+// DefaultStartupCheck.
+func WithStartupCheck(d time.Duration) Option {
+	return func(o *options) { o.startupCheck = max(d, 0) }
+}
+
 // withCheckpointEvery sets how often the checkpointer runs; zero starts
 // none (tests).
 func withCheckpointEvery(d time.Duration) Option {
@@ -85,7 +95,7 @@ func withCheckpointEvery(d time.Duration) Option {
 }
 
 func newOptions(opts []Option) options {
-	o := options{now: time.Now, log: slog.New(slog.DiscardHandler), checkpointEvery: defaultCheckpointEvery}
+	o := options{now: time.Now, log: slog.New(slog.DiscardHandler), checkpointEvery: defaultCheckpointEvery, startupCheck: DefaultStartupCheck}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -117,6 +127,10 @@ type conns struct {
 
 	// lock, for a file, holds the file's exclusive lock (lock.go).
 	lock *os.File
+
+	// health is what the database's writes, reads and checkpoints say
+	// about its storage (health.go).
+	health *health
 
 	closeOnce sync.Once
 	closeErr  error
@@ -152,8 +166,8 @@ func openMemory(ctx context.Context, fsys fs.FS, o options) (*conns, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	c := &conns{writer: db, reader: db, onCommit: o.onCommit}
-	if err := c.init(ctx, fsys, o); err != nil {
+	c := &conns{writer: db, reader: db, onCommit: o.onCommit, health: newHealth(memoryPath, o)}
+	if err := c.init(ctx, "", fsys, o); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	return c, nil
@@ -188,6 +202,9 @@ func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, 
 		{"busy_timeout", strconv.Itoa(busyTimeoutMS)},
 		{"synchronous", "2"},
 	}
+	// The writer truncates the WAL back to journalSizeLimit when it
+	// starts it over after a burst (checkpoint.go).
+	sizeLimit := "PRAGMA journal_size_limit=" + strconv.Itoa(journalSizeLimit)
 
 	wparams := cloneValues(params)
 	// BEGIN IMMEDIATE takes the write lock up front, so a transaction never
@@ -197,8 +214,11 @@ func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, 
 	// crosses the threshold, and that acknowledgement waits for the copy
 	// and an fsync of the database file (a 100-300 ms stall under load).
 	// The checkpointer does it on its own connection instead.
-	wwant := append(slices.Clip(want), pragma{"wal_autocheckpoint", "0"})
-	c := &conns{writer: newDBSetup(fileDSN(abs, wparams), []string{"PRAGMA wal_autocheckpoint=0"}, wwant), onCommit: o.onCommit, lock: lock}
+	wwant := append(slices.Clip(want), pragma{"wal_autocheckpoint", "0"}, pragma{"journal_size_limit", strconv.Itoa(journalSizeLimit)})
+	c := &conns{
+		writer:   newDBSetup(fileDSN(abs, wparams), []string{"PRAGMA wal_autocheckpoint=0", sizeLimit}, wwant),
+		onCommit: o.onCommit, lock: lock, health: newHealth(abs, o),
+	}
 	c.writer.SetMaxOpenConns(1)
 	c.writer.SetMaxIdleConns(1)
 	c.writer.SetConnMaxLifetime(0)
@@ -211,14 +231,14 @@ func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, 
 	c.reader.SetMaxOpenConns(readerConns)
 	c.reader.SetMaxIdleConns(readerConns)
 
-	if err := c.init(ctx, fsys, o); err != nil {
+	if err := c.init(ctx, abs, fsys, o); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	if err := c.reader.PingContext(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("connect reader: %w", err), c.Close())
 	}
 	if o.checkpointEvery > 0 {
-		ck, err := startCheckpointer(ctx, newDB(fileDSN(abs, cloneValues(params)), want), o.checkpointEvery, o.log)
+		ck, err := startCheckpointer(ctx, newCheckpointDB(abs, params, want), o.checkpointEvery, c.health)
 		if err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
@@ -227,10 +247,20 @@ func openFile(ctx context.Context, path string, fsys fs.FS, o options) (*conns, 
 	return c, nil
 }
 
-// init connects the writer, which runs the pragma checks, then migrates.
-func (c *conns) init(ctx context.Context, fsys fs.FS, o options) error {
+// init connects the writer, which runs the pragma checks, checks a file
+// (abs, empty in memory) for damage, then migrates: nothing is written to
+// a damaged file.
+func (c *conns) init(ctx context.Context, abs string, fsys fs.FS, o options) error {
 	if err := c.writer.PingContext(ctx); err != nil {
+		if failureOfErr(err) == failDamaged {
+			return damagedAtOpen(abs, err)
+		}
 		return fmt.Errorf("connect writer: %w", err)
+	}
+	if abs != "" {
+		if err := startupCheck(ctx, c.writer, abs, o); err != nil {
+			return err
+		}
 	}
 	return migrate(ctx, c.writer, fsys, o)
 }
@@ -292,7 +322,9 @@ func (c *conns) Close() error {
 func (c *conns) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := c.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return translate("begin", err)
+		err = translate("begin", err)
+		c.health.wrote(err)
+		return err
 	}
 	// After a commit this is a no-op returning sql.ErrTxDone. On an error, a
 	// panic or runtime.Goexit it ends the transaction, and a panic then
@@ -300,6 +332,8 @@ func (c *conns) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	// token rows, if any, is over.
 	defer func() { _ = tx.Rollback(); c.endTokenTx() }()
 	if err := fn(tx); err != nil {
+		err = withSentinel(err)
+		c.health.wrote(err)
 		return err
 	}
 	start := time.Now()
@@ -308,8 +342,11 @@ func (c *conns) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		c.onCommit(time.Since(start))
 	}
 	if err != nil {
-		return translate("commit", err)
+		err = translate("commit", err)
+		c.health.wrote(err)
+		return err
 	}
+	c.health.wrote(nil)
 	return nil
 }
 

@@ -52,6 +52,9 @@ type messageView struct {
 	Attachments                   []string
 	CreatedAt                     int64
 	All                           bool
+	ReplyTo, Chain                int64
+	Hops                          int
+	LoopStopped                   bool
 }
 
 func jsonView(b []byte) *string {
@@ -67,6 +70,7 @@ func viewMessage(m store.Message) messageView {
 		Seq: m.Seq, From: m.From, To: m.To, Thread: m.Thread, Title: m.Title, Body: m.Body, Level: m.Level,
 		Data: jsonView(m.Data), Meta: jsonView(m.Meta), Attachments: m.Attachments,
 		CreatedAt: ms(m.CreatedAt), All: m.All,
+		ReplyTo: m.ReplyTo, Chain: m.Chain, Hops: m.Hops, LoopStopped: m.LoopStopped,
 	}
 }
 
@@ -147,6 +151,9 @@ func testAppendMessagesRoundTrip(t *testing.T, s store.Store) {
 	emptyAtts.Attachments = []string{}
 	broadcast := store.Message{From: "alice", Thread: "chan:general", Body: "hi all", Level: "info", CreatedAt: at(2 * time.Minute), All: true}
 	bare := store.Message{From: "carol", Thread: "obj:1", Body: "", Level: "", CreatedAt: at(3 * time.Minute), Recipients: []string{"bob"}}
+	// The reply chain fields a read returns as they were stored.
+	reply := full
+	reply.ReplyTo, reply.Hops, reply.Chain, reply.LoopStopped = 1, 9, 1, true
 
 	tests := []struct {
 		name     string
@@ -160,6 +167,7 @@ func testAppendMessagesRoundTrip(t *testing.T, s store.Store) {
 		{"empty attachments", emptyAtts, []string{}},
 		{"all members", broadcast, []string{}},
 		{"empty strings", bare, []string{}},
+		{"reply chain", reply, full.Attachments},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

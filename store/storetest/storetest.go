@@ -25,6 +25,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		platformTests,
 		hookTests,
 		deliveryTests,
+		loopTests,
 		metaTests,
 	} {
 		for _, tc := range suite {

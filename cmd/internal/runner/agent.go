@@ -127,4 +127,8 @@ type Event struct {
 	Tool       string
 	ToolInput  json.RawMessage
 	ToolResult json.RawMessage
+	// Failed marks a TurnEnd of a turn that ended with an error (Codex's
+	// interrupted or failed turn, Claude Code's error result): while the
+	// runner stops, such a turn is handed back rather than acknowledged.
+	Failed bool
 }

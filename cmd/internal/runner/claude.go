@@ -619,7 +619,7 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 		pending := s.delivered > s.results
 		s.mu.Unlock()
 		if !pending {
-			return Event{Kind: TurnEnd}, true
+			return Event{Kind: TurnEnd, Failed: l.IsError}, true
 		}
 	}
 	return Event{}, false

@@ -15,7 +15,7 @@ import (
 )
 
 // Usage is the runner's usage line.
-const Usage = "usage: svc runner [--url U] [--token T] [--agent claude|codex|plain] [--no-capture] [--state-dir D] -- <agent command...>"
+const Usage = "usage: svc runner [--url U] [--token T] [--agent claude|codex|plain] [--no-capture] [--turn-quiet DUR] [--state-dir D] -- <agent command...>"
 
 // Main runs `svc runner` with its arguments (after the command name). It
 // returns nil (a signal stopped it, or the agent exited 0), a
@@ -28,7 +28,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	flagToken := fs.String("token", "", "bearer token (default $SVC_TOKEN, else the token cache)")
 	agent := fs.String("agent", "", "agent adapter: claude, codex or plain (default: by the command's name)")
 	noCapture := fs.Bool("no-capture", false, "report no activity: no live state, no telemetry, no tool results")
-	stateDir := fs.String("state-dir", "", "where the last message id is kept (default $XDG_STATE_HOME/svc/runner)")
+	stateDir := fs.String("state-dir", "", "where a runner of an earlier version kept its last message id, read once (default $XDG_STATE_HOME/svc/runner)")
+	turnQuiet := fs.Duration("turn-quiet", DefaultTurnQuiet, "report a turn that shows nothing for this long")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return &cli.UsageError{Msg: Usage}
@@ -47,15 +48,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if err != nil {
 		return err
 	}
+	// Only an earlier runner's state file is read there (once): with no
+	// directory to look in, there is none to read.
 	dir, err := StateDir(*stateDir, getenv)
 	if err != nil {
-		return err
+		dir = ""
 	}
 	if _, err := pickAdapter(*agent, argv); err != nil {
 		return &cli.UsageError{Msg: "runner: " + err.Error()}
 	}
+	if *turnQuiet < time.Second {
+		return &cli.UsageError{Msg: "runner: --turn-quiet must be at least 1s\n" + Usage}
+	}
 	return Run(ctx, Options{
-		URL: u, Token: tok, Agent: *agent, Capture: !*noCapture, StateDir: dir, Argv: argv,
+		URL: u, Token: tok, Agent: *agent, Capture: !*noCapture, StateDir: dir, TurnQuiet: *turnQuiet, Argv: argv,
 		Stdout: stdout, Stderr: stderr, Environ: environ,
 	})
 }

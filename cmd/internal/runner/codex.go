@@ -821,7 +821,9 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 		for _, ev := range open {
 			s.send(ev)
 		}
-		s.send(Event{Kind: TurnEnd})
+		// A turn Codex did not complete (interrupted, failed: its model
+		// call was lost) is a failed end.
+		s.send(Event{Kind: TurnEnd, Failed: p.Turn.Status != "" && p.Turn.Status != "completed"})
 	case "thread/compacted":
 		var p struct {
 			TurnID string `json:"turnId"`

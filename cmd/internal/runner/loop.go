@@ -15,8 +15,9 @@ const (
 	// after obj: events (spec: Events).
 	plateDebounce = 150 * time.Millisecond
 	// turnStartWait: after a delivery the runner waits for the agent to
-	// report the turn's start before it delivers the next message; an
-	// agent that reports no hooks at all gets the next one after this.
+	// report the turn's start; an agent that reports no turns at all
+	// (a plain agent without hooks) has its turn counted as ended after
+	// this, so the next message goes then.
 	turnStartWait = 30 * time.Second
 	// Retry of a failed delivery: at the next idle, and also after this
 	// backoff, so an agent that stays idle still gets the message.
@@ -25,6 +26,9 @@ const (
 	// seenIDs is how many recent message ids are remembered to drop a
 	// message a reconnect replays twice.
 	seenIDs = 4096
+	// DefaultTurnQuiet is how long a turn may show nothing (no hook, no
+	// tool, no agent event) before the runner reports it; --turn-quiet.
+	DefaultTurnQuiet = 15 * time.Minute
 )
 
 // registryKinds are the data.kind values of registry events: relayed to the
@@ -38,22 +42,37 @@ type hookReq struct {
 	done   chan struct{}
 }
 
+// ack is one change of the member's delivery state on the broker
+// (docs/RUNNER.md, Delivery contract): the position to advance to ("" for
+// none) and, with ended, the end of the turn in progress.
+type ack struct {
+	position string
+	ended    bool
+}
+
 // loopDeps are the loop's ways out; every one is called from the loop's
-// goroutine (deliver and fetchPlate from goroutines it starts).
+// goroutine (startTurn, deliver and fetchPlate from goroutines it starts).
 type loopDeps struct {
+	// startTurn tells the broker a turn of message id ("" for none)
+	// starts; only once it succeeded is the turn written to the agent.
+	// It waits for every ack handed over before it.
+	startTurn func(ctx context.Context, id string) error
 	// deliver starts a turn in the agent.
 	deliver func(ctx context.Context, t Turn) error
+	// ack hands the broker a change of the delivery state, in order; it
+	// never blocks.
+	ack func(ack)
 	// report hands the reporter a new activity state (nil: no capture).
 	report func(ActivityState)
 	// upload queues a tool result for upload (nil: no capture).
 	upload func(Event)
+	// stalled reports a turn that has shown nothing for quiet (nil: only
+	// the log says it).
+	stalled func(id string, started time.Time, quiet time.Duration)
 	// publish relays a registry event to the agent's toolbox.
 	publish func(relay.Event)
 	// fetchPlate lists the member's open objectives.
 	fetchPlate func(ctx context.Context) ([]*apiv1.Objective, error)
-	// persist saves the last id whose message and every earlier one were
-	// delivered or skipped.
-	persist func(lastID string)
 	// slug names a channel id; "" when unknown.
 	slug func(id string) string
 	logf func(format string, args ...any)
@@ -69,8 +88,25 @@ type deliverResult struct {
 	err error
 }
 
+// turnState is the turn in progress: from its start on the broker,
+// through the write to the agent, to the agent's report of its end.
+type turnState struct {
+	q         queued
+	startedAt time.Time
+	// delivered: the write to the agent returned.
+	delivered bool
+	// started: the agent reported this turn's start. Only a turn end
+	// after it ends this turn: an end seen before it is the previous
+	// turn's, read late.
+	started bool
+	// endedEarly: the start and the end both came while the write was in
+	// progress (a fast agent); the turn ends once the write returns.
+	endedEarly bool
+}
+
 // loop is the runner's single-threaded core: it owns the activity state,
-// the queue of turns, the open plate and the last id.
+// the queue of turns, the turn in progress, the open plate and the ledger
+// of acknowledged message ids.
 type loop struct {
 	me   string
 	deps loopDeps
@@ -81,24 +117,29 @@ type loop struct {
 	seen     map[string]bool
 	seenRing []string
 
-	delivering bool
-	// turnSeen: a turn start came while delivering. A fast agent reports
-	// its turn before the write returns; the loop must not then wait for a
-	// start that already happened. A turn end does not count: it may be
-	// the previous turn's, read while the new one was being written.
-	turnSeen bool
-	// unacked is the message written to the agent whose turn has not
-	// started yet: it counts as delivered (the last id passes it) only once
-	// the agent reports the turn, or turnStartWait passes for an agent that
-	// reports none. A runner stopped before that replays it next start
-	// rather than lose it.
-	unacked    string
+	// redeliver is the message whose turn was in progress when the last
+	// runner stopped: it is delivered again as a redelivery.
+	redeliver string
+	// note is added to the first turn delivered (what a bounded backlog
+	// left out).
+	note string
+	// skip holds the replayed lifecycle messages the re-brief at attach
+	// states already: acknowledged without a turn.
+	skip map[string]bool
+
+	cur        *turnState // the turn in progress; nil between turns
+	delivering bool       // cur's start and write are under way
 	results    chan deliverResult
-	awaiting   bool // delivered; waiting for the agent's turn start
-	awaitTimer *time.Timer
+	awaitTimer *time.Timer // cur was written; waiting for the agent's turn start
 	failures   int
 	retryTimer *time.Timer
 	retryAt    time.Time
+
+	// startWait is turnStartWait (shorter in tests).
+	startWait time.Duration
+	// quiet is how long a turn may show nothing before it is reported.
+	quiet      time.Duration
+	quietTimer *time.Timer
 
 	plate         []*apiv1.Objective
 	plateTimer    *time.Timer
@@ -107,21 +148,44 @@ type loop struct {
 	plateAgain    bool
 	plates        chan []*apiv1.Objective
 
+	// stopping says the runner is stopping (a signal, the agent's exit):
+	// a turn that ends with an error then is handed back, not
+	// acknowledged.
+	stopping func() bool
+
 	now func() time.Time
 }
 
-func newLoop(me, lastID string, deps loopDeps) *loop {
+// loopState is where a loop starts: the position the broker holds, the
+// message to deliver again, the note for the first turn.
+type loopState struct {
+	position  string // the last acknowledged id, or where the backlog starts
+	redeliver string
+	note      string
+	quiet     time.Duration // 0: DefaultTurnQuiet
+}
+
+func newLoop(me string, st loopState, deps loopDeps) *loop {
 	l := &loop{
 		me: me, deps: deps,
-		ledger:  ledger{last: lastID},
-		seen:    map[string]bool{},
-		results: make(chan deliverResult, 1),
-		plates:  make(chan []*apiv1.Objective, 1),
-		now:     time.Now,
+		ledger:    ledger{last: st.position},
+		redeliver: st.redeliver,
+		note:      st.note,
+		quiet:     st.quiet,
+		seen:      map[string]bool{},
+		results:   make(chan deliverResult, 1),
+		plates:    make(chan []*apiv1.Objective, 1),
+		stopping:  func() bool { return false },
+		startWait: turnStartWait,
+		now:       time.Now,
+	}
+	if l.quiet <= 0 {
+		l.quiet = DefaultTurnQuiet
 	}
 	l.awaitTimer = stoppedTimer()
 	l.retryTimer = stoppedTimer()
 	l.plateTimer = stoppedTimer()
+	l.quietTimer = stoppedTimer()
 	return l
 }
 
@@ -156,11 +220,25 @@ func (l *loop) rebrief() {
 }
 
 // run handles inputs until ctx ends, stop is closed or a fatal error
-// arrives; it returns that error.
+// arrives; it returns that error. From then on the loop acknowledges
+// nothing: a turn in progress is handed back to the broker's position,
+// and the next runner delivers it again.
 func (l *loop) run(ctx context.Context, msgs <-chan *apiv1.Message, hooks <-chan hookReq, events <-chan Event, stop <-chan struct{}, fatal <-chan error) error {
 	defer l.awaitTimer.Stop()
 	defer l.retryTimer.Stop()
 	defer l.plateTimer.Stop()
+	defer l.quietTimer.Stop()
+	l.stopping = func() bool {
+		if ctx.Err() != nil {
+			return true
+		}
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
 	l.maybeDeliver(ctx)
 	for {
 		select {
@@ -184,10 +262,15 @@ func (l *loop) run(ctx context.Context, msgs <-chan *apiv1.Message, hooks <-chan
 		case r := <-l.results:
 			l.onDelivered(r)
 		case <-l.awaitTimer.C:
-			l.awaiting = false
-			l.ack()
+			// No turn start reported: an agent that reports none. Its
+			// turn counts as ended, so the next message goes.
+			if l.cur != nil && l.cur.delivered && !l.cur.started {
+				l.endTurn(false)
+			}
 		case <-l.retryTimer.C:
 			l.retryAt = time.Time{}
+		case <-l.quietTimer.C:
+			l.onQuiet()
 		case <-l.plateTimer.C:
 			l.plateArmed = false
 			l.fetchPlate(ctx)
@@ -205,19 +288,6 @@ func (l *loop) run(ctx context.Context, msgs <-chan *apiv1.Message, hooks <-chan
 	}
 }
 
-// finish waits (bounded) for a delivery in flight, so a turn the agent got
-// counts as delivered in the last id.
-func (l *loop) finish(d time.Duration) {
-	if !l.delivering {
-		return
-	}
-	select {
-	case r := <-l.results:
-		l.onDelivered(r)
-	case <-time.After(d):
-	}
-}
-
 func (l *loop) onMessage(m *apiv1.Message) {
 	id := m.GetId()
 	if id == "" || l.seen[id] {
@@ -230,6 +300,10 @@ func (l *loop) onMessage(m *apiv1.Message) {
 	switch {
 	case m.GetFrom() == l.me:
 		// Own messages are not echoed back.
+		l.done(id)
+		return
+	case l.skip[id]:
+		delete(l.skip, id)
 		l.done(id)
 		return
 	case registryKinds[kind]:
@@ -247,7 +321,19 @@ func (l *loop) onMessage(m *apiv1.Message) {
 	if strings.HasPrefix(thread, "obj:") {
 		l.schedulePlate()
 	}
-	l.queue = append(l.queue, queued{turn: RenderTurn(m, l.deps.slug), id: id})
+	if m.GetLoopStopped() {
+		// The broker's loop guard stopped this reply chain (docs/RUNNER.md,
+		// Loop guard): it is for people to read, never a turn.
+		l.deps.logf("svc runner: message %s from %s skipped: the loop guard stopped its reply chain", oneLine(id, 32), oneLine(m.GetFrom(), 64))
+		l.done(id)
+		return
+	}
+	t := RenderTurn(m, l.deps.slug)
+	if id == l.redeliver {
+		t = RenderRedelivery(m, l.deps.slug)
+		l.redeliver = ""
+	}
+	l.queue = append(l.queue, queued{turn: t, id: id})
 }
 
 func (l *loop) remember(id string) {
@@ -259,9 +345,11 @@ func (l *loop) remember(id string) {
 	}
 }
 
+// done marks a message that gets no turn (skipped) and hands the broker
+// the position when it moved.
 func (l *loop) done(id string) {
 	if last, moved := l.ledger.done(id); moved {
-		l.deps.persist(last)
+		l.deps.ack(ack{position: last})
 	}
 }
 
@@ -276,15 +364,24 @@ func (l *loop) onEvent(e Event) {
 			l.retryAt = time.Time{}
 		}
 	}
+	if l.cur != nil && l.cur.delivered && e.Kind != SessionStart {
+		l.quietTimer.Reset(l.quiet) // the turn shows something
+	}
 	switch e.Kind {
-	case TurnStart, TurnEnd:
-		l.awaiting = false
-		l.awaitTimer.Stop()
-		if l.delivering && e.Kind == TurnStart {
-			l.turnSeen = true
+	case TurnStart:
+		if l.cur != nil && !l.cur.started {
+			l.cur.started = true
+			l.awaitTimer.Stop()
 		}
-		if !l.delivering {
-			l.ack()
+	case TurnEnd:
+		switch {
+		case l.cur == nil || !l.cur.started:
+			// Not this turn's end: the previous turn's, read late, or
+			// an agent's turn the runner never delivered.
+		case l.delivering:
+			l.cur.endedEarly = true
+		default:
+			l.endTurn(e.Failed)
 		}
 	case ToolEnd:
 		if l.deps.upload != nil && (e.ToolResult != nil || e.ToolInput != nil) {
@@ -294,6 +391,49 @@ func (l *loop) onEvent(e Event) {
 		if e.Source == "compact" {
 			l.rebrief()
 		}
+	}
+}
+
+// endTurn ends the turn in progress: its message is done, and the broker
+// is told the turn ended at the position that passes it. A turn that ended
+// with an error while the runner is stopping (the agent was killed under
+// it) is handed back instead: the next start delivers it again.
+func (l *loop) endTurn(failed bool) {
+	cur := l.cur
+	l.cur = nil
+	l.awaitTimer.Stop()
+	l.quietTimer.Stop()
+	if failed && l.stopping() {
+		return
+	}
+	a := ack{ended: true}
+	if cur.q.id != "" {
+		if last, moved := l.ledger.done(cur.q.id); moved {
+			a.position = last
+		}
+	}
+	l.deps.ack(a)
+}
+
+// onQuiet reports a turn that has shown nothing for the quiet period and
+// looks again after another. A blocked agent waits for a person, which its
+// presence already shows.
+func (l *loop) onQuiet() {
+	if l.cur == nil || !l.cur.delivered {
+		return
+	}
+	l.quietTimer.Reset(l.quiet)
+	if l.activity.State() == StateBlocked {
+		return
+	}
+	what := "the context re-brief"
+	if l.cur.q.id != "" {
+		what = "message " + l.cur.q.id
+	}
+	l.deps.logf("svc runner: the turn of %s has shown nothing for %s (started %s); the agent may be stuck",
+		what, l.quiet, l.cur.startedAt.Format(time.RFC3339))
+	if l.deps.stalled != nil {
+		l.deps.stalled(l.cur.q.id, l.cur.startedAt, l.quiet)
 	}
 }
 
@@ -331,7 +471,7 @@ func (l *loop) fetchPlate(ctx context.Context) {
 
 // idle says the agent may take a new turn now.
 func (l *loop) idle() bool {
-	return l.activity.State() == StateIdle && !l.awaiting && !l.delivering
+	return l.activity.State() == StateIdle && l.cur == nil
 }
 
 func (l *loop) maybeDeliver(ctx context.Context) {
@@ -342,16 +482,29 @@ func (l *loop) maybeDeliver(ctx context.Context) {
 		return
 	}
 	q := l.queue[0]
+	t := q.turn
+	if l.note != "" {
+		t.Text += "\n\n" + l.note
+	}
+	l.cur = &turnState{q: q, startedAt: l.now()}
 	l.delivering = true
-	l.turnSeen = false
 	go func() {
-		l.results <- deliverResult{q: q, err: l.deps.deliver(ctx, q.turn)}
+		err := l.deps.startTurn(ctx, q.id)
+		if err == nil {
+			err = l.deps.deliver(ctx, t)
+		}
+		l.results <- deliverResult{q: q, err: err}
 	}()
 }
 
 func (l *loop) onDelivered(r deliverResult) {
 	l.delivering = false
+	cur := l.cur
 	if r.err != nil {
+		// The broker may hold this turn as started: the next attempt
+		// starts it again, and a runner stopped before that delivers it
+		// as a redelivery, which it then is not quite; never lost.
+		l.cur = nil
 		l.failures++
 		wait := min(minRetry<<min(l.failures-1, 5), maxRetry)
 		l.retryAt = l.now().Add(wait)
@@ -365,23 +518,17 @@ func (l *loop) onDelivered(r deliverResult) {
 	}
 	l.failures = 0
 	l.retryAt = time.Time{}
-	if len(l.queue) > 0 && l.queue[0].id == r.q.id && l.queue[0].turn.Text == r.q.turn.Text {
+	l.note = ""
+	if len(l.queue) > 0 && l.queue[0].id == r.q.id && l.queue[0].turn.Text == cur.q.turn.Text {
 		l.queue = l.queue[1:]
 	}
-	l.unacked = r.q.id
-	if l.turnSeen {
-		l.ack() // the agent already reported this turn
-		return
-	}
-	l.awaiting = true
-	l.awaitTimer.Reset(turnStartWait)
-}
-
-// ack counts the written message as delivered: its turn started.
-func (l *loop) ack() {
-	if l.unacked != "" {
-		l.done(l.unacked)
-		l.unacked = ""
+	cur.delivered = true
+	l.quietTimer.Reset(l.quiet)
+	switch {
+	case cur.endedEarly:
+		l.endTurn(false)
+	case !cur.started:
+		l.awaitTimer.Reset(l.startWait)
 	}
 }
 

@@ -16,16 +16,21 @@ import (
 	apiv1 "svc/gen/svc/v1"
 )
 
-// fakeWorld is the loop's outside: a session whose deliveries can fail, a
-// plate, and records of what the loop did.
+// fakeWorld is the loop's outside: a broker whose turn starts can fail, a
+// session whose deliveries can fail, a plate, and records of what the loop
+// did, in order.
 type fakeWorld struct {
 	mu        sync.Mutex
 	delivered []Turn
-	failNext  int
-	persisted []string
+	failNext  int // deliveries that fail
+	failStart int // turn starts the broker refuses
+	starts    []string
+	acks      []ack
+	trace     []string // "start <id>", "deliver <id>", "ack <position> ended"
 	published []relay.Event
 	reported  []ActivityState
 	uploaded  []Event
+	stalls    []string
 	logs      []string
 	plate     []*apiv1.Objective
 	fetches   atomic.Int32
@@ -36,6 +41,17 @@ type fakeWorld struct {
 
 func (w *fakeWorld) deps() loopDeps {
 	return loopDeps{
+		startTurn: func(ctx context.Context, id string) error {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.failStart > 0 {
+				w.failStart--
+				return errors.New("broker unavailable")
+			}
+			w.starts = append(w.starts, id)
+			w.trace = append(w.trace, "start "+id)
+			return nil
+		},
 		deliver: func(ctx context.Context, t Turn) error {
 			if w.onDeliver != nil {
 				w.onDeliver()
@@ -47,20 +63,31 @@ func (w *fakeWorld) deps() loopDeps {
 				return errors.New("agent not reading")
 			}
 			w.delivered = append(w.delivered, t)
+			w.trace = append(w.trace, "deliver "+t.MessageID)
 			return nil
+		},
+		ack: func(a ack) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.acks = append(w.acks, a)
+			w.trace = append(w.trace, fmt.Sprintf("ack %s %v", a.position, a.ended))
 		},
 		report:  func(s ActivityState) { w.mu.Lock(); w.reported = append(w.reported, s); w.mu.Unlock() },
 		upload:  func(e Event) { w.mu.Lock(); w.uploaded = append(w.uploaded, e); w.mu.Unlock() },
 		publish: func(e relay.Event) { w.mu.Lock(); w.published = append(w.published, e); w.mu.Unlock() },
+		stalled: func(id string, _ time.Time, _ time.Duration) {
+			w.mu.Lock()
+			w.stalls = append(w.stalls, id)
+			w.mu.Unlock()
+		},
 		fetchPlate: func(context.Context) ([]*apiv1.Objective, error) {
 			w.fetches.Add(1)
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			return w.plate, nil
 		},
-		persist: func(id string) { w.mu.Lock(); w.persisted = append(w.persisted, id); w.mu.Unlock() },
-		slug:    func(string) string { return "" },
-		logf:    func(f string, a ...any) { w.mu.Lock(); w.logs = append(w.logs, fmt.Sprintf(f, a...)); w.mu.Unlock() },
+		slug: func(string) string { return "" },
+		logf: func(f string, a ...any) { w.mu.Lock(); w.logs = append(w.logs, fmt.Sprintf(f, a...)); w.mu.Unlock() },
 	}
 }
 
@@ -75,13 +102,28 @@ func (w *fakeWorld) texts() []string {
 	return out
 }
 
-func (w *fakeWorld) lastPersisted() string {
+// position is the last position handed to the broker.
+func (w *fakeWorld) position() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.persisted) == 0 {
-		return ""
+	for i := len(w.acks) - 1; i >= 0; i-- {
+		if w.acks[i].position != "" {
+			return w.acks[i].position
+		}
 	}
-	return w.persisted[len(w.persisted)-1]
+	return ""
+}
+
+func (w *fakeWorld) ackList() []ack {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]ack(nil), w.acks...)
+}
+
+func (w *fakeWorld) traceList() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.trace...)
 }
 
 // harness runs a loop in a goroutine.
@@ -96,7 +138,16 @@ type harness struct {
 
 func startLoop(t *testing.T, w *fakeWorld, plate []*apiv1.Objective) *harness {
 	t.Helper()
-	h := &harness{w: w, l: newLoop("me", "", w.deps()), msgs: make(chan *apiv1.Message), hooks: make(chan hookReq), done: make(chan error, 1)}
+	return startLoopAt(t, w, loopState{}, plate, nil)
+}
+
+// startLoopAt starts a loop from st; tune, when set, adjusts it first.
+func startLoopAt(t *testing.T, w *fakeWorld, st loopState, plate []*apiv1.Objective, tune func(*loop)) *harness {
+	t.Helper()
+	h := &harness{w: w, l: newLoop("me", st, w.deps()), msgs: make(chan *apiv1.Message), hooks: make(chan hookReq), done: make(chan error, 1)}
+	if tune != nil {
+		tune(h.l)
+	}
 	h.l.attach(plate)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -113,6 +164,10 @@ func (h *harness) hook(kinds ...EventKind) {
 	for _, k := range kinds {
 		evs = append(evs, Event{Kind: k})
 	}
+	h.events(evs...)
+}
+
+func (h *harness) events(evs ...Event) {
 	done := make(chan struct{})
 	h.hooks <- hookReq{events: evs, done: done}
 	<-done
@@ -127,31 +182,55 @@ func header(id, from string) string {
 	return "[svc] message " + id + " from " + from + " in DM (level warning)"
 }
 
-func TestLoopOneMessagePerTurn(t *testing.T) {
+func waitLen(t *testing.T, f func() int, n int, msgAndArgs ...any) {
+	t.Helper()
+	require.Eventually(t, func() bool { return f() == n }, 5*time.Second, time.Millisecond, msgAndArgs...)
+}
+
+// One message per turn: the broker hears of the turn before the agent gets
+// it, and the message is acknowledged only once its turn ended.
+func TestLoopOneMessagePerTurnAckedAtItsEnd(t *testing.T) {
 	w := &fakeWorld{}
 	h := startLoop(t, w, nil)
 	h.send(t, "1", "alice", nil)
 	h.send(t, "2", "bob", nil)
-	require.Eventually(t, func() bool { return len(w.texts()) == 1 }, 5*time.Second, time.Millisecond)
+	waitLen(t, func() int { return len(w.texts()) }, 1)
 	time.Sleep(50 * time.Millisecond)
 	require.Equal(t, []string{header("1", "alice")}, w.texts(), "the second waits for the first turn")
-	require.Empty(t, w.lastPersisted(), "written but its turn not started: a stop now replays it")
+	require.Equal(t, []string{"start 1", "deliver 1"}, w.traceList(), "the turn starts on the broker first")
 	h.hook(TurnStart)
-	require.Equal(t, "1", w.lastPersisted(), "its turn started: the last id moves")
 	time.Sleep(20 * time.Millisecond)
+	require.Empty(t, w.ackList(), "started, not ended: a stop now delivers it again")
 	require.Len(t, w.texts(), 1, "not while working")
 	h.hook(TurnEnd)
-	require.Eventually(t, func() bool { return len(w.texts()) == 2 }, 5*time.Second, time.Millisecond)
+	waitLen(t, func() int { return len(w.texts()) }, 2)
 	require.Equal(t, header("2", "bob"), w.texts()[1])
-	h.hook(TurnStart)
-	require.Equal(t, "2", w.lastPersisted())
+	h.hook(TurnStart, TurnEnd)
+	require.Eventually(t, func() bool { return w.position() == "2" }, 5*time.Second, time.Millisecond)
+	require.Equal(t, []string{"start 1", "deliver 1", "ack 1 true", "start 2", "deliver 2", "ack 2 true"}, w.traceList())
 	w.mu.Lock()
-	require.Equal(t, []ActivityState{StateWorking, StateIdle, StateWorking}, w.reported)
+	require.Equal(t, []ActivityState{StateWorking, StateIdle, StateWorking, StateIdle}, w.reported)
+	w.mu.Unlock()
+}
+
+// A turn the broker did not record as started is never written to the
+// agent; it stays queued and goes once the broker takes it.
+func TestLoopTurnStartRefusedWritesNothing(t *testing.T) {
+	w := &fakeWorld{failStart: 2}
+	h := startLoop(t, w, nil)
+	h.send(t, "1", "alice", nil)
+	require.Eventually(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.logs) >= 1 }, 5*time.Second, time.Millisecond)
+	require.Empty(t, w.texts(), "not written while the broker has not recorded the turn")
+	waitLen(t, func() int { return len(w.texts()) }, 1, "retried after the backoff")
+	require.Equal(t, []string{"start 1", "deliver 1"}, w.traceList())
+	w.mu.Lock()
+	require.Contains(t, w.logs[0], "delivering message 1 failed (broker unavailable); it stays queued")
 	w.mu.Unlock()
 }
 
 // A fast agent starts and ends its turn before the write of the turn
-// returns: the loop must not wait turnStartWait for a start it already saw.
+// returns: the turn ends then, and the next goes at once, not after
+// turnStartWait.
 func TestLoopTurnReportedBeforeTheWriteReturns(t *testing.T) {
 	w := &fakeWorld{}
 	var h *harness
@@ -160,13 +239,15 @@ func TestLoopTurnReportedBeforeTheWriteReturns(t *testing.T) {
 	for i := range 5 {
 		h.send(t, fmt.Sprint(i+1), "alice", nil)
 	}
-	require.Eventually(t, func() bool { return len(w.texts()) == 5 }, 5*time.Second, time.Millisecond,
-		"each turn ended before its write returned; the next goes at once, not after %s", turnStartWait)
+	waitLen(t, func() int { return len(w.texts()) }, 5, "each turn ended before its write returned")
+	require.Eventually(t, func() bool { return w.position() == "5" }, 5*time.Second, time.Millisecond)
 }
 
-// The previous turn's end read while the next turn is being written must
-// not let a third message go before the agent started the second turn.
-func TestLoopStaleTurnEndDuringTheWrite(t *testing.T) {
+// The previous turn's end read while the next turn is being written, or
+// after it was written but before the agent started it, is not the new
+// turn's end: it neither acknowledges the new message nor lets a third one
+// go.
+func TestLoopStaleTurnEndIsNotTheNewTurns(t *testing.T) {
 	w := &fakeWorld{}
 	var h *harness
 	var calls atomic.Int32
@@ -179,17 +260,20 @@ func TestLoopStaleTurnEndDuringTheWrite(t *testing.T) {
 	for i := range 3 {
 		h.send(t, fmt.Sprint(i+1), "alice", nil)
 	}
-	require.Eventually(t, func() bool { return len(w.texts()) == 1 }, 5*time.Second, time.Millisecond)
+	waitLen(t, func() int { return len(w.texts()) }, 1)
 	h.hook(TurnStart)
 	h.hook(TurnEnd)
-	require.Eventually(t, func() bool { return len(w.texts()) == 2 }, 5*time.Second, time.Millisecond)
+	waitLen(t, func() int { return len(w.texts()) }, 2)
+	h.hook(TurnEnd) // late again, after the write returned
 	time.Sleep(50 * time.Millisecond)
 	require.Len(t, w.texts(), 2, "turn 2 has not started: message 3 waits")
-	require.Equal(t, "1", w.lastPersisted(), "message 2 is written, not yet acknowledged by a turn start")
+	require.Equal(t, "1", w.position(), "message 2 is not acknowledged by another turn's end")
 	h.hook(TurnStart)
-	require.Equal(t, "2", w.lastPersisted())
+	time.Sleep(20 * time.Millisecond)
+	require.Equal(t, "1", w.position(), "started is not ended")
 	h.hook(TurnEnd)
-	require.Eventually(t, func() bool { return len(w.texts()) == 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return w.position() == "2" }, 5*time.Second, time.Millisecond)
+	waitLen(t, func() int { return len(w.texts()) }, 3)
 }
 
 func TestLoopFailedDeliveryIsRetriedNeverDropped(t *testing.T) {
@@ -204,16 +288,139 @@ func TestLoopFailedDeliveryIsRetriedNeverDropped(t *testing.T) {
 		defer w.mu.Unlock()
 		return len(w.logs) >= 1
 	}, 5*time.Second, time.Millisecond)
-	require.Empty(t, w.lastPersisted(), "nothing delivered: the last id stays before message 1")
+	require.Empty(t, w.position(), "nothing delivered: the position stays before message 1")
 	h.hook(TurnStart)
 	h.hook(TurnEnd)
-	require.Eventually(t, func() bool { return len(w.texts()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	waitLen(t, func() int { return len(w.texts()) }, 1)
 	require.Equal(t, []string{header("1", "alice")}, w.texts())
-	h.hook(TurnStart)
-	require.Eventually(t, func() bool { return w.lastPersisted() == "2" }, 5*time.Second, time.Millisecond,
-		"delivered: the last id passes the skipped own message too")
+	h.hook(TurnStart, TurnEnd)
+	require.Eventually(t, func() bool { return w.position() == "2" }, 5*time.Second, time.Millisecond,
+		"its turn ended: the position passes the skipped own message too")
 	w.mu.Lock()
 	require.Contains(t, w.logs[0], "delivering message 1 failed (agent not reading); it stays queued and is retried at the next idle")
+	w.mu.Unlock()
+}
+
+// The message whose turn the last runner left open is delivered again with
+// a header saying so; the others as usual.
+func TestLoopRedelivery(t *testing.T) {
+	w := &fakeWorld{}
+	h := startLoopAt(t, w, loopState{position: "4", redeliver: "5"}, nil, nil)
+	h.send(t, "5", "alice", nil)
+	h.send(t, "6", "alice", nil)
+	waitLen(t, func() int { return len(w.texts()) }, 1)
+	h.hook(TurnStart, TurnEnd)
+	waitLen(t, func() int { return len(w.texts()) }, 2)
+	w.mu.Lock()
+	first, second := w.delivered[0].Text, w.delivered[1].Text
+	w.mu.Unlock()
+	require.True(t, strings.HasPrefix(first, header("5", "alice")+" (redelivery)\n"+redeliveryNote+"\nhello"), first)
+	require.True(t, strings.HasPrefix(second, header("6", "alice")+"\nhello"), second)
+}
+
+// What a bounded backlog left out is said in the first turn delivered,
+// whatever it is, and only there.
+func TestLoopBacklogNoteInTheFirstTurn(t *testing.T) {
+	plate := []*apiv1.Objective{{Id: "o1", Title: "T", Status: "active", Outcome: "O"}}
+	w := &fakeWorld{failNext: 1}
+	h := startLoopAt(t, w, loopState{position: "0", note: BacklogNote(12)}, plate, nil)
+	h.send(t, "1", "alice", nil)
+	waitLen(t, func() int { return len(w.texts()) }, 1, "the re-brief, after one failed try")
+	h.hook(TurnStart, TurnEnd)
+	waitLen(t, func() int { return len(w.texts()) }, 2)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.True(t, strings.HasSuffix(w.delivered[0].Text, "\n\n[svc] 12 older message(s) addressed to you were not delivered as turns: "+
+		"a first start replays only the newest 200 messages of the last 7 days. The recent tool shows them."), w.delivered[0].Text)
+	require.NotContains(t, w.delivered[1].Text, "older message")
+}
+
+// A stop during a turn acknowledges nothing: the loop returns and the
+// broker's turn stays open for the next start. A turn that ends with an
+// error as the runner stops (the agent killed under it) is not
+// acknowledged either; one that ends with an error otherwise is.
+func TestLoopStopHandsTheTurnBack(t *testing.T) {
+	w := &fakeWorld{}
+	h := startLoop(t, w, nil)
+	h.send(t, "1", "alice", nil)
+	waitLen(t, func() int { return len(w.texts()) }, 1)
+	h.hook(TurnStart)
+	h.cancel()
+	<-h.done
+	h.done <- nil // for the cleanup
+	require.Empty(t, w.ackList())
+
+	for _, tc := range []struct {
+		name     string
+		stopping bool
+		want     []ack
+	}{
+		{"stopping", true, nil},
+		{"running", false, []ack{{position: "1", ended: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &fakeWorld{}
+			l := newLoop("me", loopState{}, w.deps())
+			l.stopping = func() bool { return tc.stopping }
+			l.onMessage(msg(t, "1", "alice", nil, nil, nil))
+			l.cur = &turnState{q: l.queue[0], delivered: true}
+			l.queue = l.queue[1:]
+			l.onEvent(Event{Kind: TurnStart})
+			l.onEvent(Event{Kind: TurnEnd, Failed: true})
+			require.Equal(t, tc.want, w.ackList())
+			require.Nil(t, l.cur, "the turn is over either way")
+		})
+	}
+}
+
+// An agent that reports no turns has its turn counted as ended after
+// turnStartWait, so the queue moves on.
+func TestLoopAgentWithoutHooks(t *testing.T) {
+	w := &fakeWorld{}
+	h := startLoopAt(t, w, loopState{}, nil, func(l *loop) { l.startWait = 30 * time.Millisecond })
+	h.send(t, "1", "alice", nil)
+	h.send(t, "2", "alice", nil)
+	waitLen(t, func() int { return len(w.texts()) }, 2)
+	require.Eventually(t, func() bool { return w.position() == "2" }, 5*time.Second, time.Millisecond)
+}
+
+// A turn that shows nothing for the quiet period is reported, and again
+// after each further period; not while the agent is blocked on a person.
+func TestLoopQuietTurnIsReported(t *testing.T) {
+	w := &fakeWorld{}
+	h := startLoopAt(t, w, loopState{quiet: 40 * time.Millisecond}, nil, nil)
+	h.send(t, "1", "alice", nil)
+	waitLen(t, func() int { return len(w.texts()) }, 1)
+	h.hook(TurnStart)
+	stalls := func() int { w.mu.Lock(); defer w.mu.Unlock(); return len(w.stalls) }
+	require.Eventually(t, func() bool { return stalls() >= 2 }, 5*time.Second, time.Millisecond, "reported, then again")
+	w.mu.Lock()
+	require.Equal(t, "1", w.stalls[0])
+	require.Contains(t, strings.Join(w.logs, "\n"), "svc runner: the turn of message 1 has shown nothing for 40ms")
+	w.mu.Unlock()
+	h.hook(Blocked)
+	n := stalls()
+	time.Sleep(150 * time.Millisecond)
+	require.LessOrEqual(t, stalls(), n+1, "blocked: waiting for a person is not stuck")
+	h.hook(TurnEnd)
+	n = stalls()
+	time.Sleep(150 * time.Millisecond)
+	require.Equal(t, n, stalls(), "no turn, nothing to report")
+}
+
+// A tool whose end never comes (denied by a permission prompt) does not
+// leave the member working: the turn's end resets it, and the next
+// message goes.
+func TestLoopToolWithoutEndDoesNotStick(t *testing.T) {
+	w := &fakeWorld{}
+	h := startLoop(t, w, nil)
+	h.send(t, "1", "alice", nil)
+	h.send(t, "2", "alice", nil)
+	waitLen(t, func() int { return len(w.texts()) }, 1)
+	h.events(Event{Kind: TurnStart}, Event{Kind: ToolStart, Tool: "Write"}, Event{Kind: Blocked}, Event{Kind: TurnEnd})
+	waitLen(t, func() int { return len(w.texts()) }, 2)
+	w.mu.Lock()
+	require.Equal(t, StateIdle, w.reported[len(w.reported)-1])
 	w.mu.Unlock()
 }
 
@@ -225,7 +432,7 @@ func TestLoopRegistryEventsAndOwnMessages(t *testing.T) {
 	h.send(t, "3", "admin", map[string]any{"kind": "notification_endpoint", "thread": "hook:ci"})
 	h.send(t, "4", "me", nil)
 	h.send(t, "4", "alice", nil) // a replayed id is dropped
-	require.Eventually(t, func() bool { return w.lastPersisted() == "4" }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return w.position() == "4" }, 5*time.Second, time.Millisecond)
 	time.Sleep(30 * time.Millisecond)
 	require.Empty(t, w.texts(), "registry events and own messages are no turns")
 	w.mu.Lock()
@@ -316,4 +523,21 @@ func TestLedger(t *testing.T) {
 			require.Equal(t, tc.want, g.last)
 		})
 	}
+}
+
+// A replayed lifecycle message the re-brief states is acknowledged without
+// a turn of its own.
+func TestLoopSkipsWhatTheRebriefStates(t *testing.T) {
+	plate := []*apiv1.Objective{{Id: "o1", Title: "T", Status: "active", Outcome: "O"}}
+	w := &fakeWorld{}
+	h := startLoopAt(t, w, loopState{position: "0"}, plate, func(l *loop) { l.skip = map[string]bool{"1": true} })
+	h.send(t, "1", "admin", map[string]any{"thread": "obj:o1", "kind": "objective_event", "event": "assigned"})
+	h.send(t, "2", "admin", map[string]any{"thread": "obj:o1", "kind": "objective_event", "event": "blocked"})
+	waitLen(t, func() int { return len(w.texts()) }, 1)
+	require.Equal(t, "[svc] context refresh: your open objectives", w.texts()[0])
+	h.hook(TurnStart, TurnEnd)
+	waitLen(t, func() int { return len(w.texts()) }, 2)
+	require.Equal(t, header("2", "admin"), w.texts()[1], "only what it covers")
+	h.hook(TurnStart, TurnEnd)
+	require.Eventually(t, func() bool { return w.position() == "2" }, 5*time.Second, time.Millisecond)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ const (
 	// uploadQueue bounds the tool results waiting for upload; past it a
 	// result is dropped with a log line rather than holding memory.
 	uploadQueue = 256
+	// ackFlushGrace bounds how long a stopping runner waits for the
+	// acknowledgements it handed over (turns that ended before the stop).
+	ackFlushGrace = 5 * time.Second
 )
 
 // adapters are the agents the runner knows by name: a new agent is one
@@ -75,10 +79,13 @@ type Options struct {
 	Agent    string // adapter name; "" picks by the command's base name
 	Capture  bool
 	StateDir string
-	Argv     []string
-	Stdout   io.Writer // the agent's output meant for a person
-	Stderr   io.Writer // the runner's log; the agent's stderr
-	Environ  []string  // the runner's environment, passed on to the agent
+	// TurnQuiet is how long a turn may show nothing before the runner
+	// reports it; 0 means DefaultTurnQuiet.
+	TurnQuiet time.Duration
+	Argv      []string
+	Stdout    io.Writer // the agent's output meant for a person
+	Stderr    io.Writer // the runner's log; the agent's stderr
+	Environ   []string  // the runner's environment, passed on to the agent
 }
 
 // AgentExit is the agent's own non-zero exit code, returned by Run when the
@@ -129,10 +136,23 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		return describe(err)
 	}
-	statePath := StatePath(o.StateDir, o.URL, me)
-	lastID, err := LoadLastID(statePath)
+	// The broker keeps the member's delivery position: where the stream
+	// resumes, and the message whose turn a stopped runner left open.
+	statePath := ""
+	if o.StateDir != "" {
+		statePath = StatePath(o.StateDir, o.URL, me)
+	}
+	delivery, err := attachDelivery(cctx, cl.Broker(), me, statePath, log.logf)
 	if err != nil {
-		return err
+		return describe(err)
+	}
+	start := startState(delivery)
+	start.quiet = o.TurnQuiet
+	if start.redeliver != "" {
+		log.logf("svc runner: the turn of message %s did not finish under the last runner; it is delivered again", start.redeliver)
+	}
+	if delivery.Position == nil && delivery.GetBacklogOmitted() > 0 {
+		log.logf("svc runner: first start: %d older message(s) are left out of the backlog", delivery.GetBacklogOmitted())
 	}
 
 	agent, err := pickAdapter(o.Agent, o.Argv)
@@ -220,15 +240,16 @@ func Run(ctx context.Context, o Options) error {
 		return OpenPlate(open, me), nil
 	}
 	slugs := newSlugCache(cl)
-	var persistErr sync.Once
+	acks := newAcker(me, func(ctx context.Context, req *apiv1.UpdateDeliveryRequest) error {
+		_, err := cl.Broker().UpdateDelivery(ctx, req)
+		return err
+	}, log.logf)
+	go acks.run(rctx)
 	deps := loopDeps{
-		deliver: session.Deliver,
-		publish: srv.Publish,
-		persist: func(id string) {
-			if err := SaveLastID(statePath, o.URL, me, id); err != nil {
-				persistErr.Do(func() { log.logf("svc runner: last message id not saved: %v", err) })
-			}
-		},
+		startTurn:  acks.startTurn,
+		deliver:    session.Deliver,
+		ack:        acks.add,
+		publish:    srv.Publish,
 		fetchPlate: fetchPlate,
 		slug:       slugs.slug,
 		logf:       log.logf,
@@ -236,13 +257,31 @@ func Run(ctx context.Context, o Options) error {
 	if o.Capture {
 		deps.report = rep.set
 		deps.upload = up.add
+		deps.stalled = func(id string, started time.Time, quiet time.Duration) {
+			go func() {
+				sctx, cancel := context.WithTimeout(rctx, callTimeout)
+				defer cancel()
+				if err := uploadEvents(sctx, cl, me, []activityEvent{stallEvent(id, started, quiet)}); err != nil {
+					log.logf("svc runner: stalled turn not reported: %s", client.Describe(err, o.URL))
+				}
+			}()
+		}
 	}
-	l := newLoop(me, lastID, deps)
+	l := newLoop(me, start, deps)
 
 	// The re-brief goes at attach, once the agent runs and the plate is
-	// fetched.
+	// fetched. The lifecycle messages of its objectives that the replay
+	// will deliver are skipped: the re-brief states them (one turn for an
+	// objective assigned while the runner was down).
 	pctx, pcancel := context.WithTimeout(ctx, callTimeout)
 	plate, err := fetchPlate(pctx)
+	if err == nil {
+		if events := replayedEvents(pctx, cl.Broker(), start.position, plate); len(events) > 0 {
+			if plate, err = fetchPlate(pctx); err == nil {
+				l.skip = coveredBy(events, plate)
+			}
+		}
+	}
 	pcancel()
 	if err != nil {
 		log.logf("svc runner: open objectives not fetched: %s", client.Describe(err, o.URL))
@@ -255,7 +294,7 @@ func Run(ctx context.Context, o Options) error {
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)
-		follow(sctx, cl, lastID, msgs, fatal, log)
+		follow(sctx, cl, start.position, msgs, fatal, log)
 	}()
 
 	loopErr := l.run(ctx, msgs, hooks, events, proc.done, fatal)
@@ -263,15 +302,18 @@ func Run(ctx context.Context, o Options) error {
 	<-streamDone
 
 	// Stop: end the agent's input, SIGTERM its group, SIGKILL after the
-	// grace; a delivery in flight settles first so its id counts.
+	// grace. A turn in progress is not acknowledged: the broker's turn
+	// stays open and the next start delivers its message again.
 	_ = session.Close()
 	signaled := ctx.Err() != nil
 	code := proc.stop(stopGrace)
-	l.finish(2 * time.Second)
 	close(loopDone)
 
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 	defer fcancel()
+	actx, acancel := context.WithTimeout(fctx, ackFlushGrace)
+	acks.flush(actx)
+	acancel()
 	if up != nil {
 		up.flush(fctx)
 	}
@@ -294,7 +336,6 @@ func Run(ctx context.Context, o Options) error {
 			log.logf("svc runner: final idle not posted: %s", client.Describe(err, o.URL))
 		}
 	}
-	deps.persist(l.ledger.last)
 
 	if loopErr != nil {
 		return describe(loopErr)
@@ -376,18 +417,20 @@ func startAgent(argv, env []string, stderr io.Writer) (*agentProc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	inR.Close()
-	outW.Close()
+	cmd.SysProcAttr = agentProcAttr()
 	p := &agentProc{cmd: cmd, stdin: inW, stdout: outR, done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		// The agent's parent-death signal is tied to the thread that
+		// started it (agentProcAttr): this goroutine keeps that thread
+		// until the agent is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		err := cmd.Wait()
 		p.code = cmd.ProcessState.ExitCode()
 		var ee *exec.ExitError
@@ -396,6 +439,15 @@ func startAgent(argv, env []string, stderr io.Writer) (*agentProc, error) {
 		}
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	inR.Close()
+	outW.Close()
 	return p, nil
 }
 
@@ -456,7 +508,7 @@ func follow(ctx context.Context, cl *client.Client, last string, out chan<- *api
 func followOnce(ctx context.Context, cl *client.Client, last *string, out chan<- *apiv1.Message, onReady func(string)) (bool, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := cl.Broker().Subscribe(sctx, &apiv1.SubscribeRequest{LastId: *last})
+	stream, err := cl.Broker().Subscribe(sctx, &apiv1.SubscribeRequest{LastId: *last, Runner: true})
 	if err != nil {
 		return false, err
 	}

@@ -27,15 +27,20 @@ type Activity struct {
 // ±1, never below 0), a turn start and a tool end also clear blocked: the
 // spec keeps the agent blocked "until the turn resumes", and a new prompt
 // or a tool that ran after its permission prompt is the turn resuming.
+// A turn's start and end also reset the tools in flight: a tool whose end
+// was never reported (denied by a permission prompt, refused, lost) would
+// otherwise leave the member working for good and the runner deaf.
 func (a *Activity) Apply(e Event) bool {
 	before := a.State()
 	switch e.Kind {
 	case TurnStart:
 		a.turnActive = true
 		a.blocked = false
+		a.inflight = 0
 	case TurnEnd:
 		a.turnActive = false
 		a.blocked = false
+		a.inflight = 0
 	case Blocked:
 		a.blocked = true
 	case Unblocked:

@@ -9,14 +9,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"svc/cmd/internal/client"
 )
 
 // maxStateFile bounds the state file the runner reads back.
 const maxStateFile = 64 << 10
 
-// StateDir is where the runner keeps its last message ids: flag, else
-// $XDG_STATE_HOME/svc/runner, else ~/.local/state/svc/runner.
+// The state file is where a runner before the broker kept the member's
+// delivery position kept its last message id. The broker's position is the
+// authority now (docs/RUNNER.md, Delivery contract): a runner reads such a
+// file once, to give the broker a position it does not have yet, and
+// removes it; it never writes one.
+
+// StateDir is where an earlier runner kept its last message ids: flag,
+// else $XDG_STATE_HOME/svc/runner, else ~/.local/state/svc/runner.
 func StateDir(flag string, getenv func(string) string) (string, error) {
 	if flag != "" {
 		return filepath.Abs(flag)
@@ -86,21 +91,4 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	n, err := l.f.Read(p)
 	l.n -= int64(n)
 	return n, err
-}
-
-// SaveLastID writes the state file atomically (a private temp file in the
-// same 0700 directory, synced, renamed over the old one), mode 0600.
-func SaveLastID(path, brokerURL, member, lastID string) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return err
-	}
-	data, err := json.Marshal(stateFile{URL: brokerURL, Member: member, LastID: lastID})
-	if err != nil {
-		return err
-	}
-	return client.WriteFileAtomic(path, append(data, '\n'))
 }

@@ -42,13 +42,32 @@ func Thread(m *apiv1.Message, slug func(id string) string) string {
 // RenderTurn is the turn that delivers m: a header line naming sender,
 // thread, level and id, then the title, body and attachments.
 func RenderTurn(m *apiv1.Message, slug func(id string) string) Turn {
+	return renderTurn(m, slug, false)
+}
+
+// RenderRedelivery is the turn that delivers m again: the runner stopped
+// during m's turn, so the agent may have acted on it already. The header
+// says so, and a line after it says what to do.
+func RenderRedelivery(m *apiv1.Message, slug func(id string) string) Turn {
+	return renderTurn(m, slug, true)
+}
+
+// redeliveryNote follows the header of a redelivered message.
+const redeliveryNote = "[svc] This message was delivered before, in a turn that did not finish (the runner stopped during it). " +
+	"Check what was already done about it (the recent tool shows the conversation) before acting again."
+
+func renderTurn(m *apiv1.Message, slug func(id string) string, redelivered bool) Turn {
 	level := m.GetLevel()
 	if level == "" {
 		level = "info"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[svc] message %s from %s in %s (level %s)\n",
+	fmt.Fprintf(&b, "[svc] message %s from %s in %s (level %s)",
 		oneLine(m.GetId(), 64), oneLine(m.GetFrom(), 64), Thread(m, slug), oneLine(level, 16))
+	if redelivered {
+		b.WriteString(" (redelivery)\n" + redeliveryNote)
+	}
+	b.WriteString("\n")
 	if t := m.GetTitle(); t != "" {
 		fmt.Fprintf(&b, "Title: %s\n", oneLine(t, maxTurnTitle))
 	}
@@ -65,6 +84,21 @@ func RenderTurn(m *apiv1.Message, slug func(id string) string) Turn {
 	}
 	return Turn{Text: b.String(), MessageID: m.GetId(), Meta: meta}
 }
+
+// BacklogNote is what the first turn of a runner that starts with a
+// bounded backlog says about the messages the bound left out.
+func BacklogNote(omitted int) string {
+	return fmt.Sprintf("[svc] %d older message(s) addressed to you were not delivered as turns: "+
+		"a first start replays only the newest %d messages of the last %d days. The recent tool shows them.",
+		omitted, backlogMessages, backlogDays)
+}
+
+// The bound of a first start's backlog, as the broker applies it
+// (docs/RUNNER.md, Delivery contract); used only to say it.
+const (
+	backlogMessages = 200
+	backlogDays     = 7
+)
 
 // RefreshMeta is the meta of the context re-brief.
 func RefreshMeta() map[string]any {
@@ -158,7 +192,9 @@ func SystemPrompt(b *apiv1.GetBriefingResponse) string {
 		"Messages for you arrive as new turns, one message per turn, each starting with a line\n" +
 		"`[svc] message <id> from <sender> in <thread> (level <level>)`. Answer and act with the svc\n" +
 		"tools (send, broadcast, objectives_*, fs_*): text you only write in your reply reaches nobody.\n" +
-		"A turn starting `[svc] context refresh` lists your open objectives.\n")
+		"A turn starting `[svc] context refresh` lists your open objectives.\n" +
+		"A message whose header ends `(redelivery)` reached you before, in a turn that did not finish:\n" +
+		"check what you already did about it before acting again.\n")
 	return s.String()
 }
 

@@ -113,9 +113,15 @@ func (*HealthRequest) Descriptor() ([]byte, []int) {
 }
 
 type HealthResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status is "ok", or "degraded" while a store is failing: writes refused
+	// for a full disk or a failing disk, or damage found.
+	Status  string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// problems says, one string each, what is failing and since when; absent
+	// when status is "ok", so a healthy answer is exactly {status, version}
+	// (a repeated field would always render, as []).
+	Problems      *structpb.ListValue `protobuf:"bytes,3,opt,name=problems,proto3" json:"problems,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +168,13 @@ func (x *HealthResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *HealthResponse) GetProblems() *structpb.ListValue {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
 }
 
 type GetBriefingRequest struct {
@@ -3720,10 +3733,11 @@ var File_svc_v1_broker_proto protoreflect.FileDescriptor
 const file_svc_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"\x13svc/v1/broker.proto\x12\x06svc.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x12svc/v1/types.proto\"\x0f\n" +
-	"\rHealthRequest\"B\n" +
+	"\rHealthRequest\"z\n" +
 	"\x0eHealthResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\tR\aversion\"\x14\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
+	"\bproblems\x18\x03 \x01(\v2\x1a.google.protobuf.ListValueR\bproblems\"\x14\n" +
 	"\x12GetBriefingRequest\"\x88\x02\n" +
 	"\x04Team\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -4071,12 +4085,12 @@ var file_svc_v1_broker_proto_goTypes = []any{
 	(*UpdateDeliveryResponse)(nil),         // 72: svc.v1.UpdateDeliveryResponse
 	(*DeliveryState)(nil),                  // 73: svc.v1.DeliveryState
 	nil,                                    // 74: svc.v1.Team.PermissionPresetsEntry
-	(*Member)(nil),                         // 75: svc.v1.Member
-	(*Teammate)(nil),                       // 76: svc.v1.Teammate
-	(*Objective)(nil),                      // 77: svc.v1.Objective
-	(*Presence)(nil),                       // 78: svc.v1.Presence
-	(*Role)(nil),                           // 79: svc.v1.Role
-	(*structpb.ListValue)(nil),             // 80: google.protobuf.ListValue
+	(*structpb.ListValue)(nil),             // 75: google.protobuf.ListValue
+	(*Member)(nil),                         // 76: svc.v1.Member
+	(*Teammate)(nil),                       // 77: svc.v1.Teammate
+	(*Objective)(nil),                      // 78: svc.v1.Objective
+	(*Presence)(nil),                       // 79: svc.v1.Presence
+	(*Role)(nil),                           // 80: svc.v1.Role
 	(*TokenInfo)(nil),                      // 81: svc.v1.TokenInfo
 	(*SessionInfo)(nil),                    // 82: svc.v1.SessionInfo
 	(*structpb.Struct)(nil),                // 83: google.protobuf.Struct
@@ -4086,113 +4100,114 @@ var file_svc_v1_broker_proto_goTypes = []any{
 	(*ChannelMember)(nil),                  // 87: svc.v1.ChannelMember
 }
 var file_svc_v1_broker_proto_depIdxs = []int32{
-	74, // 0: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
-	75, // 1: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
-	4,  // 2: svc.v1.GetBriefingResponse.team:type_name -> svc.v1.Team
-	76, // 3: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
-	77, // 4: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
-	6,  // 5: svc.v1.GetBriefingResponse.external_notifications:type_name -> svc.v1.BriefingNotifications
-	7,  // 6: svc.v1.BriefingNotifications.endpoints:type_name -> svc.v1.BriefingEndpoint
-	76, // 7: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
-	78, // 8: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
-	75, // 9: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
-	79, // 10: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
-	76, // 11: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
-	79, // 12: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
-	80, // 13: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
-	76, // 14: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
-	81, // 15: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
-	81, // 16: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
-	79, // 17: svc.v1.Session.role:type_name -> svc.v1.Role
-	26, // 18: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
-	26, // 19: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
-	82, // 20: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
-	83, // 21: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
-	38, // 22: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
-	84, // 23: svc.v1.PushResponse.message:type_name -> svc.v1.Message
-	41, // 24: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
-	84, // 25: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
-	84, // 26: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
-	85, // 27: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
-	86, // 28: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
-	86, // 29: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
-	87, // 30: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
-	86, // 31: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
-	63, // 32: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
-	65, // 33: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
-	73, // 34: svc.v1.GetDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
-	0,  // 35: svc.v1.UpdateDeliveryRequest.turn:type_name -> svc.v1.TurnPhase
-	73, // 36: svc.v1.UpdateDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
-	80, // 37: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
-	1,  // 38: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
-	3,  // 39: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
-	8,  // 40: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
-	10, // 41: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
-	12, // 42: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
-	14, // 43: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
-	16, // 44: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
-	18, // 45: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
-	20, // 46: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
-	22, // 47: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
-	24, // 48: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
-	27, // 49: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
-	29, // 50: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
-	31, // 51: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
-	33, // 52: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
-	35, // 53: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
-	37, // 54: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
-	40, // 55: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
-	43, // 56: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
-	45, // 57: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
-	47, // 58: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
-	49, // 59: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
-	51, // 60: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
-	53, // 61: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
-	55, // 62: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
-	57, // 63: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
-	59, // 64: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
-	61, // 65: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
-	64, // 66: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
-	67, // 67: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
-	69, // 68: svc.v1.Broker.GetDelivery:input_type -> svc.v1.GetDeliveryRequest
-	71, // 69: svc.v1.Broker.UpdateDelivery:input_type -> svc.v1.UpdateDeliveryRequest
-	2,  // 70: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
-	5,  // 71: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
-	9,  // 72: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
-	11, // 73: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
-	13, // 74: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
-	15, // 75: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
-	17, // 76: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
-	19, // 77: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
-	21, // 78: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
-	23, // 79: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
-	25, // 80: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
-	28, // 81: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
-	30, // 82: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
-	32, // 83: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
-	34, // 84: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
-	36, // 85: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
-	39, // 86: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
-	42, // 87: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
-	44, // 88: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
-	46, // 89: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
-	48, // 90: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
-	50, // 91: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
-	52, // 92: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
-	54, // 93: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
-	56, // 94: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
-	58, // 95: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
-	60, // 96: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
-	62, // 97: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
-	66, // 98: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
-	68, // 99: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
-	70, // 100: svc.v1.Broker.GetDelivery:output_type -> svc.v1.GetDeliveryResponse
-	72, // 101: svc.v1.Broker.UpdateDelivery:output_type -> svc.v1.UpdateDeliveryResponse
-	70, // [70:102] is the sub-list for method output_type
-	38, // [38:70] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	75, // 0: svc.v1.HealthResponse.problems:type_name -> google.protobuf.ListValue
+	74, // 1: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
+	76, // 2: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
+	4,  // 3: svc.v1.GetBriefingResponse.team:type_name -> svc.v1.Team
+	77, // 4: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
+	78, // 5: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
+	6,  // 6: svc.v1.GetBriefingResponse.external_notifications:type_name -> svc.v1.BriefingNotifications
+	7,  // 7: svc.v1.BriefingNotifications.endpoints:type_name -> svc.v1.BriefingEndpoint
+	77, // 8: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
+	79, // 9: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
+	76, // 10: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
+	80, // 11: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
+	77, // 12: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
+	80, // 13: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
+	75, // 14: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
+	77, // 15: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
+	81, // 16: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
+	81, // 17: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
+	80, // 18: svc.v1.Session.role:type_name -> svc.v1.Role
+	26, // 19: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
+	26, // 20: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
+	82, // 21: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
+	83, // 22: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
+	38, // 23: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
+	84, // 24: svc.v1.PushResponse.message:type_name -> svc.v1.Message
+	41, // 25: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
+	84, // 26: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
+	84, // 27: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
+	85, // 28: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
+	86, // 29: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
+	86, // 30: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
+	87, // 31: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
+	86, // 32: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
+	63, // 33: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
+	65, // 34: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
+	73, // 35: svc.v1.GetDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
+	0,  // 36: svc.v1.UpdateDeliveryRequest.turn:type_name -> svc.v1.TurnPhase
+	73, // 37: svc.v1.UpdateDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
+	75, // 38: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
+	1,  // 39: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
+	3,  // 40: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
+	8,  // 41: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
+	10, // 42: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
+	12, // 43: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
+	14, // 44: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
+	16, // 45: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
+	18, // 46: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
+	20, // 47: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
+	22, // 48: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
+	24, // 49: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
+	27, // 50: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
+	29, // 51: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
+	31, // 52: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
+	33, // 53: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
+	35, // 54: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
+	37, // 55: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
+	40, // 56: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
+	43, // 57: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
+	45, // 58: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
+	47, // 59: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
+	49, // 60: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
+	51, // 61: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
+	53, // 62: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
+	55, // 63: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
+	57, // 64: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
+	59, // 65: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
+	61, // 66: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
+	64, // 67: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
+	67, // 68: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
+	69, // 69: svc.v1.Broker.GetDelivery:input_type -> svc.v1.GetDeliveryRequest
+	71, // 70: svc.v1.Broker.UpdateDelivery:input_type -> svc.v1.UpdateDeliveryRequest
+	2,  // 71: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
+	5,  // 72: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
+	9,  // 73: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
+	11, // 74: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
+	13, // 75: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
+	15, // 76: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
+	17, // 77: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
+	19, // 78: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
+	21, // 79: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
+	23, // 80: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
+	25, // 81: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
+	28, // 82: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
+	30, // 83: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
+	32, // 84: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
+	34, // 85: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
+	36, // 86: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
+	39, // 87: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
+	42, // 88: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
+	44, // 89: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
+	46, // 90: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
+	48, // 91: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
+	50, // 92: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
+	52, // 93: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
+	54, // 94: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
+	56, // 95: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
+	58, // 96: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
+	60, // 97: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
+	62, // 98: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
+	66, // 99: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
+	68, // 100: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
+	70, // 101: svc.v1.Broker.GetDelivery:output_type -> svc.v1.GetDeliveryResponse
+	72, // 102: svc.v1.Broker.UpdateDelivery:output_type -> svc.v1.UpdateDeliveryResponse
+	71, // [71:103] is the sub-list for method output_type
+	39, // [39:71] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_broker_proto_init() }

@@ -60,7 +60,8 @@ const (
 // Broker serves health, the briefing, the roster, members, tokens and
 // sessions.
 type BrokerClient interface {
-	// Health reports that the process is up and its version.
+	// Health reports that the process is up and its version, and whether its
+	// storage is failing (status "degraded", with the problems).
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
 	// GetBriefing returns the caller's record, the team, every teammate and the
 	// caller's open objectives.
@@ -482,7 +483,8 @@ func (c *brokerClient) UpdateDelivery(ctx context.Context, in *UpdateDeliveryReq
 // Broker serves health, the briefing, the roster, members, tokens and
 // sessions.
 type BrokerServer interface {
-	// Health reports that the process is up and its version.
+	// Health reports that the process is up and its version, and whether its
+	// storage is failing (status "degraded", with the problems).
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
 	// GetBriefing returns the caller's record, the team, every teammate and the
 	// caller's open objectives.

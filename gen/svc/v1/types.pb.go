@@ -700,14 +700,29 @@ type Message struct {
 	Id   string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	From string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	// to is the DM recipient; absent otherwise.
-	To            *string          `protobuf:"bytes,3,opt,name=to,proto3,oneof" json:"to,omitempty"`
-	Title         string           `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
-	Body          string           `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
-	Level         string           `protobuf:"bytes,6,opt,name=level,proto3" json:"level,omitempty"`
-	Data          *structpb.Struct `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`
-	Meta          *structpb.Struct `protobuf:"bytes,8,opt,name=meta,proto3" json:"meta,omitempty"`
-	Attachments   []string         `protobuf:"bytes,9,rep,name=attachments,proto3" json:"attachments,omitempty"`
-	CreatedAt     float64          `protobuf:"fixed64,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	To          *string          `protobuf:"bytes,3,opt,name=to,proto3,oneof" json:"to,omitempty"`
+	Title       string           `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	Body        string           `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
+	Level       string           `protobuf:"bytes,6,opt,name=level,proto3" json:"level,omitempty"`
+	Data        *structpb.Struct `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`
+	Meta        *structpb.Struct `protobuf:"bytes,8,opt,name=meta,proto3" json:"meta,omitempty"`
+	Attachments []string         `protobuf:"bytes,9,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	CreatedAt   float64          `protobuf:"fixed64,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The reply chain, stamped by the broker and never taken from a request
+	// (docs/RUNNER.md, Loop guard). reply_to is the message whose turn the
+	// sender was in when it sent this one; absent for a message sent outside
+	// a turn (a person's, a hook's, the broker's) or in a turn that had no
+	// message.
+	ReplyTo *string `protobuf:"bytes,11,opt,name=reply_to,json=replyTo,proto3,oneof" json:"reply_to,omitempty"`
+	// hops counts the agent-to-agent hops since the last message sent outside
+	// a turn: the turn message's hops + 1 for a message sent in a turn;
+	// absent (0) for a message sent outside one, so a person's message looks
+	// as it always did.
+	Hops *uint32 `protobuf:"varint,12,opt,name=hops,proto3,oneof" json:"hops,omitempty"`
+	// loop_stopped: past the team's hop bound the message is stored and shown
+	// to people, but wakes no agent (runners skip it); absent otherwise. The
+	// loop guard's own notice carries it too.
+	LoopStopped   *bool `protobuf:"varint,13,opt,name=loop_stopped,json=loopStopped,proto3,oneof" json:"loop_stopped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +825,27 @@ func (x *Message) GetCreatedAt() float64 {
 		return x.CreatedAt
 	}
 	return 0
+}
+
+func (x *Message) GetReplyTo() string {
+	if x != nil && x.ReplyTo != nil {
+		return *x.ReplyTo
+	}
+	return ""
+}
+
+func (x *Message) GetHops() uint32 {
+	if x != nil && x.Hops != nil {
+		return *x.Hops
+	}
+	return 0
+}
+
+func (x *Message) GetLoopStopped() bool {
+	if x != nil && x.LoopStopped != nil {
+		return *x.LoopStopped
+	}
+	return false
 }
 
 // Channel is a named conversation; messages reference its stable id.
@@ -1118,7 +1154,7 @@ const file_svc_v1_types_proto_rawDesc = "" +
 	"\vattachments\x18\x0e \x03(\v2\x12.svc.v1.AttachmentR\vattachmentsB\x0f\n" +
 	"\r_completed_atB\t\n" +
 	"\a_resultB\x0f\n" +
-	"\r_block_reason\"\xa4\x02\n" +
+	"\r_block_reason\"\xac\x03\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x13\n" +
@@ -1131,8 +1167,14 @@ const file_svc_v1_types_proto_rawDesc = "" +
 	"\vattachments\x18\t \x03(\tR\vattachments\x12\x1d\n" +
 	"\n" +
 	"created_at\x18\n" +
-	" \x01(\x01R\tcreatedAtB\x05\n" +
-	"\x03_to\"\xa1\x01\n" +
+	" \x01(\x01R\tcreatedAt\x12\x1e\n" +
+	"\breply_to\x18\v \x01(\tH\x01R\areplyTo\x88\x01\x01\x12\x17\n" +
+	"\x04hops\x18\f \x01(\rH\x02R\x04hops\x88\x01\x01\x12&\n" +
+	"\floop_stopped\x18\r \x01(\bH\x03R\vloopStopped\x88\x01\x01B\x05\n" +
+	"\x03_toB\v\n" +
+	"\t_reply_toB\a\n" +
+	"\x05_hopsB\x0f\n" +
+	"\r_loop_stopped\"\xa1\x01\n" +
 	"\aChannel\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04slug\x18\x02 \x01(\tR\x04slug\x12\x1d\n" +

@@ -45,6 +45,8 @@ type Model struct {
 	served   int
 	def      string
 	takes    func(Request) bool
+	// answer, when set, answers the agent turns the script does not take.
+	answer func(Request) (Turn, bool)
 }
 
 // Turn is one scripted answer of the stub model.
@@ -261,6 +263,17 @@ func (m *Model) TakeScriptWhen(f func(Request) bool) *Model {
 	return m
 }
 
+// AnswerWith makes f answer every agent turn the script does not take
+// (f's false leaves it to the default reply): a model that always does
+// something, like one that answers every message it is shown. f runs with
+// the stub's lock held and must only look at the request.
+func (m *Model) AnswerWith(f func(Request) (Turn, bool)) *Model {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.answer = f
+	return m
+}
+
 // Script queues turns as given.
 func (m *Model) Script(turns ...Turn) *Model {
 	for _, tr := range turns {
@@ -375,6 +388,11 @@ func (m *Model) serve(w http.ResponseWriter, hr *http.Request) {
 			if head.Marker == "" || req.HasMarker(head.Marker) {
 				req.Answer, req.Scripted = head, true
 				m.script = m.script[1:]
+			}
+		}
+		if !req.Scripted && m.answer != nil && m.takes(req) {
+			if a, ok := m.answer(req); ok {
+				req.Answer = a
 			}
 		}
 	}

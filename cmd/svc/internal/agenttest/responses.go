@@ -31,6 +31,9 @@ type Responses struct {
 	script   []RTurn
 	requests []RRequest
 	served   int
+	// answer, when set, answers the agent requests the script does not
+	// take.
+	answer func(RRequest) (RTurn, bool)
 }
 
 // RTurn is one scripted answer.
@@ -47,6 +50,11 @@ type RTurn struct {
 	Call      string
 	Namespace string
 	Arguments json.RawMessage
+	// Hold, when not nil, makes the stub wait until it is closed before it
+	// answers this turn (the request is already recorded): the model call
+	// is in flight meanwhile. The wait also ends when the agent drops the
+	// request. Close it in the test's cleanup too.
+	Hold <-chan struct{}
 }
 
 // RRequest is one request the stub got.
@@ -202,6 +210,16 @@ func (m *Responses) Script(turns ...RTurn) *Responses {
 	return m
 }
 
+// AnswerWith makes f answer every agent request the script does not take
+// (f's false leaves it to DefaultReply). f runs with the stub's lock held
+// and must only look at the request.
+func (m *Responses) AnswerWith(f func(RRequest) (RTurn, bool)) *Responses {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.answer = f
+	return m
+}
+
 // Pending is the number of scripted turns not yet served.
 func (m *Responses) Pending() int {
 	m.mu.Lock()
@@ -241,12 +259,27 @@ func (m *Responses) serve(w http.ResponseWriter, hr *http.Request) {
 			m.script = m.script[1:]
 		}
 	}
+	if !req.Scripted && m.answer != nil && req.IsAgentTurn() {
+		if a, ok := m.answer(req); ok {
+			if a.Call != "" && !json.Valid(a.Arguments) {
+				m.t.Errorf("agenttest: call %s: arguments must be JSON, got %q", a.Call, a.Arguments)
+			}
+			req.Answer = a
+		}
+	}
 	if req.Answer.Text == "" && req.Answer.Call == "" {
 		req.Answer.Text = DefaultReply
 	}
 	m.requests = append(m.requests, req)
 	m.mu.Unlock()
 
+	if req.Answer.Hold != nil {
+		select {
+		case <-req.Answer.Hold:
+		case <-hr.Context().Done():
+			return
+		}
+	}
 	if hr.Method != http.MethodPost || req.Path != "/v1/responses" || req.Parsed == nil {
 		w.Header().Set("content-type", "application/json")
 		w.WriteHeader(http.StatusNotFound)

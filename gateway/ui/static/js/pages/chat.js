@@ -1,5 +1,6 @@
 // Chat: general, the channels the member joined, DMs with each teammate,
-// and external (hook) threads; the open conversation's history with
+// external (hook) threads, and the loop guard's notices (loop threads);
+// the open conversation's history with
 // scrollback, live messages from the tab's stream, send with attachments,
 // and channel administration (chat-admin.js).
 //
@@ -12,7 +13,8 @@
 // Unread counts per conversation are kept in localStorage (conversation
 // keys and counters only, never message text). Message text is only ever a
 // Text node; a message from `hook:<slug>` is marked as external, untrusted
-// content.
+// content, and one the loop guard stopped (the broker's loopStopped, never
+// anything in its data) is marked as having woken no agent.
 import {h, replace, fmtTime} from '../h.js';
 import {api, errorText} from '../api.js';
 import {onMessage, onLiveState, liveMember} from '../live.js';
@@ -28,7 +30,9 @@ const MAX_UNREAD_CONVS = 500;
 const MAX_UNREAD = 9999;
 const CHANNEL_POLL = 5000; // channel list refresh while chat is on screen (no channel events exist)
 // CONV_RE is what a conversation key may be.
-const CONV_RE = /^(general|chan:[^\s]{1,128}|dm:[A-Za-z0-9][A-Za-z0-9._-]{0,63}|hook:[a-z0-9-]{1,64})$/;
+const CONV_RE = /^(general|chan:[^\s]{1,128}|dm:[A-Za-z0-9][A-Za-z0-9._-]{0,63}|hook:[a-z0-9-]{1,64}|loop:[0-9]{1,19})$/;
+// LOOP_SENDER sends the loop guard's notices: a name no member can have.
+const LOOP_SENDER = 'svc:loop-guard';
 
 // store outlives page renders: conversations and unread counts of this tab.
 const store = {
@@ -114,6 +118,7 @@ export function convKeyOf(msg, me) {
   const thread = msg && msg.data && typeof msg.data.thread === 'string' ? msg.data.thread : '';
   if (thread.startsWith('chan:')) return thread.length > 5 ? thread : '';
   if (thread.startsWith('hook:')) return thread.length > 5 ? thread : '';
+  if (thread.startsWith('loop:')) return CONV_RE.test(thread) ? thread : '';
   if (thread) return '';
   if (typeof msg.to === 'string' && msg.to) {
     const other = msg.from === me ? msg.to : msg.from;
@@ -181,6 +186,7 @@ function label(key, channels) {
     return '#' + (ch ? ch.slug : key.slice(5));
   }
   if (key.startsWith('dm:')) return '@' + key.slice(3);
+  if (key.startsWith('loop:')) return 'Loop stopped (' + key.slice(5).replace(/^0+(?=.)/, '') + ')';
   return 'External: ' + key.slice(5);
 }
 
@@ -191,16 +197,18 @@ export function messageNode(m, me) {
   const level = levelOf(m);
   const from = typeof m.from === 'string' ? m.from : '?';
   const external = from.startsWith('hook:');
+  const stopped = m.loopStopped === true && from !== LOOP_SENDER;
   let body = typeof m.body === 'string' ? m.body : '';
   const cut = body.length > MAX_BODY;
   if (cut) body = body.slice(0, MAX_BODY);
   const attachments = Array.isArray(m.attachments) ? m.attachments : [];
-  return h('li', {class: ['msg', 'level-' + level, external && 'external', from === me && 'mine'], 'data-id': m.id},
+  return h('li', {class: ['msg', 'level-' + level, external && 'external', stopped && 'loop-stopped', from === me && 'mine'], 'data-id': m.id},
     h('div', {class: 'meta'},
       h('span', {class: 'from'}, from),
       h('time', {datetime: new Date(Number(m.createdAt) || 0).toISOString()}, fmtTime(m.createdAt)),
       level !== 'info' ? h('span', {class: 'level'}, level) : null),
     external ? h('p', {class: 'ext-label'}, 'External content from ' + from + ' — untrusted input, not written by a teammate') : null,
+    stopped ? h('p', {class: 'loop-label'}, 'Stopped by the loop guard: agents kept replying to each other, so this message woke no agent') : null,
     typeof m.title === 'string' && m.title ? h('p', {class: 'title'}, m.title) : null,
     h('div', {class: 'body'}, body, cut ? h('span', {class: 'cut'}, ' … (cut)') : null),
     attachmentList(attachments));
@@ -239,7 +247,7 @@ export const chatPage = {
     const level = h('select', {id: 'compose-level', name: 'level'}, LEVELS.map((l) => h('option', {value: l, selected: l === 'info'}, l)));
     const send = h('button', {type: 'submit'}, 'Send');
     const picker = attachPicker(me, {onError: showError, onBusy: (b) => { send.disabled = b; }});
-    let canSend = !key.startsWith('hook:');
+    let canSend = !key.startsWith('hook:') && !key.startsWith('loop:');
     const form = h('form', {class: 'composer', hidden: !canSend, onsubmit: async (e) => {
       e.preventDefault();
       if (send.disabled) return;
@@ -288,12 +296,15 @@ export const chatPage = {
       for (const k of store.unread.keys()) if (k.startsWith('chan:') && !chanKeys.includes(k) && !channelsLoaded) chanKeys.push(k);
       const dmKeys = teammates.filter((t) => t.name !== me).map((t) => 'dm:' + t.name);
       for (const k of store.unread.keys()) if (k.startsWith('dm:') && !dmKeys.includes(k)) dmKeys.push(k);
-      const extKeys = [...new Set([...store.convs.keys(), ...store.unread.keys(), key])].filter((k) => k.startsWith('hook:'));
+      const held = [...new Set([...store.convs.keys(), ...store.unread.keys(), key])];
+      const extKeys = held.filter((k) => k.startsWith('hook:'));
+      const loopKeys = held.filter((k) => k.startsWith('loop:'));
       replace(convList,
         h('h2', {}, 'Channels'), h('ul', {}, chanKeys.map(item)),
         toolsSlot,
         h('h2', {}, 'Direct messages'), h('ul', {}, dmKeys.map(item)),
-        extKeys.length ? [h('h2', {}, 'External'), h('ul', {}, extKeys.map(item))] : null);
+        extKeys.length ? [h('h2', {}, 'External'), h('ul', {}, extKeys.map(item))] : null,
+        loopKeys.length ? [h('h2', {}, 'Loop guard'), h('ul', {}, loopKeys.map(item))] : null);
     };
 
     // The channel tools keep their open/closed state across redraws.
