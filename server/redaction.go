@@ -7,8 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"svc/redact"
 	"svc/server/otlp"
-	"svc/server/redact"
 )
 
 // redactors caches each member's redactor: the secret values it may use,

@@ -1,6 +1,8 @@
 // Package redact replaces secret values and svc bearer tokens by
-// [REDACTED] in text and JSON, before telemetry is stored: the engine the
-// broker's ingest paths share (docs/TELEMETRY.md, "Redaction at ingest").
+// [REDACTED] in text and JSON, before telemetry is stored: the one engine
+// the broker's ingest paths and the runner share (docs/TELEMETRY.md,
+// "Redaction at ingest"). It imports nothing of svc's, so the runner, which
+// may never import the server, uses it too.
 //
 // A Redactor is built once per member from the secret values it may use
 // and finds, in any string:
