@@ -31,6 +31,12 @@ func (db *ActivityDB) putGenAI(ctx context.Context, tx *sql.Tx, r store.GenAIRec
 	if err != nil {
 		return err
 	}
+	sha := hex.EncodeToString(sum[:])
+	// raw_sha references genai_raw: the row is kept, without the bytes
+	// the parts hold (records stored before parts have them there).
+	if _, err := tx.ExecContext(ctx, `INSERT INTO genai_raw (sha, bytes) VALUES (?, x'') ON CONFLICT (sha) DO NOTHING`, sha); err != nil {
+		return err
+	}
 	var arrays [3]int64
 	for i, b := range [][]byte{r.SystemInstructions, r.InputMessages, r.OutputMessages} {
 		if arrays[i], _, err = w.put([]byte(jsonArray(b)), 0); err != nil {
@@ -45,7 +51,7 @@ func (db *ActivityDB) putGenAI(ctx context.Context, tx *sql.Tx, r store.GenAIRec
 	system_instructions, input_messages, output_messages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '')`,
 		r.ID, r.Member, ts.UnixMilli(), r.Provider, r.API, r.Model, r.ResponseID,
 		r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CacheReadTokens, r.Usage.CacheCreationTokens, r.Usage.ReasoningTokens,
-		hex.EncodeToString(sum[:]), raw, arrays[0], arrays[1], arrays[2])
+		sha, raw, arrays[0], arrays[1], arrays[2])
 	return err
 }
 
