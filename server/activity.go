@@ -129,7 +129,7 @@ func (s *Activity) UploadActivity(ctx context.Context, req *apiv1.UploadActivity
 		ev.Member = p.Member
 		evs[i] = ev
 	}
-	red, err := s.redactor(ctx, p.Member)
+	red, err := s.redactor(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +353,7 @@ func (s *Activity) UploadGenAi(ctx context.Context, req *apiv1.UploadGenAiReques
 	}
 	// Redacted as it came, so the bytes kept and the record parsed from
 	// them hold no secret.
-	red, err := s.redactor(ctx, p.Member)
+	red, err := s.redactor(ctx)
 	if err != nil {
 		return nil, err
 	}

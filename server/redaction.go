@@ -11,57 +11,47 @@ import (
 	"svc/server/otlp"
 )
 
-// redactors caches each member's redactor: the secret values it may use,
-// decrypted, compiled into the patterns redaction searches. OTLP ingest
-// is a hot path, and decrypting every secret for every export would cost
-// more than the redaction itself. Any change to any secret (value,
+// redactors caches the team's redactor: every secret value the team
+// holds, decrypted, compiled into the patterns redaction searches. OTLP
+// ingest is a hot path, and decrypting every secret for every export would
+// cost more than the redaction itself. Any change to any secret (value,
 // binding, allMembers, deletion) moves gen on once committed, so the next
-// ingest of every member builds its redactor again (docs/TELEMETRY.md,
-// "Redaction at ingest").
+// ingest builds the redactor again (docs/TELEMETRY.md, "Redaction at
+// ingest").
 type redactors struct {
 	gen atomic.Uint64
 	mu  sync.Mutex
-	m   map[string]cachedRedactor
-}
-
-type cachedRedactor struct {
-	gen uint64
 	r   *redact.Redactor
+	at  uint64 // the gen r was built at
 }
 
-// secretsChanged drops every cached redactor: called after a change to a
+// secretsChanged drops the cached redactor: called after a change to a
 // secret commits, never before (a redactor built between the two would be
 // kept under the new generation with the old values).
 func (c *core) secretsChanged() { c.redactors.gen.Add(1) }
 
-// redactor returns member's redactor: every secret value it may use,
-// disabled ones included (a value once handed out stays a secret), and
-// every svc bearer token.
-func (c *core) redactor(ctx context.Context, member string) (*redact.Redactor, error) {
+// redactor returns the redactor of telemetry ingested from any member:
+// every secret value of the team, bound to that member or not, enabled or
+// not (a value once handed out stays a secret, and an agent may have read
+// another's), and every svc bearer token.
+func (c *core) redactor(ctx context.Context) (*redact.Redactor, error) {
 	rc := &c.redactors
 	gen := rc.gen.Load()
 	rc.mu.Lock()
-	e, ok := rc.m[member]
+	r, at := rc.r, rc.at
 	rc.mu.Unlock()
-	if ok && e.gen == gen {
-		return e.r, nil
+	if r != nil && at == gen {
+		return r, nil
 	}
-	secrets, err := c.memberSecrets(ctx, member, false)
+	values, err := c.teamSecretValues(ctx)
 	if err != nil {
 		return nil, err
 	}
-	values := make([]string, len(secrets))
-	for i, s := range secrets {
-		values[i] = s.value
-	}
-	r := redact.New(values...)
+	r = redact.New(values...)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if rc.m == nil {
-		rc.m = map[string]cachedRedactor{}
-	}
-	if cur, ok := rc.m[member]; !ok || cur.gen <= gen {
-		rc.m[member] = cachedRedactor{gen: gen, r: r}
+	if rc.r == nil || rc.at <= gen {
+		rc.r, rc.at = r, gen
 	}
 	return r, nil
 }
@@ -109,4 +99,26 @@ func redactAttrs(r *redact.Redactor, attrs map[string]string) map[string]string 
 		attrs[k] = v
 	}
 	return attrs
+}
+
+// teamSecretValues decrypts every secret value the team holds. A value
+// the active KEK cannot open is left out (memberSecrets warns of it).
+func (c *core) teamSecretValues(ctx context.Context) ([]string, error) {
+	if c.kek == nil {
+		return nil, nil
+	}
+	list, err := c.store.ListSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, x := range list {
+		if len(x.Value) == 0 {
+			continue
+		}
+		if v, err := c.open(x.Value, secretPurpose(x.Slug)); err == nil {
+			out = append(out, string(v))
+		}
+	}
+	return out, nil
 }

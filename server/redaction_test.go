@@ -317,44 +317,42 @@ func TestRedactionGenAIUpload(t *testing.T) {
 	}
 }
 
-// TestRedactionFollowsSecretChanges: a value set, or a binding added,
-// after the member's redactor was built is redacted from the next upload
-// on; a binding removed stops redacting that value.
+// TestRedactionFollowsSecretChanges: a value set after the redactor was
+// built is redacted from the next upload on; every secret value of the
+// team is redacted from every member's telemetry, bound to it or not, and
+// stays redacted once unbound (an agent may have read it before).
 func TestRedactionFollowsSecretChanges(t *testing.T) {
 	e, act := redEnv(t)
 	a := &Activity{core: e.srv.core}
-	upload := func(text string) string {
+	upload := func(member, text string) string {
 		t.Helper()
 		s, err := structpb.NewStruct(map[string]any{"text": text})
 		require.NoError(t, err)
-		_, err = a.UploadActivity(bearerCtx("alice"), &apiv1.UploadActivityRequest{Name: "alice", Events: []*apiv1.ActivityEventInput{{Kind: kindToolAction, Data: s}}})
+		_, err = a.UploadActivity(bearerCtx(member), &apiv1.UploadActivityRequest{Name: member, Events: []*apiv1.ActivityEventInput{{Kind: kindToolAction, Data: s}}})
 		require.NoError(t, err)
-		rows := mustRows(t, act, "alice")
+		rows := mustRows(t, act, member)
 		return string(rows[0].Data) // newest first
 	}
-	require.Contains(t, upload("old "+redSecret), "old [REDACTED]", "the redactor is built")
+	require.Contains(t, upload("alice", "old "+redSecret), "old [REDACTED]", "the redactor is built")
 
 	const newValue = "rotated-Value-42"
 	_, err := e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "deploy-key", Value: newValue})
 	require.NoError(t, err)
-	require.Contains(t, upload("new "+newValue), "new [REDACTED]", "a value set since is redacted")
+	require.Contains(t, upload("alice", "new "+newValue), "new [REDACTED]", "a value set since is redacted")
 
 	e.createSecret(t, "later", "LATER", false)
+	require.Contains(t, upload("alice", "x bound-later-Value"), "x bound-later-Value", "no value yet: kept")
 	_, err = e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "later", Value: "bound-later-Value"})
 	require.NoError(t, err)
-	require.Contains(t, upload("x bound-later-Value"), "x bound-later-Value", "not alice's: kept")
+	require.Contains(t, upload("alice", "x bound-later-Value"), "x [REDACTED]", "bound to no one: redacted all the same")
 	_, err = e.secrets.AddSecretBinding(e.as("admin"), &apiv1.AddSecretBindingRequest{Slug: "later", Member: "alice"})
 	require.NoError(t, err)
-	require.Contains(t, upload("x bound-later-Value"), "x [REDACTED]", "bound since: redacted")
-
 	_, err = e.secrets.RemoveSecretBinding(e.as("admin"), &apiv1.RemoveSecretBindingRequest{Slug: "later", Name: "alice"})
 	require.NoError(t, err)
-	require.Contains(t, upload("y bound-later-Value"), "y bound-later-Value", "unbound since: kept")
+	require.Contains(t, upload("alice", "y bound-later-Value"), "y [REDACTED]", "unbound since: still redacted")
+	require.Contains(t, upload("bob", "z "+newValue), "z [REDACTED]", "alice's secret in bob's telemetry")
 
-	// bob's redactor never held alice's secrets.
-	s, err := structpb.NewStruct(map[string]any{"text": "z " + newValue})
+	_, err = e.secrets.DeleteSecret(e.as("admin"), &apiv1.DeleteSecretRequest{Slug: "later"})
 	require.NoError(t, err)
-	_, err = a.UploadActivity(bearerCtx("bob"), &apiv1.UploadActivityRequest{Name: "bob", Events: []*apiv1.ActivityEventInput{{Kind: kindToolAction, Data: s}}})
-	require.NoError(t, err)
-	require.Contains(t, string(mustRows(t, act, "bob")[0].Data), "z "+newValue)
+	require.Contains(t, upload("alice", "w bound-later-Value"), "w bound-later-Value", "a deleted secret is no secret any more")
 }

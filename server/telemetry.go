@@ -386,7 +386,7 @@ func (c *core) exportLogs(ctx context.Context, p *auth.Principal, decode func() 
 	}
 	// Redacted before anything reads them: the correlator's state is
 	// stored too.
-	red, err := c.redactor(ctx, p.Member)
+	red, err := c.redactor(ctx)
 	if err != nil {
 		return nil, err
 	}
