@@ -84,11 +84,12 @@ const (
 type PruneResult struct {
 	Activity int64 // activity rows
 	GenAI    int64 // inference records
-	// Raw counts the stored pieces of records no record references any
-	// more: raw uploads, and the content-addressed parts records are
-	// stored as.
-	Raw    int64
-	States int64 // correlation states
+	Raw      int64 // raw uploads no record references any more
+	States   int64 // correlation states
+	// Parts counts the content-addressed pieces inference records are
+	// stored as (docs/DECISIONS.md, "GenAI records stored by parts") that
+	// no record reaches any more: storage, not uploads.
+	Parts int64
 }
 
 // ActivityStore is the separate store of activity streams, inference

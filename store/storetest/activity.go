@@ -241,10 +241,8 @@ func testPruneTelemetry(t *testing.T, s store.ActivityStore) {
 	require.NoError(t, err)
 	n, err := s.PruneActivity(ctx, at(time.Minute))
 	require.NoError(t, err)
-	// Raw counts what a backend keeps of uploads (whole, or in pieces):
-	// g3's own went, the shared one stays with g2.
-	require.Equal(t, store.PruneResult{GenAI: 2, Raw: n.Raw, States: 1}, n)
-	require.Positive(t, n.Raw, "g3's own raw upload went")
+	// Parts are a backend's to count: the pieces records are stored as.
+	require.Equal(t, store.PruneResult{GenAI: 2, Raw: 1, States: 1, Parts: n.Parts}, n, "g3's own raw upload went")
 	left, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice"})
 	require.NoError(t, err)
 	require.Len(t, left, 1)
@@ -591,7 +589,8 @@ func testGenAISession(t *testing.T, s store.ActivityStore) {
 	n, err := s.PruneActivity(ctx, at(4*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, int64(3), n.GenAI)
-	require.Positive(t, n.Raw, "what only the pruned records held is deleted")
+	require.Equal(t, int64(3), n.Raw, "the pruned records' raw uploads")
+	require.Positive(t, n.Parts, "what only the pruned records held is deleted")
 	list, err = s.ListGenAI(ctx, store.GenAIFilter{Member: "alice"})
 	require.NoError(t, err)
 	require.Len(t, list, 3)
