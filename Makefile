@@ -41,6 +41,8 @@ test: check-generated lint test-unit ## Everything CI runs.
 
 test-unit: chromium ## Go tests with the race detector.
 	$(GO) test -race -count=1 -tags $(TAGS) ./...
+	@# Resident memory only means something without the race detector.
+	$(GO) test -count=1 -tags $(TAGS) ./cmd/svc -run '^TestStalledGRPCSubscribersAreReleased$$'
 
 # The web app's tests drive Debian's chromium (cmd/svc/internal/browsertest).
 # Installed only when missing; quiet unless apt-get fails.

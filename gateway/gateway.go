@@ -148,6 +148,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 		over(apiv1.NewToolSourcesClient, apiv1.RegisterToolSourcesHandlerClient),
 		over(apiv1.NewPlatformClient, apiv1.RegisterPlatformHandlerClient),
 		over(apiv1.NewNotificationsClient, apiv1.RegisterNotificationsHandlerClient),
+		over(apiv1.NewApprovalsClient, apiv1.RegisterApprovalsHandlerClient),
 	} {
 		if err := register(ctx, gw, conn); err != nil {
 			return nil, fmt.Errorf("register gateway: %w", err)

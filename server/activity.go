@@ -91,21 +91,31 @@ func (c *core) ownStream(p *auth.Principal, name string) error {
 }
 
 // readableStream checks that p may read name's activity (gate: read/self):
-// its own, or any member's with activity.read.
-func (c *core) readableStream(p *auth.Principal, name string) error {
+// its own, or any member's with activity.read. It returns the member id p
+// reads: a holder of activity.read reads every member the name has had
+// (""), a member only itself, never an earlier, deleted member of its name
+// (docs/DECISIONS.md, "A deleted member's data stays its own"). A name
+// no member has now is 404, except to a holder of activity.read when a
+// deleted member had it: what that member left is read until pruned,
+// whether or not the name was taken again.
+func (c *core) readableStream(p *auth.Principal, name string) (string, error) {
 	if name == "" {
-		return invalid("name", "is required")
+		return "", invalid("name", "is required")
 	}
 	if name != p.Member && !p.Has(auth.ActivityRead) {
-		return fmt.Errorf("%w: reading another member's activity needs %s", auth.ErrForbidden, auth.ActivityRead)
+		return "", fmt.Errorf("%w: reading another member's activity needs %s", auth.ErrForbidden, auth.ActivityRead)
 	}
-	if _, ok := c.team.Member(name); !ok {
-		return Errorf(CodeNotFound, "no member %q", name)
+	m, ok := c.team.Member(name)
+	if !ok && !(p.Has(auth.ActivityRead) && c.ids.wasMember(name)) {
+		return "", Errorf(CodeNotFound, "no member %q", name)
 	}
 	if c.activity == nil {
-		return errNoActivityStore
+		return "", errNoActivityStore
 	}
-	return nil
+	if p.Has(auth.ActivityRead) {
+		return "", nil
+	}
+	return m.ID, nil
 }
 
 // UploadActivity implements apiv1.ActivityServer: 1 to 500 events into the
@@ -253,11 +263,11 @@ func kindFilter(vs []string) ([]string, error) {
 // ListActivity implements apiv1.ActivityServer: newest first, at most 1,000.
 func (s *Activity) ListActivity(ctx context.Context, req *apiv1.ListActivityRequest) (*apiv1.ListActivityResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := s.readableStream(p, req.GetName()); err != nil {
+	id, err := s.readableStream(p, req.GetName())
+	if err != nil {
 		return nil, err
 	}
-	f := store.ActivityFilter{Member: req.GetName(), MaxBytes: maxListBytes}
-	var err error
+	f := store.ActivityFilter{Member: req.GetName(), MemberUID: id, MaxBytes: maxListBytes}
 	if f.From, f.To, err = timeRange(req.From, req.To); err != nil {
 		return nil, err
 	}
@@ -273,7 +283,7 @@ func (s *Activity) ListActivity(ctx context.Context, req *apiv1.ListActivityRequ
 	}
 	resp := &apiv1.ListActivityResponse{Activity: make([]*apiv1.ActivityRow, len(rows))}
 	for i, r := range rows {
-		resp.Activity[i] = activityRowToProto(r)
+		resp.Activity[i] = s.activityRow(r)
 	}
 	return resp, nil
 }
@@ -301,7 +311,8 @@ func (s *Activity) StreamActivity(req *apiv1.StreamActivityRequest, stream apiv1
 // live ones only. As for messages, the live subscription is taken before
 // the store is read.
 func (c *core) attachActivity(ctx context.Context, p *auth.Principal, member, lastID string) (*Feed, error) {
-	if err := c.readableStream(p, member); err != nil {
+	id, err := c.readableStream(p, member)
+	if err != nil {
 		return nil, err
 	}
 	after, err := ParseMessageID(lastID)
@@ -327,13 +338,13 @@ func (c *core) attachActivity(ctx context.Context, p *auth.Principal, member, la
 	}
 	return newFeed(sub, after, resume, func(ctx context.Context, after int64, n int) ([]*hub.Event, int64, bool, error) {
 		n = min(n, activityReplayPage)
-		rows, err := c.activity.ActivityAfter(ctx, member, after, n)
+		rows, err := c.activity.ActivityAfter(ctx, member, id, after, n)
 		if err != nil || len(rows) == 0 {
 			return nil, after, false, err
 		}
 		evs := make([]*hub.Event, len(rows))
 		for i, r := range rows {
-			evs[i] = hub.NewEvent(r.ID, activityRowToProto(r))
+			evs[i] = hub.NewEvent(r.ID, c.activityRow(r))
 		}
 		return evs, rows[len(rows)-1].ID, len(rows) == n, nil
 	}, formatActivityID), nil
@@ -388,10 +399,11 @@ func (s *Activity) UploadGenAi(ctx context.Context, req *apiv1.UploadGenAiReques
 	if rec.OutputMessages, err = json.Marshal(parsed.OutputMessages); err != nil {
 		return nil, err
 	}
+	rec.MemberUID = s.ids.owner(rec.Member)
 	if _, err := s.actWriter.write(ctx, store.ActivityBatch{GenAI: []store.GenAIRecord{rec}}); err != nil {
 		return nil, err
 	}
-	return &apiv1.UploadGenAiResponse{Inference: genaiToProto(rec)}, nil
+	return &apiv1.UploadGenAiResponse{Inference: s.genaiRecord(rec)}, nil
 }
 
 // genaiInvalid answers an upload the genai engine refused.
@@ -403,10 +415,11 @@ func genaiInvalid(err error) error {
 // ListGenAi implements apiv1.ActivityServer: oldest first, at most 1,000.
 func (s *Activity) ListGenAi(ctx context.Context, req *apiv1.ListGenAiRequest) (*apiv1.ListGenAiResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := s.readableStream(p, req.GetName()); err != nil {
+	id, err := s.readableStream(p, req.GetName())
+	if err != nil {
 		return nil, err
 	}
-	f := store.GenAIFilter{Member: req.GetName(), MaxBytes: maxListBytes}
+	f := store.GenAIFilter{Member: req.GetName(), MemberUID: id, MaxBytes: maxListBytes}
 	switch req.GetView() {
 	case "":
 	case "summary":
@@ -414,7 +427,6 @@ func (s *Activity) ListGenAi(ctx context.Context, req *apiv1.ListGenAiRequest) (
 	default:
 		return nil, invalid("view", "must be summary or absent")
 	}
-	var err error
 	if f.From, f.To, err = timeRange(req.From, req.To); err != nil {
 		return nil, err
 	}
@@ -427,7 +439,7 @@ func (s *Activity) ListGenAi(ctx context.Context, req *apiv1.ListGenAiRequest) (
 	}
 	resp := &apiv1.ListGenAiResponse{Inferences: make([]*apiv1.GenAiRecord, len(recs))}
 	for i, r := range recs {
-		resp.Inferences[i] = genaiToProto(r)
+		resp.Inferences[i] = s.genaiRecord(r)
 	}
 	return resp, nil
 }
@@ -436,17 +448,23 @@ func (s *Activity) ListGenAi(ctx context.Context, req *apiv1.ListGenAiRequest) (
 // another member's is the same 404.
 func (s *Activity) GetGenAi(ctx context.Context, req *apiv1.GetGenAiRequest) (*apiv1.GetGenAiResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := s.readableStream(p, req.GetName()); err != nil {
+	id, err := s.readableStream(p, req.GetName())
+	if err != nil {
 		return nil, err
 	}
+	notFound := Errorf(CodeNotFound, "no inference record %q of %s", req.GetId(), req.GetName())
 	r, err := s.activity.GetGenAI(ctx, req.GetName(), req.GetId())
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, Errorf(CodeNotFound, "no inference record %q of %s", req.GetId(), req.GetName())
+			return nil, notFound
 		}
 		return nil, err
 	}
-	return &apiv1.GetGenAiResponse{Inference: genaiToProto(r)}, nil
+	if id != "" && r.MemberUID != id {
+		// An earlier member's of the name: not this member's to read.
+		return nil, notFound
+	}
+	return &apiv1.GetGenAiResponse{Inference: s.genaiRecord(r)}, nil
 }
 
 // genaiToProto converts a stored record; a summary (nil arrays) has no
@@ -479,27 +497,27 @@ func listValue(b []byte) *structpb.ListValue {
 }
 
 // GetUsage implements apiv1.ActivityServer: a member's model usage over a
-// time range.
+// time range, with the costs the price table gives what carried none, in
+// total, per model and per member of the name the caller may read.
 func (s *Activity) GetUsage(ctx context.Context, req *apiv1.GetUsageRequest) (*apiv1.GetUsageResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := s.readableStream(p, req.GetName()); err != nil {
+	id, err := s.readableStream(p, req.GetName())
+	if err != nil {
 		return nil, err
 	}
 	from, to, err := timeRange(req.From, req.To)
 	if err != nil {
 		return nil, err
 	}
-	u, err := s.activity.ActivityUsage(ctx, req.GetName(), from, to)
+	gs, err := s.activity.ActivityUsage(ctx, s.usageFilter(req.GetName(), id, from, to))
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.GetUsageResponse{Usage: usageToProto(u)}, nil
-}
-
-func usageToProto(u store.Usage) *apiv1.Usage {
-	return &apiv1.Usage{
-		InputTokens: float64(u.InputTokens), OutputTokens: float64(u.OutputTokens),
-		CacheReadTokens: float64(u.CacheReadTokens), CacheCreationTokens: float64(u.CacheCreationTokens),
-		CostUsd: u.CostUSD, Exchanges: float64(u.Exchanges),
+	sum := newUsageSum(s.prices)
+	sum.add(req.GetName(), gs)
+	if cur := s.ids.current(req.GetName()); cur != "" {
+		// The member itself is listed, used or not.
+		sum.member(req.GetName(), cur)
 	}
+	return &apiv1.GetUsageResponse{Usage: sum.total, Models: modelList(sum.models), Members: s.memberList(sum)}, nil
 }

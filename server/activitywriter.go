@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,6 +38,11 @@ type activityWriter struct {
 	queue *groupcommit.Queue[*pendingActivity]
 	// met, when set, counts commits.
 	met *metrics
+	// owner, when set, names the member id of a row or record written
+	// under a name without one; render, when set, renders a row for the
+	// live streams (activityRowToProto otherwise).
+	owner  func(name string) string
+	render func(store.ActivityEvent) *apiv1.ActivityRow
 }
 
 type pendingActivity struct {
@@ -56,7 +62,23 @@ func newActivityWriter(st store.ActivityStore, h *hub.Hub, log *slog.Logger) *ac
 }
 
 // write stores b and returns its rows once they are durable, or why not.
+// Rows and records without a member id get their name's (owner), read here
+// in the caller's goroutine: the committer never waits on the team.
 func (w *activityWriter) write(ctx context.Context, b store.ActivityBatch) ([]store.ActivityEvent, error) {
+	if w.owner != nil {
+		b.Events = slices.Clone(b.Events)
+		for i := range b.Events {
+			if b.Events[i].MemberUID == "" {
+				b.Events[i].MemberUID = w.owner(b.Events[i].Member)
+			}
+		}
+		b.GenAI = slices.Clone(b.GenAI)
+		for i := range b.GenAI {
+			if b.GenAI[i].MemberUID == "" {
+				b.GenAI[i].MemberUID = w.owner(b.GenAI[i].Member)
+			}
+		}
+	}
 	p := &pendingActivity{b: b, done: make(chan activityResult, 1)}
 	r := groupcommit.Submit(ctx, w.queue, p, p.done, func(err error) activityResult { return activityResult{err: stopped(err)} })
 	return r.rows, r.err
@@ -120,7 +142,11 @@ func (w *activityWriter) publish(rows []store.ActivityEvent) {
 		if w.hub.Connected(r.Member) == 0 {
 			continue
 		}
-		w.hub.Publish(hub.NewEvent(r.ID, activityRowToProto(r)), false, "", []string{r.Member})
+		row := activityRowToProto
+		if w.render != nil {
+			row = w.render
+		}
+		w.hub.Publish(hub.NewEvent(r.ID, row(r)), false, "", []string{r.Member})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"svc/server/clientaddr"
 	"svc/server/hub"
 	"svc/server/kek"
+	"svc/server/pricing"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
@@ -38,8 +39,12 @@ type core struct {
 	actWriter *activityWriter
 	// tel correlates OTLP telemetry into activity (nil without an activity
 	// store).
-	tel   *telemetry
-	blobs *vfs.Blobs // nil when the filesystem is disabled
+	tel *telemetry
+	// ids tells apart the members that held one name; prices is the model
+	// price table usage and readers compute costs with (nil prices none).
+	ids    *memberIDs
+	prices *pricing.Table
+	blobs  *vfs.Blobs // nil when the filesystem is disabled
 	// tools is the tool-call engine of tool sources.
 	tools ToolEngine
 	// hooks is the inbound-hook engine; hookLimit is the per-endpoint
@@ -48,6 +53,9 @@ type core struct {
 	hookLimit *auth.WindowLimiter
 	// hookSched runs the delivery policy's timers (hookpolicy.go).
 	hookSched *hookScheduler
+	// approvals indexes the pending approvals: presence reads a member
+	// with one as blocked, and their expiry timer runs from it.
+	approvals *pendingApprovals
 	// maxFileSize is the most bytes one file may hold.
 	maxFileSize int64
 	// quotaBytes is the most bytes one member's home may hold; <= 0 is

@@ -71,6 +71,13 @@ func (g *loopGuard) attribute(ctx context.Context, tx store.Tx, turns map[string
 	if strings.IndexByte(msg.From, ':') >= 0 {
 		return nil // hook:<slug>, the broker: never a member, never in a turn
 	}
+	if strings.HasPrefix(msg.Thread, approvalThreadPrefix) {
+		// An approval's decision (the broker writes it on approval:<id>,
+		// a thread no push may name) wakes no agent and answers no turn,
+		// whoever decided or when it expired: it is in no chain
+		// (docs/APPROVALS.md, The loop guard).
+		return nil
+	}
 	look, ok := turns[msg.From]
 	if !ok {
 		t, active, err := tx.ActiveTurn(ctx, msg.From)

@@ -517,3 +517,81 @@ func FuzzLoopGuardAttribution(f *testing.F) {
 		}
 	})
 }
+
+// An approval's messages and the loop guard: the request is the agent's
+// (a DM it sends in its turn, so it goes on the turn's chain and a loop
+// cannot get past the bound through an agent approver), but the decision,
+// on the broker-only thread approval:<id>, wakes no agent and answers no
+// turn: it is in no chain, even when an agent decides in a deep turn or
+// the member's own expiry comes in one. So it neither stops, nor spends
+// the chain's one notice, nor names the approval's thread as the loop's
+// conversation.
+func TestLoopGuardApprovalMessages(t *testing.T) {
+	f := newLoopFixture(t, teamconfig.LoopGuard{MaxHops: 1})
+	appr := &Approvals{core: f.srv.core}
+
+	// alpha asks in its turn of a person's message: the request replies
+	// to that message.
+	f.run(t, "alice>alpha m0")
+	f.run(t, "alpha@m0")
+	res, err := appr.CreateApproval(as("alpha"), &apiv1.CreateApprovalRequest{Tool: "Bash"})
+	require.NoError(t, err)
+	id := res.GetApproval().GetId()
+	all, err := f.srv.core.store.MessagesFor(context.Background(), "admin", 0, 1000)
+	require.NoError(t, err)
+	var reqs []store.Message
+	for _, m := range all {
+		if m.Thread == dmThread("alpha", "admin") {
+			reqs = append(reqs, m)
+		}
+	}
+	require.Len(t, reqs, 1, "admin is asked")
+	require.Equal(t, link{hops: 1, replyTo: "m0"}, link{hops: reqs[0].Hops, replyTo: labelOf(f.ids, reqs[0].ReplyTo), stopped: reqs[0].LoopStopped},
+		"the request is alpha's reply in its turn")
+
+	// gamma (members.manage) decides it in a turn at the bound.
+	f.run(t, "bob>beta n0")
+	f.run(t, "beta@n0")
+	f.run(t, "beta>gamma n1")
+	f.run(t, "gamma@n1")
+	_, err = appr.DecideApproval(as("gamma", auth.MembersManage), &apiv1.DecideApprovalRequest{Id: id, Decision: "allow"})
+	require.NoError(t, err)
+	decision := func(id string) store.Message {
+		t.Helper()
+		ms, err := f.srv.core.store.MessagesFor(context.Background(), "alpha", 0, 1000)
+		require.NoError(t, err)
+		for _, m := range ms {
+			if m.Thread == approvalThreadPrefix+id {
+				return m
+			}
+		}
+		t.Fatalf("no decision of %s reached alpha", id)
+		return store.Message{}
+	}
+	d := decision(id)
+	require.Equal(t, "gamma", d.From)
+	require.Equal(t, link{}, link{hops: d.Hops, replyTo: labelOf(f.ids, d.ReplyTo), stopped: d.LoopStopped}, "the decision is in no chain")
+	require.Empty(t, f.noticesFor(t, "admin"), "no loop was stopped")
+
+	// gamma's own reply in that turn is past the bound: its chain's notice
+	// names the DM, not the approval.
+	f.run(t, "gamma>beta n2")
+	require.True(t, f.stored(t, f.ids["n2"]).LoopStopped)
+	got := f.noticesFor(t, "admin")
+	require.Len(t, got, 1)
+	require.Contains(t, string(got[0].Data), `"conversation":"`+dmThread("beta", "gamma")+`"`)
+
+	// alpha's next approval is withdrawn, from alpha, while alpha is in a
+	// turn: still in no chain.
+	f.run(t, "alpha.")
+	f.run(t, "alpha@-")
+	res, err = appr.CreateApproval(as("alpha"), &apiv1.CreateApprovalRequest{Tool: "Write"})
+	require.NoError(t, err)
+	id2 := res.GetApproval().GetId()
+	_, err = appr.WithdrawApproval(as("alpha"), &apiv1.WithdrawApprovalRequest{Id: id2, Reason: ptr("the agent stopped waiting")})
+	require.NoError(t, err)
+	w := decision(id2)
+	require.Equal(t, "alpha", w.From, "a withdrawal comes from the member")
+	require.Equal(t, link{}, link{hops: w.Hops, replyTo: labelOf(f.ids, w.ReplyTo), stopped: w.LoopStopped}, "the withdrawal is in no chain")
+	require.Len(t, f.noticesFor(t, "admin"), 1, "and sends no notice")
+}

@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -69,8 +71,12 @@ func (c *core) createMember(ctx context.Context, req *apiv1.CreateMemberRequest,
 	if err != nil {
 		return teamconfig.Member{}, err
 	}
+	id, err := teamconfig.NewMemberID()
+	if err != nil {
+		return teamconfig.Member{}, err
+	}
 	entry := teamconfig.Member{
-		Name: req.GetName(), Role: roleFromProto(req.GetRole()), Instructions: req.GetInstructions(),
+		ID: id, Name: req.GetName(), Role: roleFromProto(req.GetRole()), Instructions: req.GetInstructions(),
 		Permissions: perms, RawPermissions: nonNil(slices.Clone(req.GetPermissions())),
 	}
 	if inConfig {
@@ -163,17 +169,37 @@ func (b *brokerMembers) UpdateMember(ctx context.Context, req *apiv1.UpdateMembe
 	return &apiv1.UpdateMemberResponse{Member: teammateToProto(updated)}, nil
 }
 
-// DeleteMember implements apiv1.BrokerServer.
+// DeleteMember implements apiv1.BrokerServer. The member's data stays its
+// own (docs/DECISIONS.md, "A deleted member's data stays its own"): it is
+// recorded as a former member by its id, in the transaction that deletes
+// it, and then released: its waiting telemetry stored as its own, its open
+// objectives cancelled, its watches and the notification targets naming
+// it removed.
 func (b *brokerMembers) DeleteMember(ctx context.Context, req *apiv1.DeleteMemberRequest) (*apiv1.DeleteMemberResponse, error) {
-	var purged []string
+	p := mustPrincipal(ctx)
+	var (
+		purged []string
+		gone   store.FormerMember
+	)
 	err := b.team.change(ctx, func(f *teamconfig.File) error {
 		i := f.MemberIndex(req.GetName())
 		if i < 0 {
 			return Errorf(CodeNotFound, "member %q not found", req.GetName())
 		}
+		gone = store.FormerMember{ID: f.Store.Members[i].ID, Name: req.GetName(), DeletedAt: b.now(), DeletedBy: p.Member}
+		// Known as deleted before the config says so: a row written for
+		// the name from then on is the deleted member's. While the member
+		// is still current, its own id wins (memberIDs).
+		b.ids.add(gone)
 		f.Store.Members = slices.Delete(f.Store.Members, i, i+1)
+		f.DropApprover(req.GetName())
 		return checkAdminRemains(f)
 	}, func(ctx context.Context, tx store.Tx) error {
+		if gone.ID != "" {
+			if err := tx.PutFormerMember(ctx, gone); err != nil {
+				return err
+			}
+		}
 		// The member's files go with it, so a re-created name inherits
 		// none; their content is purged once this commits.
 		_, gone, err := tx.DeleteTree(ctx, "/"+req.GetName())
@@ -193,8 +219,184 @@ func (b *brokerMembers) DeleteMember(ctx context.Context, req *apiv1.DeleteMembe
 	}
 	b.purge(ctx, purged)
 	b.disconnect(req.GetName(), nil)
+	if err := b.releaseMember(ctx, gone); err != nil {
+		// The member is gone; what is left is retried at the next start
+		// (releaseDeparted).
+		b.log.ErrorContext(ctx, "deleted member not fully released", "member", gone.Name, "err", err)
+	}
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.DeleteMemberResponse{}, nil
+}
+
+// assigneeDeleted is the reason an objective is cancelled with when its
+// assignee is deleted.
+func assigneeDeleted(name string) string { return "assignee " + name + " was deleted" }
+
+// releaseMember lets go of what a deleted member held (docs/DECISIONS.md,
+// "A deleted member's data stays its own"), as f.DeletedBy: the records
+// its telemetry still had waiting are stored as its own; every open
+// objective assigned to it is cancelled with the reason "assignee <name>
+// was deleted" (audit event, thread message, objective_close marker in its
+// stream); it stops watching every objective; every notification endpoint
+// that targets it loses that target (registry event), and one left with no
+// target is disabled. Each step is idempotent, so a start after a crash
+// finishes what a deletion began (releaseDeparted).
+func (c *core) releaseMember(ctx context.Context, f store.FormerMember) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	if c.tel != nil && f.ID != "" {
+		errs = append(errs, c.tel.drain(ctx, f.Name, f.ID))
+	}
+	gone := map[string]store.FormerMember{f.ID: f}
+	errs = append(errs, c.releaseObjectives(ctx, gone, map[string]store.FormerMember{f.Name: f}), c.releaseTargets(ctx, f))
+	// The hook copies queued or held for it are dropped now, not at the
+	// scheduler's next pass, which a member created again under the name
+	// could precede.
+	for _, kind := range []string{store.HookQueue, store.HookWait} {
+		errs = append(errs, c.resolveMember(ctx, f.Name, kind, time.Time{}, rowsDrop, "member deleted"))
+	}
+	c.hookSched.poke()
+	return errors.Join(errs...)
+}
+
+// releaseObjectives cancels every open objective assigned to a member of
+// gone (by id), and takes every name of unwatch (by name) off the watchers
+// of every objective, each change made by whoever deleted that member.
+func (c *core) releaseObjectives(ctx context.Context, gone, unwatch map[string]store.FormerMember) error {
+	os, err := c.store.ListObjectives(ctx, store.ObjectiveFilter{})
+	if err != nil {
+		return err
+	}
+	// assignedTo is the deleted member o is still open for, if any.
+	assignedTo := func(o store.Objective) (store.FormerMember, bool) {
+		if notTerminal(o) != nil {
+			return store.FormerMember{}, false
+		}
+		if f, ok := gone[o.AssigneeID]; ok && f.Name == o.Assignee {
+			return f, true
+		}
+		if f, ok := unwatch[o.Assignee]; ok && o.AssigneeID == "" {
+			// From before ids: the name alone says it.
+			return f, true
+		}
+		return store.FormerMember{}, false
+	}
+	var errs []error
+	for _, o := range os {
+		f, assigned := assignedTo(o)
+		actor := f.DeletedBy
+		for _, w := range o.Watchers {
+			if u, ok := unwatch[w]; ok && actor == "" {
+				actor = u.DeletedBy
+			}
+		}
+		if actor == "" && !assigned {
+			continue
+		}
+		var cancelled *store.FormerMember
+		after, err := c.mutateObjective(ctx, o.ID, actor, func(o *store.Objective) ([]event, error) {
+			var evs []event
+			if f, ok := assignedTo(*o); ok {
+				o.Status, o.BlockReason = store.StatusCancelled, nil
+				evs = append(evs, event{kind: evCancelled, payload: map[string]any{"reason": assigneeDeleted(f.Name)}})
+				cancelled = &f
+			}
+			o.Watchers = slices.DeleteFunc(o.Watchers, func(w string) bool {
+				if _, ok := unwatch[w]; ok {
+					evs = append(evs, event{kind: evWatcherRemoved, payload: map[string]any{"watcher": w}})
+					return true
+				}
+				return false
+			})
+			return evs, nil
+		})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if cancelled != nil {
+			c.markAs(ctx, after, cancelled.Name, cancelled.ID, activityClose, "cancelled", after.UpdatedAt)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseTargets removes f from the targets of every notification endpoint
+// that names it.
+func (c *core) releaseTargets(ctx context.Context, f store.FormerMember) error {
+	eps, err := c.store.ListHookEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	ctx = auth.WithPrincipal(ctx, &auth.Principal{Member: f.DeletedBy})
+	var errs []error
+	for _, e := range eps {
+		if !slices.Contains(memberTargets(e), f.Name) {
+			continue
+		}
+		_, err := changeEntry(ctx, c, registryNotifications, e.Slug, func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
+			ts := targetsOf(*e)
+			kept := slices.DeleteFunc(slices.Clone(ts), func(t hookTarget) bool { return t.Member == f.Name })
+			if len(kept) == len(ts) {
+				return false, nil
+			}
+			b, err := json.Marshal(kept)
+			if err != nil {
+				return false, err
+			}
+			e.Targets = b
+			if len(kept) == 0 {
+				// Nobody left to tell: deliveries are refused, and the
+				// managers see why.
+				e.Enabled = false
+			}
+			e.UpdatedAt = c.now()
+			if err := tx.UpdateHookEndpoint(ctx, *e); err != nil {
+				return false, err
+			}
+			// The deleted member hears of it no more.
+			ch.before = slices.DeleteFunc(ch.before, func(m string) bool { return m == f.Name })
+			ch.event = "updated"
+			return true, nil
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// releaseDeparted finishes, at start, the release of members whose
+// deletion was interrupted (a crash between the deletion and its release):
+// open objectives still assigned to a deleted member, and the watches and
+// notification targets of a name no member has now. It runs once, beside
+// the committer.
+func (c *core) releaseDeparted(ctx context.Context) {
+	if c.store == nil || c.team == nil {
+		return
+	}
+	fs, err := c.store.ListFormerMembers(ctx)
+	if err != nil || len(fs) == 0 {
+		if err != nil {
+			c.log.ErrorContext(ctx, "deleted members not read: their release is not checked", "err", err)
+		}
+		return
+	}
+	gone, unwatch := map[string]store.FormerMember{}, map[string]store.FormerMember{}
+	for _, f := range fs { // by deletion time: a name's last deletion wins
+		if c.ids.current(f.Name) == f.ID {
+			continue
+		}
+		gone[f.ID] = f
+		if c.ids.current(f.Name) == "" {
+			unwatch[f.Name] = f
+		}
+	}
+	errs := []error{c.releaseObjectives(ctx, gone, unwatch)}
+	for _, f := range unwatch {
+		errs = append(errs, c.releaseTargets(ctx, f))
+	}
+	if err := errors.Join(errs...); err != nil && ctx.Err() == nil {
+		c.log.ErrorContext(ctx, "deleted members not fully released", "err", err)
+	}
 }
 
 // RotateToken implements apiv1.BrokerServer.

@@ -329,7 +329,7 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 		if err != nil {
 			return objectiveErr(err, id)
 		}
-		if !p.Has(auth.MembersManage) && !slices.Contains(participants(o), p.Member) {
+		if !p.Has(auth.MembersManage) && !slices.Contains(participants(o, b.memberSnapshot()), p.Member) {
 			return fmt.Errorf("%w: you are not in the thread of objective %s", auth.ErrForbidden, o.ID)
 		}
 		return nil

@@ -119,19 +119,21 @@ func (s *Objectives) CreateObjective(ctx context.Context, req *apiv1.CreateObjec
 	}
 	now := s.now()
 	managers := s.holders(auth.MembersManage)
+	ids := s.memberSnapshot()
 	o := store.Objective{
 		ID: newID(), Title: req.GetTitle(), Outcome: req.GetOutcome(), Body: req.GetBody(),
 		Status: store.StatusActive, Assignee: req.GetAssignee(), Originator: p.Member,
+		AssigneeID: ids[req.GetAssignee()], OriginatorID: ids[p.Member],
 		Watchers: watchers, Attachments: attachments, CreatedAt: now, UpdatedAt: now,
 	}
 	r := s.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		if err := tx.CreateObjective(ctx, o); err != nil {
 			return nil, err
 		}
-		if err := tx.GrantEntries(ctx, entryIDs(o.Attachments), participants(o)); err != nil {
+		if err := tx.GrantEntries(ctx, entryIDs(o.Attachments), participants(o, ids)); err != nil {
 			return nil, err
 		}
-		return s.record(ctx, tx, o, managers, p.Member, now, []event{{kind: evAssigned, payload: map[string]any{
+		return s.record(ctx, tx, o, managers, ids, p.Member, now, []event{{kind: evAssigned, payload: map[string]any{
 			"assignee": o.Assignee, "title": o.Title, "outcome": o.Outcome,
 		}}})
 	}, nil, nil)
@@ -162,8 +164,9 @@ func (s *Objectives) GetObjective(ctx context.Context, req *apiv1.GetObjectiveRe
 // UpdateObjective implements apiv1.ObjectivesServer: block and unblock.
 func (s *Objectives) UpdateObjective(ctx context.Context, req *apiv1.UpdateObjectiveRequest) (*apiv1.UpdateObjectiveResponse, error) {
 	p := mustPrincipal(ctx)
+	self := s.ids.current(p.Member)
 	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
-		if o.Assignee != p.Member && !p.Has(auth.MembersManage) {
+		if !isAssignee(*o, p.Member, self) && !p.Has(auth.MembersManage) {
 			return nil, fmt.Errorf("%w: only the assignee or a members.manage holder may change an objective's status", auth.ErrForbidden)
 		}
 		if err := notTerminal(*o); err != nil {
@@ -201,8 +204,9 @@ func (s *Objectives) UpdateObjective(ctx context.Context, req *apiv1.UpdateObjec
 // CompleteObjective implements apiv1.ObjectivesServer.
 func (s *Objectives) CompleteObjective(ctx context.Context, req *apiv1.CompleteObjectiveRequest) (*apiv1.CompleteObjectiveResponse, error) {
 	p := mustPrincipal(ctx)
+	self := s.ids.current(p.Member)
 	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
-		if o.Assignee != p.Member {
+		if !isAssignee(*o, p.Member, self) {
 			return nil, fmt.Errorf("%w: only the assignee may complete an objective", auth.ErrForbidden)
 		}
 		if err := notTerminal(*o); err != nil {
@@ -225,8 +229,9 @@ func (s *Objectives) CompleteObjective(ctx context.Context, req *apiv1.CompleteO
 // CancelObjective implements apiv1.ObjectivesServer.
 func (s *Objectives) CancelObjective(ctx context.Context, req *apiv1.CancelObjectiveRequest) (*apiv1.CancelObjectiveResponse, error) {
 	p := mustPrincipal(ctx)
+	self := s.ids.current(p.Member)
 	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
-		if o.Originator != p.Member && !p.Has(auth.ObjectivesCancel) {
+		if !isOriginator(*o, p.Member, self) && !p.Has(auth.ObjectivesCancel) {
 			return nil, fmt.Errorf("%w: only the originator or an objectives.cancel holder may cancel an objective", auth.ErrForbidden)
 		}
 		if err := notTerminal(*o); err != nil {
@@ -260,15 +265,16 @@ func (s *Objectives) ReassignObjective(ctx context.Context, req *apiv1.ReassignO
 		return nil, err
 	}
 	var old string
+	to := s.ids.current(req.GetTo())
 	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
 		if err := notTerminal(*o); err != nil {
 			return nil, err
 		}
-		if o.Assignee == req.GetTo() {
+		if isAssignee(*o, req.GetTo(), to) {
 			return nil, Errorf(CodeConflict, "objective %s is already assigned to %s", o.ID, o.Assignee)
 		}
 		old = o.Assignee
-		o.Assignee, o.Status, o.BlockReason = req.GetTo(), store.StatusActive, nil
+		o.Assignee, o.AssigneeID, o.Status, o.BlockReason = req.GetTo(), to, store.StatusActive, nil
 		payload := map[string]any{"from": old, "to": o.Assignee}
 		if req.GetNote() != "" {
 			payload["note"] = req.GetNote()
@@ -303,8 +309,9 @@ func (s *Objectives) UpdateWatchers(ctx context.Context, req *apiv1.UpdateWatche
 			return nil, err
 		}
 	}
+	self := s.ids.current(p.Member)
 	o, err := s.mutate(ctx, req.GetId(), p, func(o *store.Objective) ([]event, error) {
-		if o.Originator != p.Member && !p.Has(auth.ObjectivesWatch) {
+		if !isOriginator(*o, p.Member, self) && !p.Has(auth.ObjectivesWatch) {
 			return nil, fmt.Errorf("%w: only the originator or an objectives.watch holder may change watchers", auth.ErrForbidden)
 		}
 		var evs []event
@@ -351,12 +358,13 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 		paths[i] = a.Path
 	}
 	managers := s.holders(auth.MembersManage)
+	ids := s.memberSnapshot()
 	r := s.msgs.push(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		o, err := tx.GetObjective(ctx, req.GetId())
 		if err != nil {
 			return nil, objectiveErr(err, req.GetId())
 		}
-		members := threadMembers(o, managers)
+		members := threadMembers(o, managers, ids)
 		if !slices.Contains(members, p.Member) {
 			return nil, fmt.Errorf("%w: only the objective's thread members may discuss it", auth.ErrForbidden)
 		}
@@ -383,14 +391,22 @@ func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObj
 // mutate loads an objective on the committer, lets fn check and change it,
 // and commits the change with its audit events and thread messages.
 func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, fn func(o *store.Objective) ([]event, error)) (store.Objective, error) {
+	return s.mutateObjective(ctx, id, p.Member, fn)
+}
+
+// mutateObjective loads an objective on the committer, lets fn check and
+// change it, and commits the change with its audit events and thread
+// messages, actor named as the one who made it.
+func (c *core) mutateObjective(ctx context.Context, id, actor string, fn func(o *store.Objective) ([]event, error)) (store.Objective, error) {
 	var out store.Objective
-	managers := s.holders(auth.MembersManage)
-	r := s.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+	managers := c.holders(auth.MembersManage)
+	ids := c.memberSnapshot()
+	r := c.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		o, err := tx.GetObjective(ctx, id)
 		if err != nil {
 			return nil, objectiveErr(err, id)
 		}
-		before := participants(o)
+		before := participants(o, ids)
 		evs, err := fn(&o)
 		if err != nil {
 			return nil, err
@@ -399,7 +415,7 @@ func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, f
 			out = o
 			return nil, nil
 		}
-		now := s.now()
+		now := c.now()
 		if now.Before(o.UpdatedAt) {
 			now = o.UpdatedAt
 		}
@@ -413,19 +429,25 @@ func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, f
 		// New participants (a watcher, a new assignee) can read the
 		// objective's attachments from now on: the files that were
 		// attached, wherever they are now.
-		joined := slices.DeleteFunc(participants(o), func(m string) bool { return slices.Contains(before, m) })
+		joined := slices.DeleteFunc(participants(o, ids), func(m string) bool { return slices.Contains(before, m) })
 		if err := tx.GrantEntries(ctx, entryIDs(o.Attachments), joined); err != nil {
 			return nil, err
 		}
 		out = o
-		return s.record(ctx, tx, o, managers, p.Member, now, evs)
+		return record(ctx, tx, o, managers, ids, actor, now, evs)
 	}, nil, nil)
 	return out, r.err
 }
 
 // record appends the audit events of a change and returns the thread
 // messages that report them.
-func (s *Objectives) record(ctx context.Context, tx store.Tx, o store.Objective, managers []string, actor string, at time.Time, evs []event) ([]store.Message, error) {
+func (s *Objectives) record(ctx context.Context, tx store.Tx, o store.Objective, managers []string, ids map[string]string, actor string, at time.Time, evs []event) ([]store.Message, error) {
+	return record(ctx, tx, o, managers, ids, actor, at, evs)
+}
+
+// record appends the audit events of a change and returns the thread
+// messages that report them, to the thread's members now (ids).
+func record(ctx context.Context, tx store.Tx, o store.Objective, managers []string, ids map[string]string, actor string, at time.Time, evs []event) ([]store.Message, error) {
 	rows := make([]store.ObjectiveEvent, len(evs))
 	for i, e := range evs {
 		payload, err := json.Marshal(e.payload)
@@ -437,12 +459,13 @@ func (s *Objectives) record(ctx context.Context, tx store.Tx, o store.Objective,
 	if _, err := tx.AppendObjectiveEvents(ctx, rows); err != nil {
 		return nil, err
 	}
-	members := threadMembers(o, managers)
+	members := threadMembers(o, managers, ids)
 	msgs := make([]store.Message, len(evs))
 	for i, e := range evs {
 		recipients := members
 		for _, m := range e.also {
-			if !slices.Contains(recipients, m) {
+			// Only a member: a deleted one hears nothing more.
+			if _, ok := ids[m]; ok && !slices.Contains(recipients, m) {
 				recipients = append(slices.Clone(recipients), m)
 			}
 		}
@@ -508,8 +531,8 @@ func eventMessage(o store.Objective, actor string, e event, recipients []string)
 
 // threadMembers are the members of obj:<id>: originator, assignee,
 // watchers and the members.manage holders given, each once.
-func threadMembers(o store.Objective, managers []string) []string {
-	out := participants(o)
+func threadMembers(o store.Objective, managers []string, ids map[string]string) []string {
+	out := participants(o, ids)
 	for _, m := range managers {
 		if !slices.Contains(out, m) {
 			out = append(out, m)
@@ -520,13 +543,45 @@ func threadMembers(o store.Objective, managers []string) []string {
 
 // participants are the objective's originator, assignee and watchers, each
 // once: the members its attachments are granted to (members.manage
-// holders read every file anyway).
-func participants(o store.Objective) []string {
-	out := []string{o.Originator}
-	for _, n := range append([]string{o.Assignee}, o.Watchers...) {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
+// holders read every file anyway). ids are the members now, by name: an
+// originator or assignee whose name is now another member's (or no
+// member's) is left out, and so is a watcher that is no member.
+func participants(o store.Objective, ids map[string]string) []string {
+	var out []string
+	add := func(name string, ok bool) {
+		if ok && !slices.Contains(out, name) {
+			out = append(out, name)
 		}
+	}
+	member := func(name string) bool { _, ok := ids[name]; return ok }
+	add(o.Originator, member(o.Originator) && isOriginator(o, o.Originator, ids[o.Originator]))
+	add(o.Assignee, member(o.Assignee) && isAssignee(o, o.Assignee, ids[o.Assignee]))
+	for _, w := range o.Watchers {
+		add(w, member(w))
+	}
+	return out
+}
+
+// isAssignee reports whether the member name, whose id is id, is o's
+// assignee: the name alone is not enough once a name was deleted and
+// created again (an objective from before ids goes by the name).
+func isAssignee(o store.Objective, name, id string) bool {
+	return o.Assignee == name && (o.AssigneeID == "" || o.AssigneeID == id)
+}
+
+// isOriginator is isAssignee for o's originator.
+func isOriginator(o store.Objective, name, id string) bool {
+	return o.Originator == name && (o.OriginatorID == "" || o.OriginatorID == id)
+}
+
+// memberSnapshot is every member's id by name now: what an objective
+// change reads before it queues, since the committer may not read the
+// team.
+func (c *core) memberSnapshot() map[string]string {
+	ms := c.team.Members()
+	out := make(map[string]string, len(ms))
+	for _, m := range ms {
+		out[m.Name] = m.ID
 	}
 	return out
 }
@@ -534,8 +589,14 @@ func participants(o store.Objective) []string {
 // mark writes an activity marker into member's stream. The activity store
 // is a separate database, so this follows the commit; a failure is logged,
 // the change stands.
-func (s *Objectives) mark(ctx context.Context, o store.Objective, member, kind, reason string, at time.Time) {
-	if s.actWriter == nil {
+func (c *core) mark(ctx context.Context, o store.Objective, member, kind, reason string, at time.Time) {
+	c.markAs(ctx, o, member, "", kind, reason, at)
+}
+
+// markAs is mark into the stream of member's member id (its name's
+// current or last member's when "").
+func (c *core) markAs(ctx context.Context, o store.Objective, member, id, kind, reason string, at time.Time) {
+	if c.actWriter == nil {
 		return
 	}
 	data := map[string]any{"objectiveId": o.ID, "title": o.Title}
@@ -544,12 +605,12 @@ func (s *Objectives) mark(ctx context.Context, o store.Objective, member, kind, 
 	}
 	b, err := json.Marshal(data)
 	if err == nil {
-		_, err = s.actWriter.write(context.WithoutCancel(ctx), store.ActivityBatch{Events: []store.ActivityEvent{{
-			Member: member, Kind: kind, TS: at, ObjectiveID: o.ID, Data: b,
+		_, err = c.actWriter.write(context.WithoutCancel(ctx), store.ActivityBatch{Events: []store.ActivityEvent{{
+			Member: member, MemberUID: id, Kind: kind, TS: at, ObjectiveID: o.ID, Data: b,
 		}}})
 	}
 	if err != nil {
-		s.log.ErrorContext(ctx, "activity marker lost", "member", member, "kind", kind, "objective", o.ID, "err", err)
+		c.log.ErrorContext(ctx, "activity marker lost", "member", member, "kind", kind, "objective", o.ID, "err", err)
 	}
 }
 

@@ -35,6 +35,11 @@ type presence struct {
 	// onActivity, when set, runs outside the lock after a member reports
 	// its activity (the hook scheduler's wake-up).
 	onActivity func(member string)
+	// blocked, when set, says a member waits on a person's decision (a
+	// pending approval): while it is connected, its activity reads blocked
+	// until the decision, whatever its runner reports and however long it
+	// waits.
+	blocked func(member string) bool
 }
 
 type sighting struct {
@@ -121,7 +126,7 @@ func (pr *presence) busy(member string) (bool, time.Time) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	s := pr.seen[member]
-	if s == nil || s.state != stateWorking {
+	if s == nil || s.state != stateWorking || (pr.blocked != nil && pr.blocked(member)) {
 		return false, time.Time{}
 	}
 	until := s.stateAt.Add(activityTTL)
@@ -144,7 +149,13 @@ func (pr *presence) list(connected func(string) int, role func(string) (*apiv1.R
 			continue // deleted since
 		}
 		p := &apiv1.Presence{Name: name, Connected: int32(connected(name)), CreatedAt: ms(s.createdAt), LastSeen: ms(s.lastSeen), Role: r}
-		if s.state != stateIdle && now.Sub(s.stateAt) < activityTTL {
+		switch {
+		case p.Connected > 0 && pr.blocked != nil && pr.blocked(name):
+			// Only while connected: a runner gone (a crash) leaves its
+			// approvals pending, but nothing waits on them any more.
+			state, busy := stateBlocked, false
+			p.Activity, p.Busy = &state, &busy
+		case s.state != stateIdle && now.Sub(s.stateAt) < activityTTL:
 			state, busy := s.state, s.state == stateWorking
 			p.Activity, p.Busy = &state, &busy
 		}

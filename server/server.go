@@ -22,6 +22,7 @@ import (
 	"svc/server/federation"
 	"svc/server/hub"
 	"svc/server/kek"
+	"svc/server/pricing"
 	"svc/server/toolcall"
 	"svc/server/vfs"
 	"svc/store"
@@ -81,6 +82,7 @@ type options struct {
 	jwt           *federation.Config
 	jwtOverlay    string
 	hooks         HookEngine
+	prices        *pricing.Table
 }
 
 // WithLogger sets the logger; the default discards.
@@ -132,6 +134,10 @@ func WithFederation(jwt *federation.Config, overlayPath string) Option {
 	return func(o *options) { o.jwt, o.jwtOverlay = jwt, overlayPath }
 }
 
+// WithPrices sets the model price table costs are computed with; the
+// default is the table shipped in the binary.
+func WithPrices(t *pricing.Table) Option { return func(o *options) { o.prices = t } }
+
 // Server owns the gRPC server, the shared core and the services registered
 // on it.
 type Server struct {
@@ -158,9 +164,26 @@ func New(d Deps, opts ...Option) *Server {
 	c := &core{
 		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
 		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, quotaBytes: o.quotaBytes,
-		now: o.now, log: o.log,
+		now: o.now, log: o.log, ids: newMemberIDs(d.Team), prices: o.prices,
+	}
+	if c.prices == nil {
+		c.prices = pricing.Shipped()
+	}
+	if d.Store != nil && d.Team != nil {
+		if err := c.ids.load(context.Background(), d.Store); err != nil {
+			o.log.Error("deleted members not loaded: their rows show as an unknown deleted member's", "err", err)
+		}
+		c.adoptMemberIDs(context.Background())
 	}
 	c.hookSched = newHookScheduler(c)
+	c.approvals = newPendingApprovals()
+	c.presence.blocked = c.approvals.blocked
+	// (A server with no store is built only by tests of the method table.)
+	if d.Store != nil {
+		if err := c.loadPendingApprovals(context.Background()); err != nil {
+			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
+		}
+	}
 	c.presence.onActivity = func(string) { c.hookSched.poke() }
 	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); c.hookSched.poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
@@ -185,6 +208,7 @@ func New(d Deps, opts ...Option) *Server {
 	if d.Activity != nil {
 		c.actWriter = newActivityWriter(d.Activity, c.actHub, o.log)
 		c.actWriter.met = c.metrics
+		c.actWriter.owner, c.actWriter.render = c.ids.owner, c.activityRow
 		c.tel = newTelemetry(c.actWriter, o.otlpFlush, o.now, o.log)
 		if err := c.tel.load(context.Background(), d.Activity); err != nil {
 			o.log.Error("telemetry state not loaded: records waiting for a partner are lost", "err", err)
@@ -228,7 +252,7 @@ func New(d Deps, opts ...Option) *Server {
 	s.fs = &Fs{core: c}
 	enroll := newEnrollment(c, o.publicURL)
 	s.run = append(s.run, enroll.run)
-	s.run = append(s.run, c.hookSched.run)
+	s.run = append(s.run, c.hookSched.run, c.runApprovalExpiry, c.releaseDeparted)
 	for _, g := range []grpc.ServiceRegistrar{s.grpc, s.local} {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)
@@ -241,6 +265,7 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterNotificationsServer(g, &Notifications{core: c})
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
+		apiv1.RegisterApprovalsServer(g, &Approvals{core: c})
 	}
 	reflection.Register(s.grpc)
 	return s

@@ -31,6 +31,18 @@ type Team struct {
 // never revived).
 func NewTeam(ctx context.Context, path string, f *teamconfig.File, st store.Store, now func() time.Time) (*Team, error) {
 	t := &Team{path: path, file: f, store: st, now: now}
+	// A config that never went through a boot's migration (an embedder's,
+	// a test's) still names each member apart; the ids are written with
+	// the next change.
+	for i := range f.Store.Members {
+		if f.Store.Members[i].ID == "" {
+			id, err := teamconfig.NewMemberID()
+			if err != nil {
+				return nil, err
+			}
+			f.Store.Members[i].ID = id
+		}
+	}
 	err := st.WithTx(ctx, func(tx store.Tx) error {
 		ts := now()
 		members := make([]store.Member, 0, len(f.Store.Members))
@@ -69,7 +81,7 @@ func NewTeam(ctx context.Context, path string, f *teamconfig.File, st store.Stor
 }
 
 func toStoreMember(m teamconfig.Member, now time.Time) store.Member {
-	sm := store.Member{Name: m.Name, Instructions: m.Instructions, Permissions: slices.Clone(m.Permissions), CreatedAt: now, UpdatedAt: now}
+	sm := store.Member{Name: m.Name, ID: m.ID, Instructions: m.Instructions, Permissions: slices.Clone(m.Permissions), CreatedAt: now, UpdatedAt: now}
 	if m.Role != nil {
 		sm.Role = &store.Role{Title: m.Role.Title, Description: m.Role.Description}
 	}
@@ -134,6 +146,28 @@ func (t *Team) Info() (teamconfig.Team, map[string][]string) {
 	return t.file.Team, presets
 }
 
+// ApprovalExpiry is how long a pending approval waits for a decision.
+func (t *Team) ApprovalExpiry() time.Duration {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.file.ApprovalExpiry()
+}
+
+// ApproverOf names the members whose named approvers include name, by
+// name.
+func (t *Team) ApproverOf(name string) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out []string
+	for _, m := range t.file.Store.Members {
+		if slices.Contains(m.Approvers, name) {
+			out = append(out, m.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // LoopGuard returns the loopGuard block with its defaults filled in.
 func (t *Team) LoopGuard() teamconfig.LoopGuard {
 	t.mu.RLock()
@@ -148,6 +182,7 @@ func cloneMember(m teamconfig.Member) teamconfig.Member {
 	c.Permissions = slices.Clone(m.Permissions)
 	c.RawPermissions = slices.Clone(m.RawPermissions)
 	c.TOTPSecret = slices.Clone(m.TOTPSecret)
+	c.Approvers = slices.Clone(m.Approvers)
 	if m.Role != nil {
 		r := *m.Role
 		c.Role = &r

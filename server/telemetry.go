@@ -444,3 +444,33 @@ func (OTLPMetrics) Export(ctx context.Context, _ *colmetricspb.ExportMetricsServ
 	}
 	return &colmetricspb.ExportMetricsServiceResponse{}, nil
 }
+
+// drain stores every record member still has waiting as rows of the
+// member whose id is id, and deletes its correlation state: the member is
+// being deleted, and a member created later under its name must not
+// inherit what it left (docs/DECISIONS.md, "A deleted member's data stays
+// its own"). When the write fails the state stays, and the flush timer
+// stores it as the name's last deleted member's.
+func (t *telemetry) drain(ctx context.Context, member, id string) error {
+	t.gate.Lock()
+	defer t.gate.Unlock()
+	m := t.member(member)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	evs := t.corr.Drain(member)
+	b, _, err := t.batch(member, evs, m.committed)
+	if err == nil {
+		for i := range b.Events {
+			b.Events[i].MemberUID = id
+		}
+		if len(b.Events) > 0 || len(b.States) > 0 {
+			_, err = t.writer.write(ctx, b)
+		}
+	}
+	if err != nil {
+		t.restore(member, m)
+		return err
+	}
+	m.committed = nil
+	return nil
+}

@@ -13,9 +13,12 @@ import (
 	"svc/store"
 )
 
-// holding is a time range during which a member held an objective.
+// holding is a time range during which a member held an objective: the
+// member of that name whose id is id ("" for any member of the name: an
+// objective with no markers, or markers from before member ids).
 type holding struct {
 	member   string
+	id       string
 	from, to time.Time
 }
 
@@ -36,37 +39,41 @@ func holdings(o store.Objective, markers []store.ActivityEvent, now time.Time) [
 	if len(markers) == 0 {
 		return []holding{{member: o.Assignee, from: o.CreatedAt, to: later(end, o.CreatedAt)}}
 	}
+	// Members of one name are told apart by their ids: a name deleted and
+	// created again holds the objective as another member.
+	type who struct{ member, id string }
 	markers = slices.Clone(markers)
 	slices.SortStableFunc(markers, func(a, b store.ActivityEvent) int {
 		return cmp.Or(a.TS.Compare(b.TS), cmp.Compare(a.ID, b.ID))
 	})
 	var out []holding
-	open := map[string]time.Time{}
+	open := map[who]time.Time{}
 	for _, m := range markers {
+		w := who{m.Member, m.MemberUID}
 		switch m.Kind {
 		case activityOpen:
-			if _, ok := open[m.Member]; !ok {
-				open[m.Member] = m.TS
+			if _, ok := open[w]; !ok {
+				open[w] = m.TS
 			}
 		case activityClose:
-			from, ok := open[m.Member]
+			from, ok := open[w]
 			if !ok {
 				// Its open marker is gone (pruned): from the start.
 				from = o.CreatedAt
 			}
-			delete(open, m.Member)
-			out = append(out, holding{member: m.Member, from: from, to: later(m.TS, from)})
+			delete(open, w)
+			out = append(out, holding{member: m.Member, id: m.MemberUID, from: from, to: later(m.TS, from)})
 		}
 	}
-	for member, from := range open {
-		out = append(out, holding{member: member, from: from, to: later(end, from)})
+	for w, from := range open {
+		out = append(out, holding{member: w.member, id: w.id, from: from, to: later(end, from)})
 	}
 	slices.SortFunc(out, func(a, b holding) int {
-		return cmp.Or(cmp.Compare(a.member, b.member), a.from.Compare(b.from))
+		return cmp.Or(cmp.Compare(a.member, b.member), cmp.Compare(a.id, b.id), a.from.Compare(b.from))
 	})
 	merged := out[:0]
 	for _, h := range out {
-		if n := len(merged); n > 0 && merged[n-1].member == h.member && !h.from.After(merged[n-1].to) {
+		if n := len(merged); n > 0 && merged[n-1].member == h.member && merged[n-1].id == h.id && !h.from.After(merged[n-1].to) {
 			merged[n-1].to = later(merged[n-1].to, h.to)
 			continue
 		}
@@ -77,7 +84,8 @@ func holdings(o store.Objective, markers []store.ActivityEvent, now time.Time) [
 
 // objectiveHoldings loads objective id and the holdings p may see: every
 // holder's with activity.read, else p's own, which it must have (or be the
-// assignee).
+// assignee). p's own are those of p's member id: an earlier, deleted member
+// of p's name held the others.
 func (c *core) objectiveHoldings(ctx context.Context, p *auth.Principal, id string) ([]holding, error) {
 	o, err := c.store.GetObjective(ctx, id)
 	if err != nil {
@@ -94,8 +102,13 @@ func (c *core) objectiveHoldings(ctx context.Context, p *auth.Principal, id stri
 	if p.Has(auth.ActivityRead) {
 		return hs, nil
 	}
-	mine := slices.DeleteFunc(hs, func(h holding) bool { return h.member != p.Member })
-	if len(mine) == 0 && o.Assignee != p.Member {
+	self := c.ids.current(p.Member)
+	mine := slices.DeleteFunc(hs, func(h holding) bool { return h.member != p.Member || (h.id != "" && h.id != self) })
+	for i := range mine {
+		// A holding of any member of the name reads only this member's rows.
+		mine[i].id = self
+	}
+	if len(mine) == 0 && !isAssignee(o, p.Member, self) {
 		return nil, fmt.Errorf("%w: an objective's trace needs %s, or to have held the objective", auth.ErrForbidden, auth.ActivityRead)
 	}
 	return mine, nil
@@ -141,12 +154,12 @@ type exchangeRef struct {
 // holding has more than one answer carries.
 func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, bool, error) {
 	acts, err := s.activity.ListActivity(ctx, store.ActivityFilter{
-		Member: h.member, From: h.from, To: h.to, OldestFirst: true, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2,
+		Member: h.member, MemberUID: h.id, From: h.from, To: h.to, OldestFirst: true, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2,
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	recs, err := s.activity.ListGenAI(ctx, store.GenAIFilter{Member: h.member, From: h.from, To: h.to, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2})
+	recs, err := s.activity.ListGenAI(ctx, store.GenAIFilter{Member: h.member, MemberUID: h.id, From: h.from, To: h.to, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2})
 	if err != nil {
 		return nil, false, err
 	}
@@ -176,7 +189,7 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 	if len(missing) > 0 {
 		// A record captured just outside the holding still belongs to the
 		// exchange inside it.
-		extra, err := s.activity.GenAIByResponse(ctx, h.member, missing)
+		extra, err := s.activity.GenAIByResponse(ctx, h.member, h.id, missing)
 		if err != nil {
 			return nil, false, err
 		}
@@ -225,15 +238,18 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 
 	out := make([]*apiv1.TraceRow, 0, len(acts)+len(recs))
 	for i, a := range acts {
-		row := &apiv1.TraceRow{Member: h.member, Ts: ms(a.TS), Activity: activityRowToProto(a)}
+		row := &apiv1.TraceRow{Member: h.member, Ts: ms(a.TS), Activity: s.activityRow(a)}
 		if j := joined[i]; j != 0 {
-			row.Inference = genaiToProto(recs[j-1])
+			row.Inference = s.genaiRecord(recs[j-1])
 		}
+		row.MemberId, row.MemberDeleted, row.MemberDeletedAt = a.MemberUID, row.Activity.MemberDeleted, row.Activity.MemberDeletedAt
 		out = append(out, row)
 	}
 	for j, r := range recs {
 		if !taken[j] && !r.TS.Before(h.from) && !r.TS.After(h.to) {
-			out = append(out, &apiv1.TraceRow{Member: h.member, Ts: ms(r.TS), Inference: genaiToProto(r)})
+			row := &apiv1.TraceRow{Member: h.member, Ts: ms(r.TS), Inference: s.genaiRecord(r)}
+			row.MemberId, row.MemberDeleted, row.MemberDeletedAt = r.MemberUID, row.Inference.MemberDeleted, row.Inference.MemberDeletedAt
+			out = append(out, row)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b *apiv1.TraceRow) int { return cmp.Compare(a.GetTs(), b.GetTs()) })
@@ -241,22 +257,22 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 }
 
 // GetObjectiveUsage implements apiv1.ActivityServer: the usage of every
-// holding the caller may see, summed.
+// holding the caller may see, summed in total, per model and per holder.
 func (s *Activity) GetObjectiveUsage(ctx context.Context, req *apiv1.GetObjectiveUsageRequest) (*apiv1.GetObjectiveUsageResponse, error) {
 	p := mustPrincipal(ctx)
 	hs, err := s.objectiveHoldings(ctx, p, req.GetId())
 	if err != nil {
 		return nil, err
 	}
-	var u store.Usage
+	sum := newUsageSum(s.prices)
 	for _, h := range hs {
-		hu, err := s.activity.ActivityUsage(ctx, h.member, h.from, h.to)
+		gs, err := s.activity.ActivityUsage(ctx, s.usageFilter(h.member, h.id, h.from, h.to))
 		if err != nil {
 			return nil, err
 		}
-		u = u.Add(hu)
+		sum.add(h.member, gs)
 	}
-	return &apiv1.GetObjectiveUsageResponse{Usage: usageToProto(u)}, nil
+	return &apiv1.GetObjectiveUsageResponse{Usage: sum.total, Models: modelList(sum.models), Members: s.memberList(sum)}, nil
 }
 
 // activityBytes is the data size of rows, as the byte budget counts it.

@@ -7,8 +7,12 @@ import (
 
 // ActivityEvent is one row of a member's append-only activity stream.
 type ActivityEvent struct {
-	ID          int64 // assigned by the store
-	Member      string
+	ID     int64 // assigned by the store
+	Member string
+	// MemberUID is the id of the member of that name the row belongs to
+	// (a name deleted and created again is another member); "" for a row
+	// from before member ids that no start has adopted yet.
+	MemberUID   string
 	Kind        string
 	TS          time.Time
 	ObjectiveID string // empty when none
@@ -22,10 +26,13 @@ type ActivityEvent struct {
 // ActivityFilter selects activity rows of one member.
 type ActivityFilter struct {
 	Member string
-	From   time.Time // inclusive; zero means unbounded
-	To     time.Time // inclusive; zero means unbounded
-	Kinds  []string  // empty means every kind
-	Limit  int       // at most this many rows; <= 0 means 1000
+	// MemberUID, when set, keeps only the rows of that member of the
+	// name; "" keeps every member's.
+	MemberUID string
+	From      time.Time // inclusive; zero means unbounded
+	To        time.Time // inclusive; zero means unbounded
+	Kinds     []string  // empty means every kind
+	Limit     int       // at most this many rows; <= 0 means 1000
 	// OldestFirst orders by TS then id ascending; the default is newest
 	// first.
 	OldestFirst bool
@@ -49,6 +56,45 @@ type ActivityBatch struct {
 	Events []ActivityEvent
 	States []CorrelationState // applied in order: a later state of a member wins
 	GenAI  []GenAIRecord      // each with its Raw bytes
+}
+
+// UsageFilter selects what ActivityUsage sums: one member's (or every
+// member of the name's, with MemberUID "") exchanges and inference records
+// with a TS in [From, To] (zero: unbounded).
+type UsageFilter struct {
+	Member    string
+	MemberUID string
+	From, To  time.Time
+	// Thresholds are prompt sizes (input, cache read and cache creation
+	// tokens together), ascending: each group sums requests whose prompts
+	// are above the same number of them (its Bucket), so a long-context
+	// price applies to a group as a whole.
+	Thresholds []int64
+}
+
+// UsageGroup sums the usage of one member, model and bucket.
+type UsageGroup struct {
+	MemberUID string // "" for rows from before member ids
+	Model     string // "" when the rows name none
+	// Bucket is how many of the filter's thresholds the prompts of the
+	// group's requests are above.
+	Bucket int
+	// Usage sums every token and exchange of the group; its CostUSD sums
+	// the costs the records carried.
+	Usage
+	// NoCost sums the tokens of the exchanges that carried no cost (every
+	// inference record), NoCostExchanges counts those with a token: their
+	// cost is the price table's to compute.
+	NoCost          UsageTokens
+	NoCostExchanges int64
+}
+
+// UsageTokens are token counts.
+type UsageTokens struct {
+	InputTokens         int64
+	OutputTokens        int64
+	CacheReadTokens     int64
+	CacheCreationTokens int64
 }
 
 // Usage is a sum of model usage.
@@ -106,18 +152,24 @@ type ActivityStore interface {
 	// asks otherwise (by TS, then id).
 	ListActivity(ctx context.Context, f ActivityFilter) ([]ActivityEvent, error)
 	// ActivityAfter returns, oldest first by id, up to limit rows of member
-	// with an id above after: a stream's replay.
-	ActivityAfter(ctx context.Context, member string, after int64, limit int) ([]ActivityEvent, error)
+	// (of its member memberUID only, when set) with an id above after: a
+	// stream's replay.
+	ActivityAfter(ctx context.Context, member, memberUID string, after int64, limit int) ([]ActivityEvent, error)
 	// LastActivityID returns the newest row id, 0 when there is none.
 	LastActivityID(ctx context.Context) (int64, error)
 	// ObjectiveMarkers returns the objective_open and objective_close rows
 	// of an objective, of every member, oldest first.
 	ObjectiveMarkers(ctx context.Context, objectiveID string) ([]ActivityEvent, error)
-	// ActivityUsage sums the usage of member's llm_exchange rows and of its
-	// inference records with a TS in [from, to] (zero: unbounded), leaving
-	// out each record an exchange in the same range carries: by responseId,
-	// or by window (JoinSlack).
-	ActivityUsage(ctx context.Context, member string, from, to time.Time) (Usage, error)
+	// ActivityUsage sums the usage of the llm_exchange rows and the
+	// inference records f selects, leaving out each record an exchange of
+	// the same member in the same range carries: by responseId, or by
+	// window (JoinSlack). It returns one group per member id, model and
+	// bucket.
+	ActivityUsage(ctx context.Context, f UsageFilter) ([]UsageGroup, error)
+	// AdoptMemberRows gives the rows and records that have no member id
+	// one: owners' id for a name it lists, orphan for any other name (a
+	// member deleted before ids). It returns how many it changed.
+	AdoptMemberRows(ctx context.Context, owners map[string]string, orphan string) (int64, error)
 	// CorrelationStates returns every stored correlation state.
 	CorrelationStates(ctx context.Context) ([]CorrelationState, error)
 	GenAIStore

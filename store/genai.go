@@ -9,8 +9,11 @@ import (
 // its response, parsed into the OpenTelemetry GenAI message shapes, with
 // the raw upload kept once per SHA-256.
 type GenAIRecord struct {
-	ID         string // assigned by the caller
-	Member     string
+	ID     string // assigned by the caller
+	Member string
+	// MemberUID is the id of the member of that name the record belongs
+	// to, as for ActivityEvent.
+	MemberUID  string
 	TS         time.Time // capture time
 	Provider   string    // anthropic, openai
 	API        string    // messages, chat.completions, responses
@@ -40,11 +43,13 @@ type GenAIUsage struct {
 
 // GenAIFilter selects inference records of one member, oldest first.
 type GenAIFilter struct {
-	Member  string
-	From    time.Time // inclusive; zero means unbounded
-	To      time.Time // inclusive; zero means unbounded
-	Limit   int       // at most this many; <= 0 means 1000
-	Summary bool      // leave out the three message arrays
+	Member string
+	// MemberUID, when set, keeps only that member's records.
+	MemberUID string
+	From      time.Time // inclusive; zero means unbounded
+	To        time.Time // inclusive; zero means unbounded
+	Limit     int       // at most this many; <= 0 means 1000
+	Summary   bool      // leave out the three message arrays
 	// MaxBytes, when > 0, ends the list after the record whose message
 	// arrays bring the total to MaxBytes or more.
 	MaxBytes int
@@ -58,8 +63,9 @@ type GenAIStore interface {
 	// GetGenAI returns member's record id; ErrNotFound when there is none,
 	// also when the id is another member's.
 	GetGenAI(ctx context.Context, member, id string) (GenAIRecord, error)
-	// GenAIByResponse returns member's records of the given response ids.
-	GenAIByResponse(ctx context.Context, member string, responseIDs []string) ([]GenAIRecord, error)
+	// GenAIByResponse returns member's records (of its member memberUID
+	// only, when set) of the given response ids.
+	GenAIByResponse(ctx context.Context, member, memberUID string, responseIDs []string) ([]GenAIRecord, error)
 	// GenAIRaw returns the raw upload of member's record id, as it was
 	// stored; ErrNotFound as GetGenAI. No route answers it: it is for
 	// the operator's tools and the tests that check what is kept.

@@ -15,7 +15,10 @@ type Role struct {
 // config file is the authority for members; the store keeps a copy so that
 // every other table can reference members by name.
 type Member struct {
-	Name         string
+	Name string
+	// ID names the member apart from earlier and later members of its
+	// name, as the config's entry does; "" from before ids.
+	ID           string
 	Role         *Role
 	Instructions string
 	Permissions  []string
@@ -25,6 +28,15 @@ type Member struct {
 	// by the store: messages at or before it were addressed to an earlier
 	// member of the name, if any.
 	SinceSeq int64
+}
+
+// FormerMember is a deleted member: the id that named it apart from any
+// later member of its name, and when and by whom it was deleted.
+type FormerMember struct {
+	ID        string
+	Name      string
+	DeletedAt time.Time
+	DeletedBy string
 }
 
 // MemberStore keeps the mirror of the config file's members.
@@ -43,4 +55,10 @@ type MemberStore interface {
 	// DeleteMember removes a member with its tokens and sessions; ErrNotFound
 	// when absent.
 	DeleteMember(ctx context.Context, name string) error
+	// PutFormerMember records a deleted member; recording an id again
+	// changes nothing.
+	PutFormerMember(ctx context.Context, m FormerMember) error
+	// ListFormerMembers returns every deleted member recorded, by deletion
+	// time.
+	ListFormerMembers(ctx context.Context) ([]FormerMember, error)
 }

@@ -27,20 +27,25 @@ type Attachment struct {
 
 // Objective is a unit of structured work.
 type Objective struct {
-	ID          string
-	Title       string
-	Outcome     string
-	Body        string
-	Status      string
-	Assignee    string
-	Originator  string
-	Watchers    []string
-	Attachments []Attachment
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	CompletedAt time.Time // zero unless done
-	Result      *string   // set on completion
-	BlockReason *string   // set while blocked
+	ID         string
+	Title      string
+	Outcome    string
+	Body       string
+	Status     string
+	Assignee   string
+	Originator string
+	// AssigneeID and OriginatorID are the ids of those members (a name
+	// deleted and created again is another member); "" for an objective
+	// from before member ids that no start has adopted yet.
+	AssigneeID   string
+	OriginatorID string
+	Watchers     []string
+	Attachments  []Attachment
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	CompletedAt  time.Time // zero unless done
+	Result       *string   // set on completion
+	BlockReason  *string   // set while blocked
 }
 
 // ObjectiveEvent is one entry of an objective's append-only audit log.
@@ -75,4 +80,8 @@ type ObjectiveStore interface {
 	AppendObjectiveEvents(ctx context.Context, evs []ObjectiveEvent) ([]ObjectiveEvent, error)
 	// ListObjectiveEvents returns an objective's events, oldest first.
 	ListObjectiveEvents(ctx context.Context, objectiveID string) ([]ObjectiveEvent, error)
+	// AdoptObjectiveMembers gives assignees and originators without an id
+	// one: owners' id for a name it lists, orphan for any other. It
+	// returns how many objectives it changed.
+	AdoptObjectiveMembers(ctx context.Context, owners map[string]string, orphan string) (int64, error)
 }

@@ -17,6 +17,7 @@ type Tx interface {
 	ToolSourceStore
 	PlatformStore
 	HookStore
+	ApprovalStore
 	DeliveryStore
 	LoopStore
 	MetaStore

@@ -317,7 +317,15 @@ func prepareBoot(ctx context.Context, cfg Config, st store.Store, dbExisted bool
 	if err != nil {
 		return nil, err
 	}
+	kept, err := keepMemberIDs(ctx, file, st)
+	if err != nil {
+		return nil, err
+	}
+	if len(kept) > 0 {
+		log.Info("member ids missing from the team config taken back from the database", "members", kept, "path", cfg.ConfigPath)
+	}
 	changed, err := file.Migrate(k)
+	changed = changed || len(kept) > 0
 	if err != nil {
 		return nil, &exitError{code: 1, err: fmt.Errorf("refusing to start: %s: %w", cfg.ConfigPath, err)}
 	}
@@ -354,6 +362,44 @@ func prepareBoot(ctx context.Context, cfg Config, st store.Store, dbExisted bool
 		log.Warn("no member holds members.manage; the team cannot be managed over the API")
 	}
 	return &booted{file: file, kek: k}, nil
+}
+
+// keepMemberIDs gives each member entry without an id the id the
+// database's mirror of that member holds, when it has one no other entry
+// uses: a config rewritten without ids (by hand, or by a tool that
+// templates it) must not turn current members into new ones that no longer
+// read their own activity or hold their own objectives (docs/DECISIONS.md,
+// "A deleted member's data stays its own"). It returns the names it gave
+// an id; entries it leaves without one get a new id from Migrate.
+func keepMemberIDs(ctx context.Context, file *teamconfig.File, st store.MemberStore) ([]string, error) {
+	used := map[string]bool{}
+	for _, m := range file.Store.Members {
+		used[m.ID] = m.ID != ""
+	}
+	var kept []string
+	for i := range file.Store.Members {
+		m := &file.Store.Members[i]
+		if m.ID != "" {
+			continue
+		}
+		stored, err := st.GetMember(ctx, m.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if stored.ID != "" && !used[stored.ID] {
+			m.ID, used[stored.ID] = stored.ID, true
+			kept = append(kept, m.Name)
+		}
+	}
+	if len(kept) > 0 {
+		if err := file.Validate(); err != nil {
+			return nil, fmt.Errorf("member ids from the database: %w", err)
+		}
+	}
+	return kept, nil
 }
 
 // readPairing gathers what decide needs.

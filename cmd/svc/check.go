@@ -37,14 +37,8 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	actPath := fset.String("activity-db-path", os.Getenv("SVC_ACTIVITY_DB_PATH"), "activity store file; default <db-path>-activity.db (env SVC_ACTIVITY_DB_PATH)")
 	cfgPath := fset.String("config-path", envOr("SVC_CONFIG_PATH", defaultConfigPath), "team config file, whose files block names the files root (env SVC_CONFIG_PATH)")
 	files := fset.Bool("files", true, "verify every stored file against its SHA-256")
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &exitError{code: 2, err: err}
-	}
-	if fset.NArg() > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %v", fset.Args())}
+	if done, err := parseFlags(fset, args); done {
+		return err
 	}
 	mainPath, act := *dbPath, *actPath
 	if isMemory(mainPath) {

@@ -14,6 +14,7 @@ import (
 
 	"svc/server/clientaddr"
 	"svc/server/egress"
+	"svc/server/pricing"
 	"svc/server/teamconfig"
 )
 
@@ -94,6 +95,12 @@ func (c Config) KEKPath() string { return c.ConfigPath + ".kek" }
 // JWTOverlayPath is the overlay file platform connect writes beside the
 // config: svc.json.jwt.json.
 func (c Config) JWTOverlayPath() string { return c.ConfigPath + teamconfig.JWTOverlaySuffix }
+
+// PricesPath is the model price override: prices.json beside the config
+// (docs/TELEMETRY.md, Costs).
+func (c Config) PricesPath() string {
+	return filepath.Join(filepath.Dir(c.ConfigPath), pricing.OverrideName)
+}
 
 // FilesRoot is the first-boot files root: svc-files beside the config.
 func (c Config) FilesRoot() string {

@@ -55,8 +55,10 @@ func init() {
 // activityKindList is every activity kind (core.md Activity, CONTRACT §5).
 var activityKindList = []string{"llm_exchange", "tool_action", "objective_open", "objective_close", "user_prompt", "opaque_http"}
 
-// activityRowFields are the keys an ActivityRow may carry (CONTRACT §3).
-var activityRowFields = []string{"data", "id", "kind", "member", "objectiveId", "ts"}
+// activityRowFields are the keys an ActivityRow may carry (CONTRACT §3),
+// and the member's id and whether it was deleted (docs/DECISIONS.md, "A
+// deleted member's data stays its own").
+var activityRowFields = []string{"data", "id", "kind", "member", "memberDeleted", "memberDeletedAt", "memberId", "objectiveId", "ts"}
 
 // actNow is the local wall clock in epoch ms: the broker child reads the
 // same clock.

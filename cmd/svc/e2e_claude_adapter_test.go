@@ -31,6 +31,7 @@ import (
 
 	"svc/cmd/internal/relay"
 	"svc/cmd/internal/runner"
+	"svc/cmd/internal/toolbox"
 	"svc/cmd/svc/internal/agenttest"
 	"svc/cmd/svc/internal/npmcache"
 )
@@ -81,8 +82,16 @@ type ccaEchoIn struct {
 	Text string `json:"text" jsonschema:"the text to echo"`
 }
 
-// ccaMCP is `svc mcp` with one tool: echo.
+// ccaMCP is `svc mcp` with one tool: echo; `svc mcp --approval-prompt` is
+// the real permission-prompt server, asking the test's relay socket.
 func ccaMCP() int {
+	if slices.Contains(os.Args[2:], "--approval-prompt") {
+		if err := toolbox.ServeApprovalPrompt(context.Background(), os.Stdin, os.Stdout, os.Getenv(relay.Env), "test"); err != nil {
+			fmt.Fprintln(os.Stderr, "svc mcp --approval-prompt:", err)
+			return 1
+		}
+		return 0
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "svc", Version: "test"}, nil)
 	mark := os.Getenv(ccaMarkEnv)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
@@ -117,10 +126,11 @@ type ccaRun struct {
 	stderr  *bytes.Buffer
 	log     *syncBuffer
 
-	mu     sync.Mutex
-	hooks  []ccaHookRecord
-	events []runner.Event
-	notify chan struct{}
+	mu        sync.Mutex
+	hooks     []ccaHookRecord
+	events    []runner.Event
+	approvals []relay.ApprovalRequest // what the permission prompt asked; each is denied
+	notify    chan struct{}
 }
 
 type syncBuffer struct {
@@ -165,6 +175,13 @@ func ccaStart(t *testing.T, bin string, m *agenttest.Model, o ccaOpts) *ccaRun {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
+	// The test's runner asks no person: every permission prompt is denied.
+	srv.SetApprover(func(_ context.Context, req relay.ApprovalRequest) relay.ApprovalAnswer {
+		r.mu.Lock()
+		r.approvals = append(r.approvals, req)
+		r.mu.Unlock()
+		return relay.ApprovalAnswer{Reason: "Denied by the test's runner."}
+	})
 
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -470,12 +487,23 @@ func TestClaudeAdapterTools(t *testing.T) {
 	require.Equal(t, []string{"SessionStart", "UserPromptSubmit",
 		"PreToolUse", "PostToolUse", // echo
 		"PreToolUse", "PostToolUseFailure", // Read of a missing file
-		"PreToolUse", // Write, not allowed: refused, no post hook
+		"PreToolUse", // Write, not allowed: a person is asked (here: denied), no post hook
 		"Stop"}, ccaNames(hooks))
 	for _, h := range hooks {
 		require.Len(t, h.Events, 1, h.Name)
 	}
-	ev := func(i int) runner.Event { return hooks[i].Events[0] }
+	// Each tool event names its call; the pre and post hooks of a call
+	// name the same one.
+	ids := map[int]string{}
+	ev := func(i int) runner.Event {
+		e := hooks[i].Events[0]
+		if e.Kind == runner.ToolStart || e.Kind == runner.ToolEnd {
+			require.NotEmpty(t, e.ToolUseID, "hook %d %s", i, hooks[i].Name)
+			ids[i] = e.ToolUseID
+			e.ToolUseID = ""
+		}
+		return e
+	}
 	require.Equal(t, runner.Event{Kind: runner.ToolStart, Tool: "mcp__svc__echo", ToolInput: json.RawMessage(`{"text":"hi"}`)}, ev(2))
 	require.Equal(t, runner.ToolEnd, ev(3).Kind)
 	require.Equal(t, "mcp__svc__echo", ev(3).Tool)
@@ -490,23 +518,25 @@ func TestClaudeAdapterTools(t *testing.T) {
 	require.Contains(t, failure.Error, "does not exist")
 	require.Equal(t, runner.ToolStart, ev(6).Kind)
 	require.Equal(t, "Write", ev(6).Tool)
-	require.Equal(t, []runner.Event{{Kind: runner.ToolEnd, Tool: "Write"}, {Kind: runner.TurnEnd}}, events)
+	require.Equal(t, ids[2], ids[3], "echo's start and end name one call")
+	require.Equal(t, ids[4], ids[5], "Read's start and end name one call")
+	require.Equal(t, []runner.Event{{Kind: runner.TurnEnd}}, events, "a prompt's denial prints no permission_denied line")
 	_, err = os.Stat(filepath.Join(wd, "w.txt"))
 	require.True(t, os.IsNotExist(err), "the refused Write ran: %v", err)
 
-	// Every tool started has ended: the runner's in-flight count is back at 0.
-	all := slices.Clone(events)
-	for _, h := range hooks {
-		all = append(all, h.Events...)
-	}
-	inflight := 0
-	for _, e := range all {
-		switch e.Kind {
-		case runner.ToolStart:
-			inflight++
-		case runner.ToolEnd:
-			inflight--
-		}
-	}
-	require.Zero(t, inflight)
+	// The Write went to the runner's permission prompt (echo and Read were
+	// allowed), naming the call the pre-tool hook started: that id is how
+	// the runner closes the denied call's in-flight count, as no post hook
+	// comes. The model read the runner's refusal.
+	r.mu.Lock()
+	asked := slices.Clone(r.approvals)
+	r.mu.Unlock()
+	require.Len(t, asked, 1, "%+v", asked)
+	require.Equal(t, "Write", asked[0].Tool)
+	require.Equal(t, ids[6], asked[0].ToolUseID)
+	require.JSONEq(t, `{"file_path":"`+filepath.Join(wd, "w.txt")+`","content":"x"}`, string(asked[0].Input))
+	refused := turns[3].ToolResults()
+	require.Len(t, refused, 1)
+	require.True(t, refused[0].IsError)
+	require.Contains(t, refused[0].ResultText(), "Denied by the test's runner.")
 }

@@ -506,7 +506,11 @@ func (r *ccRun) checkUsage(t *testing.T, rows []obj) {
 	u, ok := resp.body["usage"].(obj)
 	require.True(t, ok, "usage: %s", resp.raw)
 	require.InDelta(t, cost, u["costUsd"], 1e-12, "usage %v", u)
+	require.Equal(t, float64(0), u["costComputedUsd"], "Claude Code reports every exchange's cost: svc computes none")
+	require.Equal(t, float64(0), u["unpricedExchanges"])
 	delete(u, "costUsd")
+	delete(u, "costComputedUsd")
+	delete(u, "unpricedExchanges")
 	require.Equal(t, obj{
 		"inputTokens": float64(in), "outputTokens": float64(out),
 		"cacheReadTokens": float64(read), "cacheCreationTokens": float64(create),

@@ -40,7 +40,7 @@ func TestGRPCReflectionListsServices(t *testing.T) {
 	slices.Sort(svc)
 	require.Equal(t, []string{
 		"opentelemetry.proto.collector.logs.v1.LogsService", "opentelemetry.proto.collector.metrics.v1.MetricsService",
-		"svc.v1.Activity", "svc.v1.Broker", "svc.v1.Enrollment", "svc.v1.Fs", "svc.v1.Notifications", "svc.v1.Objectives",
+		"svc.v1.Activity", "svc.v1.Approvals", "svc.v1.Broker", "svc.v1.Enrollment", "svc.v1.Fs", "svc.v1.Notifications", "svc.v1.Objectives",
 		"svc.v1.Platform", "svc.v1.Secrets", "svc.v1.ToolSources",
 	}, svc)
 	require.Contains(t, other, "grpc.reflection.v1.ServerReflection")

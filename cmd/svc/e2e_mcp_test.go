@@ -145,6 +145,7 @@ var (
 		"notifications_delete", "notifications_set_secret", "notifications_delete_secret", "notifications_deliveries",
 		"notifications_replay", "notifications_profiles", "notifications_profile_create", "notifications_profile_delete",
 		"notifications_profile_set_secret"}
+	approvalToolNames = []string{"approvals_list", "approvals_decide"}
 )
 
 func sorted(s []string) []string {
@@ -158,7 +159,7 @@ func TestE2EMCPToolList(t *testing.T) {
 	admin := p.adminToken(t)
 	bobTok := mustMember(t, p, admin, "bob", "Reviewer")
 
-	all := slices.Concat(memberTools, []string{"objectives_create", "objectives_reassign"}, toolSourceToolNames, secretToolNames, notificationToolNames)
+	all := slices.Concat(memberTools, []string{"objectives_create", "objectives_reassign"}, toolSourceToolNames, secretToolNames, notificationToolNames, approvalToolNames)
 	a := startMCP(t, p, admin)
 	require.Equal(t, sorted(all), sorted(a.toolNames(t)), "the admin sees every tool")
 

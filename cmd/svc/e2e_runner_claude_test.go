@@ -75,11 +75,12 @@ func rcEnv(t *testing.T, modelURL string) []string {
 type rcRunner struct{ *clientChild }
 
 // startClaudeRunner starts `svc runner` for the member with token tok over
-// the claude binary, with only rcEnv's environment (plus what makes the
-// test binary act as svc), and waits until it holds its stream.
-func startClaudeRunner(t *testing.T, p *proc, tok, claude string, m *agenttest.Model) *rcRunner {
+// the claude binary (with the user's flags userArgs), with only rcEnv's
+// environment (plus what makes the test binary act as svc), and waits
+// until it holds its stream.
+func startClaudeRunner(t *testing.T, p *proc, tok, claude string, m *agenttest.Model, userArgs ...string) *rcRunner {
 	t.Helper()
-	args := []string{"runner", "--url", p.base, "--token", tok, "--state-dir", filepath.Join(t.TempDir(), "state"), "--", claude}
+	args := append([]string{"runner", "--url", p.base, "--token", tok, "--state-dir", filepath.Join(t.TempDir(), "state"), "--", claude}, userArgs...)
 	cmd := childCommand(t, args, nil)
 	var keep []string
 	for _, kv := range cmd.Env {

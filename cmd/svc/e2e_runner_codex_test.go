@@ -57,15 +57,16 @@ wire_api = "responses"
 	return out
 }
 
-// startCodexRunner starts `svc runner -- codex` for the member with token
-// tok, with only rxEnv's environment, and waits until it holds its stream.
-func startCodexRunner(t *testing.T, p *proc, tok, member, codex string, m *agenttest.Responses) *rcRunner {
+// startCodexRunner starts `svc runner -- codex -C <dir> <userArgs>` for the
+// member with token tok, with only rxEnv's environment, and waits until it
+// holds its stream.
+func startCodexRunner(t *testing.T, p *proc, tok, member, codex string, m *agenttest.Responses, userArgs ...string) *rcRunner {
 	t.Helper()
 	wd := t.TempDir()
 	// The token comes from SVC_TOKEN, not --token: the harness's
 	// SVC_E2E_ARGS (the runner's arguments) reaches Codex's shell, which
 	// must show no token.
-	args := []string{"runner", "--url", p.base, "--state-dir", filepath.Join(t.TempDir(), "state"), "--", codex, "-C", wd}
+	args := append([]string{"runner", "--url", p.base, "--state-dir", filepath.Join(t.TempDir(), "state"), "--", codex, "-C", wd}, userArgs...)
 	cmd := childCommand(t, args, nil)
 	var keep []string
 	for _, kv := range cmd.Env {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -176,9 +177,11 @@ func genaiRaw(ts int64, req, resp string) []byte {
 	return b.Bytes()
 }
 
-// genaiRecordFields are the keys of a GenAI record (CONTRACT §3); api is
-// the broker's addition (proto GenAiRecord.api).
-var genaiRecordFields = []string{"api", "id", "inputMessages", "member", "model", "outputMessages", "provider", "responseId", "systemInstructions", "ts", "usage"}
+// genaiRecordFields are the keys of a GenAI record (CONTRACT §3); api, the
+// member's id and label and the computed cost are the broker's additions
+// (proto GenAiRecord).
+var genaiRecordFields = []string{"api", "costComputed", "costUsd", "id", "inputMessages", "member", "memberDeleted", "memberDeletedAt", "memberId",
+	"model", "outputMessages", "provider", "responseId", "systemInstructions", "ts", "usage"}
 
 // genaiArrays are the three content arrays a summary leaves out.
 var genaiArrays = []string{"inputMessages", "outputMessages", "systemInstructions"}
@@ -601,7 +604,7 @@ func grpcCtx(t testing.TB, tok string) context.Context {
 // --- Objective markers, traces and usage --------------------------------------
 
 // traceRowFields are the keys of one trace row.
-var traceRowFields = []string{"activity", "inference", "member", "ts"}
+var traceRowFields = []string{"activity", "inference", "member", "memberDeleted", "memberDeletedAt", "memberId", "ts"}
 
 // traceLabeler names trace rows: uploaded rows by data.label, markers by
 // kind, member and reason, inference records by the label given at upload.
@@ -676,13 +679,18 @@ func (l *traceLabeler) upload(t testing.TB, p *proc, d driver, c cred, name, lab
 	return rec
 }
 
-// usageOf fetches {usage} and returns the six sums.
+// usageOf fetches {usage, models, members} and returns the six sums of
+// usage, costUsd the part the agents reported: what the price table adds
+// is TestUsageCosts's to check.
 func usageOf(t testing.TB, d driver, c cred, op string, req obj) obj {
 	t.Helper()
 	b := mustCall(t, d, c, op, req)
-	require.Equal(t, []string{"usage"}, keys(b), "usage answer: %v", b)
+	require.Equal(t, []string{"members", "models", "usage"}, keys(b), "usage answer: %v", b)
 	u := b["usage"].(obj)
-	require.Equal(t, []string{"cacheCreationTokens", "cacheReadTokens", "costUsd", "exchanges", "inputTokens", "outputTokens"}, keys(u))
+	require.Equal(t, []string{"cacheCreationTokens", "cacheReadTokens", "costComputedUsd", "costUsd", "exchanges", "inputTokens", "outputTokens", "unpricedExchanges"}, keys(u))
+	u["costUsd"] = math.Round((u["costUsd"].(float64)-u["costComputedUsd"].(float64))*1e12) / 1e12
+	delete(u, "costComputedUsd")
+	delete(u, "unpricedExchanges")
 	return u
 }
 

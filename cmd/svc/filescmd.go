@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"svc/server/vfs"
 )
@@ -36,11 +35,8 @@ func filesSweep(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fset.SetOutput(stderr)
 	configPath, dbPath := maintenanceFlags(fset)
 	yes := fset.Bool("yes", false, "do not ask for confirmation")
-	if err := fset.Parse(args); err != nil {
-		return usageError(err)
-	}
-	if fset.NArg() > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %s", strings.Join(fset.Args(), " "))}
+	if done, err := parseFlags(fset, args); done {
+		return err
 	}
 	cfg, err := maintenanceConfig(*configPath, *dbPath, false)
 	if err != nil {

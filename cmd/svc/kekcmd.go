@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 
 	"svc/server"
 	"svc/server/kek"
@@ -151,11 +150,8 @@ func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fset.SetOutput(stderr)
 	configPath, dbPath := maintenanceFlags(fset)
 	nk := addNewKeyFlags(fset)
-	if err := fset.Parse(args); err != nil {
-		return usageError(err)
-	}
-	if fset.NArg() > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %s", strings.Join(fset.Args(), " "))}
+	if done, err := parseFlags(fset, args); done {
+		return err
 	}
 	cfg, err := maintenanceConfig(*configPath, *dbPath, true)
 	if err != nil {
@@ -229,11 +225,8 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	configPath, dbPath := maintenanceFlags(fset)
 	nk := addNewKeyFlags(fset)
 	yes := fset.Bool("yes", false, "do not ask for confirmation")
-	if err := fset.Parse(args); err != nil {
-		return usageError(err)
-	}
-	if fset.NArg() > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %s", strings.Join(fset.Args(), " "))}
+	if done, err := parseFlags(fset, args); done {
+		return err
 	}
 	cfg, err := maintenanceConfig(*configPath, *dbPath, true)
 	if err != nil {

@@ -61,6 +61,9 @@ commands:
   send <to> <body> [--title T] [--level L] [--attach path]...
                                              send to a member, #channel or general (-)
   tail [--from ID]                           follow your messages, one line each
+  approvals [--decided | --all]              approvals you may decide and your own requests
+  approve <id>                               let the agent that asked use the tool
+  deny <id> [reason...]                      refuse it; the agent reads the reason
   runner [--agent A] [--no-capture] [--state-dir D] -- <agent command...>
                                              run an agent as your member: wake it per message
   hook                                       (run by an agent's hooks) report to its runner
@@ -88,7 +91,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return kekCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "files":
 		return filesCommand(ctx, args[1:], stdin, stdout, stderr)
-	case "login", "whoami", "send", "tail":
+	case "login", "whoami", "send", "tail", "approve", "deny", "approvals":
 		return clientCommand(ctx, args[0], args[1:], stdout, stderr)
 	case "runner":
 		return runnerCommand(ctx, args[1:], stdout, stderr)
@@ -119,6 +122,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func clientCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	cmds := map[string]func(context.Context, []string, cli.Env) error{
 		"login": cli.Login, "whoami": cli.Whoami, "send": cli.Send, "tail": cli.Tail,
+		"approve": cli.Approve, "deny": cli.Deny, "approvals": cli.Approvals,
 	}
 	err := cmds[name](ctx, args, cli.Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv})
 	var ue *cli.UsageError

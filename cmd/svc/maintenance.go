@@ -22,14 +22,8 @@ import (
 // maintenanceFlags adds --config-path and --db-path to fs, read as
 // `svc serve` reads them (flag, else SVC_CONFIG_PATH / SVC_DB_PATH).
 func maintenanceFlags(fs *flag.FlagSet) (configPath, dbPath *string) {
-	env := func(key, def string) string {
-		if v, ok := os.LookupEnv(key); ok {
-			return v
-		}
-		return def
-	}
-	configPath = fs.String("config-path", env("SVC_CONFIG_PATH", defaultConfigPath), "team config file (env SVC_CONFIG_PATH)")
-	dbPath = fs.String("db-path", env("SVC_DB_PATH", ""), "main store file, required; :memory: for a broker run without one (env SVC_DB_PATH)")
+	configPath = fs.String("config-path", envOr("SVC_CONFIG_PATH", defaultConfigPath), "team config file (env SVC_CONFIG_PATH)")
+	dbPath = fs.String("db-path", os.Getenv("SVC_DB_PATH"), "main store file, required; :memory: for a broker run without one (env SVC_DB_PATH)")
 	return configPath, dbPath
 }
 
@@ -109,6 +103,19 @@ func askYes(stdin io.Reader, stdout io.Writer, yes bool, question string) error 
 }
 
 // usageError turns a flag parse error into exit 2, and -h into exit 0.
+// parseFlags parses the flags of a command that takes no arguments. done
+// says the command is over: --help was asked (err is nil) or its command
+// line is wrong (err exits 2).
+func parseFlags(fset *flag.FlagSet, args []string) (done bool, err error) {
+	if err := fset.Parse(args); err != nil {
+		return true, usageError(err)
+	}
+	if fset.NArg() > 0 {
+		return true, &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %s", strings.Join(fset.Args(), " "))}
+	}
+	return false, nil
+}
+
 func usageError(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -24,6 +24,7 @@ import (
 	"svc/server"
 	"svc/server/connguard"
 	"svc/server/federation"
+	"svc/server/pricing"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
@@ -49,6 +50,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	raiseFileLimit(log)
+	// A price override that does not read refuses the start before
+	// anything is written: a typo must never price every exchange at $0.
+	prices, err := pricing.Load(cfg.PricesPath())
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("refusing to start: model prices: %w", err)}
+	}
+	log.Info("model prices", "models", prices.Len(), "shipped", prices.Date, "override", prices.Override, "override_models", prices.OverrideModels)
 
 	// The config, the database, the files and the KEK must belong
 	// together before anything is written (bootcheck.go).
@@ -88,6 +96,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		server.WithPublicURL(cfg.PublicURL),
 		server.WithStoreCommits(commits),
 		server.WithFederation(jwt, cfg.JWTOverlayPath()),
+		server.WithPrices(prices),
 	}
 	if file.Files != nil {
 		blobs, maxFileSize, err := openFiles(ctx, cfg, file.Files, st, log)

@@ -154,6 +154,14 @@ var methodRules = map[string]Rule{
 	apiv1.Platform_LookupPairingCode_FullMethodName: Public,
 	apiv1.Platform_Bind_FullMethodName:              Require(MembersManage),
 
+	apiv1.Approvals_ListApprovals_FullMethodName:    AnyMember, // own requests and those the caller may decide
+	apiv1.Approvals_CreateApproval_FullMethodName:   AnyMember, // bearer, for the caller itself
+	apiv1.Approvals_GetApproval_FullMethodName:      AnyMember, // requester or decider
+	apiv1.Approvals_DecideApproval_FullMethodName:   AnyMember, // deciders, checked in the service
+	apiv1.Approvals_WithdrawApproval_FullMethodName: AnyMember, // the requester
+	apiv1.Approvals_GetApprovers_FullMethodName:     AnyMember, // manage/self
+	apiv1.Approvals_SetApprovers_FullMethodName:     Require(MembersManage),
+
 	// OTLP: bearer only, checked in the service; the member is the token's.
 	collogspb.LogsService_Export_FullMethodName:       AnyMember,
 	colmetricspb.MetricsService_Export_FullMethodName: AnyMember,

@@ -21,6 +21,7 @@ var serviceDescs = []*grpc.ServiceDesc{
 	&apiv1.Enrollment_ServiceDesc,
 	&apiv1.Secrets_ServiceDesc,
 	&apiv1.ToolSources_ServiceDesc,
+	&apiv1.Approvals_ServiceDesc,
 	&grpc_reflection_v1.ServerReflection_ServiceDesc,
 	&grpc_reflection_v1alpha.ServerReflection_ServiceDesc,
 }

@@ -844,6 +844,28 @@ func (c *Correlator) Due(now time.Time) map[string][]Event {
 	return out
 }
 
+// Drain returns the events of every record member has waiting, as Due
+// would give them once they waited their time, oldest first, and forgets
+// the member's state: its member is gone, and a member of the same name
+// created later must not inherit them.
+func (c *Correlator) Drain(member string) []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.members[member]
+	delete(c.members, member)
+	if st == nil {
+		return nil
+	}
+	var events []Event
+	for len(st.items) > 0 {
+		if ev, ok := flush(st.remove(0)); ok {
+			events = append(events, ev)
+		}
+	}
+	sort.SliceStable(events, func(a, b int) bool { return events[a].TS.Before(events[b].TS) })
+	return events
+}
+
 // stateVersion is the version of the State encoding.
 const stateVersion = 1
 

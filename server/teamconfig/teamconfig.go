@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"svc/server/auth"
 	"svc/server/kek"
@@ -33,6 +34,8 @@ type File struct {
 	WebPush *WebPush `json:"webPush,omitempty"`
 	JWT     *JWT     `json:"jwt,omitempty"`
 	Files   *Files   `json:"files,omitempty"`
+	// Approvals holds the approvals settings (docs/APPROVALS.md).
+	Approvals *Approvals `json:"approvals,omitempty"`
 	// LoopGuard holds the loop guard's settings (docs/RUNNER.md, Loop
 	// guard); absent fields take their defaults.
 	LoopGuard *LoopGuard `json:"loopGuard,omitempty"`
@@ -68,6 +71,12 @@ type Role struct {
 
 // Member is one member entry.
 type Member struct {
+	// ID names this member apart from any earlier or later member of the
+	// same name: activity, inference records and objectives remember it,
+	// so a name deleted and created again is a new member. The broker
+	// writes it (at creation, or at the first start of a config without
+	// one); operators never need to.
+	ID             string          `json:"id,omitempty"`
 	Name           string          `json:"name"`
 	Role           *Role           `json:"role"`
 	Instructions   string          `json:"instructions,omitempty"`
@@ -76,6 +85,53 @@ type Member struct {
 	TokenHash      string          `json:"tokenHash,omitempty"`
 	Token          string          `json:"token,omitempty"`      // plaintext; migrated to TokenHash at boot
 	TOTPSecret     json.RawMessage `json:"totpSecret,omitempty"` // base32 string (migrated) or kek.Sealed
+	// Approvers are the members the team names as this member's
+	// approvers: they may decide its approvals (docs/APPROVALS.md).
+	Approvers []string `json:"approvers,omitempty"`
+}
+
+// MaxApprovers bounds one member's list of named approvers.
+const MaxApprovers = 64
+
+// Approvals are the team's approvals settings.
+type Approvals struct {
+	// ExpireAfter is how long a pending approval waits for a decision
+	// before it expires as denied: a Go duration ("15m", "90s"), 1s to
+	// 24h; absent is DefaultApprovalExpiry.
+	ExpireAfter string `json:"expireAfter,omitempty"`
+}
+
+// Bounds of approvals.expireAfter. A day is the longest an agent's turn can
+// sensibly wait on a person; the runner's tool calls are sized to it.
+const (
+	DefaultApprovalExpiry = 15 * time.Minute
+	MinApprovalExpiry     = time.Second
+	MaxApprovalExpiry     = 24 * time.Hour
+)
+
+// ApprovalExpiry is approvals.expireAfter, or the default.
+func (f *File) ApprovalExpiry() time.Duration {
+	if f.Approvals == nil || f.Approvals.ExpireAfter == "" {
+		return DefaultApprovalExpiry
+	}
+	d, err := time.ParseDuration(f.Approvals.ExpireAfter)
+	if err != nil {
+		return DefaultApprovalExpiry // Validate refuses it first
+	}
+	return d
+}
+
+// DropApprover removes name from every member's approvers: a deleted
+// member's name must not make a member created later under that name an
+// approver.
+func (f *File) DropApprover(name string) {
+	for i := range f.Store.Members {
+		m := &f.Store.Members[i]
+		m.Approvers = slices.DeleteFunc(m.Approvers, func(a string) bool { return a == name })
+		if len(m.Approvers) == 0 {
+			m.Approvers = nil
+		}
+	}
 }
 
 // HTTPS enables a TLS listener.
@@ -126,7 +182,7 @@ func entryErr(entry string, format string, args ...any) error {
 }
 
 // knownKeys are the top-level keys of File.
-var knownKeys = []string{"team", "store", "https", "webPush", "jwt", "files", "loopGuard"}
+var knownKeys = []string{"team", "store", "https", "webPush", "jwt", "files", "approvals", "loopGuard"}
 
 // Parse decodes and validates a config file's bytes. It does not migrate.
 func Parse(data []byte) (*File, error) {
@@ -222,6 +278,7 @@ func (f *File) Validate() error {
 	}
 	presets := f.Presets()
 	seen := map[string]bool{}
+	seenID := map[string]bool{}
 	for i, m := range f.Store.Members {
 		entry := fmt.Sprintf("store.members[%d] (%q)", i, m.Name)
 		if !ValidName(m.Name) {
@@ -231,6 +288,15 @@ func (f *File) Validate() error {
 			return entryErr(entry, "duplicate member name")
 		}
 		seen[m.Name] = true
+		if m.ID != "" {
+			if !teamIDRE.MatchString(m.ID) {
+				return entryErr(entry+".id", "must be 1 to 64 letters, digits, '-' or '_'")
+			}
+			if seenID[m.ID] {
+				return entryErr(entry+".id", "is another member's id too")
+			}
+			seenID[m.ID] = true
+		}
 		for _, list := range [][]string{m.Permissions, m.RawPermissions} {
 			if _, err := auth.Resolve(list, presets); err != nil {
 				return entryErr(entry, "%w", err)
@@ -250,6 +316,18 @@ func (f *File) Validate() error {
 			if _, _, err := m.totp(); err != nil {
 				return entryErr(entry+".totpSecret", "%w", err)
 			}
+		}
+	}
+	for i, m := range f.Store.Members {
+		entry := fmt.Sprintf("store.members[%d] (%q).approvers", i, m.Name)
+		if err := validApprovers(m.Name, m.Approvers, seen); err != nil {
+			return entryErr(entry, "%w", err)
+		}
+	}
+	if a := f.Approvals; a != nil && a.ExpireAfter != "" {
+		d, err := time.ParseDuration(a.ExpireAfter)
+		if err != nil || d < MinApprovalExpiry || d > MaxApprovalExpiry {
+			return entryErr("approvals.expireAfter", "must be a duration from %s to %s (like \"15m\")", MinApprovalExpiry, MaxApprovalExpiry)
 		}
 	}
 	if h := f.HTTPS; h != nil {
@@ -280,6 +358,27 @@ func (f *File) Validate() error {
 		if _, _, err := decodeSecretField(f.WebPush.VAPIDPrivateKey); err != nil {
 			return entryErr("webPush.vapidPrivateKey", "%w", err)
 		}
+	}
+	return nil
+}
+
+// validApprovers checks a member's named approvers: members of the team
+// (known), other than the member itself, each once, at most MaxApprovers.
+func validApprovers(self string, approvers []string, known map[string]bool) error {
+	if len(approvers) > MaxApprovers {
+		return fmt.Errorf("at most %d names", MaxApprovers)
+	}
+	seen := map[string]bool{}
+	for _, a := range approvers {
+		switch {
+		case !known[a]:
+			return fmt.Errorf("no member %q", a)
+		case a == self:
+			return errors.New("a member cannot approve its own requests")
+		case seen[a]:
+			return fmt.Errorf("%q named twice", a)
+		}
+		seen[a] = true
 	}
 	return nil
 }
@@ -348,14 +447,20 @@ const VAPIDPurpose = "svc/webpush/vapid"
 // ErrNoKEK means a plaintext secret must be migrated but no KEK is active.
 var ErrNoKEK = errors.New("no active KEK")
 
-// Migrate resolves presets to leaves and moves plaintext secrets to their
-// hashed or sealed form. It reports whether the file changed and must be
-// written back.
+// Migrate resolves presets to leaves, moves plaintext secrets to their
+// hashed or sealed form and gives each member without an id one. It
+// reports whether the file changed and must be written back.
 func (f *File) Migrate(k *kek.KEK) (changed bool, err error) {
 	presets := f.Presets()
 	for i := range f.Store.Members {
 		m := &f.Store.Members[i]
 		entry := fmt.Sprintf("store.members[%d] (%q)", i, m.Name)
+		if m.ID == "" {
+			if m.ID, err = NewMemberID(); err != nil {
+				return false, err
+			}
+			changed = true
+		}
 		if m.Permissions == nil && m.RawPermissions != nil {
 			if m.Permissions, err = auth.Resolve(m.RawPermissions, presets); err != nil {
 				return false, entryErr(entry, "%w", err)
@@ -476,7 +581,12 @@ func ParseTokenHash(s string) ([32]byte, error) {
 }
 
 // NewTeamID returns a fresh random team id.
-func NewTeamID() (string, error) {
+func NewTeamID() (string, error) { return randomID() }
+
+// NewMemberID returns a fresh member id: 32 hex digits.
+func NewMemberID() (string, error) { return randomID() }
+
+func randomID() (string, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
@@ -513,9 +623,14 @@ func Default(k *kek.KEK, teamID, filesRoot string, tokenHash [32]byte) (*File, e
 		return nil, err
 	}
 	presets := auth.DefaultPresets()
+	id, err := NewMemberID()
+	if err != nil {
+		return nil, err
+	}
 	return &File{
 		Team: Team{ID: teamID, Name: "team", PermissionPresets: presets},
 		Store: Store{Members: []Member{{
+			ID:             id,
 			Name:           "admin",
 			Role:           &Role{Title: "Administrator", Description: "Runs the team broker."},
 			Permissions:    slices.Clone(presets["admin"]),
@@ -625,16 +740,17 @@ func (f *File) DropSealed(k *kek.KEK) ([]string, error) {
 // Marshal renders the file as indented JSON, keeping unknown top-level keys.
 func (f *File) Marshal() ([]byte, error) {
 	known, err := json.Marshal(struct {
-		Team    Team     `json:"team"`
-		Store   Store    `json:"store"`
-		HTTPS   *HTTPS   `json:"https,omitempty"`
-		WebPush *WebPush `json:"webPush,omitempty"`
-		JWT     *JWT     `json:"jwt,omitempty"`
-		Files   *Files   `json:"files,omitempty"`
+		Team      Team       `json:"team"`
+		Store     Store      `json:"store"`
+		HTTPS     *HTTPS     `json:"https,omitempty"`
+		WebPush   *WebPush   `json:"webPush,omitempty"`
+		JWT       *JWT       `json:"jwt,omitempty"`
+		Files     *Files     `json:"files,omitempty"`
+		Approvals *Approvals `json:"approvals,omitempty"`
 		// The file keeps the loopGuard block a rewrite (a member change)
 		// must not drop.
 		LoopGuard *LoopGuard `json:"loopGuard,omitempty"`
-	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files, f.LoopGuard})
+	}{f.Team, f.Store, f.HTTPS, f.WebPush, f.JWT, f.Files, f.Approvals, f.LoopGuard})
 	if err != nil {
 		return nil, err
 	}

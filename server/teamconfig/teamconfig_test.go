@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -111,6 +112,12 @@ func TestParseRejects(t *testing.T) {
 		{name: "negative maxFileSize", data: `{"team":{"name":"t"},"store":{"members":[]},"files":{"root":"/x","maxFileSize":-1}}`, wantEntry: "files.maxFileSize"},
 		{name: "negative quotaBytes", data: `{"team":{"name":"t"},"store":{"members":[]},"files":{"root":"/x","quotaBytes":-1}}`, wantEntry: "files.quotaBytes"},
 		{name: "vapid private key number", data: `{"team":{"name":"t"},"store":{"members":[]},"webPush":{"vapidPublicKey":"x","vapidPrivateKey":7}}`, wantEntry: "webPush.vapidPrivateKey"},
+		{name: "approver not a member", data: withMembers(`{"name":"a","permissions":[],"approvers":["ghost"]}`), wantEntry: `store.members[0] ("a").approvers`, wantText: `no member "ghost"`},
+		{name: "approver of itself", data: withMembers(`{"name":"a","permissions":[],"approvers":["a"]}`), wantEntry: `store.members[0] ("a").approvers`, wantText: "its own"},
+		{name: "approver twice", data: withMembers(`{"name":"a","permissions":[],"approvers":["b","b"]}`, `{"name":"b","permissions":[]}`), wantEntry: `store.members[0] ("a").approvers`, wantText: "twice"},
+		{name: "approval expiry not a duration", data: `{"team":{"name":"t"},"store":{"members":[]},"approvals":{"expireAfter":"soon"}}`, wantEntry: "approvals.expireAfter"},
+		{name: "approval expiry too short", data: `{"team":{"name":"t"},"store":{"members":[]},"approvals":{"expireAfter":"500ms"}}`, wantEntry: "approvals.expireAfter"},
+		{name: "approval expiry too long", data: `{"team":{"name":"t"},"store":{"members":[]},"approvals":{"expireAfter":"25h"}}`, wantEntry: "approvals.expireAfter"},
 		{name: "vapid private key empty", data: `{"team":{"name":"t"},"store":{"members":[]},"webPush":{"vapidPublicKey":"x","vapidPrivateKey":""}}`, wantEntry: "webPush.vapidPrivateKey"},
 	}
 	for _, tc := range tests {
@@ -186,6 +193,7 @@ func TestParseAccepts(t *testing.T) {
 			`"https":{"port":8443,"cert":"c.pem","key":"k.pem"},"webPush":{"vapidPublicKey":"pub","vapidPrivateKey":"priv"},` +
 			`"jwt":{"issuer":"i","audience":"a","jwksUrl":"https://x/jwks"},"files":{"root":"/srv","maxFileSize":0}}`},
 		{name: "unknown keys", data: `{"team":{"name":"t"},"store":{"members":[]},"x-operator":{"note":[1,2,3]},"future":true}`},
+		{name: "approvers and approvals", data: `{"team":{"name":"t"},"store":{"members":[{"name":"a","permissions":[],"approvers":["b"]},{"name":"b","permissions":[]}]},"approvals":{"expireAfter":"90s"}}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,6 +209,20 @@ func TestParseAccepts(t *testing.T) {
 			require.Equal(t, string(b), string(b2))
 		})
 	}
+}
+
+func TestApprovalSettingsSurviveARewrite(t *testing.T) {
+	f := mustParse(t, `{"team":{"name":"t"},"store":{"members":[{"name":"a","permissions":[],"approvers":["b"]},{"name":"b","permissions":[]}]},"approvals":{"expireAfter":"90s"}}`)
+	require.Equal(t, 90*time.Second, f.ApprovalExpiry())
+	b, err := f.Marshal()
+	require.NoError(t, err)
+	again := mustParse(t, string(b))
+	require.Equal(t, 90*time.Second, again.ApprovalExpiry(), "the approvals block is written back")
+	require.Equal(t, []string{"b"}, again.Store.Members[0].Approvers)
+
+	require.Equal(t, teamconfig.DefaultApprovalExpiry, mustParse(t, `{}`).ApprovalExpiry())
+	again.DropApprover("b")
+	require.Nil(t, again.Store.Members[0].Approvers, "a deleted member leaves every list")
 }
 
 func TestMarshalKeepsUnknownKeys(t *testing.T) {
@@ -352,7 +374,7 @@ func TestMigrate(t *testing.T) {
 	})
 
 	t.Run("nil permissions without raw become empty", func(t *testing.T) {
-		f := mustParse(t, withMembers(`{"name":"bob"}`))
+		f := mustParse(t, withMembers(`{"id":"b0b","name":"bob"}`))
 		changed, err := f.Migrate(nil)
 		require.NoError(t, err)
 		require.False(t, changed)
@@ -397,11 +419,34 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("sealed secrets need no KEK", func(t *testing.T) {
 		sealed := mustSealedJSON(t, k, validTOTP, teamconfig.TOTPPurpose("bob"))
-		f := mustParse(t, `{"team":{"name":"t"},"store":{"members":[{"name":"bob","permissions":[],"totpSecret":`+sealed+`}]},`+
+		f := mustParse(t, `{"team":{"name":"t"},"store":{"members":[{"id":"b0b","name":"bob","permissions":[],"totpSecret":`+sealed+`}]},`+
 			`"webPush":{"vapidPublicKey":"pub","vapidPrivateKey":`+mustSealedJSON(t, k, "p", teamconfig.VAPIDPurpose)+`}}`)
 		changed, err := f.Migrate(nil)
 		require.NoError(t, err)
 		require.False(t, changed)
+	})
+
+	t.Run("a member without an id gets one, kept after", func(t *testing.T) {
+		f := mustParse(t, `{"team":{"name":"t"},"store":{"members":[{"name":"a","permissions":[]},{"id":"keep-me","name":"b","permissions":[]}]}}`)
+		changed, err := f.Migrate(nil)
+		require.NoError(t, err)
+		require.True(t, changed)
+		require.Regexp(t, `^[0-9a-f]{32}$`, f.Store.Members[0].ID)
+		require.Equal(t, "keep-me", f.Store.Members[1].ID)
+		b, err := f.Marshal()
+		require.NoError(t, err)
+		again := mustParse(t, string(b))
+		require.Equal(t, f.Store.Members[0].ID, again.Store.Members[0].ID)
+		changed, err = again.Migrate(nil)
+		require.NoError(t, err)
+		require.False(t, changed)
+	})
+
+	t.Run("member ids are checked", func(t *testing.T) {
+		_, err := teamconfig.Parse([]byte(`{"team":{"name":"t"},"store":{"members":[{"id":"x y","name":"a","permissions":[]}]}}`))
+		require.ErrorContains(t, err, `store.members[0] ("a").id`)
+		_, err = teamconfig.Parse([]byte(`{"team":{"name":"t"},"store":{"members":[{"id":"x","name":"a","permissions":[]},{"id":"x","name":"b","permissions":[]}]}}`))
+		require.ErrorContains(t, err, "another member's id")
 	})
 
 	t.Run("second Migrate reports unchanged", func(t *testing.T) {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -21,7 +22,7 @@ const (
 	pruneBatch = 5000
 )
 
-const activityColumns = `id, member, kind, ts, objective_id, data`
+const activityColumns = `id, member, COALESCE(member_uid, ''), kind, ts, objective_id, data`
 
 // ActivityDB is the activity store on SQLite, a database of its own so that
 // high-volume appends and prunes stay off the main database's writer. It
@@ -90,7 +91,7 @@ func (db *ActivityDB) appendEvents(ctx context.Context, tx *sql.Tx, events, out 
 	if len(events) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (member, kind, ts, objective_id, data, response_id) VALUES (?, ?, ?, ?, ?, ?)`)
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (member, member_uid, kind, ts, objective_id, data, response_id) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,8 @@ func (db *ActivityDB) appendEvents(ctx context.Context, tx *sql.Tx, events, out 
 		}
 		objective := sql.NullString{String: e.ObjectiveID, Valid: e.ObjectiveID != ""}
 		response := sql.NullString{String: e.ResponseID, Valid: e.ResponseID != ""}
-		res, err := stmt.ExecContext(ctx, e.Member, e.Kind, ts.UnixMilli(), objective, string(data), response)
+		uid := sql.NullString{String: e.MemberUID, Valid: e.MemberUID != ""}
+		res, err := stmt.ExecContext(ctx, e.Member, uid, e.Kind, ts.UnixMilli(), objective, string(data), response)
 		if err != nil {
 			return err
 		}
@@ -166,6 +168,10 @@ func (db *ActivityDB) ListActivity(ctx context.Context, f store.ActivityFilter) 
 		args = []any{f.Member}
 	)
 	sb.WriteString(`SELECT ` + activityColumns + ` FROM activity WHERE member = ?`)
+	if f.MemberUID != "" {
+		sb.WriteString(` AND member_uid = ?`)
+		args = append(args, f.MemberUID)
+	}
 	if !f.From.IsZero() {
 		sb.WriteString(` AND ts >= ?`)
 		args = append(args, f.From.UnixMilli())
@@ -193,11 +199,12 @@ func (db *ActivityDB) ListActivity(ctx context.Context, f store.ActivityFilter) 
 	return db.queryActivity(ctx, "list activity", f.MaxBytes, sb.String(), args...)
 }
 
-// ActivityAfter returns up to limit rows of member after id after, oldest
-// first.
-func (db *ActivityDB) ActivityAfter(ctx context.Context, member string, after int64, limit int) ([]store.ActivityEvent, error) {
-	return db.queryActivity(ctx, "activity after", 0, `SELECT `+activityColumns+` FROM activity WHERE member = ? AND id > ? ORDER BY id LIMIT ?`,
-		member, after, limitOr(limit, defaultActivityLimit))
+// ActivityAfter returns up to limit rows of member (of memberUID, when
+// set) after id after, oldest first.
+func (db *ActivityDB) ActivityAfter(ctx context.Context, member, memberUID string, after int64, limit int) ([]store.ActivityEvent, error) {
+	return db.queryActivity(ctx, "activity after", 0, `SELECT `+activityColumns+` FROM activity
+WHERE member = ?1 AND (?2 = '' OR member_uid = ?2) AND id > ?3 ORDER BY id LIMIT ?4`,
+		member, memberUID, after, limitOr(limit, defaultActivityLimit))
 }
 
 // LastActivityID returns the newest row id.
@@ -214,50 +221,127 @@ func (db *ActivityDB) ObjectiveMarkers(ctx context.Context, objectiveID string) 
 WHERE objective_id = ? AND kind IN ('objective_open', 'objective_close') ORDER BY ts, id`, objectiveID)
 }
 
-// ActivityUsage sums member's usage in [from, to].
-func (db *ActivityDB) ActivityUsage(ctx context.Context, member string, from, to time.Time) (store.Usage, error) {
+// usageTokens reads an exchange's token counts from its data: a count that
+// is absent, not a number or negative is 0, so no upload can make a sum
+// go down.
+const usageTokens = `
+	MAX(CAST(COALESCE(json_extract(data, '$.usage.inputTokens'), 0) AS INTEGER), 0) AS i,
+	MAX(CAST(COALESCE(json_extract(data, '$.usage.outputTokens'), 0) AS INTEGER), 0) AS o,
+	MAX(CAST(COALESCE(json_extract(data, '$.usage.cacheReadTokens'), 0) AS INTEGER), 0) AS cr,
+	MAX(CAST(COALESCE(json_extract(data, '$.usage.cacheCreationTokens'), 0) AS INTEGER), 0) AS cc`
+
+// usageSums are the sums of one usage group, over rows of i, o, cr, cc and
+// cost (NULL when the row carried none).
+const usageSums = `
+	SUM(i), SUM(o), SUM(cr), SUM(cc), COUNT(*), COALESCE(SUM(cost), 0),
+	SUM(CASE WHEN cost IS NULL THEN i ELSE 0 END), SUM(CASE WHEN cost IS NULL THEN o ELSE 0 END),
+	SUM(CASE WHEN cost IS NULL THEN cr ELSE 0 END), SUM(CASE WHEN cost IS NULL THEN cc ELSE 0 END),
+	SUM(CASE WHEN cost IS NULL AND i + o + cr + cc > 0 THEN 1 ELSE 0 END)`
+
+// usageBucket is how many thresholds (?5, a JSON array) a row's prompt is
+// above.
+const usageBucket = `(SELECT COUNT(*) FROM json_each(?5) t WHERE i + cr + cc > t.value)`
+
+// ActivityUsage sums the usage f selects, per member id, model and bucket.
+func (db *ActivityDB) ActivityUsage(ctx context.Context, f store.UsageFilter) ([]store.UsageGroup, error) {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-	if !from.IsZero() {
-		lo = from.UnixMilli()
+	if !f.From.IsZero() {
+		lo = f.From.UnixMilli()
 	}
-	if !to.IsZero() {
-		hi = to.UnixMilli()
+	if !f.To.IsZero() {
+		hi = f.To.UnixMilli()
 	}
-	var u store.Usage
-	err := db.c.reader.QueryRowContext(ctx, `SELECT
-	COALESCE(SUM(json_extract(data, '$.usage.inputTokens')), 0),
-	COALESCE(SUM(json_extract(data, '$.usage.outputTokens')), 0),
-	COALESCE(SUM(json_extract(data, '$.usage.cacheReadTokens')), 0),
-	COALESCE(SUM(json_extract(data, '$.usage.cacheCreationTokens')), 0),
-	COALESCE(SUM(json_extract(data, '$.costUsd')), 0),
-	COUNT(*)
-FROM activity WHERE member = ? AND kind = 'llm_exchange' AND ts >= ? AND ts <= ?`, member, lo, hi).
-		Scan(&u.InputTokens, &u.OutputTokens, &u.CacheReadTokens, &u.CacheCreationTokens, &u.CostUSD, &u.Exchanges)
+	thresholds := f.Thresholds
+	if thresholds == nil {
+		thresholds = []int64{}
+	}
+	th, err := json.Marshal(thresholds)
 	if err != nil {
-		return u, translate("activity usage", err)
+		return nil, fmt.Errorf("activity usage: %w", err)
 	}
-	// Inference records count unless an exchange of the range carries them:
-	// by response id, or, when either has none, by window.
-	slack, maxDur := store.JoinSlack.Milliseconds(), store.MaxJoinDuration.Milliseconds()
-	var g store.Usage
-	err = db.c.reader.QueryRowContext(ctx, `SELECT
-	COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
-	COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_creation_tokens), 0), COUNT(*)
-FROM genai g WHERE g.member = ?1 AND g.ts >= ?2 AND g.ts <= ?3
+	// Exchanges: the cost they carried, when a number.
+	exchanges := `SELECT uid, model, ` + usageBucket + ` AS bucket, ` + usageSums + `
+FROM (SELECT COALESCE(member_uid, '') AS uid,
+	CASE WHEN json_type(data, '$.model') = 'text' THEN json_extract(data, '$.model') ELSE '' END AS model,
+	CASE WHEN json_type(data, '$.costUsd') IN ('integer', 'real') THEN json_extract(data, '$.costUsd') END AS cost,` + usageTokens + `
+	FROM activity WHERE member = ?1 AND (?2 = '' OR member_uid = ?2) AND kind = 'llm_exchange' AND ts >= ?3 AND ts <= ?4)
+GROUP BY uid, model, bucket`
+	// Inference records count unless an exchange of the range carries them
+	// (one of the same member of the name): by response id, or, when
+	// either has none, by window. They carry no cost.
+	records := `SELECT uid, model, ` + usageBucket + ` AS bucket, ` + usageSums + `
+FROM (SELECT COALESCE(g.member_uid, '') AS uid, g.model AS model, NULL AS cost,
+	MAX(g.input_tokens, 0) AS i, MAX(g.output_tokens, 0) AS o,
+	MAX(g.cache_read_tokens, 0) AS cr, MAX(g.cache_creation_tokens, 0) AS cc
+FROM genai g WHERE g.member = ?1 AND (?2 = '' OR g.member_uid = ?2) AND g.ts >= ?3 AND g.ts <= ?4
 	AND NOT (g.response_id != '' AND EXISTS (SELECT 1 FROM activity a WHERE a.member = g.member
-		AND a.response_id = g.response_id AND a.kind = 'llm_exchange' AND a.ts >= ?2 AND a.ts <= ?3))
-	AND NOT EXISTS (SELECT 1 FROM activity a WHERE a.member = g.member
-		AND a.kind = 'llm_exchange' AND a.ts >= ?2 AND a.ts <= ?3
-		AND a.ts >= g.ts - ?4 AND a.ts <= g.ts + ?4 + ?5
+		AND a.member_uid IS g.member_uid
+		AND a.response_id = g.response_id AND a.kind = 'llm_exchange' AND a.ts >= ?3 AND a.ts <= ?4))
+	AND NOT EXISTS (SELECT 1 FROM activity a WHERE a.member = g.member AND a.member_uid IS g.member_uid
+		AND a.kind = 'llm_exchange' AND a.ts >= ?3 AND a.ts <= ?4
+		AND a.ts >= g.ts - ?6 AND a.ts <= g.ts + ?6 + ?7
 		AND (g.response_id = '' OR a.response_id IS NULL)
-		AND g.ts >= a.ts - MIN(MAX(COALESCE(json_extract(a.data, '$.durationMs'), 0), 0), ?5) - ?4
-		AND (g.model = '' OR COALESCE(json_extract(a.data, '$.model'), '') IN ('', g.model)))`,
-		member, lo, hi, slack, maxDur).
-		Scan(&g.InputTokens, &g.OutputTokens, &g.CacheReadTokens, &g.CacheCreationTokens, &g.Exchanges)
-	if err != nil {
-		return u, translate("activity usage", err)
+		AND g.ts >= a.ts - MIN(MAX(COALESCE(json_extract(a.data, '$.durationMs'), 0), 0), ?7) - ?6
+		AND (g.model = '' OR COALESCE(json_extract(a.data, '$.model'), '') IN ('', g.model))))
+GROUP BY uid, model, bucket`
+	slack, maxDur := store.JoinSlack.Milliseconds(), store.MaxJoinDuration.Milliseconds()
+	out := []store.UsageGroup{}
+	for _, q := range []string{exchanges, records} {
+		rows, err := db.c.reader.QueryContext(ctx, q, f.Member, f.MemberUID, lo, hi, string(th), slack, maxDur)
+		if err != nil {
+			return nil, translate("activity usage", err)
+		}
+		for rows.Next() {
+			var g store.UsageGroup
+			if err := rows.Scan(&g.MemberUID, &g.Model, &g.Bucket,
+				&g.InputTokens, &g.OutputTokens, &g.CacheReadTokens, &g.CacheCreationTokens, &g.Exchanges, &g.CostUSD,
+				&g.NoCost.InputTokens, &g.NoCost.OutputTokens, &g.NoCost.CacheReadTokens, &g.NoCost.CacheCreationTokens,
+				&g.NoCostExchanges); err != nil {
+				rows.Close()
+				return nil, translate("activity usage", err)
+			}
+			out = append(out, g)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, translate("activity usage", err)
+		}
 	}
-	return u.Add(g), nil
+	return out, nil
+}
+
+// AdoptMemberRows gives rows and records without a member id one: owners'
+// for the names it lists, orphan for the others. It works in batches, each
+// its own transaction, so appends queued on the writer wait for short
+// statements; a start interrupted half-way finishes at the next.
+func (db *ActivityDB) AdoptMemberRows(ctx context.Context, owners map[string]string, orphan string) (int64, error) {
+	if orphan == "" {
+		return 0, fmt.Errorf("adopt member rows: no orphan id: %w", store.ErrPrecondition)
+	}
+	b, err := json.Marshal(owners)
+	if err != nil {
+		return 0, fmt.Errorf("adopt member rows: %w", err)
+	}
+	var n int64
+	for _, table := range []string{"activity", "genai"} {
+		for {
+			res, err := db.c.writer.ExecContext(ctx, `UPDATE `+table+` SET member_uid = COALESCE(json_extract(?1, '$."' || member || '"'), ?2)
+WHERE rowid IN (SELECT rowid FROM `+table+` WHERE member_uid IS NULL LIMIT ?3)`, string(b), orphan, pruneBatch)
+			if err != nil {
+				return n, translate("adopt member rows", err)
+			}
+			c, err := res.RowsAffected()
+			if err != nil {
+				return n, translate("adopt member rows", err)
+			}
+			n += c
+			if c < pruneBatch {
+				break
+			}
+		}
+	}
+	return n, nil
 }
 
 // queryActivity reads rows; with maxBytes > 0 it stops after the row whose
@@ -276,7 +360,7 @@ func (db *ActivityDB) queryActivity(ctx context.Context, op string, maxBytes int
 			ts        int64
 			objective sql.NullString
 		)
-		if err := rows.Scan(&e.ID, &e.Member, &e.Kind, &ts, &objective, &e.Data); err != nil {
+		if err := rows.Scan(&e.ID, &e.Member, &e.MemberUID, &e.Kind, &ts, &objective, &e.Data); err != nil {
 			return nil, translate(op, err)
 		}
 		e.TS = fromMS(ts)

@@ -11,7 +11,7 @@ import (
 	"svc/store"
 )
 
-const genaiSummaryColumns = `id, member, ts, provider, api, model, response_id,
+const genaiSummaryColumns = `id, member, COALESCE(member_uid, ''), ts, provider, api, model, response_id,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, raw_sha`
 
 // genaiColumns are a record's columns with its message arrays: the parts
@@ -47,9 +47,11 @@ func (db *ActivityDB) putGenAI(ctx context.Context, tx *sql.Tx, r store.GenAIRec
 	if ts.IsZero() {
 		ts = db.now()
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO genai (`+genaiSummaryColumns+`, raw_part, system_part, input_part, output_part,
-	system_instructions, input_messages, output_messages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '')`,
-		r.ID, r.Member, ts.UnixMilli(), r.Provider, r.API, r.Model, r.ResponseID,
+	_, err = tx.ExecContext(ctx, `INSERT INTO genai (id, member, member_uid, ts, provider, api, model, response_id,
+	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, raw_sha,
+	raw_part, system_part, input_part, output_part, system_instructions, input_messages, output_messages)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '')`,
+		r.ID, r.Member, sql.NullString{String: r.MemberUID, Valid: r.MemberUID != ""}, ts.UnixMilli(), r.Provider, r.API, r.Model, r.ResponseID,
 		r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CacheReadTokens, r.Usage.CacheCreationTokens, r.Usage.ReasoningTokens,
 		sha, raw, arrays[0], arrays[1], arrays[2])
 	return err
@@ -73,6 +75,10 @@ func (db *ActivityDB) ListGenAI(ctx context.Context, f store.GenAIFilter) ([]sto
 		cols = genaiSummaryColumns
 	}
 	sb.WriteString(`SELECT ` + cols + ` FROM genai WHERE member = ?`)
+	if f.MemberUID != "" {
+		sb.WriteString(` AND member_uid = ?`)
+		args = append(args, f.MemberUID)
+	}
 	if !f.From.IsZero() {
 		sb.WriteString(` AND ts >= ?`)
 		args = append(args, f.From.UnixMilli())
@@ -98,8 +104,9 @@ func (db *ActivityDB) GetGenAI(ctx context.Context, member, id string) (store.Ge
 	return rs[0], nil
 }
 
-// GenAIByResponse returns member's records of the given response ids.
-func (db *ActivityDB) GenAIByResponse(ctx context.Context, member string, responseIDs []string) ([]store.GenAIRecord, error) {
+// GenAIByResponse returns member's records (of memberUID, when set) of the
+// given response ids.
+func (db *ActivityDB) GenAIByResponse(ctx context.Context, member, memberUID string, responseIDs []string) ([]store.GenAIRecord, error) {
 	if len(responseIDs) == 0 {
 		return []store.GenAIRecord{}, nil
 	}
@@ -109,7 +116,8 @@ func (db *ActivityDB) GenAIByResponse(ctx context.Context, member string, respon
 		return nil, fmt.Errorf("genai by response: %w", err)
 	}
 	return db.queryGenAI(ctx, "genai by response", true, 0, `SELECT `+genaiColumns+` FROM genai
-WHERE member = ? AND response_id != '' AND response_id IN (SELECT value FROM json_each(?)) ORDER BY ts, rowid`, member, string(ids))
+WHERE member = ?1 AND (?2 = '' OR member_uid = ?2) AND response_id != '' AND response_id IN (SELECT value FROM json_each(?3))
+ORDER BY ts, rowid`, member, memberUID, string(ids))
 }
 
 // GenAIRaw returns the raw upload of member's record id.
@@ -163,7 +171,7 @@ func (db *ActivityDB) queryGenAI(ctx context.Context, op string, full bool, maxB
 			r  = &g.rec
 			ts int64
 		)
-		dest := []any{&r.ID, &r.Member, &ts, &r.Provider, &r.API, &r.Model, &r.ResponseID,
+		dest := []any{&r.ID, &r.Member, &r.MemberUID, &ts, &r.Provider, &r.API, &r.Model, &r.ResponseID,
 			&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Usage.CacheCreationTokens, &r.Usage.ReasoningTokens, &r.RawSHA}
 		var sys, in, outMsgs string
 		if full {

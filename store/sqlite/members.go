@@ -9,7 +9,7 @@ import (
 	"svc/store"
 )
 
-const memberColumns = `name, role, instructions, permissions, created_at, updated_at, since_seq`
+const memberColumns = `name, role, instructions, permissions, created_at, updated_at, since_seq, member_id`
 
 // roleJSON fixes the stored encoding of store.Role independently of its Go
 // field names.
@@ -75,17 +75,23 @@ func (q queries) putMember(ctx context.Context, m store.Member) error {
 	}
 	// A new member's since_seq is the newest message now, read in the
 	// same statement: every earlier message is at or below it.
+	// An empty id keeps the stored one: only a member entry that has one
+	// says what it is.
 	_, err = q.w.ExecContext(ctx, `INSERT INTO members (`+memberColumns+`)
-VALUES (?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM messages))
+VALUES (?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) FROM messages), ?)
 ON CONFLICT (name) DO UPDATE SET
 	role = excluded.role,
 	instructions = excluded.instructions,
 	permissions = excluded.permissions,
-	updated_at = excluded.updated_at
+	updated_at = CASE WHEN role IS NOT excluded.role
+		OR instructions IS NOT excluded.instructions
+		OR permissions IS NOT excluded.permissions THEN excluded.updated_at ELSE updated_at END,
+	member_id = CASE WHEN excluded.member_id != '' THEN excluded.member_id ELSE member_id END
 WHERE role IS NOT excluded.role
 	OR instructions IS NOT excluded.instructions
-	OR permissions IS NOT excluded.permissions`,
-		m.Name, role, m.Instructions, string(permsJSON), created.UnixMilli(), updated.UnixMilli())
+	OR permissions IS NOT excluded.permissions
+	OR (excluded.member_id != '' AND member_id != excluded.member_id)`,
+		m.Name, role, m.Instructions, string(permsJSON), created.UnixMilli(), updated.UnixMilli(), m.ID)
 	return err
 }
 
@@ -138,7 +144,7 @@ func scanMember(s scanner) (store.Member, error) {
 		perms            string
 		created, updated int64
 	)
-	if err := s.Scan(&m.Name, &role, &m.Instructions, &perms, &created, &updated, &m.SinceSeq); err != nil {
+	if err := s.Scan(&m.Name, &role, &m.Instructions, &perms, &created, &updated, &m.SinceSeq, &m.ID); err != nil {
 		return store.Member{}, err
 	}
 	if role.Valid {
@@ -158,4 +164,42 @@ func scanMember(s scanner) (store.Member, error) {
 	m.CreatedAt = fromMS(created)
 	m.UpdatedAt = fromMS(updated)
 	return m, nil
+}
+
+// PutFormerMember records a deleted member; an id recorded already is
+// left as it is.
+func (q queries) PutFormerMember(ctx context.Context, m store.FormerMember) error {
+	if m.ID == "" || m.Name == "" {
+		return fmt.Errorf("put former member: no id or name: %w", store.ErrPrecondition)
+	}
+	at := m.DeletedAt
+	if at.IsZero() {
+		at = q.now()
+	}
+	_, err := q.w.ExecContext(ctx, `INSERT INTO former_members (id, name, deleted_at, deleted_by) VALUES (?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING`, m.ID, m.Name, at.UnixMilli(), m.DeletedBy)
+	return translate("put former member", err)
+}
+
+// ListFormerMembers returns every recorded deleted member, by deletion
+// time.
+func (q queries) ListFormerMembers(ctx context.Context) ([]store.FormerMember, error) {
+	rows, err := q.r.QueryContext(ctx, `SELECT id, name, deleted_at, deleted_by FROM former_members ORDER BY deleted_at, id`)
+	if err != nil {
+		return nil, translate("list former members", err)
+	}
+	defer rows.Close()
+	out := []store.FormerMember{}
+	for rows.Next() {
+		var (
+			m  store.FormerMember
+			at int64
+		)
+		if err := rows.Scan(&m.ID, &m.Name, &at, &m.DeletedBy); err != nil {
+			return nil, translate("list former members", err)
+		}
+		m.DeletedAt = fromMS(at)
+		out = append(out, m)
+	}
+	return out, translate("list former members", rows.Err())
 }

@@ -108,9 +108,71 @@ func TestActivityMigrationsKeepOlderData(t *testing.T) {
 	db, err := OpenActivity(ctx, path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	u, err := db.ActivityUsage(ctx, "ann", time.Time{}, time.Time{})
+	inputTokens := func() int64 {
+		gs, err := db.ActivityUsage(ctx, store.UsageFilter{Member: "ann"})
+		require.NoError(t, err)
+		var n int64
+		for _, g := range gs {
+			n += g.InputTokens
+		}
+		return n
+	}
+	require.Equal(t, int64(10+20+1000), inputTokens(), "g1 is carried by its exchange; g2's id is only on a tool_action")
+	// Rows from before member ids (0005) have none until a start adopts
+	// them; then they are the member's, and count the same.
+	rows, err := db.ListActivity(ctx, store.ActivityFilter{Member: "ann"})
 	require.NoError(t, err)
-	require.Equal(t, int64(10+20+1000), u.InputTokens, "g1 is carried by its exchange; g2's id is only on a tool_action")
+	require.Empty(t, rows[0].MemberUID)
+	n, err := db.AdoptMemberRows(ctx, map[string]string{"ann": "ann-1"}, "former")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n)
+	rows, err = db.ListActivity(ctx, store.ActivityFilter{Member: "ann", MemberUID: "ann-1"})
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	require.Equal(t, int64(10+20+1000), inputTokens())
+}
+
+// A database that a build without 0017 migrated past it (main had 0018
+// first) still gets 0017 at the next open: a migration is applied when its
+// own version is not recorded, not when it is above the newest one, so a
+// number filling a gap is never skipped.
+func TestGapFilledMigrationApplied(t *testing.T) {
+	ctx := context.Background()
+	without := fstest.MapFS{}
+	all := subFS(mainMigrations)
+	names, err := fs.Glob(all, "*.sql")
+	require.NoError(t, err)
+	for _, n := range names {
+		if !strings.HasPrefix(n, "0017_") {
+			b, err := fs.ReadFile(all, n)
+			require.NoError(t, err)
+			without[n] = &fstest.MapFile{Data: b}
+		}
+	}
+	require.Len(t, without, len(names)-1, "0017 is a migration of this build")
+	path := filepath.Join(t.TempDir(), "gap.db")
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	require.NoError(t, err)
+	require.NoError(t, migrate(ctx, raw, without, newOptions(nil)))
+	_, err = raw.ExecContext(ctx, `INSERT INTO objectives (id, title, outcome, status, assignee, originator, created_at, updated_at)
+		VALUES ('o1', 't', 'o', 'active', 'bob', 'ann', 1, 1)`)
+	require.NoError(t, err)
+	require.NoError(t, raw.Close())
+
+	db, err := Open(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	var applied bool
+	require.NoError(t, db.c.reader.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = 17)`).Scan(&applied))
+	require.True(t, applied)
+	o, err := db.GetObjective(ctx, "o1")
+	require.NoError(t, err)
+	require.Equal(t, "bob", o.Assignee)
+	require.Empty(t, o.AssigneeID, "from before ids, until a start adopts it")
+	require.NoError(t, db.PutFormerMember(ctx, store.FormerMember{ID: "b1", Name: "bob", DeletedAt: time.UnixMilli(5), DeletedBy: "ann"}))
+	fs, err := db.ListFormerMembers(ctx)
+	require.NoError(t, err)
+	require.Len(t, fs, 1)
 }
 
 // Records stored before GenAI parts (migration 0006) read back from their

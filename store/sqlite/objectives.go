@@ -11,7 +11,7 @@ import (
 )
 
 const objectiveColumns = `id, title, outcome, body, status, assignee, originator, watchers, attachments,
-created_at, updated_at, completed_at, result, block_reason`
+created_at, updated_at, completed_at, result, block_reason, assignee_id, originator_id`
 
 // attachmentJSON is the stored form of an attachment.
 type attachmentJSON struct {
@@ -51,9 +51,10 @@ func (q queries) CreateObjective(ctx context.Context, o store.Objective) error {
 	}
 	created := q.orNow(o.CreatedAt)
 	_, err = q.w.ExecContext(ctx, `INSERT INTO objectives (`+objectiveColumns+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		o.ID, o.Title, o.Outcome, o.Body, o.Status, o.Assignee, o.Originator, watchers, attachments,
-		created.UnixMilli(), q.orNow(o.UpdatedAt).UnixMilli(), msOrNull(o.CompletedAt), o.Result, o.BlockReason)
+		created.UnixMilli(), q.orNow(o.UpdatedAt).UnixMilli(), msOrNull(o.CompletedAt), o.Result, o.BlockReason,
+		o.AssigneeID, o.OriginatorID)
 	return translate("create objective", err)
 }
 
@@ -103,9 +104,9 @@ func (q queries) UpdateObjective(ctx context.Context, o store.Objective) error {
 		return fmt.Errorf("update objective: %w", err)
 	}
 	res, err := q.w.ExecContext(ctx, `UPDATE objectives SET title = ?, outcome = ?, body = ?, status = ?,
-assignee = ?, watchers = ?, attachments = ?, updated_at = ?, completed_at = ?, result = ?, block_reason = ?
+assignee = ?, assignee_id = ?, watchers = ?, attachments = ?, updated_at = ?, completed_at = ?, result = ?, block_reason = ?
 WHERE id = ?`,
-		o.Title, o.Outcome, o.Body, o.Status, o.Assignee, watchers, attachments,
+		o.Title, o.Outcome, o.Body, o.Status, o.Assignee, o.AssigneeID, watchers, attachments,
 		q.orNow(o.UpdatedAt).UnixMilli(), msOrNull(o.CompletedAt), o.Result, o.BlockReason, o.ID)
 	if err != nil {
 		return translate("update objective", err)
@@ -172,7 +173,7 @@ func scanObjective(s scanner) (store.Objective, error) {
 	var completed sql.NullInt64
 	var result, blockReason sql.NullString
 	if err := s.Scan(&o.ID, &o.Title, &o.Outcome, &o.Body, &o.Status, &o.Assignee, &o.Originator,
-		&watchers, &attachments, &created, &updated, &completed, &result, &blockReason); err != nil {
+		&watchers, &attachments, &created, &updated, &completed, &result, &blockReason, &o.AssigneeID, &o.OriginatorID); err != nil {
 		return o, err
 	}
 	o.CreatedAt, o.UpdatedAt, o.CompletedAt = fromMS(created), fromMS(updated), fromNullMS(completed)
@@ -194,4 +195,25 @@ func scanObjective(s scanner) (store.Objective, error) {
 		o.Attachments[i] = store.Attachment(a)
 	}
 	return o, nil
+}
+
+// AdoptObjectiveMembers gives assignees and originators without an id one:
+// owners' for the names it lists, orphan for the others.
+func (q queries) AdoptObjectiveMembers(ctx context.Context, owners map[string]string, orphan string) (int64, error) {
+	if orphan == "" {
+		return 0, fmt.Errorf("adopt objective members: no orphan id: %w", store.ErrPrecondition)
+	}
+	b, err := json.Marshal(owners)
+	if err != nil {
+		return 0, fmt.Errorf("adopt objective members: %w", err)
+	}
+	res, err := q.w.ExecContext(ctx, `UPDATE objectives SET
+	assignee_id = CASE WHEN assignee_id = '' THEN COALESCE(json_extract(?1, '$."' || assignee || '"'), ?2) ELSE assignee_id END,
+	originator_id = CASE WHEN originator_id = '' THEN COALESCE(json_extract(?1, '$."' || originator || '"'), ?2) ELSE originator_id END
+WHERE assignee_id = '' OR originator_id = ''`, string(b), orphan)
+	if err != nil {
+		return 0, translate("adopt objective members", err)
+	}
+	n, err := res.RowsAffected()
+	return n, translate("adopt objective members", err)
 }

@@ -38,6 +38,9 @@ func RunActivity(t *testing.T, newStore func(t *testing.T) store.ActivityStore) 
 		{"GenAI", testGenAI},
 		{"GenAISession", testGenAISession},
 		{"GenAIRawBytes", testGenAIRawBytes},
+		{"ActivityUsageGroups", testActivityUsageGroups},
+		{"MemberUIDs", testMemberUIDs},
+		{"AdoptMemberRows", testAdoptMemberRows},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -305,7 +308,7 @@ func testCommitActivity(t *testing.T, s store.ActivityStore) {
 	bad := genaiRecord("", "alice", at(0), "resp_x", "raw x")
 	_, err = s.CommitActivity(ctx, store.ActivityBatch{Events: []store.ActivityEvent{event("alice", "k", at(0), 3)}, GenAI: []store.GenAIRecord{bad}})
 	require.ErrorIs(t, err, store.ErrPrecondition)
-	rows, err := s.ActivityAfter(ctx, "alice", last, 0)
+	rows, err := s.ActivityAfter(ctx, "alice", "", last, 0)
 	require.NoError(t, err)
 	require.Empty(t, rows, "nothing of a failed batch is stored")
 }
@@ -322,10 +325,10 @@ func testActivityAfter(t *testing.T, s store.ActivityStore) {
 		event("alice", "k", at(2*time.Second), 3),
 	})
 	require.NoError(t, err)
-	got, err := s.ActivityAfter(ctx, "alice", 0, 0)
+	got, err := s.ActivityAfter(ctx, "alice", "", 0, 0)
 	require.NoError(t, err)
 	require.Equal(t, viewEvents([]store.ActivityEvent{seeded[0], seeded[2], seeded[3]}), viewEvents(got))
-	got, err = s.ActivityAfter(ctx, "alice", seeded[0].ID, 1)
+	got, err = s.ActivityAfter(ctx, "alice", "", seeded[0].ID, 1)
 	require.NoError(t, err)
 	require.Equal(t, viewEvents(seeded[2:3]), viewEvents(got))
 	last, err = s.LastActivityID(ctx)
@@ -380,11 +383,9 @@ func testActivityUsage(t *testing.T, s store.ActivityStore) {
 		},
 	})
 	require.NoError(t, err)
-	u, err := s.ActivityUsage(ctx, "alice", time.Time{}, time.Time{})
-	require.NoError(t, err)
+	u := usageOf(t, s, store.UsageFilter{Member: "alice"})
 	require.Equal(t, store.Usage{InputTokens: 140, OutputTokens: 70, CacheReadTokens: 7, CacheCreationTokens: 5, CostUSD: 0.75, Exchanges: 3}, u)
-	u, err = s.ActivityUsage(ctx, "alice", at(time.Second), time.Time{})
-	require.NoError(t, err)
+	u = usageOf(t, s, store.UsageFilter{Member: "alice", From: at(time.Second)})
 	require.Equal(t, store.Usage{InputTokens: 30, OutputTokens: 40, CacheReadTokens: 1, CacheCreationTokens: 2, CostUSD: 0.25, Exchanges: 1}, u)
 }
 
@@ -448,7 +449,7 @@ func testGenAI(t *testing.T, s store.ActivityStore) {
 	_, err = s.GenAIRaw(ctx, "alice", "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	by, err := s.GenAIByResponse(ctx, "alice", []string{"resp_2", "resp_4", "", "resp_1"})
+	by, err := s.GenAIByResponse(ctx, "alice", "", []string{"resp_2", "resp_4", "", "resp_1"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"g1", "g2"}, ids(by))
 	_, err = s.CommitActivity(ctx, store.ActivityBatch{GenAI: []store.GenAIRecord{genaiRecord("g1", "alice", at(0), "", "x")}})
@@ -520,8 +521,7 @@ func testActivityUsageJoins(t *testing.T, s store.ActivityStore) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.CommitActivity(ctx, store.ActivityBatch{Events: []store.ActivityEvent{tc.ex}, GenAI: []store.GenAIRecord{tc.rec}})
 			require.NoError(t, err)
-			u, err := s.ActivityUsage(ctx, tc.ex.Member, tc.from, tc.to)
-			require.NoError(t, err)
+			u := usageOf(t, s, store.UsageFilter{Member: tc.ex.Member, From: tc.from, To: tc.to})
 			require.Equal(t, tc.want, u.InputTokens)
 		})
 	}
@@ -580,7 +580,7 @@ func testGenAISession(t *testing.T, s store.ActivityStore) {
 		require.NoError(t, err)
 		same(want[i], got)
 	}
-	by, err := s.GenAIByResponse(ctx, "alice", []string{"resp_s2", "resp_s5"})
+	by, err := s.GenAIByResponse(ctx, "alice", "", []string{"resp_s2", "resp_s5"})
 	require.NoError(t, err)
 	require.Len(t, by, 2)
 	same(want[1], by[0])
@@ -628,4 +628,184 @@ func testGenAIRawBytes(t *testing.T, s store.ActivityStore) {
 		require.NoError(t, err)
 		require.Equal(t, string(r.InputMessages), string(rec.InputMessages))
 	}
+}
+
+// usageOf sums the groups ActivityUsage returns for f.
+func usageOf(t *testing.T, s store.ActivityStore, f store.UsageFilter) store.Usage {
+	t.Helper()
+	gs, err := s.ActivityUsage(t.Context(), f)
+	require.NoError(t, err)
+	var u store.Usage
+	for _, g := range gs {
+		u = u.Add(g.Usage)
+	}
+	return u
+}
+
+// Usage is grouped by member id, model and prompt bucket; what carried a
+// cost is told apart from what did not; counts that are not numbers, or
+// are negative, count as 0.
+func testActivityUsageGroups(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	ex := func(uid, data string) store.ActivityEvent {
+		return store.ActivityEvent{Member: "alice", MemberUID: uid, Kind: "llm_exchange", TS: at(0), Data: []byte(data)}
+	}
+	rec := genaiRecord("g1", "alice", at(time.Hour), "resp_g", "g")
+	rec.MemberUID, rec.Model = "u1", "m2"
+	_, err := s.CommitActivity(ctx, store.ActivityBatch{Events: []store.ActivityEvent{
+		ex("u1", `{"model":"m1","usage":{"inputTokens":10,"outputTokens":1},"costUsd":0.5}`),
+		ex("u1", `{"model":"m1","usage":{"inputTokens":20,"outputTokens":2}}`),
+		ex("u1", `{"model":"m1","usage":{"inputTokens":300,"cacheReadTokens":100}}`), // above 250
+		ex("u1", `{"model":"m1","usage":{"inputTokens":-5,"outputTokens":"x"},"costUsd":"free"}`),
+		ex("u1", `{"model":"m1"}`), // no tokens: nothing to price
+		ex("u1", `{"model":{"not":"a string"},"usage":{"inputTokens":7}}`), // no model
+		ex("u2", `{"model":"m1","usage":{"inputTokens":40,"outputTokens":4},"costUsd":0}`),
+		{Member: "bob", MemberUID: "u3", Kind: "llm_exchange", TS: at(0), Data: []byte(`{"model":"m1","usage":{"inputTokens":1}}`)},
+	}, GenAI: []store.GenAIRecord{rec}})
+	require.NoError(t, err)
+
+	type key struct {
+		uid, model string
+		bucket     int
+	}
+	collect := func(f store.UsageFilter) map[key]store.UsageGroup {
+		gs, err := s.ActivityUsage(ctx, f)
+		require.NoError(t, err)
+		out := map[key]store.UsageGroup{}
+		for _, g := range gs {
+			k := key{g.MemberUID, g.Model, g.Bucket}
+			_, dup := out[k]
+			require.False(t, dup, "one group per member, model and bucket: %+v", k)
+			out[k] = g
+		}
+		return out
+	}
+	got := collect(store.UsageFilter{Member: "alice", Thresholds: []int64{250, 1000}})
+	require.Len(t, got, 5)
+	require.Equal(t, store.UsageGroup{MemberUID: "u1", Model: "m1", Bucket: 0,
+		Usage:           store.Usage{InputTokens: 30, OutputTokens: 3, CostUSD: 0.5, Exchanges: 4},
+		NoCost:          store.UsageTokens{InputTokens: 20, OutputTokens: 2},
+		NoCostExchanges: 1,
+	}, got[key{"u1", "m1", 0}])
+	require.Equal(t, store.UsageGroup{MemberUID: "u1", Model: "m1", Bucket: 1,
+		Usage:           store.Usage{InputTokens: 300, CacheReadTokens: 100, Exchanges: 1},
+		NoCost:          store.UsageTokens{InputTokens: 300, CacheReadTokens: 100},
+		NoCostExchanges: 1,
+	}, got[key{"u1", "m1", 1}])
+	require.Equal(t, int64(7), got[key{"u1", "", 0}].NoCost.InputTokens)
+	require.Equal(t, store.UsageGroup{MemberUID: "u2", Model: "m1",
+		Usage: store.Usage{InputTokens: 40, OutputTokens: 4, Exchanges: 1},
+	}, got[key{"u2", "m1", 0}], "a cost of 0 is a cost")
+	g := got[key{"u1", "m2", 0}]
+	require.Equal(t, int64(1), g.Exchanges, "an inference record no exchange carries counts")
+	require.Equal(t, int64(1), g.NoCostExchanges)
+	require.Equal(t, int64(100), g.NoCost.InputTokens)
+
+	// Without thresholds every group is bucket 0; a member id keeps its
+	// rows only.
+	got = collect(store.UsageFilter{Member: "alice", MemberUID: "u2"})
+	require.Len(t, got, 1)
+	require.Equal(t, int64(40), got[key{"u2", "m1", 0}].InputTokens)
+	got = collect(store.UsageFilter{Member: "alice"})
+	require.Equal(t, int64(330), got[key{"u1", "m1", 0}].InputTokens)
+}
+
+// Rows and records carry the id of the member of their name; filters by
+// it keep that member's only, and an exchange of one member never carries
+// another's record.
+func testMemberUIDs(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	old := store.ActivityEvent{Member: "bob", MemberUID: "old", Kind: "llm_exchange", TS: at(0), ResponseID: "resp_1",
+		Data: []byte(`{"model":"m","responseId":"resp_1","usage":{"inputTokens":10}}`)}
+	cur := old
+	cur.MemberUID, cur.TS = "new", at(time.Second)
+	oldRec := genaiRecord("g-old", "bob", at(0), "resp_1", "o")
+	oldRec.MemberUID = "old"
+	newRec := genaiRecord("g-new", "bob", at(time.Second), "resp_1", "n")
+	newRec.MemberUID = "new"
+	seeded, err := s.CommitActivity(ctx, store.ActivityBatch{Events: []store.ActivityEvent{old, cur}, GenAI: []store.GenAIRecord{oldRec, newRec}})
+	require.NoError(t, err)
+	require.Equal(t, "old", seeded[0].MemberUID)
+
+	all, err := s.ListActivity(ctx, store.ActivityFilter{Member: "bob", OldestFirst: true})
+	require.NoError(t, err)
+	require.Equal(t, viewEvents(seeded), viewEvents(all))
+	mine, err := s.ListActivity(ctx, store.ActivityFilter{Member: "bob", MemberUID: "new"})
+	require.NoError(t, err)
+	require.Equal(t, viewEvents(seeded[1:]), viewEvents(mine))
+	after, err := s.ActivityAfter(ctx, "bob", "new", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, viewEvents(seeded[1:]), viewEvents(after))
+	markers, err := s.ActivityAfter(ctx, "bob", "", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, markers, 2)
+
+	recs, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "bob", MemberUID: "new"})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, "g-new", recs[0].ID)
+	require.Equal(t, "new", recs[0].MemberUID)
+	got, err := s.GetGenAI(ctx, "bob", "g-old")
+	require.NoError(t, err)
+	require.Equal(t, "old", got.MemberUID)
+	by, err := s.GenAIByResponse(ctx, "bob", "old", []string{"resp_1"})
+	require.NoError(t, err)
+	require.Len(t, by, 1)
+	require.Equal(t, "g-old", by[0].ID)
+
+	// Each exchange carries its own member's record: neither record counts
+	// again.
+	u := usageOf(t, s, store.UsageFilter{Member: "bob"})
+	require.Equal(t, int64(20), u.InputTokens)
+	require.Equal(t, int64(2), u.Exchanges)
+	u = usageOf(t, s, store.UsageFilter{Member: "bob", MemberUID: "old"})
+	require.Equal(t, int64(10), u.InputTokens)
+
+	// A record whose member's exchange is another member's stands alone.
+	lone := genaiRecord("g-lone", "bob", at(2*time.Second), "resp_2", "l")
+	lone.MemberUID = "old"
+	_, err = s.CommitActivity(ctx, store.ActivityBatch{
+		Events: []store.ActivityEvent{{Member: "bob", MemberUID: "new", Kind: "llm_exchange", TS: at(2 * time.Second), ResponseID: "resp_2",
+			Data: []byte(`{"model":"m","responseId":"resp_2"}`)}},
+		GenAI: []store.GenAIRecord{lone},
+	})
+	require.NoError(t, err)
+	u = usageOf(t, s, store.UsageFilter{Member: "bob", MemberUID: "old"})
+	require.Equal(t, int64(110), u.InputTokens)
+}
+
+// Rows without a member id are given one: their name's current member's,
+// or the orphan id for a name no member has now.
+func testAdoptMemberRows(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	_, err := s.CommitActivity(ctx, store.ActivityBatch{
+		Events: []store.ActivityEvent{
+			event("alice", "k", at(0), 1),
+			event("gone.member", "k", at(0), 2),
+			{Member: "alice", MemberUID: "kept", Kind: "k", TS: at(0), Data: []byte(`{}`)},
+		},
+		GenAI: []store.GenAIRecord{genaiRecord("g1", "alice", at(0), "", "a"), genaiRecord("g2", "gone.member", at(0), "", "b")},
+	})
+	require.NoError(t, err)
+	_, err = s.AdoptMemberRows(ctx, map[string]string{"alice": "a1"}, "")
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	n, err := s.AdoptMemberRows(ctx, map[string]string{"alice": "a1", "carol": "c1"}, "orphan")
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n)
+	rows, err := s.ActivityAfter(ctx, "alice", "", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, "a1", rows[0].MemberUID)
+	require.Equal(t, "kept", rows[1].MemberUID)
+	gone, err := s.ListActivity(ctx, store.ActivityFilter{Member: "gone.member"})
+	require.NoError(t, err)
+	require.Equal(t, "orphan", gone[0].MemberUID)
+	recs, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "gone.member", MemberUID: "orphan"})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	recs, err = s.ListGenAI(ctx, store.GenAIFilter{Member: "alice", MemberUID: "a1"})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	n, err = s.AdoptMemberRows(ctx, map[string]string{"alice": "other"}, "orphan")
+	require.NoError(t, err)
+	require.Zero(t, n, "rows with an id keep it")
 }

@@ -157,6 +157,7 @@ func viewSession(s store.Session) sessionView {
 type eventView struct {
 	ID          int64
 	Member      string
+	MemberUID   string
 	Kind        string
 	TS          int64
 	ObjectiveID string
@@ -164,7 +165,7 @@ type eventView struct {
 }
 
 func viewEvent(e store.ActivityEvent) eventView {
-	return eventView{e.ID, e.Member, e.Kind, ms(e.TS), e.ObjectiveID, string(e.Data)}
+	return eventView{e.ID, e.Member, e.MemberUID, e.Kind, ms(e.TS), e.ObjectiveID, string(e.Data)}
 }
 
 func viewEvents(es []store.ActivityEvent) []eventView {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +22,8 @@ var memberTests = []suiteTest{
 	{"ReplaceMembersEmpty", testReplaceMembersEmpty},
 	{"DeleteMember", testDeleteMember},
 	{"MemberSinceSeq", testMemberSinceSeq},
+	{"FormerMembers", testFormerMembers},
+	{"MemberIDs", testMemberIDs},
 	{"DeleteMemberCascades", testMemberRemovalCascades(func(t *testing.T, s store.Store) {
 		require.NoError(t, s.DeleteMember(t.Context(), "bob"))
 	})},
@@ -319,4 +322,75 @@ func testMemberSinceSeq(t *testing.T, s store.Store) {
 	for _, m := range list {
 		require.Equal(t, newest, m.SinceSeq, m.Name)
 	}
+}
+
+// A deleted member is recorded once per id, and listed by deletion time.
+func testFormerMembers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	got, err := s.ListFormerMembers(ctx)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.NoError(t, s.PutFormerMember(ctx, store.FormerMember{ID: "id-2", Name: "bob", DeletedAt: at(2 * time.Second), DeletedBy: "admin"}))
+	require.NoError(t, s.WithTx(ctx, func(tx store.Tx) error {
+		return tx.PutFormerMember(ctx, store.FormerMember{ID: "id-1", Name: "bob", DeletedAt: at(time.Second), DeletedBy: "root"})
+	}))
+	// Recording an id again changes nothing.
+	require.NoError(t, s.PutFormerMember(ctx, store.FormerMember{ID: "id-2", Name: "carol", DeletedAt: at(time.Hour), DeletedBy: "x"}))
+	require.ErrorIs(t, s.PutFormerMember(ctx, store.FormerMember{Name: "bob"}), store.ErrPrecondition)
+	got, err = s.ListFormerMembers(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, "id-1", got[0].ID)
+	require.Equal(t, "root", got[0].DeletedBy)
+	require.Equal(t, ms(at(time.Second)), ms(got[0].DeletedAt))
+	require.Equal(t, store.FormerMember{ID: "id-2", Name: "bob", DeletedAt: got[1].DeletedAt, DeletedBy: "admin"}, got[1])
+	require.Equal(t, ms(at(2*time.Second)), ms(got[1].DeletedAt))
+}
+
+// The mirror keeps each member's id: written when given, kept when an
+// update gives none, replaced by another one given, and an id change alone
+// does not move UpdatedAt.
+func testMemberIDs(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	idOf := func(name string) (string, time.Time) {
+		t.Helper()
+		got, err := s.GetMember(ctx, name)
+		require.NoError(t, err)
+		return got.ID, got.UpdatedAt
+	}
+	require.NoError(t, s.PutMember(ctx, store.Member{Name: "old"}))
+	id, _ := idOf("old")
+	require.Empty(t, id, "from before ids")
+
+	alice := member("alice")
+	alice.ID = "a-1"
+	alice.UpdatedAt = at(time.Second)
+	require.NoError(t, s.PutMember(ctx, alice))
+	id, updated := idOf("alice")
+	require.Equal(t, "a-1", id)
+
+	same := alice
+	same.ID, same.UpdatedAt = "", at(time.Hour)
+	require.NoError(t, s.PutMember(ctx, same))
+	id, again := idOf("alice")
+	require.Equal(t, "a-1", id, "no id given keeps the stored one")
+	require.Equal(t, ms(updated), ms(again))
+	same.Instructions = "Changed."
+	require.NoError(t, s.PutMember(ctx, same))
+	id, _ = idOf("alice")
+	require.Equal(t, "a-1", id, "nor does a change of content with no id")
+	alice.Instructions = same.Instructions
+	updated = at(time.Hour)
+
+	other := alice
+	other.ID, other.UpdatedAt = "a-2", at(2*time.Hour)
+	require.NoError(t, s.ReplaceMembers(ctx, []store.Member{other, {Name: "old", ID: "o-1"}}))
+	id, again = idOf("alice")
+	require.Equal(t, "a-2", id)
+	require.Equal(t, ms(updated), ms(again), "an id alone is no change of the member's content")
+	id, _ = idOf("old")
+	require.Equal(t, "o-1", id)
+	all, err := s.ListMembers(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a-2", "o-1"}, []string{all[0].ID, all[1].ID})
 }

@@ -26,6 +26,7 @@ func objectiveSuite() []suiteTest {
 		{"CompletedIffDone", testObjectiveCompletedIffDone},
 		{"List", testObjectiveList},
 		{"Events", testObjectiveEvents},
+		{"AdoptMembers", testObjectiveAdoptMembers},
 	}
 	var out []suiteTest
 	for _, sc := range scenarios {
@@ -51,14 +52,16 @@ func ptr(s string) *string { return &s }
 // at at(d).
 func objective(id string, d time.Duration) store.Objective {
 	return store.Objective{
-		ID:         id,
-		Title:      "Title of " + id,
-		Outcome:    "Outcome of " + id + ".",
-		Body:       "Body of " + id + ".",
-		Status:     store.StatusActive,
-		Assignee:   "alice",
-		Originator: "olga",
-		Watchers:   []string{"bob", "carol"},
+		ID:           id,
+		Title:        "Title of " + id,
+		Outcome:      "Outcome of " + id + ".",
+		Body:         "Body of " + id + ".",
+		Status:       store.StatusActive,
+		Assignee:     "alice",
+		Originator:   "olga",
+		AssigneeID:   "alice-1",
+		OriginatorID: "olga-1",
+		Watchers:     []string{"bob", "carol"},
 		Attachments: []store.Attachment{
 			{Path: "/olga/" + id + ".txt", Name: id + ".txt", Size: 5, MimeType: "text/plain", EntryID: 7},
 			{Path: "/olga/d/ü b.png", Name: "ü b.png", Size: 1 << 40, MimeType: "image/png", EntryID: 1<<53 + 1}, // beyond float64 precision
@@ -72,6 +75,7 @@ func objective(id string, d time.Duration) store.Objective {
 // watchers and attachments compare equal.
 type objectiveView struct {
 	ID, Title, Outcome, Body, Status, Assignee, Originator string
+	AssigneeID, OriginatorID                               string
 	Watchers                                               []string
 	Attachments                                            []store.Attachment
 	CreatedAt, UpdatedAt, CompletedAt                      int64
@@ -81,7 +85,8 @@ type objectiveView struct {
 func viewObjective(o store.Objective) objectiveView {
 	v := objectiveView{
 		ID: o.ID, Title: o.Title, Outcome: o.Outcome, Body: o.Body, Status: o.Status,
-		Assignee: o.Assignee, Originator: o.Originator, Watchers: o.Watchers, Attachments: o.Attachments,
+		Assignee: o.Assignee, Originator: o.Originator, AssigneeID: o.AssigneeID, OriginatorID: o.OriginatorID,
+		Watchers: o.Watchers, Attachments: o.Attachments,
 		CreatedAt: ms(o.CreatedAt), UpdatedAt: ms(o.UpdatedAt), CompletedAt: ms(o.CompletedAt),
 		Result: o.Result, BlockReason: o.BlockReason,
 	}
@@ -235,7 +240,7 @@ func testObjectiveUpdate(t *testing.T, s store.ObjectiveStore) {
 	// Every mutable field changes; ID, originator and creation time stay.
 	done := store.Objective{
 		ID: "o1", Title: "New title", Outcome: "New outcome.", Body: "New body.",
-		Status: store.StatusDone, Assignee: "bob", Originator: "mallory",
+		Status: store.StatusDone, Assignee: "bob", Originator: "mallory", AssigneeID: "bob-1", OriginatorID: "mallory-1",
 		Watchers:    []string{"dave"},
 		Attachments: []store.Attachment{{Path: "/bob/r.md", Name: "r.md", Size: 9, MimeType: "text/markdown", EntryID: 42}},
 		CreatedAt:   at(time.Hour), UpdatedAt: at(2 * time.Hour), CompletedAt: at(2 * time.Hour),
@@ -256,7 +261,7 @@ func testObjectiveUpdate(t *testing.T, s store.ObjectiveStore) {
 	for _, step := range steps {
 		require.NoError(t, s.UpdateObjective(ctx, step.o), step.name)
 		want := step.o
-		want.Originator, want.CreatedAt = orig.Originator, orig.CreatedAt
+		want.Originator, want.OriginatorID, want.CreatedAt = orig.Originator, orig.OriginatorID, orig.CreatedAt
 		requireObjective(t, s, want)
 	}
 	requireObjective(t, s, other)
@@ -501,4 +506,28 @@ func testObjectiveSavepoint(t *testing.T, s store.Store) {
 	all, err := s.ListObjectives(ctx, store.ObjectiveFilter{})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"kept", "before", "outer"}, objectiveIDs(all))
+}
+
+// Objectives without member ids get them: their names' current members',
+// or the orphan id for names no member has now; ids set stay.
+func testObjectiveAdoptMembers(t *testing.T, s store.ObjectiveStore) {
+	ctx := t.Context()
+	legacy := objective("o1", 0)
+	legacy.AssigneeID, legacy.OriginatorID = "", ""
+	half := objective("o2", time.Minute)
+	half.AssigneeID = ""
+	mustCreateObjectives(t, s, legacy, half, objective("o3", 2*time.Minute))
+	_, err := s.AdoptObjectiveMembers(ctx, map[string]string{"alice": "a"}, "")
+	require.ErrorIs(t, err, store.ErrPrecondition)
+	n, err := s.AdoptObjectiveMembers(ctx, map[string]string{"alice": "a", "x": "y"}, "gone")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	for id, want := range map[string][2]string{"o1": {"a", "gone"}, "o2": {"a", "olga-1"}, "o3": {"alice-1", "olga-1"}} {
+		o, err := s.GetObjective(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, [2]string{o.AssigneeID, o.OriginatorID}, id)
+	}
+	n, err = s.AdoptObjectiveMembers(ctx, map[string]string{"alice": "b"}, "gone")
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

@@ -24,6 +24,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		secretTests, toolSourceTests,
 		platformTests,
 		hookTests,
+		approvalTests,
 		deliveryTests,
 		loopTests,
 		metaTests,

@@ -1,7 +1,7 @@
-// Package cli implements svc's client commands: login, whoami, send and
-// tail. Each takes its arguments (after the command name) and an Env, and
-// returns nil, a *UsageError (exit 2) or another error (exit 1) whose text
-// is one line.
+// Package cli implements svc's client commands: login, whoami, send,
+// tail, approvals, approve and deny. Each takes its arguments (after the
+// command name) and an Env, and returns nil, a *UsageError (exit 2) or
+// another error (exit 1) whose text is one line.
 package cli
 
 import (

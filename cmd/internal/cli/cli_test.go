@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -215,4 +216,34 @@ func TestLoginCachesExactURL(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, c.Entries, 1)
 	require.Equal(t, srv.URL+"/", c.Entries[0].URL)
+}
+
+func TestApprovalCommandsUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(context.Context, []string, Env) error
+		args []string
+		want string
+	}{
+		{"approve needs an id", Approve, nil, "usage: svc approve"},
+		{"approve takes one id", Approve, []string{"a", "b"}, "usage: svc approve"},
+		{"deny needs an id", Deny, nil, "usage: svc deny"},
+		{"an id with a slash", Deny, []string{"../members"}, "not an approval id"},
+		{"an id with a newline", Approve, []string{"a\nb"}, "not an approval id"},
+		{"list takes no arguments", Approvals, []string{"x"}, "usage: svc approvals"},
+		{"list: decided or all", Approvals, []string{"--decided", "--all"}, "usage: svc approvals"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run(context.Background(), tc.args, Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+			var ue *UsageError
+			require.ErrorAs(t, err, &ue)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestSafe(t *testing.T) {
+	require.Equal(t, "a b", safe("a\nb", 10))
+	require.Equal(t, "ab…", safe("abc", 2))
+	require.Equal(t, "é…", safe("éé", 3), "cut on a rune boundary")
 }

@@ -10,11 +10,15 @@
 //
 //	{"role":"hook","payload":<the hook's JSON input>}   answered {"ok":true}
 //	{"role":"events"}                                     then one Event per line
+//	{"role":"approval","payload":<ApprovalRequest>}      answered <ApprovalAnswer>
 //
 // A hook connection is answered once the runner has applied the event, so
 // the hook command returns only after the state it reports is taken into
 // account. An events connection stays open; the runner writes one JSON
-// Event per line until either side closes.
+// Event per line until either side closes. An approval connection (the
+// toolbox's permission-prompt tool) stays open until a person decided,
+// which may take minutes; a client that closes it first has stopped
+// waiting, and the runner withdraws the request.
 package relay
 
 import (
@@ -28,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +56,28 @@ type hello struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
+// ApprovalRequest asks the runner to have a person decide whether the
+// agent may use a tool (docs/APPROVALS.md).
+type ApprovalRequest struct {
+	Tool      string          `json:"tool"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"toolUseId,omitempty"`
+}
+
+// ApprovalAnswer is the decision: Allow, or a refusal whose Reason the
+// agent reads. Approval names the broker's approval ("" when none could
+// be asked for).
+type ApprovalAnswer struct {
+	Allow     bool   `json:"allow"`
+	Reason    string `json:"reason,omitempty"`
+	Approval  string `json:"approval,omitempty"`
+	DecidedBy string `json:"decidedBy,omitempty"`
+}
+
+// Approver decides one approval request; ctx ends when the client stops
+// waiting or the relay closes.
+type Approver func(ctx context.Context, r ApprovalRequest) ApprovalAnswer
+
 // Server is the runner's end. Hook is called once per hook connection, in
 // its own goroutine; the hook command waits for it to return.
 type Server struct {
@@ -58,6 +85,11 @@ type Server struct {
 	dir  string
 	path string
 	hook func(json.RawMessage)
+	// approver answers approval connections; nil refuses them.
+	approver atomic.Pointer[Approver]
+	// closing ends the approval connections when the relay closes.
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	mu   sync.Mutex
 	subs map[net.Conn]chan Event
@@ -81,11 +113,15 @@ func Listen(parent string, hook func(json.RawMessage)) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{ln: ln, dir: dir, path: path, hook: hook, subs: map[net.Conn]chan Event{}}
+	s := &Server{ln: ln, dir: dir, path: path, hook: hook, subs: map[net.Conn]chan Event{}, closing: make(chan struct{})}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
 }
+
+// SetApprover makes a answer the approval connections; until it is set
+// they are refused.
+func (s *Server) SetApprover(a Approver) { s.approver.Store(&a) }
 
 // Path is the socket path: the value of Env.
 func (s *Server) Path() string { return s.path }
@@ -118,6 +154,7 @@ func (s *Server) Publish(ev Event) {
 // Close stops listening, ends every connection and removes the directory.
 func (s *Server) Close() error {
 	err := s.ln.Close()
+	s.closeOnce.Do(func() { close(s.closing) })
 	s.mu.Lock()
 	for c, ch := range s.subs {
 		close(ch)
@@ -191,9 +228,49 @@ func (s *Server) serve(c net.Conn) {
 				return
 			}
 		}
+	case "approval":
+		s.serveApproval(c, r, h.Payload)
 	default:
 		c.Close()
 	}
+}
+
+// serveApproval answers one approval connection with the approver's
+// decision. The client's going away (the agent stopped waiting) or the
+// relay closing cancels the approver's context.
+func (s *Server) serveApproval(c net.Conn, r *bufio.Reader, payload json.RawMessage) {
+	defer c.Close()
+	ap := s.approver.Load()
+	var req ApprovalRequest
+	if ap == nil || json.Unmarshal(payload, &req) != nil {
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Nothing more comes from the client: a read ends only when it
+		// closes (or the answer below closes the connection).
+		_, _ = r.Discard(1 << 62)
+		cancel()
+	}()
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	ans := (*ap)(ctx, req)
+	if ctx.Err() != nil {
+		return
+	}
+	line, err := json.Marshal(ans)
+	if err != nil {
+		return
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, _ = c.Write(append(line, '\n'))
 }
 
 func readLine(r *bufio.Reader) ([]byte, error) {
@@ -289,4 +366,47 @@ func Subscribe(ctx context.Context, path string) (<-chan Event, error) {
 		}
 	}()
 	return out, nil
+}
+
+// RequestApproval asks the runner at path for a person's decision and
+// waits for it, until ctx ends (then the runner withdraws the request).
+func RequestApproval(ctx context.Context, path string, req ApprovalRequest) (ApprovalAnswer, error) {
+	line, err := json.Marshal(hello{Role: "approval", Payload: mustJSON(req)})
+	if err != nil {
+		return ApprovalAnswer{}, err
+	}
+	if len(line) > MaxLine {
+		return ApprovalAnswer{}, fmt.Errorf("relay: approval request of %d bytes is over %d", len(line), MaxLine)
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return ApprovalAnswer{}, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if _, err := c.Write(append(line, '\n')); err != nil {
+		return ApprovalAnswer{}, err
+	}
+	ans, err := readLine(bufio.NewReader(c))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ApprovalAnswer{}, ctx.Err()
+		}
+		return ApprovalAnswer{}, fmt.Errorf("relay: no decision from the runner: %w", err)
+	}
+	var a ApprovalAnswer
+	if err := json.Unmarshal(ans, &a); err != nil {
+		return ApprovalAnswer{}, fmt.Errorf("relay: unexpected answer %q", ans)
+	}
+	return a, nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only types of this package, which always marshal
+	}
+	return b
 }

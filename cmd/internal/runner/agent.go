@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"time"
+
+	"svc/cmd/internal/relay"
 )
 
 // Agent is one kind of agent the runner drives: Claude Code, Codex, or a
@@ -54,6 +56,12 @@ type Setup struct {
 	// Capture is false under --no-capture: the adapter must not switch on
 	// anything that reports activity (telemetry, hooks that upload).
 	Capture bool
+	// Approve asks a person whether the agent may use a tool and waits for
+	// the decision (docs/APPROVALS.md): for adapters whose agent asks its
+	// client (Codex's approval requests). It returns a refusal when ctx
+	// ends first. Claude Code asks through the toolbox's permission-prompt
+	// tool, which reaches the same function over the relay.
+	Approve func(ctx context.Context, r relay.ApprovalRequest) relay.ApprovalAnswer
 	// Inferences takes each full model call an adapter captures (the
 	// provider's request and response JSON, a streamed response already
 	// reassembled): the runner redacts it and uploads it as a GenAI record
@@ -115,6 +123,11 @@ const (
 	// ("startup", "resume", "clear", "compact"). After "compact" the
 	// runner sends the context re-brief.
 	SessionStart
+	// ApprovalWait and ApprovalDone bracket the wait for a person's
+	// decision on an approval: the agent is blocked in between. The runner
+	// raises them itself (approval.go); adapters never send them.
+	ApprovalWait
+	ApprovalDone
 )
 
 // Event is one normalized agent event.
@@ -127,6 +140,10 @@ type Event struct {
 	Tool       string
 	ToolInput  json.RawMessage
 	ToolResult json.RawMessage
+	// ToolUseID is the agent's id of the tool call ("" when the agent
+	// gives none): a denied approval closes the in-flight count of that
+	// call, and only once.
+	ToolUseID string
 	// Failed marks a TurnEnd of a turn that ended with an error (Codex's
 	// interrupted or failed turn, Claude Code's error result): while the
 	// runner stops, such a turn is handed back rather than acknowledged.

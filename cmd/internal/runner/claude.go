@@ -20,6 +20,9 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"svc/cmd/internal/relay"
+	"svc/cmd/internal/toolbox"
 )
 
 const (
@@ -29,6 +32,15 @@ const (
 	// claudeAllowTools lets every toolbox call through without a
 	// permission prompt, which would stall a headless agent.
 	claudeAllowTools = "mcp__" + claudeMCPServer + "__*"
+
+	// claudePromptTool is the permission-prompt tool as Claude Code names
+	// it: `svc mcp --approval-prompt`, a server entry of its own
+	// (docs/APPROVALS.md).
+	claudePromptTool = "mcp__" + toolbox.ApprovalPromptServer + "__" + toolbox.ApprovalPromptTool
+	// claudePromptTimeout is that server's tool-call timeout (ms): the
+	// prompt waits as long as a person may take, up to the broker's longest
+	// approval expiry, so it must outlast that.
+	claudePromptTimeout = int64((maxApprovalWait + 10*time.Minute) / time.Millisecond)
 
 	claudeMCPFile    = "mcp.json"
 	claudeSettings   = "settings.json"
@@ -77,6 +89,7 @@ type claudeArgs struct {
 	inputFormat      string // "" when not given
 	outputFormat     string
 	allowsToolbox    bool   // --allowedTools already names mcp__svc__*
+	promptTool       bool   // the user named their own --permission-prompt-tool
 	settings         string // the user's --settings value, "" when not given
 	appendPrompt     string // the user's --append-system-prompt text
 	appendPromptFile string // the user's --append-system-prompt-file
@@ -137,6 +150,10 @@ func scanClaudeArgs(argv []string) (claudeArgs, error) {
 			}},
 			{[]string{"--output-format"}, func(v string, _, _ int) error {
 				ca.outputFormat = v
+				return nil
+			}},
+			{[]string{"--permission-prompt-tool"}, func(string, int, int) error {
+				ca.promptTool = true
 				return nil
 			}},
 			{[]string{"--settings"}, func(v string, at, used int) error {
@@ -272,9 +289,20 @@ func (claude) Command(s Setup) ([]string, []string, error) {
 	if mcpEnv == nil {
 		mcpEnv = map[string]string{}
 	}
-	mcp, err := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{
+	servers := map[string]any{
 		claudeMCPServer: map[string]any{"command": s.Svc, "args": []string{"mcp"}, "env": mcpEnv},
-	}}, "", "  ")
+	}
+	if !ca.promptTool {
+		// The permission-prompt tool, alone in a server that asks the
+		// runner and needs no credential: Claude Code ends its session
+		// when it cannot find the tool (measured with 2.1.328), so it
+		// must not hang on the toolbox reaching the broker at start.
+		servers[toolbox.ApprovalPromptServer] = map[string]any{
+			"command": s.Svc, "args": []string{"mcp", "--approval-prompt"},
+			"env": map[string]string{relay.Env: mcpEnv[relay.Env]}, "timeout": claudePromptTimeout,
+		}
+	}
+	mcp, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -317,6 +345,12 @@ func (claude) Command(s Setup) ([]string, []string, error) {
 	add = append(add, "--mcp-config", mcpPath)
 	if !ca.allowsToolbox {
 		add = append(add, "--allowedTools", claudeAllowTools)
+	}
+	if !ca.promptTool {
+		// A tool that needs permission asks a person through the toolbox
+		// instead of being refused at once (headless, no one could answer
+		// a prompt). Tools the user allowed never ask.
+		add = append(add, "--permission-prompt-tool", claudePromptTool)
 	}
 	add = append(add, "--settings", settingsPath)
 	if prompt != "" {

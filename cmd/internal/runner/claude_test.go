@@ -37,6 +37,7 @@ func claudeFixture(t *testing.T, argv ...string) Setup {
 func ours(s Setup, withPrompt bool) []string {
 	out := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--mcp-config", filepath.Join(s.Dir, "mcp.json"), "--allowedTools", "mcp__svc__*",
+		"--permission-prompt-tool", "mcp__svc_approvals__prompt",
 		"--settings", filepath.Join(s.Dir, "settings.json")}
 	if withPrompt {
 		out = append(out, "--append-system-prompt-file", filepath.Join(s.Dir, "system-prompt.md"))
@@ -123,6 +124,11 @@ func TestClaudeCommandArgv(t *testing.T) {
 		{name: "other allowed tools: ours added", argv: []string{"claude", "--allowedTools", "Read,Bash(git *)"},
 			want: func(s Setup) []string {
 				return append([]string{"claude", "--allowedTools", "Read,Bash(git *)"}, ours(s, true)...)
+			},
+			prompt: "You are bob."},
+		{name: "the user's own permission-prompt tool is kept", argv: []string{"claude", "--permission-prompt-tool", "mcp__mine__ask"},
+			want: func(s Setup) []string {
+				return append([]string{"claude", "--permission-prompt-tool", "mcp__mine__ask"}, without(ours(s, true), "--permission-prompt-tool")...)
 			},
 			prompt: "You are bob."},
 		{name: "a double dash stays last", argv: []string{"claude", "--model", "x", "--", "-p"},
@@ -276,16 +282,26 @@ func TestClaudeCommandFiles(t *testing.T) {
 				Command string            `json:"command"`
 				Args    []string          `json:"args"`
 				Env     map[string]string `json:"env"`
+				Timeout int64             `json:"timeout"`
 			}
 			if err := json.Unmarshal(readPrivate(t, filepath.Join(s.Dir, "mcp.json")), &mcp); err != nil {
 				t.Fatal(err)
 			}
 			srv, ok := mcp["mcpServers"]["svc"]
-			if !ok || len(mcp) != 1 || len(mcp["mcpServers"]) != 1 {
+			if !ok || len(mcp) != 1 || len(mcp["mcpServers"]) != 2 {
 				t.Fatalf("mcp.json: %+v", mcp)
 			}
-			if srv.Command != tc.svc || !slices.Equal(srv.Args, []string{"mcp"}) || len(srv.Env) != 3 || srv.Env["SVC_TOKEN"] != "svc_secret" {
+			if srv.Command != tc.svc || !slices.Equal(srv.Args, []string{"mcp"}) || len(srv.Env) != 3 || srv.Env["SVC_TOKEN"] != "svc_secret" || srv.Timeout != 0 {
 				t.Errorf("mcp server %+v", srv)
+			}
+			// The permission-prompt tool: a server of its own that needs
+			// the runner's socket and nothing else (no token).
+			ap := mcp["mcpServers"]["svc_approvals"]
+			if ap.Command != tc.svc || !slices.Equal(ap.Args, []string{"mcp", "--approval-prompt"}) || len(ap.Env) != 1 || ap.Env["SVC_RUNNER_SOCKET"] != "/tmp/r/relay.sock" {
+				t.Errorf("approvals server %+v", ap)
+			}
+			if ap.Timeout < int64(24*time.Hour/time.Millisecond) || ap.Timeout > 1<<31-1 {
+				t.Errorf("tool-call timeout %d ms: a permission prompt may wait a day", ap.Timeout)
 			}
 
 			var settings map[string]json.RawMessage
@@ -653,5 +669,25 @@ func TestClaudeOutput(t *testing.T) {
 func TestClaudeName(t *testing.T) {
 	if n := NewClaude().Name(); n != "claude" {
 		t.Fatalf("name %q", n)
+	}
+}
+
+func TestClaudeUserPromptToolKeepsOursOut(t *testing.T) {
+	s := claudeFixture(t, "claude", "--permission-prompt-tool", "mcp__mine__ask")
+	argv, _, err := NewClaude().Command(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.Join(argv, " "), "--permission-prompt-tool"); n != 1 {
+		t.Errorf("%d prompt tools: %q", n, argv)
+	}
+	var mcp struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(readPrivate(t, filepath.Join(s.Dir, "mcp.json")), &mcp); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mcp.MCPServers["svc"]; !ok || len(mcp.MCPServers) != 1 {
+		t.Errorf("no approvals server when the user names their own prompt tool: %v", mcp.MCPServers)
 	}
 }

@@ -42,7 +42,7 @@ func TestHookRelaysOversizedPayloadsWithoutTheirBulk(t *testing.T) {
 			[]Event{{Kind: ToolEnd, Tool: "Read", ToolResult: json.RawMessage(`"ok"`)}}},
 		{"oversized: the event without input and result",
 			`{"hook_event_name":"PostToolUse","tool_name":"Read","tool_use_id":"t1","tool_input":{},"tool_response":"` + strings.Repeat("x", relay.MaxLine) + `"}`,
-			[]Event{{Kind: ToolEnd, Tool: "Read"}}},
+			[]Event{{Kind: ToolEnd, Tool: "Read", ToolUseID: "t1"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -67,6 +67,7 @@ func NewCodex() Agent { return &codex{} }
 type codex struct {
 	threadParams map[string]any
 	proxy        *capture.Proxy
+	approve      func(ctx context.Context, r relay.ApprovalRequest) relay.ApprovalAnswer
 }
 
 func (*codex) Name() string { return "codex" }
@@ -298,10 +299,18 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 		argv = append(argv, "-c", `otel.exporter="none"`)
 	}
 
+	// A person answers Codex's approval requests through the runner
+	// (docs/APPROVALS.md), so the default is Codex's own: on-request. A
+	// runner without approvals (none wired) keeps never: no one could
+	// answer.
 	approval := ca.approval
 	if approval == "" {
-		approval = "never"
+		approval = "on-request"
+		if s.Approve == nil {
+			approval = "never"
+		}
 	}
+	c.approve = s.Approve
 	c.threadParams = map[string]any{"approvalPolicy": approval}
 	if ca.sandbox != "" {
 		c.threadParams["sandbox"] = ca.sandbox
@@ -363,9 +372,12 @@ func (c *codex) Attach(stdin io.WriteCloser, stdout io.Reader, events chan<- Eve
 		toolbox:  make(chan struct{}),
 		readDone: make(chan struct{}),
 		proxy:    c.proxy,
+		approve:  c.approve,
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	go func() {
 		defer close(s.readDone)
+		defer s.endLife()
 		s.read(stdout)
 		s.failAll(errors.New("codex: the agent's output ended"))
 		s.tbOnce.Do(func() { close(s.toolbox) })
@@ -382,6 +394,11 @@ type codexSession struct {
 	events   chan<- Event
 	readDone chan struct{}
 	proxy    *capture.Proxy
+	// approve asks a person (nil: every approval request is declined at
+	// once); life ends when Codex's output does, and with it every wait.
+	approve func(ctx context.Context, r relay.ApprovalRequest) relay.ApprovalAnswer
+	life    context.Context
+	endLife context.CancelFunc
 
 	logMu sync.Mutex
 	log   io.Writer
@@ -643,6 +660,12 @@ func (s *codexSession) serverRequest(m codexMsg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), codexCallTimeout)
 	defer cancel()
+	if codexAsksPerson[m.Method] && s.approve != nil {
+		// A person decides, which may take minutes: answered off the
+		// reader, which must go on reading Codex's output meanwhile.
+		go s.askPerson(m)
+		return
+	}
 	answer, ok := codexDecline[m.Method]
 	if !ok {
 		s.logf("answered %s with an error: not supported by the runner", short(m.Method))
@@ -655,6 +678,115 @@ func (s *codexSession) serverRequest(m codexMsg) {
 		s.logf("answering %s: %v", m.Method, err)
 	}
 	s.send(Event{Kind: Unblocked})
+}
+
+// codexAsksPerson are the approval requests a person decides through the
+// runner: commands and file changes (and their legacy forms). The others
+// (permission grants, user input, MCP elicitations) are still declined at
+// once.
+var codexAsksPerson = map[string]bool{
+	"item/commandExecution/requestApproval": true,
+	"item/fileChange/requestApproval":       true,
+	"execCommandApproval":                   true,
+	"applyPatchApproval":                    true,
+}
+
+// codexApprovalParams is the part of an approval request the adapter
+// reads: v2 (threadId, turnId, itemId) and legacy (callId) fields.
+type codexApprovalParams struct {
+	ThreadID    string          `json:"threadId"`
+	TurnID      string          `json:"turnId"`
+	ItemID      string          `json:"itemId"`
+	CallID      string          `json:"callId"`
+	Command     json.RawMessage `json:"command"` // a string (v2) or a list (legacy)
+	Cwd         string          `json:"cwd"`
+	Reason      *string         `json:"reason"`
+	GrantRoot   *string         `json:"grantRoot"`
+	FileChanges json.RawMessage `json:"fileChanges"`
+}
+
+// codexApprovalRequest reads one of Codex's approval requests (hostile
+// input: from the agent's side) into what a person is asked. started gives
+// the input of a tool item that started (a file change's changes).
+func codexApprovalRequest(method string, params json.RawMessage, started func(item string) json.RawMessage) (codexApprovalParams, relay.ApprovalRequest) {
+	var p codexApprovalParams
+	_ = json.Unmarshal(params, &p)
+	req := relay.ApprovalRequest{Tool: "exec_command", ToolUseID: p.ItemID}
+	in := map[string]any{}
+	switch method {
+	case "item/commandExecution/requestApproval", "execCommandApproval":
+		in["command"], in["cwd"] = rawJSON(p.Command), p.Cwd
+	case "item/fileChange/requestApproval":
+		req.Tool = "apply_patch"
+		if ch := started(p.ItemID); ch != nil {
+			in["changes"] = ch
+		}
+	case "applyPatchApproval":
+		req.Tool = "apply_patch"
+		in["changes"] = rawJSON(p.FileChanges)
+	}
+	if req.ToolUseID == "" {
+		req.ToolUseID = p.CallID
+	}
+	if len(req.ToolUseID) > 256 || !printableASCII(req.ToolUseID) {
+		req.ToolUseID = ""
+	}
+	if p.Reason != nil && *p.Reason != "" {
+		in["reason"] = *p.Reason
+	}
+	if p.GrantRoot != nil && *p.GrantRoot != "" {
+		in["grantRoot"] = *p.GrantRoot
+	}
+	req.Input = rawJSON(in)
+	return p, req
+}
+
+// askPerson has a person decide one of Codex's approval requests and
+// answers it. A denial's reason reaches the model by steering the turn:
+// app-server's decline carries none.
+func (s *codexSession) askPerson(m codexMsg) {
+	p, req := codexApprovalRequest(m.Method, m.Params, func(item string) json.RawMessage {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inflight[item].ToolInput
+	})
+	s.logf("%s: a person is asked", m.Method)
+	ans := s.approve(s.life, req)
+
+	ctx, cancel := context.WithTimeout(context.Background(), codexCallTimeout)
+	defer cancel()
+	var result map[string]any
+	legacy := m.Method == "execCommandApproval" || m.Method == "applyPatchApproval"
+	switch {
+	case ans.Allow && legacy:
+		result = map[string]any{"decision": "approved"}
+	case ans.Allow:
+		result = map[string]any{"decision": "accept"}
+	case legacy:
+		result = map[string]any{"decision": map[string]any{"denied": map[string]any{"rejection": ans.Reason}}}
+	default:
+		result = map[string]any{"decision": "decline"}
+	}
+	if err := s.write(ctx, map[string]any{"id": m.ID, "result": result}); err != nil {
+		s.logf("answering %s: %v", m.Method, err)
+		return
+	}
+	if ans.Allow || legacy || ans.Reason == "" || p.TurnID == "" || len(p.TurnID) > 256 || len(p.ThreadID) > 256 {
+		return
+	}
+	s.mu.Lock()
+	tid := s.threadID
+	s.mu.Unlock()
+	if p.ThreadID != "" {
+		tid = p.ThreadID
+	}
+	text := "[svc] " + req.Tool + " was not run: " + ans.Reason
+	if _, err := s.call(ctx, "turn/steer", map[string]any{
+		"threadId": tid, "expectedTurnId": p.TurnID,
+		"input": []map[string]any{{"type": "text", "text": boundText(text, codexMaxTurn)}},
+	}); err != nil {
+		s.logf("the refusal's reason did not reach the turn: %v", err)
+	}
 }
 
 // codexItem is the part of a thread item the adapter reads.
@@ -723,7 +855,7 @@ func (it codexItem) toolEvent(done bool) (Event, bool) {
 	if !ok {
 		return Event{}, false
 	}
-	ev := Event{Kind: ToolStart, Tool: n, ToolInput: rawJSON(input)}
+	ev := Event{Kind: ToolStart, Tool: n, ToolInput: rawJSON(input), ToolUseID: it.ID}
 	if done {
 		ev.Kind = ToolEnd
 		ev.ToolResult = rawJSON(result)
@@ -814,7 +946,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 		s.mu.Lock()
 		var open []Event
 		for id, ev := range s.inflight {
-			open = append(open, Event{Kind: ToolEnd, Tool: ev.Tool, ToolInput: ev.ToolInput})
+			open = append(open, Event{Kind: ToolEnd, Tool: ev.Tool, ToolInput: ev.ToolInput, ToolUseID: ev.ToolUseID})
 			delete(s.inflight, id)
 		}
 		s.mu.Unlock()

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"svc/cmd/internal/relay"
 )
 
 func TestScanCodexArgs(t *testing.T) {
@@ -195,10 +197,14 @@ func (b *syncBuf) String() string {
 }
 
 func newFakeAppServer(t *testing.T, params map[string]any) *fakeAppServer {
+	return newFakeAppServerApproving(t, params, nil)
+}
+
+func newFakeAppServerApproving(t *testing.T, params map[string]any, approve func(context.Context, relay.ApprovalRequest) relay.ApprovalAnswer) *fakeAppServer {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	f := &fakeAppServer{t: t, in: bufio.NewReader(inR), out: outW, events: make(chan Event, 64), log: &syncBuf{}}
-	a := &codex{threadParams: params}
+	a := &codex{threadParams: params, approve: approve}
 	f.sess = a.Attach(inW, outR, f.events, f.log)
 	t.Cleanup(func() { outW.Close(); inR.Close() })
 	return f
@@ -323,7 +329,7 @@ func TestCodexSessionTurn(t *testing.T) {
 	// A command left running when the turn ends is ended with it.
 	f.send(map[string]any{"method": "item/started", "params": map[string]any{"item": map[string]any{"type": "commandExecution", "id": "c1", "command": "sleep 9", "cwd": "/w"}}})
 	ev = f.event()
-	require.Equal(t, Event{Kind: ToolStart, Tool: "exec_command", ToolInput: json.RawMessage(`{"command":"sleep 9","cwd":"/w"}`)}, ev)
+	require.Equal(t, Event{Kind: ToolStart, Tool: "exec_command", ToolInput: json.RawMessage(`{"command":"sleep 9","cwd":"/w"}`), ToolUseID: "c1"}, ev)
 	f.send(map[string]any{"method": "item/completed", "params": map[string]any{"item": map[string]any{"type": "agentMessage", "id": "m1", "text": "Replied to alice."}}})
 	f.send(map[string]any{"method": "turn/completed", "params": map[string]any{"turn": map[string]any{"id": "t1", "status": "interrupted"}}})
 	require.Equal(t, ToolEnd, f.event().Kind)
@@ -452,4 +458,126 @@ func TestCodexSessionHostileOutput(t *testing.T) {
 		t.Fatal("Deliver hangs after the agent's output ended")
 	}
 	require.True(t, slices.ContainsFunc(strings.Split(f.log.String(), "\n"), func(l string) bool { return strings.Contains(l, "failed: boom") }))
+}
+
+func TestCodexApprovalPolicyDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		argv    []string
+		approve bool
+		want    string
+	}{
+		{"a person can answer: Codex's own default", []string{"codex"}, true, "on-request"},
+		{"no one can answer: never", []string{"codex"}, false, "never"},
+		{"the user's choice stands", []string{"codex", "-a", "never"}, true, "never"},
+		{"untrusted", []string{"codex", "-a", "untrusted"}, true, "untrusted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := codexSetup(t)
+			s.Argv = tc.argv
+			if tc.approve {
+				s.Approve = func(context.Context, relay.ApprovalRequest) relay.ApprovalAnswer { return relay.ApprovalAnswer{} }
+			}
+			a := &codex{}
+			_, _, err := a.Command(s)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, a.threadParams["approvalPolicy"])
+		})
+	}
+}
+
+func TestCodexApprovalsGoToAPerson(t *testing.T) {
+	asked := make(chan relay.ApprovalRequest, 4)
+	decide := make(chan relay.ApprovalAnswer, 4)
+	f := newFakeAppServerApproving(t, map[string]any{"developerInstructions": "You are codex1."}, func(ctx context.Context, r relay.ApprovalRequest) relay.ApprovalAnswer {
+		asked <- r
+		select {
+		case a := <-decide:
+			return a
+		case <-ctx.Done():
+			return relay.ApprovalAnswer{Reason: "gone"}
+		}
+	})
+	f.handshake()
+	f.send(map[string]any{"method": "item/started", "params": map[string]any{"threadId": "thr_1", "turnId": "t1",
+		"item": map[string]any{"type": "fileChange", "id": "fc1", "changes": []any{map[string]any{"path": "/w/a.txt", "kind": "add"}}}}})
+	require.Equal(t, ToolStart, f.event().Kind)
+
+	for _, tc := range []struct {
+		name   string
+		method string
+		params map[string]any
+		want   relay.ApprovalRequest
+		answer relay.ApprovalAnswer
+		result string
+		steer  string // the refusal's text steered into the turn, "" for none
+	}{
+		{"command allowed", "item/commandExecution/requestApproval",
+			map[string]any{"threadId": "thr_1", "turnId": "t1", "itemId": "c7", "command": "touch x", "cwd": "/w", "reason": "writes"},
+			relay.ApprovalRequest{Tool: "exec_command", Input: json.RawMessage(`{"command":"touch x","cwd":"/w","reason":"writes"}`), ToolUseID: "c7"},
+			relay.ApprovalAnswer{Allow: true}, `{"decision":"accept"}`, ""},
+		{"file change denied, its reason steered into the turn", "item/fileChange/requestApproval",
+			map[string]any{"threadId": "thr_1", "turnId": "t1", "itemId": "fc1"},
+			relay.ApprovalRequest{Tool: "apply_patch", Input: json.RawMessage(`{"changes":[{"kind":"add","path":"/w/a.txt"}]}`), ToolUseID: "fc1"},
+			relay.ApprovalAnswer{Reason: "Denied by alice: not now"}, `{"decision":"decline"}`, "[svc] apply_patch was not run: Denied by alice: not now"},
+		{"legacy command denied with its rejection", "execCommandApproval",
+			map[string]any{"conversationId": "thr_1", "callId": "call_3", "command": []any{"rm", "-rf", "/"}, "cwd": "/w"},
+			relay.ApprovalRequest{Tool: "exec_command", Input: json.RawMessage(`{"command":["rm","-rf","/"],"cwd":"/w"}`), ToolUseID: "call_3"},
+			relay.ApprovalAnswer{Reason: "Denied by bob."}, `{"decision":{"denied":{"rejection":"Denied by bob."}}}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.t = t
+			f.send(map[string]any{"id": "r-" + tc.name, "method": tc.method, "params": tc.params})
+			var got relay.ApprovalRequest
+			select {
+			case got = <-asked:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no person asked")
+			}
+			require.Equal(t, tc.want.Tool, got.Tool)
+			require.Equal(t, tc.want.ToolUseID, got.ToolUseID)
+			require.JSONEq(t, string(tc.want.Input), string(got.Input))
+			// The reader goes on while the person decides.
+			f.send(map[string]any{"method": "turn/started", "params": map[string]any{"threadId": "thr_1", "turn": map[string]any{"id": "t1"}}})
+			require.Equal(t, TurnStart, f.event().Kind)
+			decide <- tc.answer
+			m := f.next()
+			require.Equal(t, "r-"+tc.name, m["id"])
+			res, err := json.Marshal(m["result"])
+			require.NoError(t, err)
+			require.JSONEq(t, tc.result, string(res))
+			if tc.steer != "" {
+				st := f.next()
+				require.Equal(t, "turn/steer", st["method"])
+				p := st["params"].(map[string]any)
+				require.Equal(t, "t1", p["expectedTurnId"])
+				require.Equal(t, "thr_1", p["threadId"])
+				require.Equal(t, tc.steer, p["input"].([]any)[0].(map[string]any)["text"])
+				f.send(map[string]any{"id": st["id"], "result": map[string]any{"turnId": "t1"}})
+			}
+			f.noEvent() // the runner, not the adapter, marks the wait blocked
+		})
+	}
+}
+
+func FuzzCodexApprovalRequest(f *testing.F) {
+	f.Add("item/commandExecution/requestApproval", []byte(`{"threadId":"t","turnId":"u","itemId":"c1","command":"rm -rf /","cwd":"/w","reason":"x"}`))
+	f.Add("execCommandApproval", []byte(`{"callId":"call_1","command":["ls","-l"],"cwd":"/"}`))
+	f.Add("item/fileChange/requestApproval", []byte(`{"itemId":"fc1","grantRoot":"/"}`))
+	f.Add("applyPatchApproval", []byte(`{"callId":"c","fileChanges":{"/a":{"add":{"content":"x"}}}}`))
+	f.Add("item/commandExecution/requestApproval", []byte(`{"itemId":"a\u0000b","command":{"x":[1,2]}}`))
+	f.Add("x", []byte(`null`))
+	f.Add("x", []byte{0xff})
+	f.Fuzz(func(t *testing.T, method string, params []byte) {
+		_, req := codexApprovalRequest(method, params, func(string) json.RawMessage { return json.RawMessage(`[{"path":"/a"}]`) })
+		if req.Tool != "exec_command" && req.Tool != "apply_patch" {
+			t.Fatalf("tool %q", req.Tool)
+		}
+		if len(req.ToolUseID) > 256 || !printableASCII(req.ToolUseID) {
+			t.Fatalf("tool use id %q", req.ToolUseID)
+		}
+		if len(req.Input) > 0 && !json.Valid(req.Input) {
+			t.Fatalf("input %q is not JSON", req.Input)
+		}
+	})
 }

@@ -28,6 +28,7 @@ type claudeHook struct {
 	ToolInput        json.RawMessage `json:"tool_input"`
 	ToolResponse     json.RawMessage `json:"tool_response"`
 	Error            json.RawMessage `json:"error"`
+	ToolUseID        string          `json:"tool_use_id"`
 }
 
 // ParseHook maps one Claude Code shaped hook payload to the events it means
@@ -82,7 +83,7 @@ func ParseHook(payload json.RawMessage) []Event {
 		if !ok {
 			return nil
 		}
-		ev := Event{Kind: ToolStart, Tool: name, ToolInput: jsonOrNil(h.ToolInput)}
+		ev := Event{Kind: ToolStart, Tool: name, ToolInput: jsonOrNil(h.ToolInput), ToolUseID: toolUseID(h.ToolUseID)}
 		switch h.Event {
 		case "PostToolUse":
 			ev.Kind, ev.ToolResult = ToolEnd, jsonOrNil(h.ToolResponse)
@@ -115,6 +116,15 @@ func toolName(s string) (string, bool) {
 		}
 	}
 	return s, true
+}
+
+// toolUseID checks a tool call's id from a payload: printable ASCII, at
+// most 256 bytes; anything else is no id.
+func toolUseID(s string) string {
+	if len(s) > maxHookToolName || !printableASCII(s) {
+		return ""
+	}
+	return s
 }
 
 func printableASCII(s string) bool {

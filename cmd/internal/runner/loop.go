@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -76,11 +77,19 @@ type loopDeps struct {
 	// slug names a channel id; "" when unknown.
 	slug func(id string) string
 	logf func(format string, args ...any)
+	// askApproval asks the broker for an approval and returns its id and
+	// expiry; getApproval reads its decision (nil while pending);
+	// withdrawApproval ends one nothing waits for. Nil askApproval refuses
+	// every request (approval.go).
+	askApproval      func(ctx context.Context, tool string, input json.RawMessage, objective string) (string, time.Time, error)
+	getApproval      func(ctx context.Context, id string) (*approvalDecision, error)
+	withdrawApproval func(ctx context.Context, id, why string) error
 }
 
 type queued struct {
-	turn Turn
-	id   string // message id; "" for the re-brief
+	turn   Turn
+	id     string // message id; "" for the re-brief
+	thread string // the message's data.thread, "" for a DM
 }
 
 type deliverResult struct {
@@ -148,6 +157,12 @@ type loop struct {
 	plateAgain    bool
 	plates        chan []*apiv1.Objective
 
+	// appr are the approvals the agent waits on (approval.go);
+	// turnThread is the thread of the last delivered message, which names
+	// the objective an approval is about.
+	appr       approvals
+	turnThread string
+
 	// stopping says the runner is stopping (a signal, the agent's exit):
 	// a turn that ends with an error then is handed back, not
 	// acknowledged.
@@ -175,6 +190,7 @@ func newLoop(me string, st loopState, deps loopDeps) *loop {
 		seen:      map[string]bool{},
 		results:   make(chan deliverResult, 1),
 		plates:    make(chan []*apiv1.Objective, 1),
+		appr:      newApprovals(),
 		stopping:  func() bool { return false },
 		startWait: turnStartWait,
 		now:       time.Now,
@@ -228,6 +244,8 @@ func (l *loop) run(ctx context.Context, msgs <-chan *apiv1.Message, hooks <-chan
 	defer l.retryTimer.Stop()
 	defer l.plateTimer.Stop()
 	defer l.quietTimer.Stop()
+	defer l.appr.timer.Stop()
+	defer close(l.appr.quit)
 	l.stopping = func() bool {
 		if ctx.Err() != nil {
 			return true
@@ -261,6 +279,12 @@ func (l *loop) run(ctx context.Context, msgs <-chan *apiv1.Message, hooks <-chan
 			l.onEvent(e)
 		case r := <-l.results:
 			l.onDelivered(r)
+		case a := <-l.appr.in:
+			l.onApproval(ctx, a)
+		case e := <-l.appr.events:
+			l.onApprovalEvent(ctx, e)
+		case <-l.appr.timer.C:
+			l.pollApprovals(ctx)
 		case <-l.awaitTimer.C:
 			// No turn start reported: an agent that reports none. Its
 			// turn counts as ended, so the next message goes.
@@ -298,6 +322,12 @@ func (l *loop) onMessage(m *apiv1.Message) {
 	kind := dataString(m, "kind")
 	thread := dataString(m, "thread")
 	switch {
+	case kind == kindApprovalDecided && strings.HasPrefix(thread, "approval:"):
+		// A decision for a waiting approval: never a turn, whoever sent
+		// it (an expiry comes from the member itself).
+		l.onApprovalDecided(decidedOf(thread, func(k string) string { return dataString(m, k) }))
+		l.done(id)
+		return
 	case m.GetFrom() == l.me:
 		// Own messages are not echoed back.
 		l.done(id)
@@ -333,7 +363,7 @@ func (l *loop) onMessage(m *apiv1.Message) {
 		t = RenderRedelivery(m, l.deps.slug)
 		l.redeliver = ""
 	}
-	l.queue = append(l.queue, queued{turn: t, id: id})
+	l.queue = append(l.queue, queued{turn: t, id: id, thread: thread})
 }
 
 func (l *loop) remember(id string) {
@@ -354,7 +384,7 @@ func (l *loop) done(id string) {
 }
 
 func (l *loop) onEvent(e Event) {
-	if l.activity.Apply(e) {
+	if l.countTool(e) && l.activity.Apply(e) {
 		st := l.activity.State()
 		if l.deps.report != nil {
 			l.deps.report(st)
@@ -523,6 +553,7 @@ func (l *loop) onDelivered(r deliverResult) {
 		l.queue = l.queue[1:]
 	}
 	cur.delivered = true
+	l.turnThread = cur.q.thread
 	l.quietTimer.Reset(l.quiet)
 	switch {
 	case cur.endedEarly:

@@ -159,8 +159,29 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	approvalsCl := apiv1.NewApprovalsClient(cl.Conn())
+	// Approvals a past life of this runner asked for wait for an agent that
+	// is gone: withdrawn before the new agent can ask anything.
+	withdrawLeftApprovals(cctx, approvalsCl, me, log)
 	hooks := make(chan hookReq)
 	loopDone := make(chan struct{})
+	approvalIn := make(chan approvalReq)
+	approve := func(ctx context.Context, r relay.ApprovalRequest) relay.ApprovalAnswer {
+		a := approvalReq{ctx: ctx, req: r, answer: make(chan relay.ApprovalAnswer, 1)}
+		select {
+		case approvalIn <- a:
+		case <-loopDone:
+			return refusal("the runner is stopping")
+		case <-ctx.Done():
+			return refusal("the agent stopped waiting")
+		}
+		select {
+		case ans := <-a.answer:
+			return ans
+		case <-loopDone:
+			return refusal("the runner stopped")
+		}
+	}
 	srv, err := relay.Listen("", func(p json.RawMessage) {
 		evs := agent.ParseHook(p)
 		if len(evs) == 0 {
@@ -181,6 +202,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("relay socket: %w", err)
 	}
 	defer srv.Close()
+	srv.SetApprover(approve)
 
 	svcPath, err := os.Executable()
 	if err != nil {
@@ -191,6 +213,7 @@ func Run(ctx context.Context, o Options) error {
 		MCPEnv:       map[string]string{client.EnvURL: o.URL, client.EnvToken: o.Token, relay.Env: srv.Path()},
 		Env:          agentEnv(o.URL, o.Token, srv.Path(), secrets, o.Capture),
 		SystemPrompt: SystemPrompt(brief),
+		Approve:      approve,
 	}
 	redactor := NewRedactor(append(mapValues(secrets), o.Token)...)
 	var genaiUp *GenAIUploader
@@ -253,6 +276,16 @@ func Run(ctx context.Context, o Options) error {
 		fetchPlate: fetchPlate,
 		slug:       slugs.slug,
 		logf:       log.logf,
+		askApproval: func(ctx context.Context, tool string, input json.RawMessage, objective string) (string, time.Time, error) {
+			return askApproval(ctx, approvalsCl, tool, approvalInput(redactor, input), objective)
+		},
+		getApproval: func(ctx context.Context, id string) (*approvalDecision, error) {
+			return getApproval(ctx, approvalsCl, id)
+		},
+		withdrawApproval: func(ctx context.Context, id, why string) error {
+			_, err := approvalsCl.WithdrawApproval(ctx, &apiv1.WithdrawApprovalRequest{Id: id, Reason: &why})
+			return err
+		},
 	}
 	if o.Capture {
 		deps.report = rep.set
@@ -268,6 +301,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	l := newLoop(me, start, deps)
+	l.appr.in = approvalIn
 
 	// The re-brief goes at attach, once the agent runs and the plate is
 	// fetched. The lifecycle messages of its objectives that the replay
@@ -314,6 +348,9 @@ func Run(ctx context.Context, o Options) error {
 	actx, acancel := context.WithTimeout(fctx, ackFlushGrace)
 	acks.flush(actx)
 	acancel()
+	// The agent is gone: what it waited on is withdrawn (the loop has
+	// ended, so its approvals are this goroutine's now).
+	l.abandonApprovals(fctx)
 	if up != nil {
 		up.flush(fctx)
 	}

@@ -18,6 +18,9 @@ type Activity struct {
 	turnActive bool
 	inflight   int
 	blocked    bool
+	// waiting counts the approvals the agent waits on: blocked until each
+	// is decided (docs/APPROVALS.md).
+	waiting int
 }
 
 // Apply feeds one event and reports whether the state changed.
@@ -41,6 +44,9 @@ func (a *Activity) Apply(e Event) bool {
 		a.turnActive = false
 		a.blocked = false
 		a.inflight = 0
+		// A turn that ended waits on nothing: a decision that comes later
+		// has no one to reach.
+		a.waiting = 0
 	case Blocked:
 		a.blocked = true
 	case Unblocked:
@@ -52,6 +58,12 @@ func (a *Activity) Apply(e Event) bool {
 			a.inflight--
 		}
 		a.blocked = false
+	case ApprovalWait:
+		a.waiting++
+	case ApprovalDone:
+		if a.waiting > 0 {
+			a.waiting--
+		}
 	}
 	return a.State() != before
 }
@@ -59,13 +71,16 @@ func (a *Activity) Apply(e Event) bool {
 // State is the derived state.
 func (a Activity) State() ActivityState {
 	switch {
-	case a.blocked:
+	case a.blocked || a.waiting > 0:
 		return StateBlocked
 	case a.turnActive || a.inflight > 0:
 		return StateWorking
 	}
 	return StateIdle
 }
+
+// Waiting is the number of approvals the agent waits on.
+func (a Activity) Waiting() int { return a.waiting }
 
 // InFlight is the number of tools running now.
 func (a Activity) InFlight() int { return a.inflight }

@@ -42,6 +42,16 @@ func TestActivityStateMachine(t *testing.T) {
 			[]ActivityState{StateBlocked, StateWorking}, nil},
 		{"session start changes nothing", []Event{{Kind: SessionStart, Source: "compact"}},
 			[]ActivityState{StateIdle}, []bool{false}},
+		{"an approval blocks until decided", []Event{ev(TurnStart), ev(ToolStart), ev(ApprovalWait), ev(ApprovalDone)},
+			[]ActivityState{StateWorking, StateWorking, StateBlocked, StateWorking}, []bool{true, false, true, true}},
+		{"blocked while any approval waits", []Event{ev(TurnStart), ev(ApprovalWait), ev(ApprovalWait), ev(ApprovalDone), ev(ApprovalDone)},
+			[]ActivityState{StateWorking, StateBlocked, StateBlocked, StateBlocked, StateWorking}, nil},
+		{"a parallel tool's end does not unblock an approval", []Event{ev(TurnStart), ev(ToolStart), ev(ApprovalWait), ev(ToolEnd)},
+			[]ActivityState{StateWorking, StateWorking, StateBlocked, StateBlocked}, nil},
+		{"turn end forgets the approvals", []Event{ev(TurnStart), ev(ApprovalWait), ev(TurnEnd), ev(ApprovalDone)},
+			[]ActivityState{StateWorking, StateBlocked, StateIdle, StateIdle}, []bool{true, true, true, false}},
+		{"approvals never below zero", []Event{ev(ApprovalDone), ev(ApprovalWait)},
+			[]ActivityState{StateIdle, StateBlocked}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,6 +61,7 @@ func TestActivityStateMachine(t *testing.T) {
 				changed := a.Apply(e)
 				require.Equal(t, tc.want[i], a.State(), "after event %d", i)
 				require.GreaterOrEqual(t, a.InFlight(), 0)
+				require.GreaterOrEqual(t, a.Waiting(), 0)
 				if tc.changes != nil {
 					require.Equal(t, tc.changes[i], changed, "change reported after event %d", i)
 				}
@@ -77,6 +88,10 @@ func TestParseHook(t *testing.T) {
 		{"untyped other message", `{"hook_event_name":"Notification","message":"hello"}`, nil},
 		{"pre tool", `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}`,
 			[]Event{{Kind: ToolStart, Tool: "Bash", ToolInput: json.RawMessage(`{"command":"ls"}`)}}},
+		{"pre tool with its call id", `{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{},"tool_use_id":"toolu_1"}`,
+			[]Event{{Kind: ToolStart, Tool: "Write", ToolInput: json.RawMessage(`{}`), ToolUseID: "toolu_1"}}},
+		{"a call id with a control character is none", `{"hook_event_name":"PreToolUse","tool_name":"Write","tool_use_id":"a\u0007b"}`,
+			[]Event{{Kind: ToolStart, Tool: "Write"}}},
 		{"post tool", `{"hook_event_name":"PostToolUse","tool_name":"mcp__svc__send","tool_input":{"to":"bob"},"tool_response":[{"type":"text","text":"ok"}]}`,
 			[]Event{{Kind: ToolEnd, Tool: "mcp__svc__send", ToolInput: json.RawMessage(`{"to":"bob"}`), ToolResult: json.RawMessage(`[{"type":"text","text":"ok"}]`)}}},
 		{"post tool null response", `{"hook_event_name":"PostToolUse","tool_name":"Read","tool_response":null}`,

@@ -31,18 +31,24 @@ type Env struct {
 }
 
 // Run is `svc mcp [--url U] [--token T]`: the toolbox served over stdin and
-// stdout until the client closes stdin or ctx ends. Diagnostics go to
+// stdout until the client closes stdin or ctx ends. With --approval-prompt
+// it serves Claude Code's permission-prompt tool alone (ServeApprovalPrompt). Diagnostics go to
 // stderr (stdout carries the protocol only).
 func Run(ctx context.Context, args []string, env Env) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	flagURL := fs.String("url", "", "broker URL (default $SVC_URL, else "+client.DefaultURL+")")
 	flagToken := fs.String("token", "", "bearer token (default $SVC_TOKEN, else the token cache)")
+	prompt := fs.Bool("approval-prompt", false, "serve only the permission-prompt tool, asking $"+relay.Env)
 	if err := fs.Parse(args); err != nil {
-		return &UsageError{Msg: "usage: svc mcp [--url U] [--token T]: " + err.Error()}
+		return &UsageError{Msg: "usage: svc mcp [--url U] [--token T] [--approval-prompt]: " + err.Error()}
 	}
 	if fs.NArg() > 0 {
-		return &UsageError{Msg: "usage: svc mcp [--url U] [--token T]: no arguments"}
+		return &UsageError{Msg: "usage: svc mcp [--url U] [--token T] [--approval-prompt]: no arguments"}
+	}
+	if *prompt {
+		// It asks the runner, never the broker: no credential is read.
+		return ServeApprovalPrompt(ctx, env.Stdin, env.Stdout, env.Getenv(relay.Env), env.Version)
 	}
 	u, err := client.ResolveURL(*flagURL, env.Getenv)
 	if err != nil {

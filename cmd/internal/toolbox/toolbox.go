@@ -265,6 +265,9 @@ func (t *Toolbox) Recompute(ctx context.Context) error {
 	for _, p := range br.Member.Permissions {
 		perms[p] = true
 	}
+	if perms[permMembersManage] || perms[permObjectivesCreate] || t.isApprover(ctx, br.Member.Name) {
+		perms[gateApprover] = true
+	}
 	want := map[string]desired{}
 	for _, name := range visibleTools(staticTools(), perms) {
 		tl := t.static[name]

@@ -204,6 +204,7 @@ func staticTools() []*tool {
 	}
 	tools = append(tools, toolSourceTools()...)
 	tools = append(tools, secretTools()...)
+	tools = append(tools, approvalTools()...)
 	return append(tools, notificationTools()...)
 }
 

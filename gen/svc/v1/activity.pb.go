@@ -95,17 +95,27 @@ func (x *ActivityEventInput) GetData() *structpb.Struct {
 	return nil
 }
 
-// ActivityRow is one stored row of a member's stream.
+// ActivityRow is one stored row of a member's stream. An llm_exchange whose
+// data carries no costUsd shows the cost svc computed from its price table
+// in data.costUsd, with data.costComputed true; none when the table has no
+// price for its model.
 type ActivityRow struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            float64                `protobuf:"fixed64,1,opt,name=id,proto3" json:"id,omitempty"`
-	Member        string                 `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
-	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
-	Ts            float64                `protobuf:"fixed64,4,opt,name=ts,proto3" json:"ts,omitempty"`
-	ObjectiveId   *string                `protobuf:"bytes,5,opt,name=objective_id,json=objectiveId,proto3,oneof" json:"objective_id,omitempty"`
-	Data          *structpb.Struct       `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          float64                `protobuf:"fixed64,1,opt,name=id,proto3" json:"id,omitempty"`
+	Member      string                 `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	Kind        string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Ts          float64                `protobuf:"fixed64,4,opt,name=ts,proto3" json:"ts,omitempty"`
+	ObjectiveId *string                `protobuf:"bytes,5,opt,name=objective_id,json=objectiveId,proto3,oneof" json:"objective_id,omitempty"`
+	Data        *structpb.Struct       `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
+	// member_id names the member of that name the row belongs to: a name
+	// deleted and created again is another member.
+	MemberId string `protobuf:"bytes,7,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// member_deleted is true when that member was deleted (the name may
+	// belong to a new member now); member_deleted_at says when, if known.
+	MemberDeleted   bool     `protobuf:"varint,8,opt,name=member_deleted,json=memberDeleted,proto3" json:"member_deleted,omitempty"`
+	MemberDeletedAt *float64 `protobuf:"fixed64,9,opt,name=member_deleted_at,json=memberDeletedAt,proto3,oneof" json:"member_deleted_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ActivityRow) Reset() {
@@ -178,6 +188,27 @@ func (x *ActivityRow) GetData() *structpb.Struct {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *ActivityRow) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ActivityRow) GetMemberDeleted() bool {
+	if x != nil {
+		return x.MemberDeleted
+	}
+	return false
+}
+
+func (x *ActivityRow) GetMemberDeletedAt() float64 {
+	if x != nil && x.MemberDeletedAt != nil {
+		return *x.MemberDeletedAt
+	}
+	return 0
 }
 
 type UploadActivityRequest struct {
@@ -584,10 +615,19 @@ type Usage struct {
 	OutputTokens        float64                `protobuf:"fixed64,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
 	CacheReadTokens     float64                `protobuf:"fixed64,3,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
 	CacheCreationTokens float64                `protobuf:"fixed64,4,opt,name=cache_creation_tokens,json=cacheCreationTokens,proto3" json:"cache_creation_tokens,omitempty"`
-	CostUsd             float64                `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	Exchanges           float64                `protobuf:"fixed64,6,opt,name=exchanges,proto3" json:"exchanges,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// cost_usd sums every cost known: the costs the agents reported, and
+	// those svc computed from its price table for exchanges and inference
+	// records that carried none.
+	CostUsd   float64 `protobuf:"fixed64,5,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	Exchanges float64 `protobuf:"fixed64,6,opt,name=exchanges,proto3" json:"exchanges,omitempty"`
+	// cost_computed_usd is the part of cost_usd svc computed.
+	CostComputedUsd float64 `protobuf:"fixed64,7,opt,name=cost_computed_usd,json=costComputedUsd,proto3" json:"cost_computed_usd,omitempty"`
+	// unpriced_exchanges counts the exchanges with tokens but no cost whose
+	// model the price table does not know: their cost is unknown, and not
+	// in cost_usd.
+	UnpricedExchanges float64 `protobuf:"fixed64,8,opt,name=unpriced_exchanges,json=unpricedExchanges,proto3" json:"unpriced_exchanges,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -662,6 +702,227 @@ func (x *Usage) GetExchanges() float64 {
 	return 0
 }
 
+func (x *Usage) GetCostComputedUsd() float64 {
+	if x != nil {
+		return x.CostComputedUsd
+	}
+	return 0
+}
+
+func (x *Usage) GetUnpricedExchanges() float64 {
+	if x != nil {
+		return x.UnpricedExchanges
+	}
+	return 0
+}
+
+// ModelUsage sums the usage of one model.
+type ModelUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// model is the model id the exchanges named; "" when they named none.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// priced_as is the price table entry the model matched; absent when the
+	// table has no price for it.
+	PricedAs            *string `protobuf:"bytes,2,opt,name=priced_as,json=pricedAs,proto3,oneof" json:"priced_as,omitempty"`
+	InputTokens         float64 `protobuf:"fixed64,3,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens        float64 `protobuf:"fixed64,4,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	CacheReadTokens     float64 `protobuf:"fixed64,5,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
+	CacheCreationTokens float64 `protobuf:"fixed64,6,opt,name=cache_creation_tokens,json=cacheCreationTokens,proto3" json:"cache_creation_tokens,omitempty"`
+	Exchanges           float64 `protobuf:"fixed64,7,opt,name=exchanges,proto3" json:"exchanges,omitempty"`
+	// cost_usd is absent when the cost of some exchange is unknown
+	// (unpriced_exchanges > 0).
+	CostUsd           *float64 `protobuf:"fixed64,8,opt,name=cost_usd,json=costUsd,proto3,oneof" json:"cost_usd,omitempty"`
+	CostComputedUsd   float64  `protobuf:"fixed64,9,opt,name=cost_computed_usd,json=costComputedUsd,proto3" json:"cost_computed_usd,omitempty"`
+	UnpricedExchanges float64  `protobuf:"fixed64,10,opt,name=unpriced_exchanges,json=unpricedExchanges,proto3" json:"unpriced_exchanges,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ModelUsage) Reset() {
+	*x = ModelUsage{}
+	mi := &file_svc_v1_activity_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelUsage) ProtoMessage() {}
+
+func (x *ModelUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_activity_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelUsage.ProtoReflect.Descriptor instead.
+func (*ModelUsage) Descriptor() ([]byte, []int) {
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ModelUsage) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelUsage) GetPricedAs() string {
+	if x != nil && x.PricedAs != nil {
+		return *x.PricedAs
+	}
+	return ""
+}
+
+func (x *ModelUsage) GetInputTokens() float64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetOutputTokens() float64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetCacheReadTokens() float64 {
+	if x != nil {
+		return x.CacheReadTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetCacheCreationTokens() float64 {
+	if x != nil {
+		return x.CacheCreationTokens
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetExchanges() float64 {
+	if x != nil {
+		return x.Exchanges
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetCostUsd() float64 {
+	if x != nil && x.CostUsd != nil {
+		return *x.CostUsd
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetCostComputedUsd() float64 {
+	if x != nil {
+		return x.CostComputedUsd
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetUnpricedExchanges() float64 {
+	if x != nil {
+		return x.UnpricedExchanges
+	}
+	return 0
+}
+
+// MemberUsage sums the usage of one member.
+type MemberUsage struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Member          string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	MemberId        string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberDeleted   bool                   `protobuf:"varint,3,opt,name=member_deleted,json=memberDeleted,proto3" json:"member_deleted,omitempty"`
+	MemberDeletedAt *float64               `protobuf:"fixed64,4,opt,name=member_deleted_at,json=memberDeletedAt,proto3,oneof" json:"member_deleted_at,omitempty"`
+	Usage           *Usage                 `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	Models          []*ModelUsage          `protobuf:"bytes,6,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MemberUsage) Reset() {
+	*x = MemberUsage{}
+	mi := &file_svc_v1_activity_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberUsage) ProtoMessage() {}
+
+func (x *MemberUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_activity_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberUsage.ProtoReflect.Descriptor instead.
+func (*MemberUsage) Descriptor() ([]byte, []int) {
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *MemberUsage) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *MemberUsage) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *MemberUsage) GetMemberDeleted() bool {
+	if x != nil {
+		return x.MemberDeleted
+	}
+	return false
+}
+
+func (x *MemberUsage) GetMemberDeletedAt() float64 {
+	if x != nil && x.MemberDeletedAt != nil {
+		return *x.MemberDeletedAt
+	}
+	return 0
+}
+
+func (x *MemberUsage) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *MemberUsage) GetModels() []*ModelUsage {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
 // GenAiUsage is one inference's token counts.
 type GenAiUsage struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -676,7 +937,7 @@ type GenAiUsage struct {
 
 func (x *GenAiUsage) Reset() {
 	*x = GenAiUsage{}
-	mi := &file_svc_v1_activity_proto_msgTypes[10]
+	mi := &file_svc_v1_activity_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +949,7 @@ func (x *GenAiUsage) String() string {
 func (*GenAiUsage) ProtoMessage() {}
 
 func (x *GenAiUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[10]
+	mi := &file_svc_v1_activity_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +962,7 @@ func (x *GenAiUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenAiUsage.ProtoReflect.Descriptor instead.
 func (*GenAiUsage) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{10}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GenAiUsage) GetInputTokens() float64 {
@@ -755,14 +1016,24 @@ type GenAiRecord struct {
 	OutputMessages     *structpb.ListValue    `protobuf:"bytes,10,opt,name=output_messages,json=outputMessages,proto3" json:"output_messages,omitempty"`
 	// api is the provider API: messages (Anthropic), chat.completions or
 	// responses (OpenAI).
-	Api           string `protobuf:"bytes,11,opt,name=api,proto3" json:"api,omitempty"`
+	Api string `protobuf:"bytes,11,opt,name=api,proto3" json:"api,omitempty"`
+	// member_id, member_deleted and member_deleted_at are as for
+	// ActivityRow.
+	MemberId        string   `protobuf:"bytes,12,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberDeleted   bool     `protobuf:"varint,13,opt,name=member_deleted,json=memberDeleted,proto3" json:"member_deleted,omitempty"`
+	MemberDeletedAt *float64 `protobuf:"fixed64,14,opt,name=member_deleted_at,json=memberDeletedAt,proto3,oneof" json:"member_deleted_at,omitempty"`
+	// cost_usd is what the record's tokens cost at svc's price table
+	// (records carry no cost of their own, so cost_computed is true when it
+	// is set); absent when the table has no price for the model.
+	CostUsd       *float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3,oneof" json:"cost_usd,omitempty"`
+	CostComputed  bool     `protobuf:"varint,16,opt,name=cost_computed,json=costComputed,proto3" json:"cost_computed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenAiRecord) Reset() {
 	*x = GenAiRecord{}
-	mi := &file_svc_v1_activity_proto_msgTypes[11]
+	mi := &file_svc_v1_activity_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +1045,7 @@ func (x *GenAiRecord) String() string {
 func (*GenAiRecord) ProtoMessage() {}
 
 func (x *GenAiRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[11]
+	mi := &file_svc_v1_activity_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +1058,7 @@ func (x *GenAiRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenAiRecord.ProtoReflect.Descriptor instead.
 func (*GenAiRecord) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{11}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GenAiRecord) GetId() string {
@@ -867,6 +1138,41 @@ func (x *GenAiRecord) GetApi() string {
 	return ""
 }
 
+func (x *GenAiRecord) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GenAiRecord) GetMemberDeleted() bool {
+	if x != nil {
+		return x.MemberDeleted
+	}
+	return false
+}
+
+func (x *GenAiRecord) GetMemberDeletedAt() float64 {
+	if x != nil && x.MemberDeletedAt != nil {
+		return *x.MemberDeletedAt
+	}
+	return 0
+}
+
+func (x *GenAiRecord) GetCostUsd() float64 {
+	if x != nil && x.CostUsd != nil {
+		return *x.CostUsd
+	}
+	return 0
+}
+
+func (x *GenAiRecord) GetCostComputed() bool {
+	if x != nil {
+		return x.CostComputed
+	}
+	return false
+}
+
 type UploadGenAiRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -877,7 +1183,7 @@ type UploadGenAiRequest struct {
 
 func (x *UploadGenAiRequest) Reset() {
 	*x = UploadGenAiRequest{}
-	mi := &file_svc_v1_activity_proto_msgTypes[12]
+	mi := &file_svc_v1_activity_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1195,7 @@ func (x *UploadGenAiRequest) String() string {
 func (*UploadGenAiRequest) ProtoMessage() {}
 
 func (x *UploadGenAiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[12]
+	mi := &file_svc_v1_activity_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1208,7 @@ func (x *UploadGenAiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadGenAiRequest.ProtoReflect.Descriptor instead.
 func (*UploadGenAiRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{12}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UploadGenAiRequest) GetName() string {
@@ -928,7 +1234,7 @@ type UploadGenAiResponse struct {
 
 func (x *UploadGenAiResponse) Reset() {
 	*x = UploadGenAiResponse{}
-	mi := &file_svc_v1_activity_proto_msgTypes[13]
+	mi := &file_svc_v1_activity_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1246,7 @@ func (x *UploadGenAiResponse) String() string {
 func (*UploadGenAiResponse) ProtoMessage() {}
 
 func (x *UploadGenAiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[13]
+	mi := &file_svc_v1_activity_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1259,7 @@ func (x *UploadGenAiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadGenAiResponse.ProtoReflect.Descriptor instead.
 func (*UploadGenAiResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{13}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UploadGenAiResponse) GetInference() *GenAiRecord {
@@ -977,7 +1283,7 @@ type ListGenAiRequest struct {
 
 func (x *ListGenAiRequest) Reset() {
 	*x = ListGenAiRequest{}
-	mi := &file_svc_v1_activity_proto_msgTypes[14]
+	mi := &file_svc_v1_activity_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1295,7 @@ func (x *ListGenAiRequest) String() string {
 func (*ListGenAiRequest) ProtoMessage() {}
 
 func (x *ListGenAiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[14]
+	mi := &file_svc_v1_activity_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1308,7 @@ func (x *ListGenAiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenAiRequest.ProtoReflect.Descriptor instead.
 func (*ListGenAiRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{14}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListGenAiRequest) GetName() string {
@@ -1049,7 +1355,7 @@ type ListGenAiResponse struct {
 
 func (x *ListGenAiResponse) Reset() {
 	*x = ListGenAiResponse{}
-	mi := &file_svc_v1_activity_proto_msgTypes[15]
+	mi := &file_svc_v1_activity_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1367,7 @@ func (x *ListGenAiResponse) String() string {
 func (*ListGenAiResponse) ProtoMessage() {}
 
 func (x *ListGenAiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[15]
+	mi := &file_svc_v1_activity_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1380,7 @@ func (x *ListGenAiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGenAiResponse.ProtoReflect.Descriptor instead.
 func (*ListGenAiResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{15}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListGenAiResponse) GetInferences() []*GenAiRecord {
@@ -1094,7 +1400,7 @@ type GetGenAiRequest struct {
 
 func (x *GetGenAiRequest) Reset() {
 	*x = GetGenAiRequest{}
-	mi := &file_svc_v1_activity_proto_msgTypes[16]
+	mi := &file_svc_v1_activity_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1412,7 @@ func (x *GetGenAiRequest) String() string {
 func (*GetGenAiRequest) ProtoMessage() {}
 
 func (x *GetGenAiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[16]
+	mi := &file_svc_v1_activity_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1425,7 @@ func (x *GetGenAiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenAiRequest.ProtoReflect.Descriptor instead.
 func (*GetGenAiRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{16}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetGenAiRequest) GetName() string {
@@ -1145,7 +1451,7 @@ type GetGenAiResponse struct {
 
 func (x *GetGenAiResponse) Reset() {
 	*x = GetGenAiResponse{}
-	mi := &file_svc_v1_activity_proto_msgTypes[17]
+	mi := &file_svc_v1_activity_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1463,7 @@ func (x *GetGenAiResponse) String() string {
 func (*GetGenAiResponse) ProtoMessage() {}
 
 func (x *GetGenAiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[17]
+	mi := &file_svc_v1_activity_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1476,7 @@ func (x *GetGenAiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenAiResponse.ProtoReflect.Descriptor instead.
 func (*GetGenAiResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{17}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetGenAiResponse) GetInference() *GenAiRecord {
@@ -1191,7 +1497,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_svc_v1_activity_proto_msgTypes[18]
+	mi := &file_svc_v1_activity_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1509,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[18]
+	mi := &file_svc_v1_activity_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1522,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{18}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetUsageRequest) GetName() string {
@@ -1241,15 +1547,20 @@ func (x *GetUsageRequest) GetTo() float64 {
 }
 
 type GetUsageResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Usage         *Usage                 `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Usage *Usage                 `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"`
+	// models breaks usage down by model.
+	Models []*ModelUsage `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
+	// members breaks it down by member: the member of the name, and, for a
+	// holder of activity.read, each earlier (deleted) member of the name.
+	Members       []*MemberUsage `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_svc_v1_activity_proto_msgTypes[19]
+	mi := &file_svc_v1_activity_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1572,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[19]
+	mi := &file_svc_v1_activity_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1585,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{19}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetUsageResponse) GetUsage() *Usage {
@@ -1284,22 +1595,39 @@ func (x *GetUsageResponse) GetUsage() *Usage {
 	return nil
 }
 
+func (x *GetUsageResponse) GetModels() []*ModelUsage {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *GetUsageResponse) GetMembers() []*MemberUsage {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 // TraceRow is one step of an objective's trace: an activity row (with the
 // inference record of the same response, when there is one), or an
 // inference record no row carries.
 type TraceRow struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
-	Ts            float64                `protobuf:"fixed64,2,opt,name=ts,proto3" json:"ts,omitempty"`
-	Activity      *ActivityRow           `protobuf:"bytes,3,opt,name=activity,proto3" json:"activity,omitempty"`
-	Inference     *GenAiRecord           `protobuf:"bytes,4,opt,name=inference,proto3" json:"inference,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Member          string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Ts              float64                `protobuf:"fixed64,2,opt,name=ts,proto3" json:"ts,omitempty"`
+	Activity        *ActivityRow           `protobuf:"bytes,3,opt,name=activity,proto3" json:"activity,omitempty"`
+	Inference       *GenAiRecord           `protobuf:"bytes,4,opt,name=inference,proto3" json:"inference,omitempty"`
+	MemberId        string                 `protobuf:"bytes,5,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberDeleted   bool                   `protobuf:"varint,6,opt,name=member_deleted,json=memberDeleted,proto3" json:"member_deleted,omitempty"`
+	MemberDeletedAt *float64               `protobuf:"fixed64,7,opt,name=member_deleted_at,json=memberDeletedAt,proto3,oneof" json:"member_deleted_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TraceRow) Reset() {
 	*x = TraceRow{}
-	mi := &file_svc_v1_activity_proto_msgTypes[20]
+	mi := &file_svc_v1_activity_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1639,7 @@ func (x *TraceRow) String() string {
 func (*TraceRow) ProtoMessage() {}
 
 func (x *TraceRow) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[20]
+	mi := &file_svc_v1_activity_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1652,7 @@ func (x *TraceRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceRow.ProtoReflect.Descriptor instead.
 func (*TraceRow) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{20}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TraceRow) GetMember() string {
@@ -1355,6 +1683,27 @@ func (x *TraceRow) GetInference() *GenAiRecord {
 	return nil
 }
 
+func (x *TraceRow) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *TraceRow) GetMemberDeleted() bool {
+	if x != nil {
+		return x.MemberDeleted
+	}
+	return false
+}
+
+func (x *TraceRow) GetMemberDeletedAt() float64 {
+	if x != nil && x.MemberDeletedAt != nil {
+		return *x.MemberDeletedAt
+	}
+	return 0
+}
+
 type GetObjectiveTraceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1364,7 +1713,7 @@ type GetObjectiveTraceRequest struct {
 
 func (x *GetObjectiveTraceRequest) Reset() {
 	*x = GetObjectiveTraceRequest{}
-	mi := &file_svc_v1_activity_proto_msgTypes[21]
+	mi := &file_svc_v1_activity_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1725,7 @@ func (x *GetObjectiveTraceRequest) String() string {
 func (*GetObjectiveTraceRequest) ProtoMessage() {}
 
 func (x *GetObjectiveTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[21]
+	mi := &file_svc_v1_activity_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1738,7 @@ func (x *GetObjectiveTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectiveTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetObjectiveTraceRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{21}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetObjectiveTraceRequest) GetId() string {
@@ -1411,7 +1760,7 @@ type GetObjectiveTraceResponse struct {
 
 func (x *GetObjectiveTraceResponse) Reset() {
 	*x = GetObjectiveTraceResponse{}
-	mi := &file_svc_v1_activity_proto_msgTypes[22]
+	mi := &file_svc_v1_activity_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1772,7 @@ func (x *GetObjectiveTraceResponse) String() string {
 func (*GetObjectiveTraceResponse) ProtoMessage() {}
 
 func (x *GetObjectiveTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[22]
+	mi := &file_svc_v1_activity_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1785,7 @@ func (x *GetObjectiveTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectiveTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetObjectiveTraceResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{22}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetObjectiveTraceResponse) GetRows() []*TraceRow {
@@ -1462,7 +1811,7 @@ type GetObjectiveUsageRequest struct {
 
 func (x *GetObjectiveUsageRequest) Reset() {
 	*x = GetObjectiveUsageRequest{}
-	mi := &file_svc_v1_activity_proto_msgTypes[23]
+	mi := &file_svc_v1_activity_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1823,7 @@ func (x *GetObjectiveUsageRequest) String() string {
 func (*GetObjectiveUsageRequest) ProtoMessage() {}
 
 func (x *GetObjectiveUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[23]
+	mi := &file_svc_v1_activity_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1836,7 @@ func (x *GetObjectiveUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectiveUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetObjectiveUsageRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{23}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetObjectiveUsageRequest) GetId() string {
@@ -1498,15 +1847,18 @@ func (x *GetObjectiveUsageRequest) GetId() string {
 }
 
 type GetObjectiveUsageResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Usage         *Usage                 `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Usage *Usage                 `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"`
+	// models breaks usage down by model, members by holder.
+	Models        []*ModelUsage  `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
+	Members       []*MemberUsage `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetObjectiveUsageResponse) Reset() {
 	*x = GetObjectiveUsageResponse{}
-	mi := &file_svc_v1_activity_proto_msgTypes[24]
+	mi := &file_svc_v1_activity_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1870,7 @@ func (x *GetObjectiveUsageResponse) String() string {
 func (*GetObjectiveUsageResponse) ProtoMessage() {}
 
 func (x *GetObjectiveUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_activity_proto_msgTypes[24]
+	mi := &file_svc_v1_activity_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,12 +1883,26 @@ func (x *GetObjectiveUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetObjectiveUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetObjectiveUsageResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_activity_proto_rawDescGZIP(), []int{24}
+	return file_svc_v1_activity_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetObjectiveUsageResponse) GetUsage() *Usage {
 	if x != nil {
 		return x.Usage
+	}
+	return nil
+}
+
+func (x *GetObjectiveUsageResponse) GetModels() []*ModelUsage {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *GetObjectiveUsageResponse) GetMembers() []*MemberUsage {
+	if x != nil {
+		return x.Members
 	}
 	return nil
 }
@@ -1552,15 +1918,19 @@ const file_svc_v1_activity_proto_rawDesc = "" +
 	"\fobjective_id\x18\x03 \x01(\tH\x01R\vobjectiveId\x88\x01\x01\x12+\n" +
 	"\x04data\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x04dataB\x05\n" +
 	"\x03_tsB\x0f\n" +
-	"\r_objective_id\"\xbf\x01\n" +
+	"\r_objective_id\"\xca\x02\n" +
 	"\vActivityRow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x01R\x02id\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\tR\x06member\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x0e\n" +
 	"\x02ts\x18\x04 \x01(\x01R\x02ts\x12&\n" +
 	"\fobjective_id\x18\x05 \x01(\tH\x00R\vobjectiveId\x88\x01\x01\x12+\n" +
-	"\x04data\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x04dataB\x0f\n" +
-	"\r_objective_id\"_\n" +
+	"\x04data\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x04data\x12\x1b\n" +
+	"\tmember_id\x18\a \x01(\tR\bmemberId\x12%\n" +
+	"\x0emember_deleted\x18\b \x01(\bR\rmemberDeleted\x12/\n" +
+	"\x11member_deleted_at\x18\t \x01(\x01H\x01R\x0fmemberDeletedAt\x88\x01\x01B\x0f\n" +
+	"\r_objective_idB\x14\n" +
+	"\x12_member_deleted_at\"_\n" +
 	"\x15UploadActivityRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x06events\x18\x02 \x03(\v2\x1a.svc.v1.ActivityEventInputR\x06events\"4\n" +
@@ -1585,21 +1955,47 @@ const file_svc_v1_activity_proto_rawDesc = "" +
 	"\x03row\x18\x02 \x01(\v2\x13.svc.v1.ActivityRowH\x00R\x03rowB\a\n" +
 	"\x05event\"-\n" +
 	"\x13ActivityStreamReady\x12\x16\n" +
-	"\x06member\x18\x01 \x01(\tR\x06member\"\xe8\x01\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\"\xc3\x02\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x01R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x01R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x01R\x0fcacheReadTokens\x122\n" +
 	"\x15cache_creation_tokens\x18\x04 \x01(\x01R\x13cacheCreationTokens\x12\x19\n" +
 	"\bcost_usd\x18\x05 \x01(\x01R\acostUsd\x12\x1c\n" +
-	"\texchanges\x18\x06 \x01(\x01R\texchanges\"\xdf\x01\n" +
+	"\texchanges\x18\x06 \x01(\x01R\texchanges\x12*\n" +
+	"\x11cost_computed_usd\x18\a \x01(\x01R\x0fcostComputedUsd\x12-\n" +
+	"\x12unpriced_exchanges\x18\b \x01(\x01R\x11unpricedExchanges\"\xa0\x03\n" +
+	"\n" +
+	"ModelUsage\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12 \n" +
+	"\tpriced_as\x18\x02 \x01(\tH\x00R\bpricedAs\x88\x01\x01\x12!\n" +
+	"\finput_tokens\x18\x03 \x01(\x01R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x04 \x01(\x01R\foutputTokens\x12*\n" +
+	"\x11cache_read_tokens\x18\x05 \x01(\x01R\x0fcacheReadTokens\x122\n" +
+	"\x15cache_creation_tokens\x18\x06 \x01(\x01R\x13cacheCreationTokens\x12\x1c\n" +
+	"\texchanges\x18\a \x01(\x01R\texchanges\x12\x1e\n" +
+	"\bcost_usd\x18\b \x01(\x01H\x01R\acostUsd\x88\x01\x01\x12*\n" +
+	"\x11cost_computed_usd\x18\t \x01(\x01R\x0fcostComputedUsd\x12-\n" +
+	"\x12unpriced_exchanges\x18\n" +
+	" \x01(\x01R\x11unpricedExchangesB\f\n" +
+	"\n" +
+	"_priced_asB\v\n" +
+	"\t_cost_usd\"\x81\x02\n" +
+	"\vMemberUsage\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12%\n" +
+	"\x0emember_deleted\x18\x03 \x01(\bR\rmemberDeleted\x12/\n" +
+	"\x11member_deleted_at\x18\x04 \x01(\x01H\x00R\x0fmemberDeletedAt\x88\x01\x01\x12#\n" +
+	"\x05usage\x18\x05 \x01(\v2\r.svc.v1.UsageR\x05usage\x12*\n" +
+	"\x06models\x18\x06 \x03(\v2\x12.svc.v1.ModelUsageR\x06modelsB\x14\n" +
+	"\x12_member_deleted_at\"\xdf\x01\n" +
 	"\n" +
 	"GenAiUsage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x01R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x01R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x01R\x0fcacheReadTokens\x122\n" +
 	"\x15cache_creation_tokens\x18\x04 \x01(\x01R\x13cacheCreationTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x01R\x0freasoningTokens\"\xa9\x03\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x01R\x0freasoningTokens\"\x86\x05\n" +
 	"\vGenAiRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\tR\x06member\x12\x0e\n" +
@@ -1613,7 +2009,14 @@ const file_svc_v1_activity_proto_rawDesc = "" +
 	"\x0einput_messages\x18\t \x01(\v2\x1a.google.protobuf.ListValueR\rinputMessages\x12C\n" +
 	"\x0foutput_messages\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.ListValueR\x0eoutputMessages\x12\x10\n" +
-	"\x03api\x18\v \x01(\tR\x03api\"<\n" +
+	"\x03api\x18\v \x01(\tR\x03api\x12\x1b\n" +
+	"\tmember_id\x18\f \x01(\tR\bmemberId\x12%\n" +
+	"\x0emember_deleted\x18\r \x01(\bR\rmemberDeleted\x12/\n" +
+	"\x11member_deleted_at\x18\x0e \x01(\x01H\x00R\x0fmemberDeletedAt\x88\x01\x01\x12\x1e\n" +
+	"\bcost_usd\x18\x0f \x01(\x01H\x01R\acostUsd\x88\x01\x01\x12#\n" +
+	"\rcost_computed\x18\x10 \x01(\bR\fcostComputedB\x14\n" +
+	"\x12_member_deleted_atB\v\n" +
+	"\t_cost_usd\"<\n" +
 	"\x12UploadGenAiRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\"H\n" +
@@ -1642,23 +2045,31 @@ const file_svc_v1_activity_proto_rawDesc = "" +
 	"\x04from\x18\x02 \x01(\x01H\x00R\x04from\x88\x01\x01\x12\x13\n" +
 	"\x02to\x18\x03 \x01(\x01H\x01R\x02to\x88\x01\x01B\a\n" +
 	"\x05_fromB\x05\n" +
-	"\x03_to\"7\n" +
+	"\x03_to\"\x92\x01\n" +
 	"\x10GetUsageResponse\x12#\n" +
-	"\x05usage\x18\x01 \x01(\v2\r.svc.v1.UsageR\x05usage\"\x96\x01\n" +
+	"\x05usage\x18\x01 \x01(\v2\r.svc.v1.UsageR\x05usage\x12*\n" +
+	"\x06models\x18\x02 \x03(\v2\x12.svc.v1.ModelUsageR\x06models\x12-\n" +
+	"\amembers\x18\x03 \x03(\v2\x13.svc.v1.MemberUsageR\amembers\"\xa1\x02\n" +
 	"\bTraceRow\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x12\x0e\n" +
 	"\x02ts\x18\x02 \x01(\x01R\x02ts\x12/\n" +
 	"\bactivity\x18\x03 \x01(\v2\x13.svc.v1.ActivityRowR\bactivity\x121\n" +
-	"\tinference\x18\x04 \x01(\v2\x13.svc.v1.GenAiRecordR\tinference\"*\n" +
+	"\tinference\x18\x04 \x01(\v2\x13.svc.v1.GenAiRecordR\tinference\x12\x1b\n" +
+	"\tmember_id\x18\x05 \x01(\tR\bmemberId\x12%\n" +
+	"\x0emember_deleted\x18\x06 \x01(\bR\rmemberDeleted\x12/\n" +
+	"\x11member_deleted_at\x18\a \x01(\x01H\x00R\x0fmemberDeletedAt\x88\x01\x01B\x14\n" +
+	"\x12_member_deleted_at\"*\n" +
 	"\x18GetObjectiveTraceRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"_\n" +
 	"\x19GetObjectiveTraceResponse\x12$\n" +
 	"\x04rows\x18\x01 \x03(\v2\x10.svc.v1.TraceRowR\x04rows\x12\x1c\n" +
 	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"*\n" +
 	"\x18GetObjectiveUsageRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"@\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x9b\x01\n" +
 	"\x19GetObjectiveUsageResponse\x12#\n" +
-	"\x05usage\x18\x01 \x01(\v2\r.svc.v1.UsageR\x05usage2\x9e\a\n" +
+	"\x05usage\x18\x01 \x01(\v2\r.svc.v1.UsageR\x05usage\x12*\n" +
+	"\x06models\x18\x02 \x03(\v2\x12.svc.v1.ModelUsageR\x06models\x12-\n" +
+	"\amembers\x18\x03 \x03(\v2\x13.svc.v1.MemberUsageR\amembers2\x9e\a\n" +
 	"\bActivity\x12t\n" +
 	"\x0eUploadActivity\x12\x1d.svc.v1.UploadActivityRequest\x1a\x1e.svc.v1.UploadActivityResponse\"#\x82\xd3\xe4\x93\x02\x1d:\x01*\"\x18/members/{name}/activity\x12k\n" +
 	"\fListActivity\x12\x1b.svc.v1.ListActivityRequest\x1a\x1c.svc.v1.ListActivityResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/members/{name}/activity\x12Q\n" +
@@ -1682,7 +2093,7 @@ func file_svc_v1_activity_proto_rawDescGZIP() []byte {
 	return file_svc_v1_activity_proto_rawDescData
 }
 
-var file_svc_v1_activity_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_svc_v1_activity_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_svc_v1_activity_proto_goTypes = []any{
 	(*ActivityEventInput)(nil),        // 0: svc.v1.ActivityEventInput
 	(*ActivityRow)(nil),               // 1: svc.v1.ActivityRow
@@ -1694,66 +2105,74 @@ var file_svc_v1_activity_proto_goTypes = []any{
 	(*StreamActivityResponse)(nil),    // 7: svc.v1.StreamActivityResponse
 	(*ActivityStreamReady)(nil),       // 8: svc.v1.ActivityStreamReady
 	(*Usage)(nil),                     // 9: svc.v1.Usage
-	(*GenAiUsage)(nil),                // 10: svc.v1.GenAiUsage
-	(*GenAiRecord)(nil),               // 11: svc.v1.GenAiRecord
-	(*UploadGenAiRequest)(nil),        // 12: svc.v1.UploadGenAiRequest
-	(*UploadGenAiResponse)(nil),       // 13: svc.v1.UploadGenAiResponse
-	(*ListGenAiRequest)(nil),          // 14: svc.v1.ListGenAiRequest
-	(*ListGenAiResponse)(nil),         // 15: svc.v1.ListGenAiResponse
-	(*GetGenAiRequest)(nil),           // 16: svc.v1.GetGenAiRequest
-	(*GetGenAiResponse)(nil),          // 17: svc.v1.GetGenAiResponse
-	(*GetUsageRequest)(nil),           // 18: svc.v1.GetUsageRequest
-	(*GetUsageResponse)(nil),          // 19: svc.v1.GetUsageResponse
-	(*TraceRow)(nil),                  // 20: svc.v1.TraceRow
-	(*GetObjectiveTraceRequest)(nil),  // 21: svc.v1.GetObjectiveTraceRequest
-	(*GetObjectiveTraceResponse)(nil), // 22: svc.v1.GetObjectiveTraceResponse
-	(*GetObjectiveUsageRequest)(nil),  // 23: svc.v1.GetObjectiveUsageRequest
-	(*GetObjectiveUsageResponse)(nil), // 24: svc.v1.GetObjectiveUsageResponse
-	(*structpb.Struct)(nil),           // 25: google.protobuf.Struct
-	(*structpb.ListValue)(nil),        // 26: google.protobuf.ListValue
+	(*ModelUsage)(nil),                // 10: svc.v1.ModelUsage
+	(*MemberUsage)(nil),               // 11: svc.v1.MemberUsage
+	(*GenAiUsage)(nil),                // 12: svc.v1.GenAiUsage
+	(*GenAiRecord)(nil),               // 13: svc.v1.GenAiRecord
+	(*UploadGenAiRequest)(nil),        // 14: svc.v1.UploadGenAiRequest
+	(*UploadGenAiResponse)(nil),       // 15: svc.v1.UploadGenAiResponse
+	(*ListGenAiRequest)(nil),          // 16: svc.v1.ListGenAiRequest
+	(*ListGenAiResponse)(nil),         // 17: svc.v1.ListGenAiResponse
+	(*GetGenAiRequest)(nil),           // 18: svc.v1.GetGenAiRequest
+	(*GetGenAiResponse)(nil),          // 19: svc.v1.GetGenAiResponse
+	(*GetUsageRequest)(nil),           // 20: svc.v1.GetUsageRequest
+	(*GetUsageResponse)(nil),          // 21: svc.v1.GetUsageResponse
+	(*TraceRow)(nil),                  // 22: svc.v1.TraceRow
+	(*GetObjectiveTraceRequest)(nil),  // 23: svc.v1.GetObjectiveTraceRequest
+	(*GetObjectiveTraceResponse)(nil), // 24: svc.v1.GetObjectiveTraceResponse
+	(*GetObjectiveUsageRequest)(nil),  // 25: svc.v1.GetObjectiveUsageRequest
+	(*GetObjectiveUsageResponse)(nil), // 26: svc.v1.GetObjectiveUsageResponse
+	(*structpb.Struct)(nil),           // 27: google.protobuf.Struct
+	(*structpb.ListValue)(nil),        // 28: google.protobuf.ListValue
 }
 var file_svc_v1_activity_proto_depIdxs = []int32{
-	25, // 0: svc.v1.ActivityEventInput.data:type_name -> google.protobuf.Struct
-	25, // 1: svc.v1.ActivityRow.data:type_name -> google.protobuf.Struct
+	27, // 0: svc.v1.ActivityEventInput.data:type_name -> google.protobuf.Struct
+	27, // 1: svc.v1.ActivityRow.data:type_name -> google.protobuf.Struct
 	0,  // 2: svc.v1.UploadActivityRequest.events:type_name -> svc.v1.ActivityEventInput
 	1,  // 3: svc.v1.ListActivityResponse.activity:type_name -> svc.v1.ActivityRow
 	8,  // 4: svc.v1.StreamActivityResponse.ready:type_name -> svc.v1.ActivityStreamReady
 	1,  // 5: svc.v1.StreamActivityResponse.row:type_name -> svc.v1.ActivityRow
-	10, // 6: svc.v1.GenAiRecord.usage:type_name -> svc.v1.GenAiUsage
-	26, // 7: svc.v1.GenAiRecord.system_instructions:type_name -> google.protobuf.ListValue
-	26, // 8: svc.v1.GenAiRecord.input_messages:type_name -> google.protobuf.ListValue
-	26, // 9: svc.v1.GenAiRecord.output_messages:type_name -> google.protobuf.ListValue
-	11, // 10: svc.v1.UploadGenAiResponse.inference:type_name -> svc.v1.GenAiRecord
-	11, // 11: svc.v1.ListGenAiResponse.inferences:type_name -> svc.v1.GenAiRecord
-	11, // 12: svc.v1.GetGenAiResponse.inference:type_name -> svc.v1.GenAiRecord
-	9,  // 13: svc.v1.GetUsageResponse.usage:type_name -> svc.v1.Usage
-	1,  // 14: svc.v1.TraceRow.activity:type_name -> svc.v1.ActivityRow
-	11, // 15: svc.v1.TraceRow.inference:type_name -> svc.v1.GenAiRecord
-	20, // 16: svc.v1.GetObjectiveTraceResponse.rows:type_name -> svc.v1.TraceRow
-	9,  // 17: svc.v1.GetObjectiveUsageResponse.usage:type_name -> svc.v1.Usage
-	2,  // 18: svc.v1.Activity.UploadActivity:input_type -> svc.v1.UploadActivityRequest
-	4,  // 19: svc.v1.Activity.ListActivity:input_type -> svc.v1.ListActivityRequest
-	6,  // 20: svc.v1.Activity.StreamActivity:input_type -> svc.v1.StreamActivityRequest
-	12, // 21: svc.v1.Activity.UploadGenAi:input_type -> svc.v1.UploadGenAiRequest
-	14, // 22: svc.v1.Activity.ListGenAi:input_type -> svc.v1.ListGenAiRequest
-	16, // 23: svc.v1.Activity.GetGenAi:input_type -> svc.v1.GetGenAiRequest
-	18, // 24: svc.v1.Activity.GetUsage:input_type -> svc.v1.GetUsageRequest
-	21, // 25: svc.v1.Activity.GetObjectiveTrace:input_type -> svc.v1.GetObjectiveTraceRequest
-	23, // 26: svc.v1.Activity.GetObjectiveUsage:input_type -> svc.v1.GetObjectiveUsageRequest
-	3,  // 27: svc.v1.Activity.UploadActivity:output_type -> svc.v1.UploadActivityResponse
-	5,  // 28: svc.v1.Activity.ListActivity:output_type -> svc.v1.ListActivityResponse
-	7,  // 29: svc.v1.Activity.StreamActivity:output_type -> svc.v1.StreamActivityResponse
-	13, // 30: svc.v1.Activity.UploadGenAi:output_type -> svc.v1.UploadGenAiResponse
-	15, // 31: svc.v1.Activity.ListGenAi:output_type -> svc.v1.ListGenAiResponse
-	17, // 32: svc.v1.Activity.GetGenAi:output_type -> svc.v1.GetGenAiResponse
-	19, // 33: svc.v1.Activity.GetUsage:output_type -> svc.v1.GetUsageResponse
-	22, // 34: svc.v1.Activity.GetObjectiveTrace:output_type -> svc.v1.GetObjectiveTraceResponse
-	24, // 35: svc.v1.Activity.GetObjectiveUsage:output_type -> svc.v1.GetObjectiveUsageResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	9,  // 6: svc.v1.MemberUsage.usage:type_name -> svc.v1.Usage
+	10, // 7: svc.v1.MemberUsage.models:type_name -> svc.v1.ModelUsage
+	12, // 8: svc.v1.GenAiRecord.usage:type_name -> svc.v1.GenAiUsage
+	28, // 9: svc.v1.GenAiRecord.system_instructions:type_name -> google.protobuf.ListValue
+	28, // 10: svc.v1.GenAiRecord.input_messages:type_name -> google.protobuf.ListValue
+	28, // 11: svc.v1.GenAiRecord.output_messages:type_name -> google.protobuf.ListValue
+	13, // 12: svc.v1.UploadGenAiResponse.inference:type_name -> svc.v1.GenAiRecord
+	13, // 13: svc.v1.ListGenAiResponse.inferences:type_name -> svc.v1.GenAiRecord
+	13, // 14: svc.v1.GetGenAiResponse.inference:type_name -> svc.v1.GenAiRecord
+	9,  // 15: svc.v1.GetUsageResponse.usage:type_name -> svc.v1.Usage
+	10, // 16: svc.v1.GetUsageResponse.models:type_name -> svc.v1.ModelUsage
+	11, // 17: svc.v1.GetUsageResponse.members:type_name -> svc.v1.MemberUsage
+	1,  // 18: svc.v1.TraceRow.activity:type_name -> svc.v1.ActivityRow
+	13, // 19: svc.v1.TraceRow.inference:type_name -> svc.v1.GenAiRecord
+	22, // 20: svc.v1.GetObjectiveTraceResponse.rows:type_name -> svc.v1.TraceRow
+	9,  // 21: svc.v1.GetObjectiveUsageResponse.usage:type_name -> svc.v1.Usage
+	10, // 22: svc.v1.GetObjectiveUsageResponse.models:type_name -> svc.v1.ModelUsage
+	11, // 23: svc.v1.GetObjectiveUsageResponse.members:type_name -> svc.v1.MemberUsage
+	2,  // 24: svc.v1.Activity.UploadActivity:input_type -> svc.v1.UploadActivityRequest
+	4,  // 25: svc.v1.Activity.ListActivity:input_type -> svc.v1.ListActivityRequest
+	6,  // 26: svc.v1.Activity.StreamActivity:input_type -> svc.v1.StreamActivityRequest
+	14, // 27: svc.v1.Activity.UploadGenAi:input_type -> svc.v1.UploadGenAiRequest
+	16, // 28: svc.v1.Activity.ListGenAi:input_type -> svc.v1.ListGenAiRequest
+	18, // 29: svc.v1.Activity.GetGenAi:input_type -> svc.v1.GetGenAiRequest
+	20, // 30: svc.v1.Activity.GetUsage:input_type -> svc.v1.GetUsageRequest
+	23, // 31: svc.v1.Activity.GetObjectiveTrace:input_type -> svc.v1.GetObjectiveTraceRequest
+	25, // 32: svc.v1.Activity.GetObjectiveUsage:input_type -> svc.v1.GetObjectiveUsageRequest
+	3,  // 33: svc.v1.Activity.UploadActivity:output_type -> svc.v1.UploadActivityResponse
+	5,  // 34: svc.v1.Activity.ListActivity:output_type -> svc.v1.ListActivityResponse
+	7,  // 35: svc.v1.Activity.StreamActivity:output_type -> svc.v1.StreamActivityResponse
+	15, // 36: svc.v1.Activity.UploadGenAi:output_type -> svc.v1.UploadGenAiResponse
+	17, // 37: svc.v1.Activity.ListGenAi:output_type -> svc.v1.ListGenAiResponse
+	19, // 38: svc.v1.Activity.GetGenAi:output_type -> svc.v1.GetGenAiResponse
+	21, // 39: svc.v1.Activity.GetUsage:output_type -> svc.v1.GetUsageResponse
+	24, // 40: svc.v1.Activity.GetObjectiveTrace:output_type -> svc.v1.GetObjectiveTraceResponse
+	26, // 41: svc.v1.Activity.GetObjectiveUsage:output_type -> svc.v1.GetObjectiveUsageResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_activity_proto_init() }
@@ -1768,15 +2187,19 @@ func file_svc_v1_activity_proto_init() {
 		(*StreamActivityResponse_Ready)(nil),
 		(*StreamActivityResponse_Row)(nil),
 	}
-	file_svc_v1_activity_proto_msgTypes[14].OneofWrappers = []any{}
-	file_svc_v1_activity_proto_msgTypes[18].OneofWrappers = []any{}
+	file_svc_v1_activity_proto_msgTypes[10].OneofWrappers = []any{}
+	file_svc_v1_activity_proto_msgTypes[11].OneofWrappers = []any{}
+	file_svc_v1_activity_proto_msgTypes[13].OneofWrappers = []any{}
+	file_svc_v1_activity_proto_msgTypes[16].OneofWrappers = []any{}
+	file_svc_v1_activity_proto_msgTypes[20].OneofWrappers = []any{}
+	file_svc_v1_activity_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_activity_proto_rawDesc), len(file_svc_v1_activity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

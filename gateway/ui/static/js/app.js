@@ -6,6 +6,7 @@ import {startLive, stopLive, onLiveState, liveState} from './live.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
+import {onPendingCount} from './approvals.js';
 import {notFoundPage} from './pages/placeholder.js';
 
 // lazy is a page whose module loads when it is first opened: the first
@@ -110,14 +111,22 @@ function layout(page) {
   showState(liveState());
   const off = onLiveState(showState);
   const skip = h('a', {class: 'skip', href: '#main', onclick: (e) => { e.preventDefault(); main.focus(); }}, 'Skip to content');
+  // Team carries the number of approvals waiting for this person.
+  const approvalsBadge = h('span', {class: 'badge', id: 'approvals-badge', hidden: true});
+  const offApprovals = onPendingCount((n) => {
+    approvalsBadge.hidden = n === 0;
+    approvalsBadge.textContent = n > 99 ? '99+' : String(n);
+    approvalsBadge.setAttribute('aria-label', n === 1 ? '1 approval waits for you' : n + ' approvals wait for you');
+  });
   const nav = h('nav', {'aria-label': 'Main'}, h('ul', {},
-    NAV.map((n) => h('li', {}, h('a', {href: n.path, 'data-nav': '', 'aria-current': n.page === page ? 'page' : null}, n.label)))));
+    NAV.map((n) => h('li', {}, h('a', {href: n.path, 'data-nav': '', 'aria-current': n.page === page ? 'page' : null}, n.label,
+      n.page === teamPage ? [' ', approvalsBadge] : null)))));
   const me = h('div', {class: 'me'},
     status,
     h('span', {class: 'who'}, app.session.member),
     h('button', {type: 'button', class: 'quiet', onclick: () => app.signOut()}, 'Sign out'));
   const node = h('div', {class: 'shell'}, h('header', {class: 'top'}, skip, h('a', {class: 'brand', href: '/ui/chat', 'data-nav': ''}, 'svc'), nav, me), main);
-  return {node, main, off};
+  return {node, main, off: () => { off(); offApprovals(); }};
 }
 
 let firstRender = true;

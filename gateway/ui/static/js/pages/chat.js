@@ -21,6 +21,7 @@ import {onMessage, onLiveState, liveMember} from '../live.js';
 import {navigate} from '../router.js';
 import {attachmentList, attachPicker} from './chat-attach.js';
 import {newChannelForm, browseChannels, channelPanel} from './chat-admin.js';
+import {approvalCard} from '../approvals.js';
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical'];
 const PAGE = 50;
@@ -211,7 +212,8 @@ export function messageNode(m, me) {
     stopped ? h('p', {class: 'loop-label'}, 'Stopped by the loop guard: agents kept replying to each other, so this message woke no agent') : null,
     typeof m.title === 'string' && m.title ? h('p', {class: 'title'}, m.title) : null,
     h('div', {class: 'body'}, body, cut ? h('span', {class: 'cut'}, ' … (cut)') : null),
-    attachmentList(attachments));
+    attachmentList(attachments),
+    approvalCard(m, me));
 }
 
 export const chatPage = {

@@ -17,6 +17,7 @@ import {h, replace} from '../h.js';
 import {api} from '../api.js';
 import {status, form, field, confirmDialog, table, ago} from '../ui.js';
 import {memberFields, loadPresets, onceToken, tokensOf, roleTitle, textBlock} from './team-common.js';
+import {pendingList, onPendingCount} from '../approvals.js';
 
 const POLL_MS = 2000;
 const MAX_MEMBERS = 2000; // rows shown at most
@@ -316,9 +317,30 @@ export const teamPage = {
       try { await load(); } catch (err) { if (open === name) { replace(listSlot); pst.error(err); } }
     };
 
+    // Approvals waiting for me: decided here or in the DM with the agent.
+    const approvalsSlot = h('div', {class: 'approvals-slot'});
+    let shownCount = -1;
+    const shownApprovals = new Set();
+    const drawApprovals = async () => {
+      try {
+        const node = await pendingList(me, shownApprovals);
+        if (!alive) return;
+        replace(approvalsSlot, node);
+        // What the list was drawn for (tests wait on it).
+        approvalsSlot.dataset.waiting = String(node.querySelectorAll('.approval-card[data-status="pending"]').length);
+      } catch (err) { if (alive) st.error(err); }
+    };
+    const offApprovals = onPendingCount((n) => {
+      if (n === shownCount) return;
+      shownCount = n;
+      drawApprovals();
+    });
+
     main.append(h('section', {class: 'page team'},
       h('h1', {tabindex: '-1'}, 'Team'),
       st.node,
+      h('h2', {id: 'approvals-title'}, 'Approvals waiting for you'),
+      approvalsSlot,
       admin ? createSlot : h('p', {class: 'hint', id: 'not-admin'}, 'Adding and removing members and managing their tokens needs the members.manage permission. You can manage your own tokens.'),
       admin ? h('p', {}, h('a', {href: '/ui/enroll', 'data-nav': ''}, 'Approve a device'), ' that runs ', h('code', {}, 'svc login'), '.') : null,
       panel,
@@ -342,6 +364,7 @@ export const teamPage = {
 
     return () => {
       alive = false;
+      offApprovals();
       clearTimeout(timer);
       document.removeEventListener('visibilitychange', onVisible);
       if (once) once.drop();
