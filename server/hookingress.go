@@ -100,7 +100,7 @@ func (c *core) hook(ctx context.Context, slug string, query url.Values, h http.H
 	if validRegistrySlug("slug", slug) != nil {
 		return HookResult{}, endpointErr(store.ErrNotFound, slug)
 	}
-	e, err := c.store.GetHookEndpoint(ctx, slug)
+	e, err := readEndpoint(ctx, c.store, slug)
 	if err != nil {
 		return HookResult{}, endpointErr(err, slug)
 	}
@@ -175,7 +175,7 @@ func addDelivery(ctx context.Context, tx store.Tx, d store.HookDelivery) error {
 // profile's when it names one) and answers "" or the rejection reason. It
 // fails closed: no secret, a secret the KEK cannot open, or a profile gone
 // reject.
-func (c *core) verifyHook(ctx context.Context, e store.HookEndpoint, h http.Header, body []byte, now time.Time) (reason, header string) {
+func (c *core) verifyHook(ctx context.Context, e hookEndpoint, h http.Header, body []byte, now time.Time) (reason, header string) {
 	a, sealed, purpose := e.Auth, e.Secret, hookEndpointPurpose(e.Slug)
 	if e.AuthProfile != "" {
 		p, err := c.store.GetHookProfile(ctx, e.AuthProfile)
@@ -211,9 +211,9 @@ func (c *core) verifyHook(ctx context.Context, e store.HookEndpoint, h http.Head
 // The receipt, the body, the messages delivered now and any pending row
 // (queued, held, buffered) commit in one transaction; the receipt names
 // the messages' ids.
-func (c *core) deliverHook(ctx context.Context, e store.HookEndpoint, d store.HookDelivery, dedupe bool) (store.HookDelivery, error) {
+func (c *core) deliverHook(ctx context.Context, e hookEndpoint, d store.HookDelivery, dedupe bool) (store.HookDelivery, error) {
 	filtered := false
-	if fs := filtersOf(e); len(fs) > 0 && !c.hooks.Match(fs, d.Body) {
+	if len(e.filters) > 0 && !c.hooks.Match(e.filters, d.Body) {
 		filtered = true
 	}
 	level := hookLevel(e, d.Level)
@@ -225,8 +225,7 @@ func (c *core) deliverHook(ctx context.Context, e store.HookEndpoint, d store.Ho
 		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: c.hooks.Content(e.Template, d.Body)}
 		route = c.routeHook(e)
 	}
-	pol := policyOf(e)
-	debounce := pol.DebounceMs > 0 && level != levelCritical
+	debounce := e.policy.DebounceMs > 0 && level != levelCritical
 	out := d
 	var t *hookTally
 	res := c.msgs.changeStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
@@ -296,7 +295,7 @@ func (n *Notifications) ReplayNotificationDelivery(ctx context.Context, req *api
 	if err != nil {
 		return nil, deliveryErr(err, req.GetId())
 	}
-	e, err := n.store.GetHookEndpoint(ctx, orig.Endpoint)
+	e, err := readEndpoint(ctx, n.store, orig.Endpoint)
 	if err != nil {
 		return nil, endpointErr(err, orig.Endpoint)
 	}

@@ -41,11 +41,11 @@ type hookItem struct {
 
 // hookLevel is a delivery's level: the override, else the policy's, else
 // the endpoint's.
-func hookLevel(e store.HookEndpoint, override string) string {
+func hookLevel(e hookEndpoint, override string) string {
 	if override != "" {
 		return override
 	}
-	if pl := policyOf(e).Level; pl != "" {
+	if pl := e.policy.Level; pl != "" {
 		return pl
 	}
 	return e.Level
@@ -65,9 +65,9 @@ type hookRoute struct {
 	channels []string
 }
 
-func (c *core) routeHook(e store.HookEndpoint) hookRoute {
+func (c *core) routeHook(e hookEndpoint) hookRoute {
 	var r hookRoute
-	for _, t := range targetsOf(e) {
+	for _, t := range e.targets {
 		switch {
 		case t.Channel != "":
 			r.channels = append(r.channels, t.Channel)
@@ -199,7 +199,7 @@ type hookPart struct {
 // renderHook renders items (newest first) as the messages they need: one
 // when they fit the message size cap, else as many as it takes, in order;
 // every item is in exactly one of them.
-func (c *core) renderHook(e store.HookEndpoint, items []hookItem, queuedFor time.Duration) ([]hookPart, error) {
+func (c *core) renderHook(e hookEndpoint, items []hookItem, queuedFor time.Duration) ([]hookPart, error) {
 	f := hooks.Frame{Slug: e.Slug, DisplayName: e.DisplayName, QueuedFor: queuedFor}
 	for _, it := range items {
 		f.Items = append(f.Items, hooks.Item{DeliveryID: it.ID, Received: time.UnixMilli(it.ReceivedAt).UTC(), Content: it.Content})
@@ -221,7 +221,7 @@ func (c *core) renderHook(e store.HookEndpoint, items []hookItem, queuedFor time
 
 // hookMessage is a message of endpoint e carrying items on thread, to
 // recipients (to, for a member copy).
-func hookMessage(e store.HookEndpoint, thread, to string, recipients []string, text, level string, items []hookItem) (store.Message, error) {
+func hookMessage(e hookEndpoint, thread, to string, recipients []string, text, level string, items []hookItem) (store.Message, error) {
 	ids := make([]string, len(items))
 	for i, it := range items {
 		ids[i] = it.ID
@@ -243,8 +243,8 @@ func hookMessage(e store.HookEndpoint, thread, to string, recipients []string, t
 // (no live stream) is queued (ifOffline queue) or dropped; an online,
 // busy (working) one is held (ifBusy wait, unless the level is critical);
 // anyone else gets a copy now. owner's overrides apply over the policy.
-func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, owner store.HookDelivery, items []hookItem, level string, queuedFor time.Duration, route hookRoute) error {
-	pol := policyOf(e)
+func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e hookEndpoint, owner store.HookDelivery, items []hookItem, level string, queuedFor time.Duration, route hookRoute) error {
+	pol := e.policy
 	ifOffline, ifBusy := pol.IfOffline, pol.IfBusy
 	if owner.IfOffline != "" {
 		ifOffline = owner.IfOffline
@@ -328,8 +328,8 @@ func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e st
 // endpoint's debounce buffer: the window ends debounceMs after the
 // buffer's first delivery; a buffer holding debounceMax deliveries
 // flushes now, in this transaction.
-func (c *core) bufferHook(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, d store.HookDelivery, it hookItem, level string, route hookRoute) error {
-	pol := policyOf(e)
+func (c *core) bufferHook(ctx context.Context, tx store.Tx, t *hookTally, e hookEndpoint, d store.HookDelivery, it hookItem, level string, route hookRoute) error {
+	pol := e.policy
 	buf, err := tx.ListHookPending(ctx, store.HookPendingFilter{Endpoint: e.Slug, Kind: store.HookDebounce})
 	if err != nil {
 		return err
@@ -361,7 +361,7 @@ func (c *core) bufferHook(ctx context.Context, tx store.Tx, t *hookTally, e stor
 // its newest receipt carries every item (newest first) through the
 // per-target policy, with its own overrides and level; the older
 // receipts become coalesced into it.
-func (c *core) flushDebounce(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, route hookRoute) error {
+func (c *core) flushDebounce(ctx context.Context, tx store.Tx, t *hookTally, e hookEndpoint, route hookRoute) error {
 	buf, err := tx.ListHookPending(ctx, store.HookPendingFilter{Endpoint: e.Slug, Kind: store.HookDebounce})
 	if err != nil || len(buf) == 0 {
 		return err
@@ -461,7 +461,7 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 	if len(keep) == 0 {
 		return nil
 	}
-	e, err := tx.GetHookEndpoint(ctx, keep[0].Endpoint)
+	e, err := readEndpoint(ctx, tx, keep[0].Endpoint)
 	if err != nil {
 		return err
 	}
@@ -711,7 +711,7 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 
 // flushDebounced flushes the debounce buffer of the endpoint slug.
 func (c *core) flushDebounced(ctx context.Context, slug string) error {
-	e, err := c.store.GetHookEndpoint(ctx, slug)
+	e, err := readEndpoint(ctx, c.store, slug)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // deleted since: its rows went with it
 	}
@@ -722,7 +722,7 @@ func (c *core) flushDebounced(ctx context.Context, slug string) error {
 	var t *hookTally
 	res := c.msgs.changeStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		t = newHookTally()
-		e, err := tx.GetHookEndpoint(ctx, slug)
+		e, err := readEndpoint(ctx, tx, slug)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil
 		}

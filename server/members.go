@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -324,34 +323,33 @@ func (c *core) releaseObjectives(ctx context.Context, gone, unwatch map[string]s
 // releaseTargets removes f from the targets of every notification endpoint
 // that names it.
 func (c *core) releaseTargets(ctx context.Context, f store.FormerMember) error {
-	eps, err := c.store.ListHookEndpoints(ctx)
+	eps, err := c.listEndpoints(ctx)
 	if err != nil {
 		return err
 	}
 	ctx = auth.WithPrincipal(ctx, &auth.Principal{Member: f.DeletedBy})
 	var errs []error
 	for _, e := range eps {
-		if !slices.Contains(memberTargets(e), f.Name) {
+		if !slices.Contains(e.memberTargets(), f.Name) {
 			continue
 		}
-		_, err := changeEntry(ctx, c, registryNotifications, e.Slug, func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
-			ts := targetsOf(*e)
-			kept := slices.DeleteFunc(slices.Clone(ts), func(t hookTarget) bool { return t.Member == f.Name })
-			if len(kept) == len(ts) {
+		_, err := changeEntry(ctx, c, registryNotifications, e.Slug, func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
+			kept := slices.DeleteFunc(slices.Clone(e.targets), func(t hookTarget) bool { return t.Member == f.Name })
+			if len(kept) == len(e.targets) {
 				return false, nil
 			}
-			b, err := json.Marshal(kept)
-			if err != nil {
-				return false, err
-			}
-			e.Targets = b
+			e.targets = kept
 			if len(kept) == 0 {
 				// Nobody left to tell: deliveries are refused, and the
 				// managers see why.
 				e.Enabled = false
 			}
 			e.UpdatedAt = c.now()
-			if err := tx.UpdateHookEndpoint(ctx, *e); err != nil {
+			rec, err := e.record()
+			if err != nil {
+				return false, err
+			}
+			if err := tx.UpdateHookEndpoint(ctx, rec); err != nil {
 				return false, err
 			}
 			// The deleted member hears of it no more.

@@ -57,13 +57,13 @@ const defaultHookAuthKind = "hmac-sha256"
 
 // registryNotifications describes the notification endpoints to
 // changeEntry: their audience is their direct member targets.
-var registryNotifications = registryOf[store.HookEndpoint]{
+var registryNotifications = registryOf[hookEndpoint]{
 	kind: registryKindHookEndpoint, manage: auth.NotificationsManage,
-	get: func(ctx context.Context, tx store.Tx, slug string) (store.HookEndpoint, error) {
-		return tx.GetHookEndpoint(ctx, slug)
+	get: func(ctx context.Context, tx store.Tx, slug string) (hookEndpoint, error) {
+		return readEndpoint(ctx, tx, slug)
 	},
 	notFound: endpointErr,
-	audience: func(e store.HookEndpoint) (bool, []string) { return false, memberTargets(e) },
+	audience: func(e hookEndpoint) (bool, []string) { return false, e.memberTargets() },
 }
 
 // hookTarget is a stored target: a member name or a channel id.
@@ -87,34 +87,98 @@ func defaultHookPolicy() hookPolicy {
 	return hookPolicy{IfOffline: "drop", IfBusy: "now", DebounceMax: defaultDebounceMax, QueueTTLMs: defaultQueueTTLMs, MaxWaitMs: defaultMaxWaitMs}
 }
 
-// targetsOf reads an endpoint's stored targets.
-func targetsOf(e store.HookEndpoint) []hookTarget {
-	var ts []hookTarget
-	_ = json.Unmarshal(e.Targets, &ts)
-	return ts
+// hookEndpoint is an endpoint as the service works with it: the stored
+// record with its JSON columns decoded once, when it is read. The
+// record's Targets, Filters and Policy are what was read; the typed
+// fields are the truth, and record encodes them back for a write.
+type hookEndpoint struct {
+	store.HookEndpoint
+	targets []hookTarget
+	filters []hooks.Filter
+	policy  hookPolicy
+}
+
+// decodeEndpoint decodes a stored endpoint's JSON columns. A column that
+// does not decode is an error naming the endpoint: read as empty, it
+// would deliver to nobody, or past every filter, without a word.
+func decodeEndpoint(r store.HookEndpoint) (hookEndpoint, error) {
+	e := hookEndpoint{HookEndpoint: r, policy: defaultHookPolicy()}
+	for _, col := range []struct {
+		name string
+		raw  []byte
+		dst  any
+	}{{"targets", r.Targets, &e.targets}, {"filters", r.Filters, &e.filters}, {"policy", r.Policy, &e.policy}} {
+		if len(col.raw) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(col.raw, col.dst); err != nil {
+			return hookEndpoint{}, fmt.Errorf("notification endpoint %q: stored %s: %w", r.Slug, col.name, err)
+		}
+	}
+	return e, nil
+}
+
+// endpointReader is where an endpoint is read from: the store, or a
+// transaction.
+type endpointReader interface {
+	GetHookEndpoint(ctx context.Context, slug string) (store.HookEndpoint, error)
+}
+
+// readEndpoint reads and decodes the endpoint slug.
+func readEndpoint(ctx context.Context, r endpointReader, slug string) (hookEndpoint, error) {
+	rec, err := r.GetHookEndpoint(ctx, slug)
+	if err != nil {
+		return hookEndpoint{}, err
+	}
+	return decodeEndpoint(rec)
+}
+
+// listEndpoints reads and decodes every endpoint.
+func (c *core) listEndpoints(ctx context.Context) ([]hookEndpoint, error) {
+	rs, err := c.store.ListHookEndpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hookEndpoint, len(rs))
+	for i, r := range rs {
+		if out[i], err = decodeEndpoint(r); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// record is e as the store keeps it, its typed fields encoded.
+func (e hookEndpoint) record() (store.HookEndpoint, error) {
+	r := e.HookEndpoint
+	targets := e.targets
+	if targets == nil {
+		targets = []hookTarget{}
+	}
+	filters := e.filters
+	if filters == nil {
+		filters = []hooks.Filter{}
+	}
+	var err error
+	if r.Targets, err = json.Marshal(targets); err != nil {
+		return r, err
+	}
+	if r.Filters, err = json.Marshal(filters); err != nil {
+		return r, err
+	}
+	r.Policy, err = json.Marshal(e.policy)
+	return r, err
 }
 
 // memberTargets are an endpoint's direct member targets.
-func memberTargets(e store.HookEndpoint) []string {
+func (e hookEndpoint) memberTargets() []string {
 	var out []string
-	for _, t := range targetsOf(e) {
+	for _, t := range e.targets {
 		if t.Member != "" {
 			out = append(out, t.Member)
 		}
 	}
 	return out
-}
-
-func filtersOf(e store.HookEndpoint) []hooks.Filter {
-	var fs []hooks.Filter
-	_ = json.Unmarshal(e.Filters, &fs)
-	return fs
-}
-
-func policyOf(e store.HookEndpoint) hookPolicy {
-	p := defaultHookPolicy()
-	_ = json.Unmarshal(e.Policy, &p)
-	return p
 }
 
 // endpointErr names an unknown endpoint.
@@ -168,8 +232,8 @@ func optString(s string) *string {
 
 // endpointToProto renders an endpoint; profileSecret is whether its
 // profile (if any) has a secret.
-func endpointToProto(e store.HookEndpoint, profileSecret bool) *apiv1.NotificationEndpoint {
-	pol := policyOf(e)
+func endpointToProto(e hookEndpoint, profileSecret bool) *apiv1.NotificationEndpoint {
+	pol := e.policy
 	level := pol.Level
 	if level == "" {
 		level = e.Level
@@ -189,10 +253,10 @@ func endpointToProto(e store.HookEndpoint, profileSecret bool) *apiv1.Notificati
 	if e.AuthProfile != "" {
 		out.HasSecret = profileSecret
 	}
-	for _, t := range targetsOf(e) {
+	for _, t := range e.targets {
 		out.Targets = append(out.Targets, &apiv1.NotificationTarget{Member: optString(t.Member), Channel: optString(t.Channel)})
 	}
-	for _, f := range filtersOf(e) {
+	for _, f := range e.filters {
 		pf := &apiv1.NotificationFilter{Path: f.Path, Op: f.Op}
 		if len(f.Value) > 0 {
 			v := &structpb.Value{}
@@ -243,8 +307,8 @@ func (n *Notifications) profileSecrets(ctx context.Context) (map[string]bool, er
 
 // reaches reports whether endpoint e targets member directly or through
 // a channel in chans (the member's channel ids).
-func reaches(e store.HookEndpoint, member string, chans map[string]bool) bool {
-	for _, t := range targetsOf(e) {
+func reaches(e hookEndpoint, member string, chans map[string]bool) bool {
+	for _, t := range e.targets {
 		if t.Member == member || (t.Channel != "" && chans[t.Channel]) {
 			return true
 		}
@@ -268,7 +332,7 @@ func (c *core) memberChannelSet(ctx context.Context, member string) (map[string]
 // ListNotificationEndpoints implements apiv1.NotificationsServer.
 func (n *Notifications) ListNotificationEndpoints(ctx context.Context, _ *apiv1.ListNotificationEndpointsRequest) (*apiv1.ListNotificationEndpointsResponse, error) {
 	p := mustPrincipal(ctx)
-	list, err := n.store.ListHookEndpoints(ctx)
+	list, err := n.listEndpoints(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +363,7 @@ func (n *Notifications) GetNotificationEndpoint(ctx context.Context, req *apiv1.
 	if err := validRegistrySlug("slug", req.GetSlug()); err != nil {
 		return nil, err
 	}
-	e, err := n.store.GetHookEndpoint(ctx, req.GetSlug())
+	e, err := readEndpoint(ctx, n.store, req.GetSlug())
 	if err != nil {
 		return nil, endpointErr(err, req.GetSlug())
 	}
@@ -316,7 +380,7 @@ func (n *Notifications) GetNotificationEndpoint(ctx context.Context, req *apiv1.
 }
 
 // render renders e with its profile's secret state.
-func (n *Notifications) render(ctx context.Context, e store.HookEndpoint) *apiv1.NotificationEndpoint {
+func (n *Notifications) render(ctx context.Context, e hookEndpoint) *apiv1.NotificationEndpoint {
 	has := false
 	if e.AuthProfile != "" {
 		if p, err := n.store.GetHookProfile(ctx, e.AuthProfile); err == nil {
@@ -383,7 +447,7 @@ func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID f
 
 // resolveTargets parses targets against the team and the channels: an
 // unknown member or channel, or an archived channel, is 400.
-func (n *Notifications) resolveTargets(ctx context.Context, l *structpb.ListValue) ([]byte, error) {
+func (n *Notifications) resolveTargets(ctx context.Context, l *structpb.ListValue) ([]hookTarget, error) {
 	var lookupErr error
 	ts, err := parseTargets(l, func(name string) bool {
 		_, ok := n.team.Member(name)
@@ -401,15 +465,12 @@ func (n *Notifications) resolveTargets(ctx context.Context, l *structpb.ListValu
 	if lookupErr != nil {
 		return nil, lookupErr
 	}
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(ts)
+	return ts, err
 }
 
 // parseFilters reads a JSON array of {path, op, value} and validates each
 // with the engine.
-func (n *Notifications) parseFilters(l *structpb.ListValue) ([]byte, error) {
+func (n *Notifications) parseFilters(l *structpb.ListValue) ([]hooks.Filter, error) {
 	vals := l.GetValues()
 	if len(vals) > maxHookFilters {
 		return nil, invalid("filters", "at most %d", maxHookFilters)
@@ -455,7 +516,7 @@ func (n *Notifications) parseFilters(l *structpb.ListValue) ([]byte, error) {
 		}
 		out = append(out, f)
 	}
-	return json.Marshal(out)
+	return out, nil
 }
 
 // engineInvalid turns the engine's refusal into a 400 under field.
@@ -619,22 +680,25 @@ func (n *Notifications) CreateNotificationEndpoint(ctx context.Context, req *api
 	if err != nil {
 		return nil, err
 	}
-	polJSON, err := json.Marshal(pol)
-	if err != nil {
-		return nil, err
-	}
 	now := n.now()
-	e := store.HookEndpoint{
-		Slug: req.GetSlug(), DisplayName: req.GetDisplayName(), Targets: targets, Auth: a, AuthProfile: req.GetAuthProfile(),
-		Filters: filters, Template: req.GetTemplate(), Policy: polJSON, DedupeHeader: req.GetDedupeHeader(),
-		Enabled: req.Enabled == nil || req.GetEnabled(), Level: "info", CreatedAt: now, UpdatedAt: now,
+	e := hookEndpoint{
+		HookEndpoint: store.HookEndpoint{
+			Slug: req.GetSlug(), DisplayName: req.GetDisplayName(), Auth: a, AuthProfile: req.GetAuthProfile(),
+			Template: req.GetTemplate(), DedupeHeader: req.GetDedupeHeader(),
+			Enabled: req.Enabled == nil || req.GetEnabled(), Level: "info", CreatedAt: now, UpdatedAt: now,
+		},
+		targets: targets, filters: filters, policy: pol,
 	}
 	if req.Level != nil {
 		e.Level = req.GetLevel()
 	}
+	rec, err := e.record()
+	if err != nil {
+		return nil, err
+	}
 	managers := n.holders(auth.NotificationsManage)
 	err = n.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
-		if err := tx.CreateHookEndpoint(ctx, e); err != nil {
+		if err := tx.CreateHookEndpoint(ctx, rec); err != nil {
 			switch {
 			case errors.Is(err, store.ErrConflict):
 				return nil, Errorf(CodeConflict, "slug %q is taken", e.Slug)
@@ -645,7 +709,7 @@ func (n *Notifications) CreateNotificationEndpoint(ctx context.Context, req *api
 		}
 		return &registryChange{
 			kind: registryKindHookEndpoint, slug: e.Slug, event: "created", actor: p.Member,
-			after: memberTargets(e), managers: managers,
+			after: e.memberTargets(), managers: managers,
 		}, nil
 	})
 	if err != nil {
@@ -661,9 +725,10 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 		return nil, err
 	}
 	var (
-		targets, filters []byte
-		a                store.HookAuth
-		err              error
+		targets []hookTarget
+		filters []hooks.Filter
+		a       store.HookAuth
+		err     error
 	)
 	if req.Targets != nil {
 		if targets, err = n.resolveTargets(ctx, req.GetTargets()); err != nil {
@@ -685,16 +750,19 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 			return nil, err
 		}
 	}
-	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
-		before := *e
+	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
+		before, err := e.record()
+		if err != nil {
+			return false, err
+		}
 		if req.DisplayName != nil {
 			e.DisplayName = req.GetDisplayName()
 		}
 		if targets != nil {
-			e.Targets = targets
+			e.targets = targets
 		}
 		if filters != nil {
-			e.Filters = filters
+			e.filters = filters
 		}
 		if req.Auth != nil {
 			e.Auth = a
@@ -714,18 +782,18 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 		if req.Level != nil {
 			e.Level = req.GetLevel()
 		}
-		pol, err := applyPolicy(policyOf(*e), req.GetPolicy())
+		if e.policy, err = applyPolicy(e.policy, req.GetPolicy()); err != nil {
+			return false, err
+		}
+		after, err := e.record()
 		if err != nil {
 			return false, err
 		}
-		if e.Policy, err = json.Marshal(pol); err != nil {
-			return false, err
-		}
-		if sameEndpoint(before, *e) {
+		if sameEndpoint(before, after) {
 			return false, nil
 		}
-		e.UpdatedAt = n.now()
-		if err := tx.UpdateHookEndpoint(ctx, *e); err != nil {
+		after.UpdatedAt = n.now()
+		if err := tx.UpdateHookEndpoint(ctx, after); err != nil {
 			if errors.Is(err, store.ErrPrecondition) {
 				return false, invalid("authProfile", "no notification profile %q", e.AuthProfile)
 			}
@@ -748,9 +816,9 @@ func sameEndpoint(a, b store.HookEndpoint) bool {
 }
 
 // DeleteNotificationEndpoint implements apiv1.NotificationsServer: 204;
-// the receipts go with it (and, once queues exist, its queued deliveries).
+// the receipts and the queued, held or buffered copies go with it.
 func (n *Notifications) DeleteNotificationEndpoint(ctx context.Context, req *apiv1.DeleteNotificationEndpointRequest) (*apiv1.DeleteNotificationEndpointResponse, error) {
-	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
+	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
 		ch.event = "deleted"
 		return true, tx.DeleteHookEndpoint(ctx, e.Slug)
 	})
@@ -799,7 +867,7 @@ func (n *Notifications) SetNotificationEndpointSecret(ctx context.Context, req *
 	if err != nil {
 		return nil, err
 	}
-	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
+	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
 		ch.event = "secret_set"
 		return true, tx.SetHookEndpointSecret(ctx, e.Slug, sealed, n.now())
 	})
@@ -812,7 +880,7 @@ func (n *Notifications) SetNotificationEndpointSecret(ctx context.Context, req *
 // DeleteNotificationEndpointSecret implements apiv1.NotificationsServer:
 // 204, 404 when the endpoint has no secret.
 func (n *Notifications) DeleteNotificationEndpointSecret(ctx context.Context, req *apiv1.DeleteNotificationEndpointSecretRequest) (*apiv1.DeleteNotificationEndpointSecretResponse, error) {
-	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
+	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
 		if len(e.Secret) == 0 {
 			return false, Errorf(CodeNotFound, "notification endpoint %q has no secret", e.Slug)
 		}
@@ -1058,7 +1126,7 @@ const hookContract = "Messages from senders named hook:<slug> carry external not
 // enabled endpoints that reach it directly or through a channel; nil when
 // none does.
 func (c *core) hookBriefing(ctx context.Context, member string) (*apiv1.BriefingNotifications, error) {
-	list, err := c.store.ListHookEndpoints(ctx)
+	list, err := c.listEndpoints(ctx)
 	if err != nil || len(list) == 0 {
 		return nil, err
 	}

@@ -661,3 +661,39 @@ func TestHookDedupeOnTheSecretHeader(t *testing.T) {
 		require.True(t, strings.HasPrefix(r.DedupeKey, "sha256:"), r.DedupeKey)
 	}
 }
+
+// An endpoint whose stored JSON column does not decode is an error
+// wherever it is read: read as empty, it would deliver to nobody or past
+// every filter without a word, and the sender would get a 202.
+func TestHookCorruptEndpointColumn(t *testing.T) {
+	tests := []struct {
+		name    string
+		corrupt func(*store.HookEndpoint)
+	}{
+		{name: "targets", corrupt: func(r *store.HookEndpoint) { r.Targets = []byte(`[{"member":`) }},
+		{name: "filters", corrupt: func(r *store.HookEndpoint) { r.Filters = []byte(`{"not":"a list"}`) }},
+		{name: "policy", corrupt: func(r *store.HookEndpoint) { r.Policy = []byte(`"queue"`) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newHookEnv(t, false)
+			e.online(t, "alice")
+			e.create(t, "c", nil)
+			ctx := context.Background()
+			rec, err := e.st.GetHookEndpoint(ctx, "c")
+			require.NoError(t, err)
+			tc.corrupt(&rec)
+			require.NoError(t, e.st.UpdateHookEndpoint(ctx, rec))
+
+			_, err = e.srv.Hook(ctx, "c", nil, signed(), []byte(`{"n":1}`))
+			requireCode(t, err, CodeInternal)
+			require.Empty(t, e.receipts(t, "c"), "no receipt claims a delivery that never ran")
+			_, err = e.n.GetNotificationEndpoint(e.as("admin"), &apiv1.GetNotificationEndpointRequest{Slug: "c"})
+			requireCode(t, err, CodeInternal)
+			_, err = e.n.ListNotificationEndpoints(e.as("admin"), &apiv1.ListNotificationEndpointsRequest{})
+			requireCode(t, err, CodeInternal)
+			_, err = e.broker.GetBriefing(e.as("alice"), &apiv1.GetBriefingRequest{})
+			requireCode(t, err, CodeInternal)
+		})
+	}
+}
