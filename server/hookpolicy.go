@@ -89,14 +89,17 @@ type hookTally struct {
 	touched []string
 	notes   map[string][]string
 	status  map[string]hookStatus
-	ids     map[string][]string // message ids per receipt, once stored
-	added   int                 // pending rows written
+	// fresh counts, per receipt, the messages this transaction adds for
+	// it: such a receipt's status is written by stored, with their ids.
+	fresh map[string]int
+	ids   map[string][]string // message ids per receipt, once stored
+	added int                 // pending rows written
 }
 
 type hookStatus struct{ status, reason string }
 
 func newHookTally() *hookTally {
-	return &hookTally{notes: map[string][]string{}, status: map[string]hookStatus{}, ids: map[string][]string{}}
+	return &hookTally{notes: map[string][]string{}, status: map[string]hookStatus{}, fresh: map[string]int{}, ids: map[string][]string{}}
 }
 
 func (t *hookTally) touch(id string) {
@@ -123,11 +126,13 @@ func (t *hookTally) add(m store.Message, owners ...string) {
 // make a dropped copy read as an expired one.
 const expiredMark = " expired: "
 
-// finish sets the status of every receipt touched: pending while it has
-// rows; else delivered when it became a message (now or before); else
-// expired when a copy expired; else dropped.
+// finish decides the status of every receipt touched: pending while it
+// has rows; else delivered when it became a message (now or before); else
+// expired when a copy expired; else dropped. It writes those that get no
+// message now; stored writes the others once their messages have ids, so
+// a receipt's status is written once per transition.
 func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
-	fresh := map[string]int{}
+	fresh := t.fresh
 	for _, os := range t.owners {
 		for _, o := range os {
 			fresh[o]++
@@ -163,6 +168,9 @@ func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
 			}
 		}
 		t.status[id] = hookStatus{st, reason}
+		if fresh[id] > 0 || (st == d.Status && reason == d.Reason) {
+			continue // stored writes it, or nothing changed
+		}
 		if err := tx.SetHookDeliveryStatus(ctx, id, st, reason, nil); err != nil {
 			return err
 		}
@@ -170,7 +178,8 @@ func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
 	return nil
 }
 
-// stored appends the stored messages' ids to the receipts they deliver.
+// stored writes the status finish decided of every receipt that got
+// messages now, appending the stored messages' ids.
 func (t *hookTally) stored(ctx context.Context, tx store.Tx, msgs []store.Message) error {
 	for i, m := range msgs {
 		for _, o := range t.owners[i] {
@@ -178,8 +187,11 @@ func (t *hookTally) stored(ctx context.Context, tx store.Tx, msgs []store.Messag
 		}
 	}
 	for _, id := range t.touched {
-		if len(t.ids[id]) == 0 {
+		if t.fresh[id] == 0 {
 			continue
+		}
+		if _, ok := t.status[id]; !ok {
+			continue // gone since: finish found no receipt
 		}
 		st := t.status[id]
 		if err := tx.SetHookDeliveryStatus(ctx, id, st.status, st.reason, t.ids[id]); err != nil {

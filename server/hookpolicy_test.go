@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -638,4 +639,61 @@ func TestHookFlushSplitsIntoMessages(t *testing.T) {
 			require.Empty(t, e.pendingRows(t))
 		})
 	}
+}
+
+// statusWrites is a store that records each receipt status write.
+type statusWrites struct {
+	store.Store
+	mu     sync.Mutex
+	writes map[string][]string // receipt id -> statuses written, in order
+}
+
+func (s *statusWrites) WithTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	return s.Store.WithTx(ctx, func(tx store.Tx) error { return fn(statusWritesTx{tx, s}) })
+}
+
+func (s *statusWrites) of(id string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.writes[id])
+}
+
+type statusWritesTx struct {
+	store.Tx
+	s *statusWrites
+}
+
+func (tx statusWritesTx) SetHookDeliveryStatus(ctx context.Context, id, status, reason string, messageIDs []string) error {
+	tx.s.mu.Lock()
+	tx.s.writes[id] = append(tx.s.writes[id], status)
+	tx.s.mu.Unlock()
+	return tx.Tx.SetHookDeliveryStatus(ctx, id, status, reason, messageIDs)
+}
+
+// A receipt's status is written once for each change of it, never again
+// to say what it already says: stored pending, then once delivered (with
+// the messages' ids), or once dropped.
+func TestHookStatusWrittenOncePerTransition(t *testing.T) {
+	w := &statusWrites{Store: mustMemStore(t), writes: map[string][]string{}}
+	clock := &fakeClock{now: time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)}
+	e := &policyEnv{hookEnv: newHookEnvOn(t, w, false, WithNow(clock.Now)), clock: clock}
+	e.endpoint(t, "now", nil, "alice")
+	e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "bob")
+
+	e.online(t, "alice")
+	now := e.post(t, "now", "", `{"n":1}`)
+	require.Equal(t, "delivered", now.Status)
+	require.Equal(t, []string{"delivered"}, w.of(now.ID))
+	require.Len(t, e.receipt(t, now.ID).MessageIDs, 1)
+
+	dropped := e.post(t, "q", "if_offline=drop", `{"n":2}`)
+	require.Equal(t, "dropped", dropped.Status, "bob is offline")
+	require.Equal(t, []string{"dropped"}, w.of(dropped.ID))
+	queued := e.post(t, "q", "", `{"n":3}`)
+	require.Equal(t, "pending", queued.Status)
+	require.Empty(t, w.of(queued.ID), "stored pending: no second write")
+	e.online(t, "bob")
+	e.pass(t)
+	require.Equal(t, "delivered", e.receipt(t, queued.ID).Status)
+	require.Equal(t, []string{"delivered"}, w.of(queued.ID))
 }

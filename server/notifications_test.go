@@ -127,8 +127,13 @@ type hookEnv struct {
 
 func newHookEnv(t *testing.T, noKEK bool, opts ...Option) *hookEnv {
 	t.Helper()
+	return newHookEnvOn(t, mustMemStore(t), noKEK, opts...)
+}
+
+// newHookEnvOn is newHookEnv over st.
+func newHookEnvOn(t *testing.T, st store.Store, noKEK bool, opts ...Option) *hookEnv {
+	t.Helper()
 	perms := map[string][]string{"admin": {auth.NotificationsManage}, "alice": {}, "bob": {}, "carol": {}, "expired": {}}
-	st := mustMemStore(t)
 	var k *kek.KEK
 	if !noKEK {
 		key := make([]byte, kek.KeySize)
