@@ -47,9 +47,7 @@ type core struct {
 	blobs  *vfs.Blobs // nil when the filesystem is disabled
 	// tools is the tool-call engine of tool sources.
 	tools ToolEngine
-	// hooks is the inbound-hook engine; hookLimit is the per-endpoint
-	// ingress rate limit.
-	hooks     HookEngine
+	// hookLimit is the per-endpoint ingress rate limit of inbound hooks.
 	hookLimit *auth.WindowLimiter
 	// hookSched runs the delivery policy's timers (hookpolicy.go).
 	hookSched *hookScheduler

@@ -137,7 +137,7 @@ func (c *core) hook(ctx context.Context, slug string, query url.Values, h http.H
 		return HookResult{}, ErrHookRejected
 	}
 	if e.DedupeHeader != "" {
-		d.DedupeKey = c.hooks.DedupeKey(h, e.DedupeHeader)
+		d.DedupeKey = hooks.DedupeKey(h, e.DedupeHeader)
 		// The header verification reads may carry the secret itself
 		// (header-secret); receipts show dedupe keys, so such a key is
 		// kept only as its hash.
@@ -195,7 +195,7 @@ func (c *core) verifyHook(ctx context.Context, e hookEndpoint, h http.Header, bo
 		secret = string(plain)
 	}
 	ha := hooks.Auth{Kind: a.Kind, HeaderName: a.HeaderName, Prefix: a.Prefix}
-	err := c.hooks.Verify(ha, secret, h, body, now)
+	err := hooks.Verify(ha, secret, h, body, now)
 	if err == nil {
 		return "", ha.WithDefaults().HeaderName
 	}
@@ -213,7 +213,7 @@ func (c *core) verifyHook(ctx context.Context, e hookEndpoint, h http.Header, bo
 // the messages' ids.
 func (c *core) deliverHook(ctx context.Context, e hookEndpoint, d store.HookDelivery, dedupe bool) (store.HookDelivery, error) {
 	filtered := false
-	if len(e.filters) > 0 && !c.hooks.Match(e.filters, d.Body) {
+	if len(e.filters) > 0 && !hooks.Match(e.filters, d.Body) {
 		filtered = true
 	}
 	level := hookLevel(e, d.Level)
@@ -222,7 +222,7 @@ func (c *core) deliverHook(ctx context.Context, e hookEndpoint, d store.HookDeli
 		route hookRoute
 	)
 	if !filtered {
-		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: c.hooks.Content(e.Template, d.Body)}
+		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: hooks.Content(e.Template, d.Body)}
 		route = c.routeHook(e)
 	}
 	debounce := e.policy.DebounceMs > 0 && level != levelCritical

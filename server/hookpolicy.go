@@ -218,7 +218,7 @@ func (c *core) renderHook(e hookEndpoint, items []hookItem, queuedFor time.Durat
 	}
 	var parts []hookPart
 	rest := items
-	for _, p := range c.hooks.Render(f) {
+	for _, p := range f.Render() {
 		if p.Items < 0 || p.Items > len(rest) {
 			return nil, fmt.Errorf("hook frame: a part of %d items past the %d left", p.Items, len(rest))
 		}

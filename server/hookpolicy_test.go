@@ -128,8 +128,8 @@ func TestHookOfflineQueueAttachFlush(t *testing.T) {
 	require.Len(t, msgs, 1, "one message per endpoint")
 	m := msgs[0]
 	require.Equal(t, []string{r2.ID, r1.ID}, deliveryIDs(t, m), "newest first")
-	require.Contains(t, m.Body, "items="+r2.ID+","+r1.ID)
-	require.Contains(t, m.Body, "queued=1m10s", "the oldest waited 70 s")
+	require.Less(t, strings.Index(m.Body, `delivery="`+r2.ID+`"`), strings.Index(m.Body, `delivery="`+r1.ID+`"`), "newest first")
+	require.Contains(t, m.Body, "Held for 1m10s while you were offline", "the oldest waited 70 s")
 	require.Equal(t, "error", m.Level, "the most severe level of the flush")
 	require.Equal(t, "alice", m.To)
 	require.Len(t, e.hookMsgs(t, "alice", "q2"), 1)
@@ -461,7 +461,7 @@ func TestHookPolicyRestart(t *testing.T) {
 	// loops start (else its first pass would flush the held copy at once,
 	// as nobody works after a restart).
 	clock := &fakeClock{now: e.clock.Now().Add(10 * time.Second)}
-	srv := New(Deps{Store: e.st, Team: e.srv.core.team, Version: "test"}, WithHookEngine(fakeHooks{}), WithNow(clock.Now))
+	srv := New(Deps{Store: e.st, Team: e.srv.core.team, Version: "test"}, WithNow(clock.Now))
 	sub, err := srv.core.hub.Subscribe("alice", "test")
 	require.NoError(t, err)
 	t.Cleanup(sub.Close)
@@ -550,11 +550,13 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 }
 
 // TestHookFlushSplitsIntoMessages: a flush that needs more than one
-// message (the fake engine puts fakePartItems items in one) sends them
-// all, in order, each naming in deliveryIds exactly the deliveries it
-// carries; a receipt names the messages that carry its items.
+// message (each delivery's content is capped near 16 KiB, so three fill
+// a 64 KiB message) sends them all, in order, each naming in deliveryIds
+// exactly the deliveries it carries; a receipt names the messages that
+// carry its items.
 func TestHookFlushSplitsIntoMessages(t *testing.T) {
-	const n = 2*fakePartItems + 1
+	const n = 7
+	pad := strings.Repeat("x", 20<<10)
 	for _, tc := range []struct {
 		name string
 		pol  *apiv1.NotificationPolicy
@@ -597,7 +599,7 @@ func TestHookFlushSplitsIntoMessages(t *testing.T) {
 			tc.hold(e)
 			var ids []string // newest first
 			for i := range n {
-				r := e.post(t, "s", "", fmt.Sprintf(`{"n":%d}`, i))
+				r := e.post(t, "s", "", fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))
 				require.Equal(t, "pending", r.Status)
 				ids = append([]string{r.ID}, ids...)
 				e.clock.Add(time.Second)
@@ -608,13 +610,16 @@ func TestHookFlushSplitsIntoMessages(t *testing.T) {
 			e.pass(t)
 
 			msgs := e.hookMsgs(t, "alice", "s")
-			require.Len(t, msgs, 3, "%d deliveries, %d to a message", n, fakePartItems)
+			require.Len(t, msgs, 3, "%d deliveries, three to a message", n)
 			var got []string
 			carrier := map[string]string{}
 			var msgIDs []string
 			for _, m := range msgs {
 				part := deliveryIDs(t, m)
-				require.Contains(t, m.Body, "items="+strings.Join(part, ","), "the message's text is the part it names")
+				require.Equal(t, len(part), strings.Count(m.Body, "<external_content "), "the message's text is the part it names")
+				for _, id := range part {
+					require.Contains(t, m.Body, `delivery="`+id+`"`)
+				}
 				for _, id := range part {
 					carrier[id] = formatMessageID(m.Seq)
 				}

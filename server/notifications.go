@@ -511,7 +511,7 @@ func (n *Notifications) parseFilters(l *structpb.ListValue) ([]hooks.Filter, err
 		case len(f.Value) > maxHookFilterValue:
 			return nil, invalid(field+".value", "at most %d bytes of JSON", maxHookFilterValue)
 		}
-		if err := n.hooks.ValidateFilter(f); err != nil {
+		if err := f.Validate(); err != nil {
 			return nil, engineInvalid(field, err)
 		}
 		out = append(out, f)
@@ -542,8 +542,8 @@ func (n *Notifications) parseAuth(field string, a *apiv1.NotificationAuth) (stor
 	if len(a.GetPrefix()) > maxHookPrefix {
 		return store.HookAuth{}, invalid(field+".prefix", "at most %d bytes", maxHookPrefix)
 	}
-	ha := n.hooks.AuthDefaults(hooks.Auth{Kind: a.GetKind(), HeaderName: a.GetHeaderName(), Prefix: a.GetPrefix()})
-	if err := n.hooks.ValidateAuth(ha); err != nil {
+	ha := hooks.Auth{Kind: a.GetKind(), HeaderName: a.GetHeaderName(), Prefix: a.GetPrefix()}.WithDefaults()
+	if err := ha.Validate(); err != nil {
 		return store.HookAuth{}, engineInvalid(field, err)
 	}
 	return store.HookAuth{Kind: ha.Kind, HeaderName: ha.HeaderName, Prefix: ha.Prefix}, nil
@@ -551,7 +551,7 @@ func (n *Notifications) parseAuth(field string, a *apiv1.NotificationAuth) (stor
 
 // defaultAuth is the inline auth of an endpoint created without one.
 func (n *Notifications) defaultAuth() store.HookAuth {
-	ha := n.hooks.AuthDefaults(hooks.Auth{Kind: defaultHookAuthKind})
+	ha := hooks.Auth{Kind: defaultHookAuthKind}.WithDefaults()
 	return store.HookAuth{Kind: ha.Kind, HeaderName: ha.HeaderName, Prefix: ha.Prefix}
 }
 
@@ -614,7 +614,7 @@ func (n *Notifications) endpointFields(displayName, template, dedupeHeader, leve
 		if len(t) > maxHookTemplate {
 			return invalid("template", "at most %d bytes", maxHookTemplate)
 		}
-		if err := n.hooks.ValidateTemplate(t); err != nil {
+		if err := hooks.ValidateTemplate(t); err != nil {
 			return engineInvalid("template", err)
 		}
 	}
@@ -842,7 +842,7 @@ func (c *core) hookSecret(secret, kind, purpose string) ([]byte, error) {
 	if c.kek == nil {
 		return nil, errNoKEK
 	}
-	if err := c.hooks.ValidateSecret(kind, secret); err != nil {
+	if err := hooks.ValidateSecret(kind, secret); err != nil {
 		var ie *hooks.InvalidError
 		if errors.As(err, &ie) {
 			return nil, invalid("secret", "%s", ie.Message)

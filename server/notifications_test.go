@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -21,101 +19,8 @@ import (
 	"svc/store"
 )
 
-// fakeHooks stands in the hook engine: header-secret semantics for every
-// kind, filters "eq" on top-level keys, content the raw payload.
-type fakeHooks struct{}
-
-func (fakeHooks) AuthDefaults(a hooks.Auth) hooks.Auth {
-	if a.HeaderName == "" {
-		a.HeaderName = "x-hook-secret"
-	}
-	return a
-}
-
-func (fakeHooks) ValidateAuth(a hooks.Auth) error {
-	if a.Kind != "hmac-sha256" && a.Kind != "header-secret" {
-		return &hooks.InvalidError{Field: "kind", Message: "must be hmac-sha256 or header-secret"}
-	}
-	return nil
-}
-
-func (fakeHooks) ValidateSecret(_, s string) error {
-	if s == "bad" {
-		return &hooks.InvalidError{Field: "secret", Message: "too weak"}
-	}
-	return nil
-}
-
-func (fakeHooks) ValidateFilter(f hooks.Filter) error {
-	if f.Path == "" || f.Op != "eq" {
-		return &hooks.InvalidError{Field: "op", Message: "must be eq"}
-	}
-	return nil
-}
-
-func (fakeHooks) ValidateTemplate(t string) error {
-	if strings.Contains(t, "{{bad") {
-		return &hooks.InvalidError{Message: "bad placeholder"}
-	}
-	return nil
-}
-
-func (fakeHooks) Verify(a hooks.Auth, secret string, h http.Header, _ []byte, _ time.Time) error {
-	switch got := h.Get(a.HeaderName); {
-	case secret == "":
-		return &hooks.Rejected{Reason: hooks.ReasonNoSecret}
-	case got == "":
-		return &hooks.Rejected{Reason: hooks.ReasonMissingHeader}
-	case got != secret:
-		return &hooks.Rejected{Reason: hooks.ReasonSignatureMismatch}
-	}
-	return nil
-}
-
-func (fakeHooks) DedupeKey(h http.Header, header string) string { return h.Get(header) }
-
-func (fakeHooks) Match(fs []hooks.Filter, payload []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(payload, &m) != nil {
-		return false
-	}
-	for _, f := range fs {
-		if string(m[f.Path]) != string(f.Value) {
-			return false
-		}
-	}
-	return true
-}
-
-func (fakeHooks) Content(t string, payload []byte) string { return t + string(payload) }
-
-// fakePartItems is how many items the fake puts in one message, so that
-// the tests see a flush split over several.
-const fakePartItems = 3
-
-func (fakeHooks) Render(f hooks.Frame) []hooks.Part {
-	var parts []hooks.Part
-	for from := 0; from < len(f.Items) || from == 0; from += fakePartItems {
-		its := f.Items[from:min(from+fakePartItems, len(f.Items))]
-		ids := make([]string, len(its))
-		for i, it := range its {
-			ids[i] = it.DeliveryID
-		}
-		first, content := "", ""
-		if len(its) > 0 {
-			first, content = its[0].DeliveryID, its[0].Content
-		}
-		parts = append(parts, hooks.Part{
-			Body:  fmt.Sprintf("frame %s %s %s items=%s queued=%s", f.Slug, first, content, strings.Join(ids, ","), f.QueuedFor),
-			Items: len(its),
-		})
-	}
-	return parts
-}
-
 // hookEnv is a running server with members admin (notifications.manage),
-// alice, bob and carol, channel ops (bob, carol), a KEK unless noKEK and
-// the fake engine.
+// alice, bob and carol, channel ops (bob, carol) and a KEK unless noKEK.
 type hookEnv struct {
 	srv    *Server
 	st     store.Store
@@ -142,7 +47,7 @@ func newHookEnvOn(t *testing.T, st store.Store, noKEK bool, opts ...Option) *hoo
 		k, err = kek.New(key)
 		require.NoError(t, err)
 	}
-	srv := startTestServer(t, st, perms, Deps{KEK: k}, append(opts, WithHookEngine(fakeHooks{}))...)
+	srv := startTestServer(t, st, perms, Deps{KEK: k}, opts...)
 	ctx := context.Background()
 	require.NoError(t, st.CreateChannel(ctx, store.Channel{ID: "c-ops", Slug: "ops", CreatedBy: "bob"}))
 	require.NoError(t, st.PutChannelMember(ctx, store.ChannelMember{Channel: "c-ops", Member: "carol", Role: "member"}))
@@ -277,7 +182,7 @@ func TestHookPipelineOrder(t *testing.T) {
 		require.Contains(t, d.MessageIDs, formatMessageID(m.Seq), who)
 		require.Equal(t, "error", m.Level)
 		require.Equal(t, "Hook gh", m.Title)
-		require.Contains(t, m.Body, "frame gh "+res.ID)
+		require.Contains(t, m.Body, `<external_content endpoint="gh" delivery="`+res.ID+`"`)
 		var data map[string]any
 		require.NoError(t, json.Unmarshal(m.Data, &data))
 		require.Equal(t, "hook_delivery", data["kind"])
@@ -471,7 +376,7 @@ func TestHookAdminValidation(t *testing.T) {
 
 	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: strings.Repeat("x", maxHookSecret+1)})
 	requireCode(t, err, CodePayloadTooLarge)
-	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: "bad"})
+	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: "\xff"})
 	requireCode(t, err, CodeBadRequest)
 	_, err = e.n.DeleteNotificationEndpointSecret(a, &apiv1.DeleteNotificationEndpointSecretRequest{Slug: "v"})
 	requireCode(t, err, CodeNotFound)

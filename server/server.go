@@ -81,7 +81,6 @@ type options struct {
 	tools         ToolEngine
 	jwt           *federation.Config
 	jwtOverlay    string
-	hooks         HookEngine
 	prices        *pricing.Table
 }
 
@@ -190,10 +189,6 @@ func New(d Deps, opts ...Option) *Server {
 	c.tools = o.tools
 	if c.tools == nil {
 		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
-	}
-	c.hooks = o.hooks
-	if c.hooks == nil {
-		c.hooks = hooksEngine{}
 	}
 	c.hookLimit = auth.NewWindowLimiter(hookRateLimit, time.Minute, hookRateKeys, o.now)
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
