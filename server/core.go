@@ -13,6 +13,7 @@ import (
 	"svc/server/clientaddr"
 	"svc/server/hub"
 	"svc/server/kek"
+	"svc/server/notify"
 	"svc/server/pricing"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
@@ -47,10 +48,10 @@ type core struct {
 	blobs  *vfs.Blobs // nil when the filesystem is disabled
 	// tools is the tool-call engine of tool sources.
 	tools ToolEngine
-	// hookLimit is the per-endpoint ingress rate limit of inbound hooks.
-	hookLimit *auth.WindowLimiter
-	// hookSched runs the delivery policy's timers (hookpolicy.go).
-	hookSched *hookScheduler
+	// notify is the inbound-hook capability: ingress, the delivery
+	// policy and its loop. The hub and presence poke it when a member's
+	// reach changes.
+	notify *notify.Service
 	// approvals indexes the pending approvals: presence reads a member
 	// with one as blocked, and their expiry timer runs from it.
 	approvals *pendingApprovals

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/notify"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -62,7 +63,7 @@ func (e *policyEnv) post(t *testing.T, slug, q, body string) HookResult {
 // pass runs one scheduler pass and answers when the next is due.
 func (e *policyEnv) pass(t *testing.T) time.Time {
 	t.Helper()
-	next, err := e.srv.core.hookSched.pass(context.Background())
+	next, err := e.srv.core.notify.Pass(context.Background())
 	require.NoError(t, err)
 	return next
 }
@@ -471,7 +472,7 @@ func TestHookPolicyRestart(t *testing.T) {
 	go func() { _ = srv.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	pass := func() time.Time {
-		next, err := srv.core.hookSched.pass(context.Background())
+		next, err := srv.core.notify.Pass(context.Background())
 		require.NoError(t, err)
 		return next
 	}
@@ -526,7 +527,7 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	bigRec, smallRec := rs[1], rs[0] // newest first
 	full, err := e.st.GetHookDelivery(ctx, bigRec.ID)
 	require.NoError(t, err)
-	require.Len(t, full.Body, hookRejectedBody, "the head only")
+	require.Len(t, full.Body, notify.RejectedBodyKept, "the head only")
 	require.Equal(t, len(big), full.Size, "the size it had")
 	_, err = e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: bigRec.ID})
 	requireCode(t, err, CodeConflict)
@@ -539,7 +540,7 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	require.Empty(t, replayed.Level, "not the unverified critical")
 
 	ok := e.post(t, "m", "", `{}`)
-	e.clock.Add(hookReceiptRetention - time.Minute)
+	e.clock.Add(notify.ReceiptRetention - time.Minute)
 	e.pass(t)
 	require.Len(t, e.receipts(t, "m"), 4, "kept within the retention")
 	e.clock.Add(2 * time.Minute)

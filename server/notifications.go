@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -18,14 +17,14 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
 	"svc/server/hooks"
+	"svc/server/notify"
 	"svc/server/teamconfig"
 	"svc/store"
 )
 
-// Notification endpoint bounds and defaults (spec hooks.md: Limits,
-// Delivery policy; docs/HOOKS.md).
+// Notification endpoint bounds (docs/HOOKS.md, Limits and Delivery
+// policy).
 const (
-	maxHookBody        = 256 << 10 // ingress and retained raw body
 	maxHookSecret      = 4 << 10
 	maxHookTargets     = 64
 	maxHookFilters     = 32
@@ -36,19 +35,13 @@ const (
 	maxHookFilterPath  = 256
 	maxHookFilterValue = 4 << 10
 	maxReceiptList     = 500
-	hookRateLimit      = 120 // per endpoint per minute (sliding)
-	hookRateKeys       = 10000
-	hookDedupeWindow   = 24 * time.Hour
 
-	defaultDebounceMax = 20
-	defaultQueueTTLMs  = 24 * 60 * 60 * 1000
-	defaultMaxWaitMs   = 15 * 60 * 1000
-	maxDebounceMs      = 10 * 60 * 1000
-	maxDebounceMax     = 100
-	minQueueTTLMs      = 1000
-	maxQueueTTLMs      = 7 * 24 * 60 * 60 * 1000
-	minMaxWaitMs       = 1000
-	maxMaxWaitMs       = 24 * 60 * 60 * 1000
+	maxDebounceMs  = 10 * 60 * 1000
+	maxDebounceMax = 100
+	minQueueTTLMs  = 1000
+	maxQueueTTLMs  = 7 * 24 * 60 * 60 * 1000
+	minMaxWaitMs   = 1000
+	maxMaxWaitMs   = 24 * 60 * 60 * 1000
 )
 
 // defaultHookAuthKind is the inline verification kind of an endpoint
@@ -57,137 +50,17 @@ const defaultHookAuthKind = "hmac-sha256"
 
 // registryNotifications describes the notification endpoints to
 // changeEntry: their audience is their direct member targets.
-var registryNotifications = registryOf[hookEndpoint]{
+var registryNotifications = registryOf[notify.Endpoint]{
 	kind: registryKindHookEndpoint, manage: auth.NotificationsManage,
-	get: func(ctx context.Context, tx store.Tx, slug string) (hookEndpoint, error) {
-		return readEndpoint(ctx, tx, slug)
+	get: func(ctx context.Context, tx store.Tx, slug string) (notify.Endpoint, error) {
+		return notify.Read(ctx, tx, slug)
 	},
 	notFound: endpointErr,
-	audience: func(e hookEndpoint) (bool, []string) { return false, e.memberTargets() },
-}
-
-// hookTarget is a stored target: a member name or a channel id.
-type hookTarget struct {
-	Member  string `json:"member,omitempty"`
-	Channel string `json:"channel,omitempty"`
-}
-
-// hookPolicy is a stored delivery policy. Level "" is the endpoint's.
-type hookPolicy struct {
-	IfOffline   string `json:"ifOffline"`
-	IfBusy      string `json:"ifBusy"`
-	DebounceMs  int32  `json:"debounceMs"`
-	DebounceMax int32  `json:"debounceMax"`
-	QueueTTLMs  int32  `json:"queueTtlMs"`
-	MaxWaitMs   int32  `json:"maxWaitMs"`
-	Level       string `json:"level,omitempty"`
-}
-
-func defaultHookPolicy() hookPolicy {
-	return hookPolicy{IfOffline: "drop", IfBusy: "now", DebounceMax: defaultDebounceMax, QueueTTLMs: defaultQueueTTLMs, MaxWaitMs: defaultMaxWaitMs}
-}
-
-// hookEndpoint is an endpoint as the service works with it: the stored
-// record with its JSON columns decoded once, when it is read. The
-// record's Targets, Filters and Policy are what was read; the typed
-// fields are the truth, and record encodes them back for a write.
-type hookEndpoint struct {
-	store.HookEndpoint
-	targets []hookTarget
-	filters []hooks.Filter
-	policy  hookPolicy
-}
-
-// decodeEndpoint decodes a stored endpoint's JSON columns. A column that
-// does not decode is an error naming the endpoint: read as empty, it
-// would deliver to nobody, or past every filter, without a word.
-func decodeEndpoint(r store.HookEndpoint) (hookEndpoint, error) {
-	e := hookEndpoint{HookEndpoint: r, policy: defaultHookPolicy()}
-	for _, col := range []struct {
-		name string
-		raw  []byte
-		dst  any
-	}{{"targets", r.Targets, &e.targets}, {"filters", r.Filters, &e.filters}, {"policy", r.Policy, &e.policy}} {
-		if len(col.raw) == 0 {
-			continue
-		}
-		if err := json.Unmarshal(col.raw, col.dst); err != nil {
-			return hookEndpoint{}, fmt.Errorf("notification endpoint %q: stored %s: %w", r.Slug, col.name, err)
-		}
-	}
-	return e, nil
-}
-
-// endpointReader is where an endpoint is read from: the store, or a
-// transaction.
-type endpointReader interface {
-	GetHookEndpoint(ctx context.Context, slug string) (store.HookEndpoint, error)
-}
-
-// readEndpoint reads and decodes the endpoint slug.
-func readEndpoint(ctx context.Context, r endpointReader, slug string) (hookEndpoint, error) {
-	rec, err := r.GetHookEndpoint(ctx, slug)
-	if err != nil {
-		return hookEndpoint{}, err
-	}
-	return decodeEndpoint(rec)
-}
-
-// listEndpoints reads and decodes every endpoint.
-func (c *core) listEndpoints(ctx context.Context) ([]hookEndpoint, error) {
-	rs, err := c.store.ListHookEndpoints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]hookEndpoint, len(rs))
-	for i, r := range rs {
-		if out[i], err = decodeEndpoint(r); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// record is e as the store keeps it, its typed fields encoded.
-func (e hookEndpoint) record() (store.HookEndpoint, error) {
-	r := e.HookEndpoint
-	targets := e.targets
-	if targets == nil {
-		targets = []hookTarget{}
-	}
-	filters := e.filters
-	if filters == nil {
-		filters = []hooks.Filter{}
-	}
-	var err error
-	if r.Targets, err = json.Marshal(targets); err != nil {
-		return r, err
-	}
-	if r.Filters, err = json.Marshal(filters); err != nil {
-		return r, err
-	}
-	r.Policy, err = json.Marshal(e.policy)
-	return r, err
-}
-
-// memberTargets are an endpoint's direct member targets.
-func (e hookEndpoint) memberTargets() []string {
-	var out []string
-	for _, t := range e.targets {
-		if t.Member != "" {
-			out = append(out, t.Member)
-		}
-	}
-	return out
+	audience: func(e notify.Endpoint) (bool, []string) { return false, e.MemberTargets() },
 }
 
 // endpointErr names an unknown endpoint.
-func endpointErr(err error, slug string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return Errorf(CodeNotFound, "no notification endpoint %q", slug)
-	}
-	return err
-}
+func endpointErr(err error, slug string) error { return notify.EndpointErr(err, slug) }
 
 // profileErr names an unknown profile.
 func profileErr(err error, slug string) error {
@@ -196,11 +69,6 @@ func profileErr(err error, slug string) error {
 	}
 	return err
 }
-
-// hookEndpointPurpose and hookProfilePurpose bind a sealed secret to its
-// endpoint or profile.
-func hookEndpointPurpose(slug string) string { return "svc/hook/endpoint/" + slug }
-func hookProfilePurpose(slug string) string  { return "svc/hook/profile/" + slug }
 
 // Notifications implements apiv1.NotificationsServer: the admin API of
 // inbound hooks. Every endpoint change runs on the message committer with
@@ -232,8 +100,8 @@ func optString(s string) *string {
 
 // endpointToProto renders an endpoint; profileSecret is whether its
 // profile (if any) has a secret.
-func endpointToProto(e hookEndpoint, profileSecret bool) *apiv1.NotificationEndpoint {
-	pol := e.policy
+func endpointToProto(e notify.Endpoint, profileSecret bool) *apiv1.NotificationEndpoint {
+	pol := e.Policy
 	level := pol.Level
 	if level == "" {
 		level = e.Level
@@ -253,10 +121,10 @@ func endpointToProto(e hookEndpoint, profileSecret bool) *apiv1.NotificationEndp
 	if e.AuthProfile != "" {
 		out.HasSecret = profileSecret
 	}
-	for _, t := range e.targets {
+	for _, t := range e.Targets {
 		out.Targets = append(out.Targets, &apiv1.NotificationTarget{Member: optString(t.Member), Channel: optString(t.Channel)})
 	}
-	for _, f := range e.filters {
+	for _, f := range e.Filters {
 		pf := &apiv1.NotificationFilter{Path: f.Path, Op: f.Op}
 		if len(f.Value) > 0 {
 			v := &structpb.Value{}
@@ -307,8 +175,8 @@ func (n *Notifications) profileSecrets(ctx context.Context) (map[string]bool, er
 
 // reaches reports whether endpoint e targets member directly or through
 // a channel in chans (the member's channel ids).
-func reaches(e hookEndpoint, member string, chans map[string]bool) bool {
-	for _, t := range e.targets {
+func reaches(e notify.Endpoint, member string, chans map[string]bool) bool {
+	for _, t := range e.Targets {
 		if t.Member == member || (t.Channel != "" && chans[t.Channel]) {
 			return true
 		}
@@ -332,7 +200,7 @@ func (c *core) memberChannelSet(ctx context.Context, member string) (map[string]
 // ListNotificationEndpoints implements apiv1.NotificationsServer.
 func (n *Notifications) ListNotificationEndpoints(ctx context.Context, _ *apiv1.ListNotificationEndpointsRequest) (*apiv1.ListNotificationEndpointsResponse, error) {
 	p := mustPrincipal(ctx)
-	list, err := n.listEndpoints(ctx)
+	list, err := notify.List(ctx, n.store)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +231,7 @@ func (n *Notifications) GetNotificationEndpoint(ctx context.Context, req *apiv1.
 	if err := validRegistrySlug("slug", req.GetSlug()); err != nil {
 		return nil, err
 	}
-	e, err := readEndpoint(ctx, n.store, req.GetSlug())
+	e, err := notify.Read(ctx, n.store, req.GetSlug())
 	if err != nil {
 		return nil, endpointErr(err, req.GetSlug())
 	}
@@ -380,7 +248,7 @@ func (n *Notifications) GetNotificationEndpoint(ctx context.Context, req *apiv1.
 }
 
 // render renders e with its profile's secret state.
-func (n *Notifications) render(ctx context.Context, e hookEndpoint) *apiv1.NotificationEndpoint {
+func (n *Notifications) render(ctx context.Context, e notify.Endpoint) *apiv1.NotificationEndpoint {
 	has := false
 	if e.AuthProfile != "" {
 		if p, err := n.store.GetHookProfile(ctx, e.AuthProfile); err == nil {
@@ -394,7 +262,7 @@ func (n *Notifications) render(ctx context.Context, e hookEndpoint) *apiv1.Notif
 // {member: <name>} and {channel: <slug or id>} objects, each with exactly
 // one of the two. Channels are resolved by lookup (a slug becomes the id).
 // It touches nothing but its arguments, so it can be fuzzed.
-func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID func(string) (string, bool)) ([]hookTarget, error) {
+func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID func(string) (string, bool)) ([]notify.Target, error) {
 	vals := l.GetValues()
 	switch {
 	case len(vals) == 0:
@@ -402,14 +270,14 @@ func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID f
 	case len(vals) > maxHookTargets:
 		return nil, invalid("targets", "at most %d", maxHookTargets)
 	}
-	var out []hookTarget
+	var out []notify.Target
 	for i, v := range vals {
 		field := fmt.Sprintf("targets[%d]", i)
 		obj := v.GetStructValue()
 		if obj == nil || len(obj.GetFields()) != 1 {
 			return nil, invalid(field, "must be {member: <name>} or {channel: <slug or id>}")
 		}
-		var t hookTarget
+		var t notify.Target
 		for k, fv := range obj.GetFields() {
 			s, ok := fv.GetKind().(*structpb.Value_StringValue)
 			if !ok {
@@ -447,7 +315,7 @@ func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID f
 
 // resolveTargets parses targets against the team and the channels: an
 // unknown member or channel, or an archived channel, is 400.
-func (n *Notifications) resolveTargets(ctx context.Context, l *structpb.ListValue) ([]hookTarget, error) {
+func (n *Notifications) resolveTargets(ctx context.Context, l *structpb.ListValue) ([]notify.Target, error) {
 	var lookupErr error
 	ts, err := parseTargets(l, func(name string) bool {
 		_, ok := n.team.Member(name)
@@ -556,7 +424,7 @@ func (n *Notifications) defaultAuth() store.HookAuth {
 }
 
 // applyPolicy merges the fields req sets into p and checks the bounds.
-func applyPolicy(p hookPolicy, req *apiv1.NotificationPolicy) (hookPolicy, error) {
+func applyPolicy(p notify.Policy, req *apiv1.NotificationPolicy) (notify.Policy, error) {
 	if req == nil {
 		return p, nil
 	}
@@ -581,11 +449,11 @@ func applyPolicy(p hookPolicy, req *apiv1.NotificationPolicy) (hookPolicy, error
 	if req.Level != nil {
 		p.Level = req.GetLevel()
 	}
-	return p, p.validate()
+	return p, validatePolicy(p)
 }
 
-// validate checks a policy's values and bounds (docs/HOOKS.md).
-func (p hookPolicy) validate() error {
+// validatePolicy checks a policy's values and bounds (docs/HOOKS.md).
+func validatePolicy(p notify.Policy) error {
 	switch {
 	case p.IfOffline != "drop" && p.IfOffline != "queue":
 		return invalid("policy.ifOffline", "must be drop or queue")
@@ -676,23 +544,23 @@ func (n *Notifications) CreateNotificationEndpoint(ctx context.Context, req *api
 			return nil, err
 		}
 	}
-	pol, err := applyPolicy(defaultHookPolicy(), req.GetPolicy())
+	pol, err := applyPolicy(notify.DefaultPolicy(), req.GetPolicy())
 	if err != nil {
 		return nil, err
 	}
 	now := n.now()
-	e := hookEndpoint{
+	e := notify.Endpoint{
 		HookEndpoint: store.HookEndpoint{
 			Slug: req.GetSlug(), DisplayName: req.GetDisplayName(), Auth: a, AuthProfile: req.GetAuthProfile(),
 			Template: req.GetTemplate(), DedupeHeader: req.GetDedupeHeader(),
 			Enabled: req.Enabled == nil || req.GetEnabled(), Level: "info", CreatedAt: now, UpdatedAt: now,
 		},
-		targets: targets, filters: filters, policy: pol,
+		Targets: targets, Filters: filters, Policy: pol,
 	}
 	if req.Level != nil {
 		e.Level = req.GetLevel()
 	}
-	rec, err := e.record()
+	rec, err := e.Record()
 	if err != nil {
 		return nil, err
 	}
@@ -709,7 +577,7 @@ func (n *Notifications) CreateNotificationEndpoint(ctx context.Context, req *api
 		}
 		return &registryChange{
 			kind: registryKindHookEndpoint, slug: e.Slug, event: "created", actor: p.Member,
-			after: e.memberTargets(), managers: managers,
+			after: e.MemberTargets(), managers: managers,
 		}, nil
 	})
 	if err != nil {
@@ -725,7 +593,7 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 		return nil, err
 	}
 	var (
-		targets []hookTarget
+		targets []notify.Target
 		filters []hooks.Filter
 		a       store.HookAuth
 		err     error
@@ -750,8 +618,8 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 			return nil, err
 		}
 	}
-	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
-		before, err := e.record()
+	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
+		before, err := e.Record()
 		if err != nil {
 			return false, err
 		}
@@ -759,10 +627,10 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 			e.DisplayName = req.GetDisplayName()
 		}
 		if targets != nil {
-			e.targets = targets
+			e.Targets = targets
 		}
 		if filters != nil {
-			e.filters = filters
+			e.Filters = filters
 		}
 		if req.Auth != nil {
 			e.Auth = a
@@ -782,10 +650,10 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 		if req.Level != nil {
 			e.Level = req.GetLevel()
 		}
-		if e.policy, err = applyPolicy(e.policy, req.GetPolicy()); err != nil {
+		if e.Policy, err = applyPolicy(e.Policy, req.GetPolicy()); err != nil {
 			return false, err
 		}
-		after, err := e.record()
+		after, err := e.Record()
 		if err != nil {
 			return false, err
 		}
@@ -818,7 +686,7 @@ func sameEndpoint(a, b store.HookEndpoint) bool {
 // DeleteNotificationEndpoint implements apiv1.NotificationsServer: 204;
 // the receipts and the queued, held or buffered copies go with it.
 func (n *Notifications) DeleteNotificationEndpoint(ctx context.Context, req *apiv1.DeleteNotificationEndpointRequest) (*apiv1.DeleteNotificationEndpointResponse, error) {
-	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
+	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
 		ch.event = "deleted"
 		return true, tx.DeleteHookEndpoint(ctx, e.Slug)
 	})
@@ -863,11 +731,11 @@ func (n *Notifications) SetNotificationEndpointSecret(ctx context.Context, req *
 	if err != nil {
 		return nil, endpointErr(err, req.GetSlug())
 	}
-	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, hookEndpointPurpose(req.GetSlug()))
+	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, notify.EndpointPurpose(req.GetSlug()))
 	if err != nil {
 		return nil, err
 	}
-	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
+	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
 		ch.event = "secret_set"
 		return true, tx.SetHookEndpointSecret(ctx, e.Slug, sealed, n.now())
 	})
@@ -880,7 +748,7 @@ func (n *Notifications) SetNotificationEndpointSecret(ctx context.Context, req *
 // DeleteNotificationEndpointSecret implements apiv1.NotificationsServer:
 // 204, 404 when the endpoint has no secret.
 func (n *Notifications) DeleteNotificationEndpointSecret(ctx context.Context, req *apiv1.DeleteNotificationEndpointSecretRequest) (*apiv1.DeleteNotificationEndpointSecretResponse, error) {
-	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *hookEndpoint, ch *registryChange) (bool, error) {
+	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
 		if len(e.Secret) == 0 {
 			return false, Errorf(CodeNotFound, "notification endpoint %q has no secret", e.Slug)
 		}
@@ -1087,7 +955,7 @@ func (n *Notifications) SetNotificationProfileSecret(ctx context.Context, req *a
 	if err != nil {
 		return nil, profileErr(err, req.GetSlug())
 	}
-	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, hookProfilePurpose(req.GetSlug()))
+	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, notify.ProfilePurpose(req.GetSlug()))
 	if err != nil {
 		return nil, err
 	}
@@ -1126,7 +994,7 @@ const hookContract = "Messages from senders named hook:<slug> carry external not
 // enabled endpoints that reach it directly or through a channel; nil when
 // none does.
 func (c *core) hookBriefing(ctx context.Context, member string) (*apiv1.BriefingNotifications, error) {
-	list, err := c.listEndpoints(ctx)
+	list, err := notify.List(ctx, c.store)
 	if err != nil || len(list) == 0 {
 		return nil, err
 	}
@@ -1146,3 +1014,30 @@ func (c *core) hookBriefing(ctx context.Context, member string) (*apiv1.Briefing
 	}
 	return out, nil
 }
+
+// notifyCommitter commits the notify capability's changes on the message
+// committer.
+type notifyCommitter struct{ c *core }
+
+func (n notifyCommitter) Commit(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return n.c.commit(ctx, fn)
+}
+
+func (n notifyCommitter) CommitStored(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+	stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error,
+) error {
+	return n.c.msgs.changeStored(ctx, apply, stored).err
+}
+
+// notifyMembers is what the notify capability knows of a member target:
+// the team, its live streams, its presence.
+type notifyMembers struct{ c *core }
+
+func (n notifyMembers) Known(name string) bool {
+	_, ok := n.c.team.Member(name)
+	return ok
+}
+
+func (n notifyMembers) Online(name string) bool { return n.c.hub.Connected(name) > 0 }
+
+func (n notifyMembers) Busy(name string) (bool, time.Time) { return n.c.presence.busy(name) }

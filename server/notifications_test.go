@@ -16,6 +16,7 @@ import (
 	"svc/server/auth"
 	"svc/server/hooks"
 	"svc/server/kek"
+	"svc/server/notify"
 	"svc/store"
 )
 
@@ -127,9 +128,9 @@ func TestHookPipelineOrder(t *testing.T) {
 	requireCode(t, err, CodeNotFound)
 	_, err = e.srv.Hook(ctx, "Bad_Slug", nil, signed(), ok)
 	requireCode(t, err, CodeNotFound)
-	_, err = e.srv.Hook(ctx, "off", nil, signed(), make([]byte, maxHookBody+1))
+	_, err = e.srv.Hook(ctx, "off", nil, signed(), make([]byte, notify.MaxBody+1))
 	requireCode(t, err, CodeConflict, "disabled comes before size")
-	_, err = e.srv.Hook(ctx, "gh", nil, signed(), make([]byte, maxHookBody+1))
+	_, err = e.srv.Hook(ctx, "gh", nil, signed(), make([]byte, notify.MaxBody+1))
 	requireCode(t, err, CodePayloadTooLarge)
 	for _, q := range []string{"if_offline=later", "if_busy=soon", "level=loud", "level=info&level=error"} {
 		v, _ := url.ParseQuery(q)
@@ -201,7 +202,7 @@ func TestHookRateLimit(t *testing.T) {
 	e := newHookEnv(t, false)
 	e.create(t, "rl", nil)
 	ctx := context.Background()
-	for i := range hookRateLimit {
+	for i := range notify.RateLimit {
 		_, err := e.srv.Hook(ctx, "rl", nil, http.Header{}, []byte("x"))
 		require.ErrorIs(t, err, ErrHookRejected, i)
 	}
@@ -209,7 +210,7 @@ func TestHookRateLimit(t *testing.T) {
 	requireCode(t, err, CodeRateLimited)
 	r := Render(err)
 	require.Positive(t, r.RetryAfter)
-	require.Len(t, e.receipts(t, "rl"), hookRateLimit, "the refused request is not receipted")
+	require.Len(t, e.receipts(t, "rl"), notify.RateLimit, "the refused request is not receipted")
 }
 
 func TestHookOfflineDrop(t *testing.T) {
@@ -367,7 +368,7 @@ func TestHookAdminValidation(t *testing.T) {
 	out, err := e.n.CreateNotificationEndpoint(a, base())
 	require.NoError(t, err)
 	pol := out.GetEndpoint().GetPolicy()
-	require.Equal(t, []any{"drop", "now", int32(0), int32(20), int32(defaultQueueTTLMs), int32(defaultMaxWaitMs), "info"},
+	require.Equal(t, []any{"drop", "now", int32(0), int32(20), int32(notify.DefaultQueueTTLMs), int32(notify.DefaultMaxWaitMs), "info"},
 		[]any{pol.GetIfOffline(), pol.GetIfBusy(), pol.GetDebounceMs(), pol.GetDebounceMax(), pol.GetQueueTtlMs(), pol.GetMaxWaitMs(), pol.GetLevel()})
 	require.Equal(t, "hmac-sha256", out.GetEndpoint().GetAuth().GetKind(), "the default inline kind")
 	require.False(t, out.GetEndpoint().GetHasSecret())

@@ -22,6 +22,7 @@ import (
 	"svc/server/federation"
 	"svc/server/hub"
 	"svc/server/kek"
+	"svc/server/notify"
 	"svc/server/pricing"
 	"svc/server/toolcall"
 	"svc/server/vfs"
@@ -174,7 +175,6 @@ func New(d Deps, opts ...Option) *Server {
 		}
 		c.adoptMemberIDs(context.Background())
 	}
-	c.hookSched = newHookScheduler(c)
 	c.approvals = newPendingApprovals()
 	c.presence.blocked = c.approvals.blocked
 	// (A server with no store is built only by tests of the method table.)
@@ -183,19 +183,27 @@ func New(d Deps, opts ...Option) *Server {
 			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
 		}
 	}
-	c.presence.onActivity = func(string) { c.hookSched.poke() }
-	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); c.hookSched.poke() }), hub.WithMaxPerMember(o.maxStreams))
+	c.presence.onActivity = func(string) { c.notify.Poke() }
+	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); c.notify.Poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
 	c.tools = o.tools
 	if c.tools == nil {
 		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
 	}
-	c.hookLimit = auth.NewWindowLimiter(hookRateLimit, time.Minute, hookRateKeys, o.now)
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	if d.Team != nil {
 		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
 	}
+	c.notify = notify.New(notify.Deps{
+		Store: d.Store, Commit: notifyCommitter{c}, Members: notifyMembers{c}, KEK: d.KEK,
+		Count: func(status string) {
+			if c.metrics != nil {
+				c.metrics.hooked(status)
+			}
+		},
+		MessageID: formatMessageID, Now: o.now, Log: o.log,
+	})
 	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
 	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
 	c.metrics = newMetrics(c.hub, c.actHub, o.storeCommits)
@@ -247,7 +255,7 @@ func New(d Deps, opts ...Option) *Server {
 	s.fs = &Fs{core: c}
 	enroll := newEnrollment(c, o.publicURL)
 	s.run = append(s.run, enroll.run)
-	s.run = append(s.run, c.hookSched.run, c.runApprovalExpiry, c.releaseDeparted)
+	s.run = append(s.run, c.notify.Run, c.runApprovalExpiry, c.releaseDeparted)
 	for _, g := range []grpc.ServiceRegistrar{s.grpc, s.local} {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)

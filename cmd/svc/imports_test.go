@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,28 +30,32 @@ type importRule struct {
 
 // sharedPackages are the subpackages of server every service and
 // capability uses (the error table); capabilityPackages are the
-// capabilities that leave the server root for packages of their own
-// (docs/ARCHITECTURE.md, Capabilities). The other subpackages of server
-// are engines: pure mechanisms that know nothing of the services.
+// capabilities that have left the server root for packages of their own,
+// plannedCapabilities those still to leave it (docs/ARCHITECTURE.md,
+// Capabilities and shared packages). The other subpackages of server are
+// engines: pure mechanisms that know nothing of the services.
 var (
-	sharedPackages     = []string{"svc/server/apierr"}
-	capabilityPackages = []string{"svc/server/notify", "svc/server/toolsources", "svc/server/secrets"}
+	sharedPackages      = []string{"svc/server/apierr"}
+	capabilityPackages  = []string{"svc/server/notify"}
+	plannedCapabilities = []string{"svc/server/toolsources", "svc/server/secrets"}
 )
 
 // capabilityRules: a capability imports the shared packages, engines,
-// store and gen, never the root or another capability. A capability not
-// yet moved out of the root is a future rule.
+// store and gen, never the root or another capability. A planned
+// capability's rule is a future rule: it applies once the package exists.
 func capabilityRules() []importRule {
+	all := append(slices.Clone(capabilityPackages), plannedCapabilities...)
 	var out []importRule
-	for _, c := range capabilityPackages {
+	for _, c := range all {
 		forbidden := []string{"svc/server!", "svc/gateway", "svc/cmd"}
-		for _, other := range capabilityPackages {
+		for _, other := range all {
 			if other != c {
 				forbidden = append(forbidden, other)
 			}
 		}
 		out = append(out, importRule{name: "capability " + c + " never imports the root or another capability", pkg: c,
-			allowed: []string{"svc/server", "svc/store", "svc/gen"}, forbidden: forbidden, future: true})
+			allowed: []string{"svc/server", "svc/store", "svc/gen"}, forbidden: forbidden,
+			future: slices.Contains(plannedCapabilities, c)})
 	}
 	return out
 }
@@ -76,7 +81,7 @@ var importRules = append([]importRule{
 		allowed: []string{"svc/gen"}, forbidden: []string{"svc/server", "svc/store", "svc/gateway"}},
 	{name: "nothing outside cmd imports cmd", pkg: "svc", except: []string{"svc/cmd"}, forbidden: []string{"svc/cmd"}},
 	{name: "shared packages never import the root or a capability", pkg: sharedPackages[0],
-		forbidden: append([]string{"svc/server!", "svc/gateway", "svc/cmd"}, capabilityPackages...)},
+		forbidden: append([]string{"svc/server!", "svc/gateway", "svc/cmd"}, append(slices.Clone(capabilityPackages), plannedCapabilities...)...)},
 }, capabilityRules()...)
 
 // TestImportRules enforces the dependency direction of
