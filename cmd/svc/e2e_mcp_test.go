@@ -394,7 +394,7 @@ func TestE2EMCPStartErrors(t *testing.T) {
 		{name: "broker down", args: []string{"mcp", "--url", "http://127.0.0.1:1", "--token", "svc_x"}, code: 1,
 			stderr: "svc: cannot reach the broker at http://127.0.0.1:1: connection refused (is `svc serve` running?)\n"},
 		{name: "no token", args: []string{"mcp", "--url", p.base}, env: []string{"SVC_AUTH_CONFIG_PATH=" + t.TempDir() + "/auth.json"}, code: 1, stderr: "svc: no token: "},
-		{name: "argument", args: []string{"mcp", "extra"}, code: 2, stderr: "svc: usage: svc mcp [--url U] [--token T]: no arguments\n"},
+		{name: "argument", args: []string{"mcp", "extra"}, code: 2, stderr: "svc: usage: svc mcp [--url U] [--token T] [--approval-prompt]: no arguments\n"},
 		{name: "bad url", args: []string{"mcp", "--url", "ftp://x"}, code: 2, stderr: "svc: broker URL"},
 	}
 	for _, tc := range tests {

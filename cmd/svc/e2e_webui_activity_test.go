@@ -107,7 +107,7 @@ func TestWebUIActivity(t *testing.T) {
 	require.Contains(t, facts, "340 out")
 	require.Contains(t, facts, "$0.04")
 	require.Contains(t, facts, "stop: end_turn")
-	pg.Do(t, "expand the exchange", chromedp.Click(chromedp.CSS(`ol.timeline li.kind-llm_exchange details > summary`)))
+	pg.Click(t, "expand the exchange", `ol.timeline li.kind-llm_exchange details > summary`)
 	msgs := browsertest.Eval[string](t, pg, "exchange messages", `document.querySelector('ol.timeline li.kind-llm_exchange details').textContent`)
 	require.Contains(t, msgs, "please list "+xss, "the prompt is shown as text")
 	require.Contains(t, msgs, "done listing")
@@ -147,7 +147,7 @@ func TestWebUIActivity(t *testing.T) {
 	uiSelect(t, pg, "trace-objective", oid)
 	pg.WaitJS(t, "trace with the GenAI record", `[...document.querySelectorAll('.trace .inference .facts')].some(e => e.textContent.includes('gpt-webui') && e.textContent.includes('chatcmpl-webui'))`, uiWait)
 	pg.WaitJS(t, "trace with the open marker", `!!document.querySelector('.trace li.kind-objective_open')`, uiWait)
-	pg.Do(t, "expand the record", chromedp.Click(chromedp.CSS(`.trace .inference details > summary`)))
+	pg.Click(t, "expand the record", `.trace .inference details > summary`)
 	ctx := browsertest.Eval[string](t, pg, "record context", `document.querySelector('.trace .inference details').textContent`)
 	require.Contains(t, ctx, "trace me <script>window.__xss=3</script>")
 	require.Contains(t, ctx, "traced")
@@ -253,7 +253,7 @@ func TestWebUIAdminReceiptsPaging(t *testing.T) {
 		};
 		return true;
 	})()`)
-	pg.Do(t, "open receipts", chromedp.Click(chromedp.CSS(`#adm-notif button[aria-label="Receipts of gh"]`)))
+	pg.Click(t, "open receipts", `#adm-notif button[aria-label="Receipts of gh"]`)
 	rows := `document.querySelectorAll('.adm-receipts tbody tr')`
 	pg.WaitJS(t, "first page", rows+`.length === 50`, uiWait)
 	more := `[...document.querySelectorAll('.adm-receipts button')].find(x => x.textContent === 'Load older receipts')`
@@ -320,16 +320,16 @@ func TestWebUIAdmin(t *testing.T) {
 	mac.Write([]byte(payload))
 	r = p.do(t, http.MethodPost, "/hooks/gh", []byte(payload), setHeader("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil))))
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
-	pg.Do(t, "open receipts", chromedp.Click(chromedp.CSS(`#adm-notif button[aria-label="Receipts of gh"]`)))
+	pg.Click(t, "open receipts", `#adm-notif button[aria-label="Receipts of gh"]`)
 	pg.WaitJS(t, "receipt delivered", `document.querySelectorAll('.adm-receipts tbody tr').length === 1 &&
 		document.querySelector('.adm-receipts tbody .rstatus')?.textContent === 'delivered'`, uiWait)
-	pg.Do(t, "show the body", chromedp.Click(chromedp.CSS(`.adm-receipts tbody button[aria-label^="Show the body"]`)))
+	pg.Click(t, "show the body", `.adm-receipts tbody button[aria-label^="Show the body"]`)
 	pg.WaitJS(t, "body shown", `document.querySelector('.adm-receipts pre.external-payload')?.textContent === `+js(payload), uiWait)
 	require.Equal(t, "undefined", browsertest.Eval[string](t, pg, "xss flag", `typeof window.__xss`))
 	require.Equal(t, 0, browsertest.Eval[int](t, pg, "elements from the payload", `document.querySelectorAll('.adm-receipts img, .adm-receipts script, pre.external-payload *').length`))
 
 	// Replay: a fresh receipt, named as the replay of the first.
-	pg.Do(t, "replay", chromedp.Click(chromedp.CSS(`.adm-receipts tbody button[data-replay]`)))
+	pg.Click(t, "replay", `.adm-receipts tbody button[data-replay]`)
 	pg.WaitJS(t, "replayed", `document.querySelector('.adm-receipts .msg.ok')?.textContent.startsWith('Replayed: the fresh receipt is delivered') &&
 		document.querySelectorAll('.adm-receipts tbody tr').length === 2`, uiWait)
 	receipts := listOf(t, mustCall(t, d, admin, "ListNotificationDeliveries", obj{"slug": "gh"}), "deliveries")
@@ -352,7 +352,7 @@ func TestWebUIAdmin(t *testing.T) {
 	pg.WaitJS(t, "source created", `document.querySelector('#adm-tools .adm-editor .msg.ok')?.textContent.includes('Credential stored') &&
 		[...document.querySelectorAll('#adm-tools tbody tr')].some(tr => tr.textContent.includes('gitx') && tr.textContent.includes('set (bearer)'))`, uiWait)
 	uiSelect(t, pg, browsertest.Eval[string](t, pg, "bind picker", `document.querySelector('#adm-tools .bindings select').id`), "bob")
-	pg.Do(t, "bind bob", chromedp.Click(chromedp.CSS(`#adm-tools .bindings .inline > button`)))
+	pg.Click(t, "bind bob", `#adm-tools .bindings .inline > button`)
 	pg.WaitJS(t, "bob bound", `[...document.querySelectorAll('#adm-tools .bindings .chips li span')].some(e => e.textContent === 'bob')`, uiWait)
 	src := mustCall(t, d, admin, "GetToolSource", obj{"slug": "gitx"})
 	require.Equal(t, true, src["hasCredential"])

@@ -4,7 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"svc/cmd/svc/internal/browsertest"
@@ -62,7 +61,7 @@ func TestWebUIApprovals(t *testing.T) {
 	// From the Team page: the next request, allowed.
 	second := mustCall(t, d, agent, "CreateApproval", obj{"tool": "Bash", "input": obj{"command": "make deploy"}})["id"].(string)
 	pg.WaitJS(t, "the badge again", `document.getElementById('approvals-badge')?.textContent === '1' && !document.getElementById('approvals-badge').hidden`, uiWait)
-	pg.Do(t, "open Team", chromedp.Click(chromedp.CSS(`nav a[href="/ui/team"]`)))
+	pg.Click(t, "open Team", `nav a[href="/ui/team"]`)
 	card2 := `#approvals .approval-card[data-approval="` + second + `"]`
 	pg.WaitJS(t, "the card on Team", `document.querySelector(`+js(card2+` .approval-title`)+`)?.textContent === 'agent asks to use Bash'`, uiWait)
 	clickButton(t, pg, card2, "Allow")

@@ -365,7 +365,7 @@ func TestWebUIChat2NextStaysInApp(t *testing.T) {
 			chromedp.SendKeys(chromedp.ID("signin-code"), alice.next(t)),
 			chromedp.Click(chromedp.CSS("form.card button[type=submit]")))
 		pg.WaitJS(t, "landed in the app: "+next, `location.origin === `+js(p.base)+` && location.pathname === '/ui/chat' && !!document.querySelector('.me .who')`, uiWait)
-		pg.Do(t, "sign out", chromedp.Click(chromedp.CSS(".me button")))
+		pg.Click(t, "sign out", ".me button")
 		pg.WaitJS(t, "signed out", `location.pathname === '/ui/signin'`, uiWait)
 	}
 }

@@ -179,7 +179,7 @@ func TestWebUIPushOptInNotifyOptOut(t *testing.T) {
 
 	uiSignIn(t, pg, p.base, alice)
 	waitLive(t, pg)
-	pg.Do(t, "settings", chromedp.Click(chromedp.CSS(`nav a[href="/ui/settings"]`)))
+	pg.Click(t, "settings", `nav a[href="/ui/settings"]`)
 	pg.WaitJS(t, "off", `document.getElementById('push-state')?.dataset.state === 'off' && !document.getElementById('push-on').hidden`, uiWait)
 	pg.RequireNoCriticalA11y(t, "settings page")
 	pg.Do(t, "turn on", chromedp.Click(chromedp.ID("push-on")))
@@ -316,7 +316,7 @@ func TestWebUIPushSignOut(t *testing.T) {
 	waitLive(t, pg)
 	uiPushOn(t, pg)
 	require.NotEmpty(t, browsertest.Eval[string](t, pg, "id kept", `localStorage.getItem('svc.push.v1.alice') || ''`))
-	pg.Do(t, "sign out", chromedp.Click(chromedp.CSS(`.me button`)))
+	pg.Click(t, "sign out", `.me button`)
 	pg.WaitJS(t, "signed out", `location.pathname === '/ui/signin'`, uiWait)
 	require.Equal(t, "", browsertest.Eval[string](t, pg, "id forgotten", `localStorage.getItem('svc.push.v1.alice') || ''`))
 	require.Equal(t, "1", browsertest.Eval[string](t, pg, "unsubscribed", `localStorage.getItem('stub.unsubscribes') || ''`))

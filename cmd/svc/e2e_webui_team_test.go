@@ -181,13 +181,13 @@ func TestWebUITeamAdminTokens(t *testing.T) {
 	require.Equal(t, "Review every change.", me["instructions"])
 	require.Equal(t, "", browsertest.Eval[string](t, pg, "storage",
 		`JSON.stringify(localStorage).includes(`+js(tok)+`) || JSON.stringify(sessionStorage).includes(`+js(tok)+`) ? 'stored' : ''`), "never stored")
-	pg.Do(t, "hide the token", chromedp.Click(chromedp.CSS(".once .actions button.quiet")))
+	pg.Click(t, "hide the token", ".once .actions button.quiet")
 	pg.WaitJS(t, "token gone", `!document.querySelector('.token-plain') && !document.body.textContent.includes(`+js(tok)+`)`, uiWait)
 
 	// carol's tokens: the one token, revoked from the page.
-	pg.Do(t, "open carol's tokens", chromedp.Click(chromedp.CSS(`li.member[data-member="carol"] button[data-action=tokens]`)))
+	pg.Click(t, "open carol's tokens", `li.member[data-member="carol"] button[data-action=tokens]`)
 	pg.WaitJS(t, "one token listed", `document.querySelectorAll('#tokens-panel tbody tr').length === 1 && document.getElementById('tokens-title').textContent === 'Tokens of carol'`, uiWait)
-	pg.Do(t, "revoke", chromedp.Click(chromedp.CSS("#tokens-panel tbody button[data-token-id]")))
+	pg.Click(t, "revoke", "#tokens-panel tbody button[data-token-id]")
 	confirmYes(t, pg)
 	pg.WaitJS(t, "no token left", `document.querySelectorAll('#tokens-panel tbody tr').length === 0 && document.querySelector('#tokens-panel .empty')`, uiWait)
 	r = p.do(t, http.MethodGet, "/briefing", nil, withBearer(tok))
@@ -239,7 +239,7 @@ func TestWebUITeamAdminTokens(t *testing.T) {
 	require.Contains(t, strs(t, memberByName(t, d, admin, adminName)["permissions"]), "members.manage")
 
 	// Deleting carol works, and ends her token.
-	pg.Do(t, "delete carol", chromedp.Click(chromedp.CSS(`li.member[data-member="carol"] button[data-action=delete]`)))
+	pg.Click(t, "delete carol", `li.member[data-member="carol"] button[data-action=delete]`)
 	confirmYes(t, pg)
 	pg.WaitJS(t, "carol gone", `!`+memberRow("carol"), uiWait)
 	r = p.do(t, http.MethodGet, "/session", nil, withBearer(tok2))

@@ -78,7 +78,7 @@ func uiSend(t *testing.T, pg *browsertest.Page, body string) {
 func openConv(t *testing.T, pg *browsertest.Page, key string) {
 	t.Helper()
 	sel := `nav.convs a[href="/ui/chat?c=` + strings.ReplaceAll(key, ":", "%3A") + `"]`
-	pg.Do(t, "open "+key, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+	pg.Click(t, "open "+key, sel)
 	pg.WaitJS(t, "opened "+key, `new URL(location.href).searchParams.get('c') === `+js(key)+
 		` && document.querySelector(`+js(sel)+`)?.getAttribute('aria-current') === 'page'`, uiWait)
 }
@@ -130,7 +130,7 @@ func TestWebUIWelcomeSignInAndLockout(t *testing.T) {
 
 	// Sign out: the cookie no longer works, and a signed-in page sends
 	// the browser back to sign-in with where it was going.
-	pg.Do(t, "sign out", chromedp.Click(chromedp.CSS(".me button")))
+	pg.Click(t, "sign out", ".me button")
 	pg.WaitJS(t, "signed out", `location.pathname === '/ui/signin'`, uiWait)
 	pg.Do(t, "reopen chat", chromedp.Navigate(p.base+"/ui/chat?c=general"))
 	pg.WaitJS(t, "sent to sign-in", `location.pathname === '/ui/signin' && new URL(location.href).searchParams.get('next') === '/ui/chat?c=general'`, uiWait)

@@ -177,6 +177,34 @@ func (p *Page) Fail(t testing.TB, what string, err error) {
 	t.Fatalf("%s: %s: %v\nscreenshot: %s\nconsole:\n%s", p.Name, what, err, shot, strings.Join(p.Console(), "\n"))
 }
 
+// Click clicks the element the CSS selector sel names once it is visible.
+// The app re-renders a list (the conversations, the messages) as events
+// arrive, so the node found may be replaced before the click lands; the
+// click is then tried again on the node that replaced it, within
+// ActionTimeout.
+func (p *Page) Click(t testing.TB, what, sel string) {
+	t.Helper()
+	deadline := time.Now().Add(ActionTimeout)
+	for {
+		err := p.TryDo(time.Until(deadline), chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+		if err == nil {
+			return
+		}
+		if !replacedNode(err) || time.Now().After(deadline) {
+			p.Fail(t, what, err)
+		}
+	}
+}
+
+// replacedNode says err is the DevTools protocol's answer about a node
+// that left the document between being found and being acted on.
+func replacedNode(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") ||
+		strings.Contains(msg, "No node with given id found") ||
+		strings.Contains(msg, "Node is detached from document")
+}
+
 // TryDo runs actions within timeout and returns their error.
 func (p *Page) TryDo(timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) error {
 	ctx, cancel := context.WithTimeout(p.Ctx, timeout)
