@@ -13,7 +13,6 @@ import (
 	"svc/server/clientaddr"
 	"svc/server/hub"
 	"svc/server/kek"
-	"svc/server/notify"
 	"svc/server/pricing"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
@@ -48,10 +47,9 @@ type core struct {
 	blobs  *vfs.Blobs // nil when the filesystem is disabled
 	// tools is the tool-call engine of tool sources.
 	tools ToolEngine
-	// notify is the inbound-hook capability: ingress, the delivery
-	// policy and its loop. The hub and presence poke it when a member's
-	// reach changes.
-	notify *notify.Service
+	// dropHookCopies drops the inbound-hook copies queued or held for a
+	// deleted member (notify.Service.DropMember).
+	dropHookCopies func(ctx context.Context, member, why string) error
 	// approvals indexes the pending approvals: presence reads a member
 	// with one as blocked, and their expiry timer runs from it.
 	approvals *pendingApprovals

@@ -63,7 +63,7 @@ func (e *policyEnv) post(t *testing.T, slug, q, body string) HookResult {
 // pass runs one scheduler pass and answers when the next is due.
 func (e *policyEnv) pass(t *testing.T) time.Time {
 	t.Helper()
-	next, err := e.srv.core.notify.Pass(context.Background())
+	next, err := e.srv.notify.Pass(context.Background())
 	require.NoError(t, err)
 	return next
 }
@@ -472,7 +472,7 @@ func TestHookPolicyRestart(t *testing.T) {
 	go func() { _ = srv.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	pass := func() time.Time {
-		next, err := srv.core.notify.Pass(context.Background())
+		next, err := srv.notify.Pass(context.Background())
 		require.NoError(t, err)
 		return next
 	}

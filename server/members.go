@@ -248,7 +248,7 @@ func (c *core) releaseMember(ctx context.Context, f store.FormerMember) error {
 	}
 	gone := map[string]store.FormerMember{f.ID: f}
 	errs = append(errs, c.releaseObjectives(ctx, gone, map[string]store.FormerMember{f.Name: f}), c.releaseTargets(ctx, f))
-	errs = append(errs, c.notify.DropMember(ctx, f.Name, "member deleted"))
+	errs = append(errs, c.dropHookCopies(ctx, f.Name, "member deleted"))
 	return errors.Join(errs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -76,6 +77,7 @@ func profileErr(err error, slug string) error {
 type Notifications struct {
 	apiv1.UnimplementedNotificationsServer
 	*core
+	notify *notify.Service
 }
 
 var _ apiv1.NotificationsServer = (*Notifications)(nil)
@@ -1041,3 +1043,38 @@ func (n notifyMembers) Known(name string) bool {
 func (n notifyMembers) Online(name string) bool { return n.c.hub.Connected(name) > 0 }
 
 func (n notifyMembers) Busy(name string) (bool, time.Time) { return n.c.presence.busy(name) }
+
+// MaxHookBody is the most bytes an ingress body may carry; the gateway
+// reads one byte more to tell an oversized body.
+const MaxHookBody = notify.MaxBody
+
+// ErrHookRejected answers an ingress request that failed verification: the
+// gateway answers a bare 401, with no body and no detail. Its receipt is
+// committed.
+var ErrHookRejected = notify.ErrRejected
+
+// HookResult is the answer to an accepted ingress request: 202 {id, status}.
+type HookResult = notify.Result
+
+// Hook takes one ingress request POST /hooks/<slug> (notify.Service.Ingress).
+func (s *Server) Hook(ctx context.Context, slug string, query url.Values, h http.Header, body []byte) (HookResult, error) {
+	return s.notify.Ingress(ctx, slug, query, h, body)
+}
+
+// ReplayNotificationDelivery implements apiv1.NotificationsServer: the
+// stored raw body runs through the pipeline again under a fresh receipt
+// (notify.Service.Replay).
+func (n *Notifications) ReplayNotificationDelivery(ctx context.Context, req *apiv1.ReplayNotificationDeliveryRequest) (*apiv1.ReplayNotificationDeliveryResponse, error) {
+	if err := validDeliveryID(req.GetId()); err != nil {
+		return nil, err
+	}
+	orig, err := n.store.GetHookDelivery(ctx, req.GetId())
+	if err != nil {
+		return nil, deliveryErr(err, req.GetId())
+	}
+	d, err := n.notify.Replay(ctx, orig)
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.ReplayNotificationDeliveryResponse{Delivery: deliveryToProto(d, false)}, nil
+}

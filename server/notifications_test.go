@@ -52,7 +52,7 @@ func newHookEnvOn(t *testing.T, st store.Store, noKEK bool, opts ...Option) *hoo
 	ctx := context.Background()
 	require.NoError(t, st.CreateChannel(ctx, store.Channel{ID: "c-ops", Slug: "ops", CreatedBy: "bob"}))
 	require.NoError(t, st.PutChannelMember(ctx, store.ChannelMember{Channel: "c-ops", Member: "carol", Role: "member"}))
-	return &hookEnv{srv: srv, st: st, n: &Notifications{core: srv.core}, broker: newBroker(srv.core, nil), perms: perms, chanID: "c-ops"}
+	return &hookEnv{srv: srv, st: st, n: &Notifications{core: srv.core, notify: srv.notify}, broker: newBroker(srv.core, nil), perms: perms, chanID: "c-ops"}
 }
 
 func (e *hookEnv) as(name string) context.Context {
