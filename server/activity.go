@@ -139,6 +139,16 @@ func (s *Activity) UploadActivity(ctx context.Context, req *apiv1.UploadActivity
 		ev.Member = p.Member
 		evs[i] = ev
 	}
+	red, err := s.redactor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range evs {
+		ev := &evs[i]
+		ev.Data = red.Bytes(ev.Data)
+		ev.ObjectiveID = red.String(ev.ObjectiveID)
+		ev.ResponseID = red.String(ev.ResponseID)
+	}
 	rows, err := s.actWriter.write(ctx, store.ActivityBatch{Events: evs})
 	if err != nil {
 		return nil, err
@@ -352,6 +362,13 @@ func (s *Activity) UploadGenAi(ctx context.Context, req *apiv1.UploadGenAiReques
 	if len(body) > MaxGenAIUpload {
 		return nil, Errorf(CodePayloadTooLarge, "inference upload over %d bytes", MaxGenAIUpload)
 	}
+	// Redacted as it came, so the bytes kept and the record parsed from
+	// them hold no secret.
+	red, err := s.redactor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body = red.Bytes(body)
 	u, err := genai.DecodeUpload(body)
 	if err != nil {
 		return nil, genaiInvalid(err)

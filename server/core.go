@@ -64,6 +64,9 @@ type core struct {
 	// the client of a native gRPC call (nil: none).
 	proxies *clientaddr.Proxies
 	version string
+	// redactors are the members' redactors of ingested telemetry
+	// (redaction.go).
+	redactors redactors
 	// metrics are what GET /metrics shows; nil in tests that build a core
 	// by hand.
 	metrics *metrics

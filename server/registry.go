@@ -293,6 +293,9 @@ func changeEntry[T any](ctx context.Context, c *core, r registryOf[T], slug stri
 		out = x
 		return ch, nil
 	})
+	if r.kind == registryKindSecret {
+		c.secretsChanged()
+	}
 	return out, err
 }
 

@@ -337,8 +337,7 @@ type resolvedSecret struct {
 }
 
 // memberSecrets decrypts the secrets member may use that have a value:
-// bound or allMembers. enabledOnly
-// leaves out disabled ones (resolve); redaction takes them all.
+// bound or allMembers. enabledOnly leaves out disabled ones (resolve).
 func (c *core) memberSecrets(ctx context.Context, member string, enabledOnly bool) ([]resolvedSecret, error) {
 	if c.kek == nil {
 		return nil, nil

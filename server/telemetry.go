@@ -384,6 +384,13 @@ func (c *core) exportLogs(ctx context.Context, p *auth.Principal, decode func() 
 	if err != nil {
 		return nil, err
 	}
+	// Redacted before anything reads them: the correlator's state is
+	// stored too.
+	red, err := c.redactor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	redactRecords(red, recs)
 	if c.tel.corr.Early(p.Member, recs) {
 		// The export it overtook needs a slot to commit: give this one up
 		// while waiting.

@@ -132,6 +132,10 @@ type PruneResult struct {
 	GenAI    int64 // inference records
 	Raw      int64 // raw uploads no record references any more
 	States   int64 // correlation states
+	// Parts counts the content-addressed pieces inference records are
+	// stored as (docs/DECISIONS.md, "GenAI records stored by parts") that
+	// no record reaches any more: storage, not uploads.
+	Parts int64
 }
 
 // ActivityStore is the separate store of activity streams, inference

@@ -66,4 +66,8 @@ type GenAIStore interface {
 	// GenAIByResponse returns member's records (of its member memberUID
 	// only, when set) of the given response ids.
 	GenAIByResponse(ctx context.Context, member, memberUID string, responseIDs []string) ([]GenAIRecord, error)
+	// GenAIRaw returns the raw upload of member's record id, as it was
+	// stored; ErrNotFound as GetGenAI. No route answers it: it is for
+	// the operator's tools and the tests that check what is kept.
+	GenAIRaw(ctx context.Context, member, id string) ([]byte, error)
 }

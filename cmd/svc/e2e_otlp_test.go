@@ -755,13 +755,15 @@ func otScenario(t *testing.T, p *proc, tok, member string, tr otTransport, n otN
 				otInt("duration_ms", 12), otStr("success", "true"), otStr("output", "a\nb")),
 			codex("rate_limits", 75, otStr("model", "gpt-5-codex"), otFloat("primary.used_percent", 12.5)),
 		), "Codex records are all stored")
+		// The API request and its response's token counts are one row
+		// (docs/TELEMETRY.md, "Codex records").
 		rows, _ := otRows(t, p, tok, member, "opaque_http")
-		require.Len(t, rows, 3)
+		require.Len(t, rows, 2)
 		slices.Reverse(rows)
 		for i, w := range []struct {
 			event string
 			sec   int
-		}{{"codex.api_request", 71}, {"codex.sse_event", 72}, {"codex.rate_limits", 75}} {
+		}{{"codex.api_request", 71}, {"codex.rate_limits", 75}} {
 			d := otData(t, rows[i])
 			require.Equal(t, w.event, d["event"])
 			require.Equal(t, otMS(at(w.sec)), rows[i]["ts"])
@@ -771,8 +773,12 @@ func otScenario(t *testing.T, p *proc, tok, member string, tr otTransport, n otN
 			require.NotContains(t, attrs, "user.email")
 			require.NotContains(t, attrs, "user.account_id")
 		}
-		require.Equal(t, "gpt-5-codex", otData(t, rows[0])["attributes"].(obj)["model"])
-		require.Equal(t, "response.completed", otData(t, rows[1])["attributes"].(obj)["event.kind"])
+		call := otData(t, rows[0])["attributes"].(obj)
+		require.Equal(t, "gpt-5-codex", call["model"])
+		require.Equal(t, "200", call["http.response.status_code"])
+		require.Equal(t, "10", call["input_token_count"])
+		require.Equal(t, "5", call["output_token_count"])
+		require.NotContains(t, call, "event.kind")
 
 		tools, _ := otRows(t, p, tok, member, "tool_action")
 		slices.Reverse(tools)
@@ -788,7 +794,7 @@ func otScenario(t *testing.T, p *proc, tok, member string, tr otTransport, n otN
 
 	t.Run("totals", func(t *testing.T) {
 		rows, _ := otRows(t, p, tok, member)
-		require.Equal(t, map[string]int{"llm_exchange": want, "tool_action": 5, "user_prompt": 2, "opaque_http": 3}, otCountKinds(t, rows))
+		require.Equal(t, map[string]int{"llm_exchange": want, "tool_action": 5, "user_prompt": 2, "opaque_http": 2}, otCountKinds(t, rows))
 		for _, r := range rows {
 			if r["kind"] == "llm_exchange" {
 				require.Equal(t, false, otData(t, r)["requestOnly"], "no body waited long enough to be flushed: %v", r)

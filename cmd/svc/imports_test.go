@@ -63,10 +63,13 @@ func capabilityRules() []importRule {
 // importRules are the import rules of docs/ARCHITECTURE.md.
 var importRules = append([]importRule{
 	{name: "gen imports nothing of ours", pkg: "svc/gen", allowed: []string{"svc/gen"}},
+	// The one redaction engine, shared by the broker and the runner (which
+	// may never import server): a leaf.
+	{name: "redact imports nothing of ours", pkg: "svc/redact", allowed: []string{"svc/redact"}},
 	{name: "store stays transport-free", pkg: "svc/store", allowed: []string{"svc/store"},
 		forbidden: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "net/http"}},
-	{name: "server uses store, gen and itself", pkg: "svc/server",
-		allowed: []string{"svc/server", "svc/store", "svc/gen"}, forbidden: []string{"svc/store/sqlite"}},
+	{name: "server uses store, gen, redact and itself", pkg: "svc/server",
+		allowed: []string{"svc/server", "svc/store", "svc/gen", "svc/redact"}, forbidden: []string{"svc/store/sqlite"}},
 	{name: "engines never import the server root or the gateway", pkg: "svc/server", except: []string{"svc/server!"},
 		forbidden: []string{"svc/server!", "svc/gateway", "svc/cmd"}},
 	// The engines and the store count in plain atomics the server reads
@@ -76,7 +79,7 @@ var importRules = append([]importRule{
 	{name: "gateway uses server and gen", pkg: "svc/gateway",
 		allowed: []string{"svc/gateway", "svc/server", "svc/gen"}},
 	{name: "clients are real clients: gen and grpc, never server or store", pkg: "svc/cmd/internal", future: true,
-		allowed: []string{"svc/cmd/internal", "svc/gen"}, forbidden: []string{"svc/server", "svc/store", "svc/gateway"}},
+		allowed: []string{"svc/cmd/internal", "svc/gen", "svc/redact"}, forbidden: []string{"svc/server", "svc/store", "svc/gateway"}},
 	{name: "the load generator is a real client too", pkg: "svc/cmd/svcload",
 		allowed: []string{"svc/gen"}, forbidden: []string{"svc/server", "svc/store", "svc/gateway"}},
 	{name: "nothing outside cmd imports cmd", pkg: "svc", except: []string{"svc/cmd"}, forbidden: []string{"svc/cmd"}},
@@ -123,11 +126,17 @@ func TestImportRulesCatchViolations(t *testing.T) {
 	}{
 		{"gen imports nothing of ours", "svc/gen/svc/v1 svc/store", 1},
 		{"gen imports nothing of ours", "svc/gen/svc/v1 google.golang.org/grpc", 0},
+		{"redact imports nothing of ours", "svc/redact svc/store", 1},
+		{"redact imports nothing of ours", "svc/redact svc/server/otlp", 1},
+		{"redact imports nothing of ours", "svc/redact encoding/base64 strings", 0},
 		{"store stays transport-free", "svc/store/sqlite net/http", 1},
+		{"store stays transport-free", "svc/store/sqlite svc/redact", 1},
 		{"store stays transport-free", "svc/store/sqlite svc/gen/svc/v1", 1},
 		{"store stays transport-free", "svc/store/sqlite svc/store database/sql", 0},
-		{"server uses store, gen and itself", "svc/server svc/store/sqlite", 1},
-		{"server uses store, gen and itself", "svc/server svc/gateway", 1},
+		{"server uses store, gen, redact and itself", "svc/server svc/store/sqlite", 1},
+		{"server uses store, gen, redact and itself", "svc/server svc/gateway", 1},
+		{"server uses store, gen, redact and itself", "svc/server svc/redact svc/server/otlp", 0},
+		{"gateway uses server and gen", "svc/gateway svc/redact", 1},
 		{"engines never import the server root or the gateway", "svc/server/hub svc/server", 1},
 		{"engines never import the server root or the gateway", "svc/server/egress svc/gateway", 1},
 		{"engines never import the server root or the gateway", "svc/server/teamconfig svc/server/auth svc/server/kek", 0},
@@ -140,6 +149,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/client svc/server/auth", 2},
 		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/mcp svc/store", 2},
 		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/runner svc/gen/svc/v1 svc/cmd/internal/client google.golang.org/grpc", 0},
+		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/runner svc/redact", 0},
 		{"nothing outside cmd imports cmd", "svc/server svc/cmd/internal/client", 1},
 		{"nothing outside cmd imports cmd", "svc/cmd/svc svc/cmd/internal/client", -1},
 		{"shared packages never import the root or a capability", "svc/server/apierr svc/server", 1},

@@ -44,7 +44,9 @@ func (m *mapper) anthropic(req, resp obj) error {
 		if err != nil {
 			return err
 		}
-		if role != "user" && role != "assistant" {
+		// Claude Code puts a system entry (its environment) among the
+		// messages; it stays there, in its place (doc.go).
+		if role != "user" && role != "assistant" && role != "system" {
 			return invalid(join(p, "role"), quote(role)+` is not an anthropic messages role`)
 		}
 		parts, err := m.content([]Part{}, o["content"], api, join(p, "content"))

@@ -117,6 +117,38 @@ var anthropicFixtures = []fixture{
 		},
 	},
 	{
+		// As Claude Code 2.1.328 sends it: a system entry with the
+		// environment among the messages, after the first user turn.
+		name: "system entry inside messages",
+		req: `{
+  "model": "claude-sonnet-4-5",
+  "system": [{"type": "text", "text": "You are Claude Code."}],
+  "messages": [
+    {"role": "user", "content": [{"type": "text", "text": "<system-reminder>attribution</system-reminder>"}, {"type": "text", "text": "fix the test"}]},
+    {"role": "system", "content": "Working directory: /work\nPlatform: linux\nToday's date: 2026-11-28"},
+    {"role": "assistant", "content": [{"type": "text", "text": "On it."}]},
+    {"role": "system", "content": [{"type": "text", "text": "reminder"}]},
+    {"role": "user", "content": "go"}
+  ]
+}`,
+		resp: `{"id": "msg_sys", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn"}`,
+		want: genai.Record{
+			Provider:           genai.ProviderAnthropic,
+			API:                genai.APIMessages,
+			Model:              "claude-sonnet-4-5",
+			ResponseID:         "msg_sys",
+			SystemInstructions: parts(text("You are Claude Code.")),
+			InputMessages: msgs(
+				msg("user", text("<system-reminder>attribution</system-reminder>"), text("fix the test")),
+				msg("system", text("Working directory: /work\nPlatform: linux\nToday's date: 2026-11-28")),
+				msg("assistant", text("On it.")),
+				msg("system", text("reminder")),
+				msg("user", text("go")),
+			),
+			OutputMessages: msgs(out("end_turn", text("Done."))),
+		},
+	},
+	{
 		name: "minimal: model from the request, no usage",
 		req:  `{"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]}`,
 		resp: `{"type": "message", "content": [{"type": "text", "text": "Hello!"}], "stop_reason": null}`,

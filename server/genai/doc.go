@@ -40,7 +40,15 @@
 //     OpenAI "tool" (or legacy "function") message and a Responses
 //     function_call_output item become a "tool" message. system and
 //     developer messages (Chat Completions and Responses) go to
-//     SystemInstructions, after the Responses "instructions".
+//     SystemInstructions, after the Responses "instructions". An
+//     Anthropic system entry inside "messages" (Claude Code puts its
+//     environment there, after the first user turn) stays an input
+//     message of role "system" in its place: it is part of the
+//     conversation at that point, which the OpenTelemetry input messages
+//     allow, and the top-level "system" alone is the system
+//     instructions. (So a Chat Completions request of system and user
+//     string messages alone also reads as Anthropic; the response tells
+//     the provider.)
 //   - Responses input items are grouped: a function_call joins the assistant
 //     message just before it (a message item or another call), a
 //     function_call_output joins the tool message just before it, otherwise

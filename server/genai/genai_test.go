@@ -104,7 +104,7 @@ func TestParseErrors(t *testing.T) {
 
 		// One provider's request with another's response.
 		{name: "anthropic request, chat response", req: anthReq, resp: chatResp, wantErr: "request.system: not a field of openai chat completions"},
-		{name: "chat request, anthropic response", req: chatReq, resp: anthResp, wantErr: `request.messages[0].role: "system" is not an anthropic messages role`},
+		{name: "chat request, anthropic response", req: `{"model":"gpt-4.1","messages":[{"role":"developer","content":"s"},{"role":"user","content":"hi"}]}`, resp: anthResp, wantErr: `request.messages[0].role: "developer" is not an anthropic messages role`},
 		{name: "responses request, anthropic response", req: respReq, resp: anthResp, wantErr: "request.input: not a field of anthropic messages"},
 		{name: "anthropic request, responses response", req: anthReq, resp: respResp, wantErr: "request.messages: not a field of openai responses"},
 		{name: "chat request, responses response", req: chatReq, resp: respResp, wantErr: "request.messages: not a field of openai responses"},

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -119,6 +120,9 @@ const (
 	itemBody    = "body"    // an api_request_body no accounting claimed yet
 	itemClaimed = "claimed" // body and accounting, waiting for the response
 	itemHeld    = "held"    // an api_response_body before its accounting
+	// itemCodexCall is a Codex API request waiting for the token counts
+	// of its response (see codexRecord).
+	itemCodexCall = "codex_call"
 )
 
 // item is one waiting record of a member.
@@ -138,11 +142,24 @@ type item struct {
 	Req       *request    `json:"req,omitempty"`
 	Acct      *accounting `json:"acct,omitempty"`
 	Resp      *response   `json:"resp,omitempty"`
+	Codex     *codexCall  `json:"codex,omitempty"`
+}
+
+// codexCall is a Codex record of one model call: its time and public
+// attributes.
+type codexCall struct {
+	TS    time.Time         `json:"ts"`
+	Attrs map[string]string `json:"attrs"`
 }
 
 // size is what the item counts toward MaxBytes.
 func (it *item) size() int {
 	n := 128 + len(it.Model) + len(it.Session) + len(it.RequestID)
+	if it.Codex != nil {
+		for k, v := range it.Codex.Attrs {
+			n += len(k) + len(v)
+		}
+	}
 	if it.Req != nil {
 		n += it.Req.size()
 	}
@@ -239,6 +256,7 @@ func (c *Correlator) Ingest(member string, recs []Record) (events []Event, rejec
 		switch {
 		case !ok:
 			rejected++
+		case p.drop:
 		case p.event != nil:
 			events = append(events, *p.event)
 		default:
@@ -265,6 +283,8 @@ func (c *Correlator) Ingest(member string, recs []Record) (events []Event, rejec
 			events = st.account(events, p.acct, p.session, now)
 		case stageResponse:
 			events = st.respond(events, p.requestID, p.resp, now)
+		case stageCodex:
+			events = st.codex(events, p.codex, p.codexTokens, now)
 		}
 		events = c.enforce(st, events)
 	}
@@ -397,6 +417,9 @@ const (
 	stageBody = iota
 	stageAccounting
 	stageResponse
+	// stageCodex records keep their order among themselves; they pair
+	// with nothing of Claude's.
+	stageCodex
 )
 
 // prepared is a record read for Ingest: either the event it gives alone,
@@ -409,6 +432,12 @@ type prepared struct {
 	session   string      // stageAccounting
 	requestID string      // stageResponse
 	resp      *response   // stageResponse
+	// stageCodex: an API request, or (codexTokens) the token counts of
+	// a response.
+	codex       *codexCall
+	codexTokens bool
+	// drop: the record is used, and says nothing worth a row.
+	drop bool
 }
 
 // prepare reads r, reporting whether it is usable: without the private
@@ -419,8 +448,7 @@ func prepare(r Record, now time.Time) (prepared, bool) {
 		r.Time = now
 	}
 	if r.Agent == Codex {
-		ev := codexEvent(r)
-		return prepared{event: &ev}, true
+		return codexRecord(r), true
 	}
 	a := r.Attrs
 	switch r.Name {
@@ -544,8 +572,102 @@ func (s *memberState) respond(events []Event, requestID string, resp *response, 
 	return events
 }
 
-// codexEvent renders a Codex-style record; every one is usable: one that
-// is not a readable tool action or prompt is stored opaque.
+// codexRecord reads a Codex record; every one is usable. For each model
+// call Codex sends an api_request record (its HTTP status and duration),
+// then one sse_event record per event of the streamed response: most say
+// only which event passed, one response.completed carries the token
+// counts. They become one opaque_http row per call (docs/TELEMETRY.md,
+// "Codex records"):
+//
+//   - a successful (2xx) api_request waits, per conversation.id, for the
+//     token counts; the row is the api_request with the token counts'
+//     attributes it lacks added. Another api_request of the conversation,
+//     or FlushAfter, stores it alone;
+//   - token counts nothing waits for are a row of their own;
+//   - an sse_event that carries no attribute beyond what every Codex
+//     record carries (its kind and a duration) is dropped, unless its kind
+//     tells of a failure; so is a record with no name and no attributes
+//     (the exporter's own log lines);
+//   - anything else is a row, as before.
+func codexRecord(r Record) prepared {
+	a := r.Attrs
+	switch {
+	case r.Name == "api_request" && strings.HasPrefix(a["http.response.status_code"], "2"):
+		return prepared{stage: stageCodex, codex: &codexCall{TS: r.Time, Attrs: a}}
+	case r.Name == "sse_event" && (hasKey(a, "input_token_count") || hasKey(a, "output_token_count")):
+		return prepared{stage: stageCodex, codex: &codexCall{TS: r.Time, Attrs: a}, codexTokens: true}
+	case codexNoise(r):
+		return prepared{drop: true}
+	}
+	ev := codexEvent(r)
+	return prepared{event: &ev}
+}
+
+// codexEnvelope are the attributes every Codex record carries (Codex
+// 0.169), besides which a progress event of a stream says nothing.
+var codexEnvelope = map[string]bool{
+	"app.version": true, "conversation.id": true, "event.name": true, "event.timestamp": true, "model": true,
+	"originator": true, "slug": true, "terminal.type": true, "user.id": true, "session.id": true, "prompt.id": true,
+	"event.kind": true, "duration_ms": true,
+}
+
+// codexNoise reports whether r says nothing a row should keep: an SSE
+// event of a response that carries only the envelope and is no failure,
+// or a record with neither name nor attributes.
+func codexNoise(r Record) bool {
+	if r.Name == "" {
+		return len(r.Attrs) == 0
+	}
+	kind := strings.ToLower(r.Attrs["event.kind"])
+	if r.Name != "sse_event" || kind == "" {
+		return false
+	}
+	for _, bad := range []string{"fail", "error", "incomplete", "cancel"} {
+		if strings.Contains(kind, bad) {
+			return false
+		}
+	}
+	for k := range r.Attrs {
+		if !codexEnvelope[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// codex applies a Codex API request, which waits for its token counts, or
+// token counts, which complete the request of their conversation.
+func (s *memberState) codex(events []Event, c *codexCall, tokens bool, now time.Time) []Event {
+	conv := c.Attrs["conversation.id"]
+	i := slices.IndexFunc(s.items, func(it *item) bool { return it.Kind == itemCodexCall && it.Session == conv })
+	if !tokens {
+		if i >= 0 {
+			// Its response never brought token counts.
+			events = append(events, codexCallEvent(s.remove(i).Codex))
+		}
+		s.add(&item{Kind: itemCodexCall, Seen: now, Session: conv, Codex: c})
+		return events
+	}
+	if i < 0 {
+		return append(events, codexEvent(Record{Name: "sse_event", Time: c.TS, Attrs: c.Attrs}))
+	}
+	req := s.remove(i).Codex
+	folded := &codexCall{TS: req.TS, Attrs: maps.Clone(req.Attrs)}
+	for k, v := range c.Attrs {
+		if _, ok := folded.Attrs[k]; !ok && k != "event.kind" {
+			folded.Attrs[k] = v
+		}
+	}
+	return append(events, codexCallEvent(folded))
+}
+
+// codexCallEvent is the row of a Codex API request.
+func codexCallEvent(c *codexCall) Event {
+	return codexEvent(Record{Name: "api_request", Time: c.TS, Attrs: c.Attrs})
+}
+
+// codexEvent renders a Codex-style record: one that is not a readable
+// tool action or prompt is stored opaque.
 func codexEvent(r Record) Event {
 	switch r.Name {
 	case "tool_decision", "tool_result":
@@ -670,6 +792,8 @@ func flush(it *item) (Event, bool) {
 		return ev, true
 	case itemClaimed:
 		return exchange(it.Req, it.Acct, nil, false), true
+	case itemCodexCall:
+		return codexCallEvent(it.Codex), true
 	}
 	return Event{}, false
 }
@@ -827,6 +951,8 @@ func validItem(it *item) bool {
 		return it.RequestID != "" && it.Req != nil && it.Acct != nil && it.Acct.Model != "" && it.BodySeen != nil
 	case itemHeld:
 		return it.RequestID != "" && it.Resp != nil
+	case itemCodexCall:
+		return it.Codex != nil
 	}
 	return false
 }

@@ -525,11 +525,12 @@ func TestCorrelatorRecords(t *testing.T) {
 			name: "codex everything else is opaque, without user.email and user.account_id",
 			recs: []Record{
 				codexRec("sse_event", 1, "event.kind", "response.completed", "input_token_count", "10", "session.id", "<absent>", "prompt.id", "<absent>"),
-				codexRec("api_request", 2, "http.response.status_code", "200", "session.id", "<absent>", "prompt.id", "<absent>", "event.name", "codex.api_request"),
+				// A failed request: no response, no token counts to wait for.
+				codexRec("api_request", 2, "http.response.status_code", "500", "session.id", "<absent>", "prompt.id", "<absent>", "event.name", "codex.api_request"),
 				codexRec("tool_result", 3, "session.id", "<absent>", "prompt.id", "<absent>"), // no tool_name: opaque
 			},
 			want: `[{"kind":"opaque_http","ts":1,"data":{"event":"codex.sse_event","attributes":{"event.name":"sse_event","event.kind":"response.completed","input_token_count":"10","user.id":"u1"}}},
-				{"kind":"opaque_http","ts":2,"data":{"event":"codex.api_request","attributes":{"event.name":"codex.api_request","http.response.status_code":"200","user.id":"u1"}}},
+				{"kind":"opaque_http","ts":2,"data":{"event":"codex.api_request","attributes":{"event.name":"codex.api_request","http.response.status_code":"500","user.id":"u1"}}},
 				{"kind":"opaque_http","ts":3,"data":{"event":"codex.tool_result","attributes":{"event.name":"tool_result","user.id":"u1"}}}]`,
 		},
 		{
@@ -562,6 +563,133 @@ func TestCorrelatorRecords(t *testing.T) {
 			require.Equal(t, tc.rejected, rejected)
 			require.Empty(t, c.Members())
 		})
+	}
+}
+
+// cx is a Codex 0.169 record of conversation conv, as its OTLP export
+// names and attributes it.
+func cx(name string, sec int, conv string, attrs ...string) Record {
+	r := codexRec(name, sec, append([]string{"session.id", "<absent>", "prompt.id", "<absent>", "user.id", "<absent>",
+		"event.name", "codex." + name, "conversation.id", conv, "model", "gpt-5", "app.version", "0.169.0"}, attrs...)...)
+	return r
+}
+
+// cxAPI is a Codex api_request of status; cxSSE an SSE event of kind
+// without token counts; cxTokens the response.completed that carries them.
+func cxAPI(sec int, conv, status string) Record {
+	return cx("api_request", sec, conv, "http.response.status_code", status, "duration_ms", "90", "attempt", "0")
+}
+
+func cxSSE(sec int, conv, kind string, attrs ...string) Record {
+	return cx("sse_event", sec, conv, append([]string{"event.kind", kind, "duration_ms", "0"}, attrs...)...)
+}
+
+func cxTokens(sec int, conv, in string) Record {
+	return cx("sse_event", sec, conv, "event.kind", "response.completed", "input_token_count", in, "output_token_count", "7", "ttft_ms", "12")
+}
+
+// cxRow is the opaque_http row of a Codex record: its event and attributes
+// (JSON object members), with the envelope of conversation conv.
+func cxRow(ts int, event, conv, attrs string) string {
+	return fmt.Sprintf(`{"kind":"opaque_http","ts":%d,"data":{"event":"codex.%s","attributes":{"event.name":"codex.%s",
+		"conversation.id":%q,"model":"gpt-5","app.version":"0.169.0",%s}}}`, ts, event, strings.Split(event, " ")[0], conv, attrs)
+}
+
+// callAttrs are the attributes of a 200 api_request, with the token counts
+// of its response when in is not empty.
+func callAttrs(status, in string) string {
+	a := fmt.Sprintf(`"http.response.status_code":%q,"duration_ms":"90","attempt":"0"`, status)
+	if in != "" {
+		a += fmt.Sprintf(`,"input_token_count":%q,"output_token_count":"7","ttft_ms":"12"`, in)
+	}
+	return a
+}
+
+// TestCorrelatorCodexCalls: a Codex model call's records (its api_request,
+// the SSE events of its response, the token counts) become one
+// opaque_http row; what carries nothing beyond them is dropped, what does
+// is kept (docs/TELEMETRY.md, "Codex records").
+func TestCorrelatorCodexCalls(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  Options
+		steps []step
+	}{
+		{
+			name: "a call's records fold into one row",
+			steps: []step{{ingest: []Record{
+				cxAPI(1, "c1", "200"), cxSSE(1, "c1", "response.created"), cxSSE(1, "c1", "response.output_item.added"),
+				cxSSE(1, "c1", "response.output_text.delta"), cxSSE(1, "c1", "response.output_item.done"),
+				cxSSE(1, "c1", "response.completed"), cxTokens(2, "c1", "10"),
+			}, want: evs(cxRow(1, "api_request", "c1", callAttrs("200", "10")))}},
+		},
+		{
+			name: "the request waits across exports and a restart",
+			steps: []step{
+				{ingest: []Record{cxAPI(1, "c1", "200"), cxSSE(1, "c1", "response.created")}, pending: 1},
+				{restore: true, pending: 1},
+				{clock: 3, ingest: []Record{cxSSE(2, "c1", "response.output_item.done"), cxTokens(3, "c1", "10")},
+					want: evs(cxRow(1, "api_request", "c1", callAttrs("200", "10")))},
+			},
+		},
+		{
+			name: "a failed request is a row at once, its retry folds",
+			steps: []step{{ingest: []Record{cxAPI(1, "c1", "429"), cxAPI(2, "c1", "200"), cxTokens(3, "c1", "10")},
+				want: evs(cxRow(1, "api_request", "c1", callAttrs("429", "")), cxRow(2, "api_request", "c1", callAttrs("200", "10")))}},
+		},
+		{
+			name: "a request whose response brought no counts is stored alone when the next comes",
+			steps: []step{
+				{ingest: []Record{cxAPI(1, "c1", "200"), cxSSE(1, "c1", "response.created")}, pending: 1},
+				{ingest: []Record{cxAPI(5, "c1", "200"), cxTokens(6, "c1", "10")},
+					want: evs(cxRow(1, "api_request", "c1", callAttrs("200", "")), cxRow(5, "api_request", "c1", callAttrs("200", "10")))},
+			},
+		},
+		{
+			name: "conversations fold apart",
+			steps: []step{{ingest: []Record{cxAPI(1, "c1", "200"), cxAPI(2, "c2", "200"), cxTokens(3, "c2", "20"), cxTokens(4, "c1", "10")},
+				want: evs(cxRow(1, "api_request", "c1", callAttrs("200", "10")), cxRow(2, "api_request", "c2", callAttrs("200", "20")))}},
+		},
+		{
+			name: "counts no request waits for are a row of their own",
+			steps: []step{{ingest: []Record{cxTokens(1, "c1", "10")}, want: evs(cxRow(1, "sse_event", "c1",
+				`"event.kind":"response.completed","input_token_count":"10","output_token_count":"7","ttft_ms":"12"`))}},
+		},
+		{
+			name: "due stores a waiting request alone",
+			steps: []step{
+				{ingest: []Record{cxAPI(0, "c1", "200")}, pending: 1},
+				{clock: 119, due: true, pending: 1},
+				{clock: 120, due: true, wantFlushed: true, want: evs(cxRow(0, "api_request", "c1", callAttrs("200", "")))},
+			},
+		},
+		{
+			name: "max pending stores the oldest request alone",
+			opts: Options{MaxPending: 1},
+			steps: []step{
+				{ingest: []Record{cxAPI(1, "c1", "200")}, pending: 1},
+				{ingest: []Record{cxAPI(2, "c2", "200")}, pending: 1, want: evs(cxRow(1, "api_request", "c1", callAttrs("200", "")))},
+			},
+		},
+		{
+			name: "kept: a failure's event, an event with more to say, other records",
+			steps: []step{{ingest: []Record{
+				cxSSE(1, "c1", "response.failed"), cxSSE(2, "c1", "response.created", "error.message", "boom"),
+				cx("turn_ttft", 3, "c1", "duration_ms", "300"), cx("conversation_starts", 4, "c1", "sandbox_policy", "read-only"),
+			}, want: evs(
+				cxRow(1, "sse_event", "c1", `"event.kind":"response.failed","duration_ms":"0"`),
+				cxRow(2, "sse_event", "c1", `"event.kind":"response.created","duration_ms":"0","error.message":"boom"`),
+				cxRow(3, "turn_ttft", "c1", `"duration_ms":"300"`),
+				cxRow(4, "conversation_starts", "c1", `"sandbox_policy":"read-only"`),
+			)}},
+		},
+		{
+			name:  "dropped, not rejected: the exporter's own log lines",
+			steps: []step{{ingest: []Record{{Agent: Codex, Time: at(1), Body: "flushing OTEL metrics", Attrs: map[string]string{}}}}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { runSteps(t, tc.opts, tc.steps) })
 	}
 }
 

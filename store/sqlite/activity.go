@@ -394,6 +394,16 @@ func (db *ActivityDB) PruneActivity(ctx context.Context, cutoff time.Time) (stor
 		{"prune genai", `DELETE FROM genai WHERE id IN (SELECT id FROM genai WHERE ts < ? LIMIT ?)`, []any{at}, &r.GenAI},
 		{"prune genai raw", `DELETE FROM genai_raw WHERE sha IN (SELECT sha FROM genai_raw r
 	WHERE NOT EXISTS (SELECT 1 FROM genai g WHERE g.raw_sha = r.sha) LIMIT ?)`, nil, &r.Raw},
+		// Parts no record reaches any more: every part is marked from the
+		// records' roots down, the rest goes.
+		{"prune genai parts", `DELETE FROM genai_part WHERE id IN (SELECT id FROM genai_part WHERE id NOT IN (
+	WITH RECURSIVE live(id) AS (
+		SELECT raw_part FROM genai WHERE raw_part IS NOT NULL
+		UNION SELECT system_part FROM genai WHERE system_part IS NOT NULL
+		UNION SELECT input_part FROM genai WHERE input_part IS NOT NULL
+		UNION SELECT output_part FROM genai WHERE output_part IS NOT NULL
+		UNION SELECT c.value FROM genai_part p JOIN live ON p.id = live.id, json_each(p.children) c
+	) SELECT id FROM live) LIMIT ?)`, nil, &r.Parts},
 		{"prune correlation state", `DELETE FROM otlp_state WHERE member IN (SELECT member FROM otlp_state WHERE updated_at < ? LIMIT ?)`, []any{at}, &r.States},
 	}
 	for _, st := range steps {

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -15,28 +14,46 @@ import (
 const genaiSummaryColumns = `id, member, COALESCE(member_uid, ''), ts, provider, api, model, response_id,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, raw_sha`
 
-const genaiColumns = genaiSummaryColumns + `, system_instructions, input_messages, output_messages`
+// genaiColumns are a record's columns with its message arrays: the parts
+// of a record stored with them, the arrays themselves in one stored
+// before.
+const genaiColumns = genaiSummaryColumns + `, system_part, input_part, output_part,
+	system_instructions, input_messages, output_messages`
 
-// putGenAI stores a record and its raw upload, once per SHA-256.
+// putGenAI stores a record: its raw upload and its three message arrays
+// as parts (genaiparts.go).
 func (db *ActivityDB) putGenAI(ctx context.Context, tx *sql.Tx, r store.GenAIRecord) error {
 	if r.ID == "" || r.Member == "" {
 		return fmt.Errorf("put genai record: no id or member: %w", store.ErrPrecondition)
 	}
-	sum := sha256.Sum256(r.Raw)
-	sha := hex.EncodeToString(sum[:])
-	if _, err := tx.ExecContext(ctx, `INSERT INTO genai_raw (sha, bytes) VALUES (?, ?) ON CONFLICT (sha) DO NOTHING`, sha, r.Raw); err != nil {
+	w := partWriter{ctx: ctx, tx: tx}
+	raw, sum, err := w.put(r.Raw, 0)
+	if err != nil {
 		return err
+	}
+	sha := hex.EncodeToString(sum[:])
+	// raw_sha references genai_raw: the row is kept, without the bytes
+	// the parts hold (records stored before parts have them there).
+	if _, err := tx.ExecContext(ctx, `INSERT INTO genai_raw (sha, bytes) VALUES (?, x'') ON CONFLICT (sha) DO NOTHING`, sha); err != nil {
+		return err
+	}
+	var arrays [3]int64
+	for i, b := range [][]byte{r.SystemInstructions, r.InputMessages, r.OutputMessages} {
+		if arrays[i], _, err = w.put([]byte(jsonArray(b)), 0); err != nil {
+			return err
+		}
 	}
 	ts := r.TS
 	if ts.IsZero() {
 		ts = db.now()
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO genai (id, member, member_uid, ts, provider, api, model, response_id,
+	_, err = tx.ExecContext(ctx, `INSERT INTO genai (id, member, member_uid, ts, provider, api, model, response_id,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, raw_sha,
-	system_instructions, input_messages, output_messages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	raw_part, system_part, input_part, output_part, system_instructions, input_messages, output_messages)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '')`,
 		r.ID, r.Member, sql.NullString{String: r.MemberUID, Valid: r.MemberUID != ""}, ts.UnixMilli(), r.Provider, r.API, r.Model, r.ResponseID,
 		r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CacheReadTokens, r.Usage.CacheCreationTokens, r.Usage.ReasoningTokens,
-		sha, jsonArray(r.SystemInstructions), jsonArray(r.InputMessages), jsonArray(r.OutputMessages))
+		sha, raw, arrays[0], arrays[1], arrays[2])
 	return err
 }
 
@@ -103,37 +120,120 @@ WHERE member = ?1 AND (?2 = '' OR member_uid = ?2) AND response_id != '' AND res
 ORDER BY ts, rowid`, member, memberUID, string(ids))
 }
 
+// GenAIRaw returns the raw upload of member's record id.
+func (db *ActivityDB) GenAIRaw(ctx context.Context, member, id string) ([]byte, error) {
+	var (
+		part sql.NullInt64
+		sha  string
+	)
+	err := db.c.reader.QueryRowContext(ctx, `SELECT raw_part, raw_sha FROM genai WHERE member = ? AND id = ?`, member, id).Scan(&part, &sha)
+	if err != nil {
+		return nil, translate("genai raw", err)
+	}
+	if !part.Valid {
+		var b []byte
+		err := db.c.reader.QueryRowContext(ctx, `SELECT bytes FROM genai_raw WHERE sha = ?`, sha).Scan(&b)
+		return b, translate("genai raw", err)
+	}
+	ps := parts{}
+	if err := ps.load(ctx, db.c.reader, []int64{part.Int64}); err != nil {
+		return nil, translate("genai raw", err)
+	}
+	b, err := ps.bytes(part.Int64)
+	return b, translate("genai raw", err)
+}
+
+// genaiRow is a record as read, before its arrays are assembled.
+type genaiRow struct {
+	rec   store.GenAIRecord
+	parts [3]sql.NullInt64 // system, input, output
+}
+
+// genaiBatch is how many records' parts are read at once.
+const genaiBatch = 32
+
 // queryGenAI reads records, with their message arrays when full; with
 // maxBytes > 0 it stops after the record whose arrays bring the total to
-// maxBytes.
+// maxBytes. The parts of a query are read once however many of its
+// records share them.
 func (db *ActivityDB) queryGenAI(ctx context.Context, op string, full bool, maxBytes int, query string, args ...any) ([]store.GenAIRecord, error) {
 	rows, err := db.c.reader.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, translate(op, err)
 	}
-	defer rows.Close()
-	out := []store.GenAIRecord{}
-	size := 0
-	for rows.Next() && (maxBytes <= 0 || size < maxBytes) {
+	var read []genaiRow
+	// Arrays of records stored before parts come with their rows: past
+	// the budget no more rows are read (later ones would not be sent).
+	legacy := 0
+	for rows.Next() && (maxBytes <= 0 || legacy < maxBytes) {
 		var (
-			r  store.GenAIRecord
+			g  genaiRow
+			r  = &g.rec
 			ts int64
 		)
 		dest := []any{&r.ID, &r.Member, &r.MemberUID, &ts, &r.Provider, &r.API, &r.Model, &r.ResponseID,
 			&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Usage.CacheCreationTokens, &r.Usage.ReasoningTokens, &r.RawSHA}
 		var sys, in, outMsgs string
 		if full {
-			dest = append(dest, &sys, &in, &outMsgs)
+			dest = append(dest, &g.parts[0], &g.parts[1], &g.parts[2], &sys, &in, &outMsgs)
 		}
 		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
 			return nil, translate(op, err)
 		}
 		r.TS = fromMS(ts)
 		if full {
 			r.SystemInstructions, r.InputMessages, r.OutputMessages = []byte(sys), []byte(in), []byte(outMsgs)
-			size += len(sys) + len(in) + len(outMsgs)
+			legacy += len(sys) + len(in) + len(outMsgs)
 		}
-		out = append(out, r)
+		read = append(read, g)
 	}
-	return out, translate(op, rows.Err())
+	if err := rows.Close(); err != nil {
+		return nil, translate(op, err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, err)
+	}
+	out := []store.GenAIRecord{}
+	if !full {
+		for _, g := range read {
+			out = append(out, g.rec)
+		}
+		return out, nil
+	}
+	ps := parts{}
+	size := 0
+	for start := 0; start < len(read) && (maxBytes <= 0 || size < maxBytes); start += genaiBatch {
+		batch := read[start:min(start+genaiBatch, len(read))]
+		var roots []int64
+		for _, g := range batch {
+			for _, p := range g.parts {
+				if p.Valid {
+					roots = append(roots, p.Int64)
+				}
+			}
+		}
+		if err := ps.load(ctx, db.c.reader, roots); err != nil {
+			return nil, translate(op, err)
+		}
+		for _, g := range batch {
+			if maxBytes > 0 && size >= maxBytes {
+				break
+			}
+			r := g.rec
+			for i, dst := range []*[]byte{&r.SystemInstructions, &r.InputMessages, &r.OutputMessages} {
+				if !g.parts[i].Valid {
+					continue
+				}
+				b, err := ps.bytes(g.parts[i].Int64)
+				if err != nil {
+					return nil, translate(op, err)
+				}
+				*dst = b
+			}
+			size += len(r.SystemInstructions) + len(r.InputMessages) + len(r.OutputMessages)
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }

@@ -174,3 +174,43 @@ func TestGapFilledMigrationApplied(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, fs, 1)
 }
+
+// Records stored before GenAI parts (migration 0006) read back from their
+// columns, beside records stored by parts, with the same raw upload
+// shared; a column another migration added to genai stays.
+func TestActivityMigrationsKeepGenAIRecords(t *testing.T) {
+	ctx := context.Background()
+	const legacyRaw = `{"request":{"model":"m"},"response":{"type":"message"}}`
+	path := oldDB(t, activityMigrations, "0004",
+		`ALTER TABLE genai ADD COLUMN other TEXT`,
+		`INSERT INTO genai_raw (sha, bytes) VALUES ('s1', CAST('`+legacyRaw+`' AS BLOB))`,
+		`INSERT INTO genai (id, member, ts, provider, api, model, response_id, raw_sha, system_instructions, input_messages, output_messages, other)
+			VALUES ('old', 'ann', 1000, 'anthropic', 'messages', 'm', 'resp_old', 's1',
+			'[{"type":"text","content":"be brief"}]', '[{"role":"user","parts":[]}]', '[]', 'kept')`,
+	)
+	db, err := OpenActivity(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	var other string
+	require.NoError(t, db.c.reader.QueryRowContext(ctx, `SELECT other FROM genai WHERE id = 'old'`).Scan(&other))
+	require.Equal(t, "kept", other, "the table was not rebuilt")
+
+	big := strings.Repeat("x", 2*minPart)
+	now := store.GenAIRecord{ID: "new", Member: "ann", TS: time.UnixMilli(2000), Provider: "anthropic", API: "messages", Model: "m",
+		Raw: []byte(`{"request":"` + big + `"}`), InputMessages: []byte(`["` + big + `"]`)}
+	_, err = db.CommitActivity(ctx, store.ActivityBatch{GenAI: []store.GenAIRecord{now}})
+	require.NoError(t, err)
+
+	recs, err := db.ListGenAI(ctx, store.GenAIFilter{Member: "ann"})
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Equal(t, `[{"type":"text","content":"be brief"}]`, string(recs[0].SystemInstructions))
+	require.Equal(t, `[{"role":"user","parts":[]}]`, string(recs[0].InputMessages))
+	require.Equal(t, "[]", string(recs[1].SystemInstructions))
+	require.Equal(t, string(now.InputMessages), string(recs[1].InputMessages))
+	for id, want := range map[string]string{"old": legacyRaw, "new": string(now.Raw)} {
+		raw, err := db.GenAIRaw(ctx, "ann", id)
+		require.NoError(t, err)
+		require.Equal(t, want, string(raw))
+	}
+}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -35,6 +36,8 @@ func RunActivity(t *testing.T, newStore func(t *testing.T) store.ActivityStore) 
 		{"ListMaxBytes", testListMaxBytes},
 		{"ActivityUsageJoins", testActivityUsageJoins},
 		{"GenAI", testGenAI},
+		{"GenAISession", testGenAISession},
+		{"GenAIRawBytes", testGenAIRawBytes},
 		{"ActivityUsageGroups", testActivityUsageGroups},
 		{"MemberUIDs", testMemberUIDs},
 		{"AdoptMemberRows", testAdoptMemberRows},
@@ -241,11 +244,18 @@ func testPruneTelemetry(t *testing.T, s store.ActivityStore) {
 	require.NoError(t, err)
 	n, err := s.PruneActivity(ctx, at(time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, store.PruneResult{GenAI: 2, Raw: 1, States: 1}, n, "the shared raw upload stays with g2")
+	// Parts are a backend's to count: the pieces records are stored as.
+	require.Equal(t, store.PruneResult{GenAI: 2, Raw: 1, States: 1, Parts: n.Parts}, n, "g3's own raw upload went")
 	left, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice"})
 	require.NoError(t, err)
 	require.Len(t, left, 1)
 	require.Equal(t, "g2", left[0].ID)
+	raw, err := s.GenAIRaw(ctx, "alice", "g2")
+	require.NoError(t, err)
+	require.Equal(t, "shared raw", string(raw), "the shared raw upload stays with g2")
+	n, err = s.PruneActivity(ctx, at(time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing g2 needs goes")
 	states, err := s.CorrelationStates(ctx)
 	require.NoError(t, err)
 	require.Len(t, states, 1)
@@ -431,6 +441,14 @@ func testGenAI(t *testing.T, s store.ActivityStore) {
 	_, err = s.GetGenAI(ctx, "alice", "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 
+	raw, err := s.GenAIRaw(ctx, "alice", "g1")
+	require.NoError(t, err)
+	require.Equal(t, "same bytes", string(raw))
+	_, err = s.GenAIRaw(ctx, "alice", "g4")
+	require.ErrorIs(t, err, store.ErrNotFound, "another member's raw upload is not found")
+	_, err = s.GenAIRaw(ctx, "alice", "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
 	by, err := s.GenAIByResponse(ctx, "alice", "", []string{"resp_2", "resp_4", "", "resp_1"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"g1", "g2"}, ids(by))
@@ -506,6 +524,109 @@ func testActivityUsageJoins(t *testing.T, s store.ActivityStore) {
 			u := usageOf(t, s, store.UsageFilter{Member: tc.ex.Member, From: tc.from, To: tc.to})
 			require.Equal(t, tc.want, u.InputTokens)
 		})
+	}
+}
+
+// sessionCall is call n of a model session as an agent makes it: the same
+// tools and system prompt each time, the messages so far plus two more.
+func sessionCall(n int) (raw, input []byte) {
+	tools := make([]any, 12)
+	for i := range tools {
+		tools[i] = map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("does a thing; ", 40),
+			"input_schema": map[string]any{"type": "object"}}
+	}
+	var msgs, parsed []any
+	for i := range 2 * n {
+		text := fmt.Sprintf("turn %d: %s", i, strings.Repeat("words ", 60+i))
+		msgs = append(msgs, map[string]any{"role": []string{"user", "assistant"}[i%2], "content": text})
+		parsed = append(parsed, map[string]any{"role": []string{"user", "assistant"}[i%2], "parts": []any{map[string]any{"type": "text", "content": text}}})
+	}
+	req := map[string]any{"model": "m", "system": strings.Repeat("You are an agent. ", 50), "tools": tools, "messages": msgs}
+	raw, _ = json.Marshal(map[string]any{"ts": n, "request": req, "response": map[string]any{"type": "message", "content": []any{}}})
+	input, _ = json.Marshal(parsed)
+	return raw, input
+}
+
+// A session's records, which repeat most of each other, read back exactly
+// as written, alone, in lists, by response and after the older ones are
+// pruned.
+func testGenAISession(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	var want []store.GenAIRecord
+	for n := 1; n <= 6; n++ {
+		raw, input := sessionCall(n)
+		r := genaiRecord(fmt.Sprintf("s%d", n), "alice", at(time.Duration(n)*time.Second), fmt.Sprintf("resp_s%d", n), "")
+		r.Raw, r.InputMessages = raw, input
+		r.SystemInstructions = []byte(`[{"type":"text","content":"` + strings.Repeat("You are an agent. ", 50) + `"}]`)
+		_, err := s.CommitActivity(ctx, store.ActivityBatch{GenAI: []store.GenAIRecord{r}})
+		require.NoError(t, err)
+		want = append(want, r)
+	}
+	same := func(w, got store.GenAIRecord) {
+		t.Helper()
+		require.Equal(t, string(w.SystemInstructions), string(got.SystemInstructions))
+		require.Equal(t, string(w.InputMessages), string(got.InputMessages), "byte for byte")
+		require.Equal(t, string(w.OutputMessages), string(got.OutputMessages))
+		raw, err := s.GenAIRaw(ctx, "alice", w.ID)
+		require.NoError(t, err)
+		require.Equal(t, string(w.Raw), string(raw))
+	}
+	list, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice"})
+	require.NoError(t, err)
+	require.Len(t, list, len(want))
+	for i := range want {
+		same(want[i], list[i])
+		got, err := s.GetGenAI(ctx, "alice", want[i].ID)
+		require.NoError(t, err)
+		same(want[i], got)
+	}
+	by, err := s.GenAIByResponse(ctx, "alice", "", []string{"resp_s2", "resp_s5"})
+	require.NoError(t, err)
+	require.Len(t, by, 2)
+	same(want[1], by[0])
+	same(want[4], by[1])
+
+	n, err := s.PruneActivity(ctx, at(4*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n.GenAI)
+	require.Equal(t, int64(3), n.Raw, "the pruned records' raw uploads")
+	require.Positive(t, n.Parts, "what only the pruned records held is deleted")
+	list, err = s.ListGenAI(ctx, store.GenAIFilter{Member: "alice"})
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	for i, got := range list {
+		same(want[3+i], got)
+	}
+	n, err = s.PruneActivity(ctx, at(4*time.Second))
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing the remaining records need goes")
+}
+
+// Raw uploads of any bytes come back as they were: JSON with white space
+// anywhere, JSON that is not valid, no JSON at all, nothing.
+func testGenAIRawBytes(t *testing.T, s store.ActivityStore) {
+	ctx := t.Context()
+	big := strings.Repeat("x", 600)
+	raws := []string{
+		"",
+		"not json at all " + big,
+		"\x00\xff binary " + big,
+		`{ "a" : [ "` + big + `" ,  {"b":"` + big + `"}  ] , "c":"` + big + `" }` + "\n",
+		`{"a":["` + big + `",}`,
+		`["` + big + `", "` + big + `"]  trailing`,
+		`{"k\"ey":"` + big + `\"\\","n":[1,2,3,"` + big + `"]}`,
+	}
+	for i, raw := range raws {
+		r := genaiRecord(fmt.Sprintf("r%d", i), "alice", at(0), "", raw)
+		r.InputMessages = []byte(`[ {"role":"user","parts":[]} , "` + big + `" ]`)
+		_, err := s.CommitActivity(ctx, store.ActivityBatch{GenAI: []store.GenAIRecord{r}})
+		require.NoError(t, err)
+		got, err := s.GenAIRaw(ctx, "alice", r.ID)
+		require.NoError(t, err)
+		require.Equal(t, raw, string(got), "raw %d", i)
+		rec, err := s.GetGenAI(ctx, "alice", r.ID)
+		require.NoError(t, err)
+		require.Equal(t, string(r.InputMessages), string(rec.InputMessages))
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+
+	"svc/redact"
 )
 
 // Redacted replaces every secret value in what the runner uploads (spec:
 // Activity).
-const Redacted = "[REDACTED]"
+const Redacted = redact.Redacted
 
 // maxUploadField caps the redacted JSON of a tool input or result in one
 // tool_action: past it the field holds the JSON text cut to this size and
@@ -16,9 +18,12 @@ const Redacted = "[REDACTED]"
 const maxUploadField = 64 << 10
 
 // Redactor replaces secret values (the member's secrets and its token) by
-// Redacted inside JSON values.
+// Redacted inside JSON values: as they are, and through the broker's
+// engine (svc/redact) in their base64, percent-encoded and numeric forms,
+// and every svc_ token, the same rules as the broker's ingest.
 type Redactor struct {
 	values []string // longest first, so a secret holding another goes whole
+	eng    *redact.Redactor
 }
 
 // NewRedactor redacts the given values; empty ones are ignored.
@@ -32,17 +37,21 @@ func NewRedactor(values ...string) *Redactor {
 		}
 	}
 	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
+	r.eng = redact.New(r.values...)
 	return r
 }
 
-// String redacts one string.
+// String redacts one string. Values shorter than the engine's
+// redact.MinSecretLen are still replaced where they occur as they are:
+// the runner always did, and a credential handed to it is redacted
+// whatever its length.
 func (r *Redactor) String(s string) string {
 	for _, v := range r.values {
 		if strings.Contains(s, v) {
 			s = strings.ReplaceAll(s, v, Redacted)
 		}
 	}
-	return s
+	return r.eng.String(s)
 }
 
 // JSON redacts every string (object keys included) of a JSON value. The
@@ -78,6 +87,11 @@ func (r *Redactor) walk(v any) any {
 			out[r.String(k)] = r.walk(e)
 		}
 		return out
+	case json.Number:
+		// A numeric secret written as a JSON number.
+		if r.eng.String(x.String()) != x.String() {
+			return Redacted
+		}
 	}
 	return v
 }

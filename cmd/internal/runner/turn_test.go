@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -121,7 +122,7 @@ func TestSystemPrompt(t *testing.T) {
 }
 
 func TestRedactor(t *testing.T) {
-	r := NewRedactor("s3cr3t", "", "tok_abc", "s3cr3t-long")
+	r := NewRedactor("s3cr3t", "", "tok_abc", "s3cr3t-long", "p@ss/w0rd+x", "86753091")
 	tests := []struct {
 		name string
 		in   string
@@ -133,6 +134,12 @@ func TestRedactor(t *testing.T) {
 		{"escaped in JSON", `"s3\u0063r3t"`, `"[REDACTED]"`},
 		{"untouched", `{"n":12345678901234567890,"b":true,"z":null}`, `{"b":true,"n":12345678901234567890,"z":null}`},
 		{"not json", `plain s3cr3t`, `"plain [REDACTED]"`},
+		// The forms the broker's engine (svc/redact) finds.
+		{"base64", `"k=` + base64.StdEncoding.EncodeToString([]byte("s3cr3t-long")) + `"`, `"k=[REDACTED]"`},
+		{"base64url in a longer text", `"` + base64.RawURLEncoding.EncodeToString([]byte("ab:p@ss/w0rd+x:cd")) + `"`, `"YWI6[REDACTED]6Y2Q"`},
+		{"percent-encoded", `"https://x/?p=p%40ss%2Fw0rd%2Bx&q=1"`, `"https://x/?p=[REDACTED]&q=1"`},
+		{"a numeric secret as a number", `{"pin":86753091,"n":8675309}`, `{"pin":"[REDACTED]","n":8675309}`},
+		{"an svc token it was not given", `"Bearer svc_Zx9Qm4KpR7vT2wY8nB3cD6fG"`, `"Bearer [REDACTED]"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
