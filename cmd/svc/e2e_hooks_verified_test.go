@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// These scenarios need deliveries that verify: the broker's real hook
-// engine, driven by signers made outside the project.
+// These scenarios send deliveries that verify against the broker's real
+// hook engine: the test signs them (sign) or sends the header secret.
 
 func hookSecret(t *testing.T) string {
 	t.Helper()
