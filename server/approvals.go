@@ -108,6 +108,19 @@ func (x *pendingApprovals) remove(id string) {
 	}
 }
 
+// forget drops member's pending approvals from the index: they went from
+// the store with the member.
+func (x *pendingApprovals) forget(member string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for id, p := range x.byID {
+		if p.member == member {
+			delete(x.byID, id)
+		}
+	}
+	delete(x.byMember, member)
+}
+
 // blocked says whether member waits on a decision.
 func (x *pendingApprovals) blocked(member string) bool {
 	x.mu.Lock()

@@ -248,6 +248,14 @@ func (c *core) releaseMember(ctx context.Context, f store.FormerMember) error {
 	}
 	gone := map[string]store.FormerMember{f.ID: f}
 	errs = append(errs, c.releaseObjectives(ctx, gone, map[string]store.FormerMember{f.Name: f}), c.releaseTargets(ctx, f))
+	// Its approvals went with its row (docs/APPROVALS.md); the name must
+	// not read as blocked by them for a member created again under it.
+	if c.approvals != nil {
+		c.approvals.forget(f.Name)
+	}
+	// The hook copies queued or held for it are dropped now, not at the
+	// scheduler's next pass, which a member created again under the name
+	// could precede.
 	errs = append(errs, c.dropHookCopies(ctx, f.Name, "member deleted"))
 	return errors.Join(errs...)
 }

@@ -151,3 +151,21 @@ func TestReleaseDepartedSparesTheNewMember(t *testing.T) {
 	_, err = (&Objectives{core: e.core}).CompleteObjective(bob, &apiv1.CompleteObjectiveRequest{Id: e.held, Result: "r"})
 	require.True(t, errors.Is(err, auth.ErrForbidden), "%v", err)
 }
+
+// A deleted member's pending approvals go with it (its row cascades),
+// and its name no longer reads as blocked by them: a member created again
+// under the name waits on nothing.
+func TestReleaseForgetsApprovals(t *testing.T) {
+	e := newReleaseEnv(t)
+	res, err := (&Approvals{core: e.core}).CreateApproval(as("bob"), &apiv1.CreateApprovalRequest{Tool: "Bash"})
+	require.NoError(t, err)
+	require.True(t, e.core.approvals.blocked("bob"))
+
+	gone := e.deleteUnreleased(t)
+	require.NoError(t, e.core.releaseMember(context.Background(), gone))
+	_, err = e.core.store.GetApproval(context.Background(), res.GetApproval().GetId())
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.False(t, e.core.approvals.blocked("bob"), "the name is free of it")
+	_, pending := e.core.approvals.next()
+	require.False(t, pending, "nothing left to expire")
+}
