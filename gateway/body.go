@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"svc/server"
+	"svc/server/apierr"
 )
 
 // Request bodies must arrive at a useful pace: a client that announces a
@@ -25,7 +25,7 @@ const (
 )
 
 // errBodyTooSlow answers a request whose body fell behind bodyMinRate.
-var errBodyTooSlow = server.Errorf(server.CodeBadRequest,
+var errBodyTooSlow = apierr.Errorf(apierr.CodeBadRequest,
 	"request body arrived too slowly (at least %d bytes a second after the first %s)", bodyMinRate, bodyGrace)
 
 type bodyGuardKey struct{}

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/clientaddr"
 )
@@ -29,8 +29,8 @@ func clientOf(r *http.Request) *client {
 
 // errProxiedBound answers a request through a trusted proxy whose client
 // already holds its bound of unauthenticated requests and connections.
-var errProxiedBound = &server.Error{
-	Code:       server.CodeRateLimited,
+var errProxiedBound = &apierr.Error{
+	Code:       apierr.CodeRateLimited,
 	Message:    "too many unauthenticated requests from this address",
 	RetryAfter: time.Second,
 }

@@ -6,14 +6,14 @@ import (
 	"log/slog"
 	"net/http"
 
-	"svc/server"
+	"svc/server/apierr"
 )
 
 // writeError renders any error as {error, message, details?} through the
 // server's single code table. Gateway errors, routing errors and hand-written
 // handlers all end here.
 func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err error) {
-	rend := server.Render(err)
+	rend := apierr.Render(err)
 	if rend.HTTPStatus >= 500 {
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
@@ -22,14 +22,14 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if rend.RetryAfter > 0 {
-		h.Set("Retry-After", server.RetryAfterSeconds(rend.RetryAfter))
+		h.Set("Retry-After", apierr.RetryAfterSeconds(rend.RetryAfter))
 	}
 	w.WriteHeader(rend.HTTPStatus)
 	_ = json.NewEncoder(w).Encode(rend.Body)
 }
 
 // errNotFound is the answer for an unknown route.
-var errNotFound = server.Errorf(server.CodeNotFound, "no such route")
+var errNotFound = apierr.Errorf(apierr.CodeNotFound, "no such route")
 
 // handlerFunc is a hand-written handler that returns its error.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
@@ -40,7 +40,7 @@ func (g *Gateway) handle(h handlerFunc) http.Handler {
 		if err := h(w, r); err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				err = server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", mbe.Limit)
+				err = apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes", mbe.Limit)
 			}
 			writeError(w, g.log, r, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/vfs"
 )
@@ -130,21 +131,21 @@ func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request, p *auth.P
 // its segment (and is refused), an encoded ".." is refused like a plain one.
 func readPath(escaped string) (vfs.Path, error) {
 	if escaped == "" {
-		return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: is required: GET /fs/read/<member>/<name>")
+		return vfs.Path{}, apierr.Errorf(apierr.CodeBadRequest, "path: is required: GET /fs/read/<member>/<name>")
 	}
 	if len(escaped) > 3*vfs.MaxPathLen {
-		return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: longer than %d bytes", vfs.MaxPathLen)
+		return vfs.Path{}, apierr.Errorf(apierr.CodeBadRequest, "path: longer than %d bytes", vfs.MaxPathLen)
 	}
 	parts := strings.Split(escaped, "/")
 	segs := make([]string, len(parts))
 	for i, s := range parts {
 		seg, err := url.PathUnescape(s)
 		if err != nil {
-			return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: bad escape in segment %d", i+1)
+			return vfs.Path{}, apierr.Errorf(apierr.CodeBadRequest, "path: bad escape in segment %d", i+1)
 		}
 		if i == len(parts)-1 && seg == "" {
 			// A trailing slash names a directory, which is not readable.
-			return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: names a directory")
+			return vfs.Path{}, apierr.Errorf(apierr.CodeBadRequest, "path: names a directory")
 		}
 		segs[i] = seg
 	}
@@ -155,7 +156,7 @@ func readPath(escaped string) (vfs.Path, error) {
 		if errors.As(err, &pe) {
 			reason += ": " + pe.Reason
 		}
-		return vfs.Path{}, server.Errorf(server.CodeBadRequest, "path: %s", reason)
+		return vfs.Path{}, apierr.Errorf(apierr.CodeBadRequest, "path: %s", reason)
 	}
 	return vp, nil
 }
@@ -168,11 +169,11 @@ func (g *Gateway) handleFsWrite(w http.ResponseWriter, r *http.Request, p *auth.
 	q := r.URL.Query()
 	for _, k := range []string{"path", "collide"} {
 		if len(q[k]) > 1 {
-			return server.Errorf(server.CodeBadRequest, "%s: given more than once", k)
+			return apierr.Errorf(apierr.CodeBadRequest, "%s: given more than once", k)
 		}
 	}
 	if ct := r.Header.Values("Content-Type"); len(ct) > 1 {
-		return server.Errorf(server.CodeBadRequest, "Content-Type: given more than once")
+		return apierr.Errorf(apierr.CodeBadRequest, "Content-Type: given more than once")
 	}
 	entry, renamed, err := g.srv.Fs().Write(r.Context(), p, server.FileWrite{
 		Path: q.Get("path"), Collide: q.Get("collide"), MimeType: r.Header.Get("Content-Type"),

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc/server"
+	"svc/server/apierr"
 	"svc/server/vfs"
 )
 
@@ -86,4 +86,4 @@ func FuzzReadPath(f *testing.F) {
 }
 
 // renderedStatus is the HTTP status err answers with.
-func renderedStatus(err error) int { return server.Render(err).HTTPStatus }
+func renderedStatus(err error) int { return apierr.Render(err).HTTPStatus }

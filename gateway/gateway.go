@@ -24,6 +24,7 @@ import (
 	"svc/gen/openapi"
 	apiv1 "svc/gen/svc/v1"
 	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/connguard"
 )
@@ -100,7 +101,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 			// grpc-gateway reports a body cut off by the cap as a decoding
 			// error (400); the client must see 413.
 			if b, ok := r.Body.(*limitedBody); ok && b.hit {
-				err = server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", b.limit)
+				err = apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes", b.limit)
 			}
 			if bodyTooSlow(r) {
 				err = errBodyTooSlow
@@ -112,7 +113,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 			case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
 				writeError(w, g.log, r, errNotFound)
 			default:
-				writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "%s", http.StatusText(code)))
+				writeError(w, g.log, r, apierr.Errorf(apierr.CodeBadRequest, "%s", http.StatusText(code)))
 			}
 		}),
 		runtime.WithIncomingHeaderMatcher(incomingHeader),
@@ -321,7 +322,7 @@ func (g *Gateway) withProtocol(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-SVC-Protocol", server.ProtocolVersion)
 		if v := r.Header.Values("X-SVC-Protocol"); len(v) > 0 && (len(v) > 1 || v[0] != server.ProtocolVersion) {
-			writeError(w, g.log, r, server.Errorf(server.CodeUnsupportedProtocol, "unsupported X-SVC-Protocol %q; this server speaks %s", strings.Join(v, ","), server.ProtocolVersion))
+			writeError(w, g.log, r, apierr.Errorf(apierr.CodeUnsupportedProtocol, "unsupported X-SVC-Protocol %q; this server speaks %s", strings.Join(v, ","), server.ProtocolVersion))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -334,7 +335,7 @@ func (g *Gateway) withProtocol(next http.Handler) http.Handler {
 func (g *Gateway) withUTF8(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !utf8.ValidString(r.URL.Path) {
-			writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "path: must be UTF-8 once decoded"))
+			writeError(w, g.log, r, apierr.Errorf(apierr.CodeBadRequest, "path: must be UTF-8 once decoded"))
 			return
 		}
 		// Pairs that do not parse (a stray '%', a ';') are dropped, as the
@@ -342,7 +343,7 @@ func (g *Gateway) withUTF8(next http.Handler) http.Handler {
 		q, _ := url.ParseQuery(r.URL.RawQuery)
 		for k, vs := range q {
 			if !utf8.ValidString(k) || !allUTF8(vs) {
-				writeError(w, g.log, r, server.Errorf(server.CodeBadRequest, "query: parameters must be UTF-8 once decoded"))
+				writeError(w, g.log, r, apierr.Errorf(apierr.CodeBadRequest, "query: parameters must be UTF-8 once decoded"))
 				return
 			}
 		}
@@ -372,7 +373,7 @@ func (g *Gateway) withOrigin(next http.Handler) http.Handler {
 			if hasCookie && r.Header.Get("Authorization") == "" && origin != "" {
 				u, err := url.Parse(origin)
 				if err != nil || u.Host != r.Host {
-					writeError(w, g.log, r, server.Errorf(server.CodeForbidden, "cross-origin request refused"))
+					writeError(w, g.log, r, apierr.Errorf(apierr.CodeForbidden, "cross-origin request refused"))
 					return
 				}
 			}
@@ -385,7 +386,7 @@ func (g *Gateway) withOrigin(next http.Handler) http.Handler {
 func (g *Gateway) withBodyLimit(limit int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			writeError(w, g.log, r, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", limit))
+			writeError(w, g.log, r, apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes", limit))
 			return
 		}
 		// A shallow copy, as in withBodyGuard.
@@ -420,7 +421,7 @@ func (g *Gateway) withRecovery(next http.Handler) http.Handler {
 					panic(v)
 				}
 				g.log.ErrorContext(r.Context(), "panic in http handler", "panic", v, "stack", string(debug.Stack()))
-				writeError(w, g.log, r, server.Errorf(server.CodeInternal, "internal error"))
+				writeError(w, g.log, r, apierr.Errorf(apierr.CodeInternal, "internal error"))
 			}
 		}()
 		next.ServeHTTP(w, r)

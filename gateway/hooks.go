@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 )
 
@@ -19,7 +20,7 @@ import (
 func (g *Gateway) handleHook(w http.ResponseWriter, r *http.Request, _ *auth.Principal) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, server.MaxHookBody+1))
 	if err != nil {
-		return server.Errorf(server.CodeBadRequest, "request body could not be read")
+		return apierr.Errorf(apierr.CodeBadRequest, "request body could not be read")
 	}
 	res, err := g.srv.Hook(r.Context(), r.PathValue("slug"), r.URL.Query(), r.Header, body)
 	if len(body) > server.MaxHookBody {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 )
 
@@ -34,10 +35,10 @@ func (h *okHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // errorBody decodes the JSON error body of a recorded response.
-func errorBody(t *testing.T, rec *httptest.ResponseRecorder) server.RenderedBody {
+func errorBody(t *testing.T, rec *httptest.ResponseRecorder) apierr.RenderedBody {
 	t.Helper()
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-	var b server.RenderedBody
+	var b apierr.RenderedBody
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &b), "body: %s", rec.Body.String())
 	require.NotEmpty(t, b.Message)
 	return b
@@ -77,7 +78,7 @@ func TestWithProtocol(t *testing.T) {
 				return
 			}
 			require.Equal(t, http.StatusBadRequest, rec.Code)
-			require.Equal(t, server.CodeUnsupportedProtocol, errorBody(t, rec).Error)
+			require.Equal(t, apierr.CodeUnsupportedProtocol, errorBody(t, rec).Error)
 		})
 	}
 }
@@ -135,7 +136,7 @@ func TestWithOrigin(t *testing.T) {
 				return
 			}
 			require.Equal(t, http.StatusForbidden, rec.Code)
-			require.Equal(t, server.CodeForbidden, errorBody(t, rec).Error)
+			require.Equal(t, apierr.CodeForbidden, errorBody(t, rec).Error)
 		})
 	}
 }
@@ -177,7 +178,7 @@ func TestWithBodyLimit(t *testing.T) {
 			require.Equal(t, tc.wantStatus, rec.Code)
 			if tc.wantStatus == http.StatusRequestEntityTooLarge {
 				require.False(t, called, "the body is refused before the handler")
-				require.Equal(t, server.CodePayloadTooLarge, errorBody(t, rec).Error)
+				require.Equal(t, apierr.CodePayloadTooLarge, errorBody(t, rec).Error)
 				return
 			}
 			require.True(t, called)
@@ -206,7 +207,7 @@ func TestHandleMapsMaxBytesError(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
 	b := errorBody(t, rec)
-	require.Equal(t, server.CodePayloadTooLarge, b.Error)
+	require.Equal(t, apierr.CodePayloadTooLarge, b.Error)
 	require.Contains(t, b.Message, "8 bytes")
 }
 
@@ -216,12 +217,12 @@ func TestHandleWritesReturnedError(t *testing.T) {
 		name       string
 		err        error
 		wantStatus int
-		wantCode   server.Code
+		wantCode   apierr.Code
 	}{
 		{name: "nil writes nothing", err: nil, wantStatus: http.StatusOK},
-		{name: "domain error", err: server.Errorf(server.CodeGone, "archived"), wantStatus: http.StatusGone, wantCode: server.CodeGone},
-		{name: "unauthenticated", err: auth.ErrUnauthenticated, wantStatus: http.StatusUnauthorized, wantCode: server.CodeUnauthenticated},
-		{name: "internal", err: errors.New("secret"), wantStatus: http.StatusInternalServerError, wantCode: server.CodeInternal},
+		{name: "domain error", err: apierr.Errorf(apierr.CodeGone, "archived"), wantStatus: http.StatusGone, wantCode: apierr.CodeGone},
+		{name: "unauthenticated", err: auth.ErrUnauthenticated, wantStatus: http.StatusUnauthorized, wantCode: apierr.CodeUnauthenticated},
+		{name: "internal", err: errors.New("secret"), wantStatus: http.StatusInternalServerError, wantCode: apierr.CodeInternal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -380,19 +381,19 @@ func TestWriteError(t *testing.T) {
 	}{
 		{
 			name:       "rate limited sets Retry-After rounded up",
-			err:        &server.Error{Code: server.CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: 1500 * time.Millisecond},
+			err:        &apierr.Error{Code: apierr.CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: 1500 * time.Millisecond},
 			wantStatus: http.StatusTooManyRequests, wantRetry: "2",
 			wantBody: `{"error":"rate_limited","message":"too many failed logins; retry later"}`,
 		},
 		{
 			name:       "retry of the whole window",
-			err:        &server.Error{Code: server.CodeRateLimited, Message: "slow down", RetryAfter: auth.TOTPWindow},
+			err:        &apierr.Error{Code: apierr.CodeRateLimited, Message: "slow down", RetryAfter: auth.TOTPWindow},
 			wantStatus: http.StatusTooManyRequests, wantRetry: "900",
 			wantBody: `{"error":"rate_limited","message":"slow down"}`,
 		},
 		{
 			name:       "no retry, no header",
-			err:        server.Errorf(server.CodeNotFound, "no such member"),
+			err:        apierr.Errorf(apierr.CodeNotFound, "no such member"),
 			wantStatus: http.StatusNotFound,
 			wantBody:   `{"error":"not_found","message":"no such member"}`,
 		},
@@ -410,7 +411,7 @@ func TestWriteError(t *testing.T) {
 		},
 		{
 			name:       "stale content length is dropped",
-			err:        server.Errorf(server.CodeConflict, "taken"),
+			err:        apierr.Errorf(apierr.CodeConflict, "taken"),
 			wantStatus: http.StatusConflict, presetLenOK: true,
 			wantBody: `{"error":"conflict","message":"taken"}`,
 		},
@@ -440,7 +441,7 @@ func TestWithRecovery(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 		require.Equal(t, http.StatusInternalServerError, rec.Code)
 		b := errorBody(t, rec)
-		require.Equal(t, server.CodeInternal, b.Error)
+		require.Equal(t, apierr.CodeInternal, b.Error)
 		require.NotContains(t, rec.Body.String(), "secret")
 	})
 	t.Run("ErrAbortHandler propagates", func(t *testing.T) {

@@ -21,11 +21,12 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 )
 
 // fakeBroker answers a few Broker RPCs the way the real services do: status
-// and cookies through response headers, errors through server.ToStatus.
+// and cookies through response headers, errors through apierr.ToStatus.
 type fakeBroker struct {
 	apiv1.UnimplementedBrokerServer
 
@@ -67,12 +68,12 @@ func (b *fakeBroker) DeleteMember(ctx context.Context, _ *apiv1.DeleteMemberRequ
 
 func (b *fakeBroker) RevokeToken(ctx context.Context, _ *apiv1.RevokeTokenRequest) (*apiv1.RevokeTokenResponse, error) {
 	b.record(ctx)
-	return nil, server.ToStatus(server.Errorf(server.CodeGone, "token already revoked")).Err()
+	return nil, apierr.ToStatus(apierr.Errorf(apierr.CodeGone, "token already revoked")).Err()
 }
 
 func (b *fakeBroker) CreateSession(ctx context.Context, _ *apiv1.CreateSessionRequest) (*apiv1.CreateSessionResponse, error) {
 	b.record(ctx)
-	return nil, server.ToStatus(&server.Error{Code: server.CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: 61500 * time.Millisecond}).Err()
+	return nil, apierr.ToStatus(&apierr.Error{Code: apierr.CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: 61500 * time.Millisecond}).Err()
 }
 
 func (b *fakeBroker) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*apiv1.LogoutResponse, error) {
@@ -128,7 +129,7 @@ func TestGatewayRoutes(t *testing.T) {
 		header      map[string]string
 		tls         bool
 		wantStatus  int
-		wantCode    server.Code // error responses
+		wantCode    apierr.Code // error responses
 		wantBody    string      // JSON success body, checked when set
 		wantEmpty   bool
 		wantRetry   string
@@ -136,26 +137,26 @@ func TestGatewayRoutes(t *testing.T) {
 		anonymous   bool // no Authorization header
 	}{
 		{name: "health", method: http.MethodGet, path: "/healthz", anonymous: true, wantStatus: 200, wantBody: `{"status":"ok","version":"1.2.3"}`},
-		{name: "a body without credentials is refused before it is read", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, anonymous: true, wantStatus: 401, wantCode: server.CodeUnauthenticated},
-		{name: "a body with a bad credential is refused before it is read", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, header: map[string]string{"Authorization": "Bearer svc_nope"}, wantStatus: 401, wantCode: server.CodeUnauthenticated},
+		{name: "a body without credentials is refused before it is read", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, anonymous: true, wantStatus: 401, wantCode: apierr.CodeUnauthenticated},
+		{name: "a body with a bad credential is refused before it is read", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, header: map[string]string{"Authorization": "Bearer svc_nope"}, wantStatus: 401, wantCode: apierr.CodeUnauthenticated},
 		{name: "a public route takes a body without credentials", method: http.MethodGet, path: "/healthz", body: `{}`, anonymous: true, wantStatus: 200},
-		{name: "an unknown route with a body is still 404", method: http.MethodPost, path: "/nope", body: `{}`, anonymous: true, wantStatus: 404, wantCode: server.CodeNotFound},
-		{name: "a public route takes a small body only", method: http.MethodPost, path: "/session/totp", body: `{"code":"` + strings.Repeat("1", publicMaxBody) + `"}`, anonymous: true, wantStatus: 413, wantCode: server.CodePayloadTooLarge},
-		{name: "a public route takes a small body only, chunked too", method: http.MethodPost, path: "/session/totp", body: `{"code":"` + strings.Repeat("1", publicMaxBody) + `"}`, chunked: true, anonymous: true, wantStatus: 413, wantCode: server.CodePayloadTooLarge},
+		{name: "an unknown route with a body is still 404", method: http.MethodPost, path: "/nope", body: `{}`, anonymous: true, wantStatus: 404, wantCode: apierr.CodeNotFound},
+		{name: "a public route takes a small body only", method: http.MethodPost, path: "/session/totp", body: `{"code":"` + strings.Repeat("1", publicMaxBody) + `"}`, anonymous: true, wantStatus: 413, wantCode: apierr.CodePayloadTooLarge},
+		{name: "a public route takes a small body only, chunked too", method: http.MethodPost, path: "/session/totp", body: `{"code":"` + strings.Repeat("1", publicMaxBody) + `"}`, chunked: true, anonymous: true, wantStatus: 413, wantCode: apierr.CodePayloadTooLarge},
 		{name: "create answers 201", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, wantStatus: 201},
 		{name: "delete answers 204 with an empty body", method: http.MethodDelete, path: "/members/bob", wantStatus: 204, wantEmpty: true},
 		{name: "logout clears the cookie", method: http.MethodPost, path: "/session/logout", body: `{}`, wantStatus: 204, wantEmpty: true, wantCookies: []string{auth.ClearSessionCookie()}},
 		{name: "logout over tls marks the cookie Secure", method: http.MethodPost, path: "/session/logout", body: `{}`, tls: true, wantStatus: 204, wantEmpty: true, wantCookies: []string{auth.ClearSessionCookie() + "; Secure"}},
-		{name: "domain error keeps its code", method: http.MethodDelete, path: "/members/bob/tokens/t1", wantStatus: 410, wantCode: server.CodeGone},
-		{name: "rate limit sets Retry-After", method: http.MethodPost, path: "/session/totp", body: `{"code":"123456"}`, anonymous: true, wantStatus: 429, wantCode: server.CodeRateLimited, wantRetry: "62"},
-		{name: "unknown route", method: http.MethodGet, path: "/no/such/route", wantStatus: 404, wantCode: server.CodeNotFound},
-		{name: "wrong method", method: http.MethodPut, path: "/healthz", wantStatus: 404, wantCode: server.CodeNotFound},
-		{name: "unimplemented rpc", method: http.MethodGet, path: "/roster", wantStatus: 404, wantCode: server.CodeNotFound},
-		{name: "malformed json", method: http.MethodPost, path: "/members", body: `{"name":`, wantStatus: 400, wantCode: server.CodeBadRequest},
-		{name: "unsupported protocol", method: http.MethodGet, path: "/healthz", header: map[string]string{"X-SVC-Protocol": "2"}, wantStatus: 400, wantCode: server.CodeUnsupportedProtocol},
-		{name: "cross-origin cookie write", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, anonymous: true, header: map[string]string{"Cookie": session, "Origin": "https://evil.example"}, wantStatus: 403, wantCode: server.CodeForbidden},
-		{name: "declared oversize body", method: http.MethodPost, path: "/members", body: `{"name":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, wantStatus: 413, wantCode: server.CodePayloadTooLarge},
-		{name: "chunked oversize body", method: http.MethodPost, path: "/members", body: `{"name":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, chunked: true, wantStatus: 413, wantCode: server.CodePayloadTooLarge},
+		{name: "domain error keeps its code", method: http.MethodDelete, path: "/members/bob/tokens/t1", wantStatus: 410, wantCode: apierr.CodeGone},
+		{name: "rate limit sets Retry-After", method: http.MethodPost, path: "/session/totp", body: `{"code":"123456"}`, anonymous: true, wantStatus: 429, wantCode: apierr.CodeRateLimited, wantRetry: "62"},
+		{name: "unknown route", method: http.MethodGet, path: "/no/such/route", wantStatus: 404, wantCode: apierr.CodeNotFound},
+		{name: "wrong method", method: http.MethodPut, path: "/healthz", wantStatus: 404, wantCode: apierr.CodeNotFound},
+		{name: "unimplemented rpc", method: http.MethodGet, path: "/roster", wantStatus: 404, wantCode: apierr.CodeNotFound},
+		{name: "malformed json", method: http.MethodPost, path: "/members", body: `{"name":`, wantStatus: 400, wantCode: apierr.CodeBadRequest},
+		{name: "unsupported protocol", method: http.MethodGet, path: "/healthz", header: map[string]string{"X-SVC-Protocol": "2"}, wantStatus: 400, wantCode: apierr.CodeUnsupportedProtocol},
+		{name: "cross-origin cookie write", method: http.MethodPost, path: "/members", body: `{"name":"bob"}`, anonymous: true, header: map[string]string{"Cookie": session, "Origin": "https://evil.example"}, wantStatus: 403, wantCode: apierr.CodeForbidden},
+		{name: "declared oversize body", method: http.MethodPost, path: "/members", body: `{"name":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, wantStatus: 413, wantCode: apierr.CodePayloadTooLarge},
+		{name: "chunked oversize body", method: http.MethodPost, path: "/members", body: `{"name":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, chunked: true, wantStatus: 413, wantCode: apierr.CodePayloadTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

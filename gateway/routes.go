@@ -12,7 +12,7 @@ import (
 
 	"svc/gen/openapi"
 	apiv1 "svc/gen/svc/v1"
-	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 )
 
@@ -121,7 +121,7 @@ func (g *Gateway) authBeforeBody(next runtime.HandlerFunc) runtime.HandlerFunc {
 		if g.isPublic(r) {
 			if r.ContentLength > publicMaxBody {
 				refuseUnread(w)
-				writeError(w, g.log, r, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", publicMaxBody))
+				writeError(w, g.log, r, apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes", publicMaxBody))
 				return
 			}
 			r = r.WithContext(r.Context())

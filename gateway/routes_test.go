@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/store"
 	"svc/store/sqlite"
@@ -92,7 +92,7 @@ func TestAdmit(t *testing.T) {
 		bearer   string
 		cookie   string
 		tls      bool
-		want     server.Code // "" admits
+		want     apierr.Code // "" admits
 		member   string
 		slideSet bool // a refreshed session cookie is sent
 	}{
@@ -101,14 +101,14 @@ func TestAdmit(t *testing.T) {
 		{name: "dual by bearer", rule: dual, bearer: bobBearer, member: "bob"},
 		{name: "dual by cookie slides it", rule: dual, cookie: bobCookie, member: "bob", slideSet: true},
 		{name: "dual by cookie over tls", rule: dual, cookie: bobCookie, tls: true, member: "bob", slideSet: true},
-		{name: "dual without credentials", rule: dual, want: server.CodeUnauthenticated},
-		{name: "dual with a bad bearer and a good cookie", rule: dual, bearer: "Bearer svc_nope", cookie: bobCookie, want: server.CodeUnauthenticated},
+		{name: "dual without credentials", rule: dual, want: apierr.CodeUnauthenticated},
+		{name: "dual with a bad bearer and a good cookie", rule: dual, bearer: "Bearer svc_nope", cookie: bobCookie, want: apierr.CodeUnauthenticated},
 		{name: "bearer plane by bearer", rule: routeRule{plane: planeBearer, rule: auth.AnyMember}, bearer: bobBearer, member: "bob"},
-		{name: "bearer plane ignores a cookie", rule: routeRule{plane: planeBearer, rule: auth.AnyMember}, cookie: bobCookie, want: server.CodeUnauthenticated},
+		{name: "bearer plane ignores a cookie", rule: routeRule{plane: planeBearer, rule: auth.AnyMember}, cookie: bobCookie, want: apierr.CodeUnauthenticated},
 		{name: "session plane by cookie", rule: routeRule{plane: planeSession, rule: auth.AnyMember}, cookie: bobCookie, member: "bob", slideSet: true},
-		{name: "session plane ignores a bearer", rule: routeRule{plane: planeSession, rule: auth.AnyMember}, bearer: bobBearer, want: server.CodeUnauthenticated},
+		{name: "session plane ignores a bearer", rule: routeRule{plane: planeSession, rule: auth.AnyMember}, bearer: bobBearer, want: apierr.CodeUnauthenticated},
 		{name: "leaf held", rule: routeRule{plane: planeDual, rule: auth.Require(auth.MembersManage)}, bearer: annBearer, member: "ann"},
-		{name: "leaf missing", rule: routeRule{plane: planeDual, rule: auth.Require(auth.MembersManage)}, bearer: bobBearer, want: server.CodeForbidden},
+		{name: "leaf missing", rule: routeRule{plane: planeDual, rule: auth.Require(auth.MembersManage)}, bearer: bobBearer, want: apierr.CodeForbidden},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestAdmit(t *testing.T) {
 			w := httptest.NewRecorder()
 			p, err := g.admit(w, r, tc.rule)
 			if tc.want != "" {
-				require.Equal(t, tc.want, server.Render(err).Body.Error, "err %v", err)
+				require.Equal(t, tc.want, apierr.Render(err).Body.Error, "err %v", err)
 				require.Empty(t, w.Header().Values("Set-Cookie"))
 				return
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/hub"
 )
@@ -35,9 +36,9 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 	name := q.Get("name")
 	switch {
 	case name == "":
-		return server.Errorf(server.CodeBadRequest, "name: is required")
+		return apierr.Errorf(apierr.CodeBadRequest, "name: is required")
 	case name != p.Member:
-		return server.Errorf(server.CodeForbidden, "you may only subscribe as yourself")
+		return apierr.Errorf(apierr.CodeForbidden, "you may only subscribe as yourself")
 	}
 	var runner bool
 	switch q.Get("runner") {
@@ -45,7 +46,7 @@ func (g *Gateway) handleSubscribe(w http.ResponseWriter, r *http.Request, p *aut
 	case "1", "true":
 		runner = true
 	default:
-		return server.Errorf(server.CodeBadRequest, "runner: must be 1 or 0")
+		return apierr.Errorf(apierr.CodeBadRequest, "runner: must be 1 or 0")
 	}
 	last := lastEventID(r)
 	after, err := server.ParseMessageID(last)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/pquerna/otp"
 
-	"svc/server"
+	"svc/server/apierr"
 	"svc/server/auth"
 )
 
@@ -128,7 +128,7 @@ func (g *Gateway) handleUI(w http.ResponseWriter, r *http.Request, _ *auth.Princ
 		a = g.ui.index
 	}
 	if a == nil || strings.Contains(rest, "..") {
-		return server.Errorf(server.CodeNotFound, "no such file")
+		return apierr.Errorf(apierr.CodeNotFound, "no such file")
 	}
 	if rest == "static/sw.js" {
 		// The service worker lives with the other files but controls the
@@ -237,25 +237,25 @@ func (g *Gateway) handleQR(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		URI string `json:"uri"`
 	}
 	if err := json.Unmarshal(b, &req); err != nil {
-		return server.Errorf(server.CodeBadRequest, "body: must be JSON {uri}")
+		return apierr.Errorf(apierr.CodeBadRequest, "body: must be JSON {uri}")
 	}
 	if req.URI == "" || len(req.URI) > qrMaxURI {
-		return server.Errorf(server.CodeBadRequest, "uri: must be 1 to %d bytes", qrMaxURI)
+		return apierr.Errorf(apierr.CodeBadRequest, "uri: must be 1 to %d bytes", qrMaxURI)
 	}
 	u, err := url.Parse(req.URI)
 	if err != nil || u.Scheme != "otpauth" || u.Host != "totp" || u.Query().Get("secret") == "" {
-		return server.Errorf(server.CodeBadRequest, "uri: must be an otpauth://totp/ key URI")
+		return apierr.Errorf(apierr.CodeBadRequest, "uri: must be an otpauth://totp/ key URI")
 	}
 	key, err := otp.NewKeyFromURL(req.URI)
 	if err != nil {
-		return server.Errorf(server.CodeBadRequest, "uri: must be an otpauth://totp/ key URI")
+		return apierr.Errorf(apierr.CodeBadRequest, "uri: must be an otpauth://totp/ key URI")
 	}
 	if key.AccountName() != p.Member {
-		return server.Errorf(server.CodeForbidden, "uri: only your own enrollment (%s) can be drawn", p.Member)
+		return apierr.Errorf(apierr.CodeForbidden, "uri: only your own enrollment (%s) can be drawn", p.Member)
 	}
 	img, err := key.Image(qrPixels, qrPixels)
 	if err != nil {
-		return server.Errorf(server.CodeBadRequest, "uri: cannot be drawn as a QR code")
+		return apierr.Errorf(apierr.CodeBadRequest, "uri: cannot be drawn as a QR code")
 	}
 	var out bytes.Buffer
 	if err := png.Encode(&out, img); err != nil {

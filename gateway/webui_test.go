@@ -15,10 +15,10 @@ import (
 	"strings"
 	"testing"
 
+	"svc/server/apierr"
+
 	"github.com/pquerna/otp/totp"
 	"github.com/stretchr/testify/require"
-
-	"svc/server"
 )
 
 func TestWebUIServing(t *testing.T) {
@@ -36,7 +36,7 @@ func TestWebUIServing(t *testing.T) {
 		wantStatus int
 		wantType   string // Content-Type prefix
 		wantBody   []byte // when set, the (decoded) body
-		wantCode   server.Code
+		wantCode   apierr.Code
 		wantLoc    string
 		wantUI     bool // the /ui/ security headers
 		wantGzip   bool
@@ -51,18 +51,18 @@ func TestWebUIServing(t *testing.T) {
 		{name: "the stylesheet", method: "GET", path: "/ui/static/app.css", wantStatus: 200, wantType: "text/css; charset=utf-8", wantUI: true},
 		{name: "the icon", method: "GET", path: "/ui/static/favicon.svg", wantStatus: 200, wantType: "image/svg+xml", wantUI: true},
 		{name: "HEAD of the shell", method: "HEAD", path: "/ui/", wantStatus: 200, wantType: "text/html", wantBody: []byte{}, wantUI: true},
-		{name: "an unknown asset is a JSON 404", method: "GET", path: "/ui/static/js/nope.js", wantStatus: 404, wantCode: server.CodeNotFound, wantUI: true},
-		{name: "a file-like app path is a JSON 404, not the shell", method: "GET", path: "/ui/logo.png", wantStatus: 404, wantCode: server.CodeNotFound, wantUI: true},
-		{name: "the static directory itself is a 404", method: "GET", path: "/ui/static/", wantStatus: 404, wantCode: server.CodeNotFound, wantUI: true},
+		{name: "an unknown asset is a JSON 404", method: "GET", path: "/ui/static/js/nope.js", wantStatus: 404, wantCode: apierr.CodeNotFound, wantUI: true},
+		{name: "a file-like app path is a JSON 404, not the shell", method: "GET", path: "/ui/logo.png", wantStatus: 404, wantCode: apierr.CodeNotFound, wantUI: true},
+		{name: "the static directory itself is a 404", method: "GET", path: "/ui/static/", wantStatus: 404, wantCode: apierr.CodeNotFound, wantUI: true},
 		{name: "/ui without the slash", method: "GET", path: "/ui", wantStatus: 307, wantLoc: "/ui/"},
-		{name: "a write to the app is an unknown route", method: "POST", path: "/ui/chat", wantStatus: 404, wantCode: server.CodeNotFound},
+		{name: "a write to the app is an unknown route", method: "POST", path: "/ui/chat", wantStatus: 404, wantCode: apierr.CodeNotFound},
 		{name: "a browser at / goes to the app", method: "GET", path: "/", header: map[string]string{"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}, wantStatus: 303, wantLoc: "/ui/"},
 		{name: "HEAD / from a browser", method: "HEAD", path: "/", header: map[string]string{"Accept": "text/html"}, wantStatus: 303, wantLoc: "/ui/"},
-		{name: "a JSON client at / gets the 404", method: "GET", path: "/", header: map[string]string{"Accept": "application/json"}, wantStatus: 404, wantCode: server.CodeNotFound},
-		{name: "no Accept at / gets the 404", method: "GET", path: "/", wantStatus: 404, wantCode: server.CodeNotFound},
-		{name: "text/html refused with q=0", method: "GET", path: "/", header: map[string]string{"Accept": "text/html;q=0, application/json"}, wantStatus: 404, wantCode: server.CodeNotFound},
-		{name: "a browser at an unknown path gets the JSON 404", method: "GET", path: "/nope", header: map[string]string{"Accept": "text/html"}, wantStatus: 404, wantCode: server.CodeNotFound},
-		{name: "POST / is an unknown route", method: "POST", path: "/", header: map[string]string{"Accept": "text/html"}, wantStatus: 404, wantCode: server.CodeNotFound},
+		{name: "a JSON client at / gets the 404", method: "GET", path: "/", header: map[string]string{"Accept": "application/json"}, wantStatus: 404, wantCode: apierr.CodeNotFound},
+		{name: "no Accept at / gets the 404", method: "GET", path: "/", wantStatus: 404, wantCode: apierr.CodeNotFound},
+		{name: "text/html refused with q=0", method: "GET", path: "/", header: map[string]string{"Accept": "text/html;q=0, application/json"}, wantStatus: 404, wantCode: apierr.CodeNotFound},
+		{name: "a browser at an unknown path gets the JSON 404", method: "GET", path: "/nope", header: map[string]string{"Accept": "text/html"}, wantStatus: 404, wantCode: apierr.CodeNotFound},
+		{name: "POST / is an unknown route", method: "POST", path: "/", header: map[string]string{"Accept": "text/html"}, wantStatus: 404, wantCode: apierr.CodeNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,18 +166,18 @@ func TestWebUIQR(t *testing.T) {
 		body       string
 		anonymous  bool
 		wantStatus int
-		wantCode   server.Code
+		wantCode   apierr.Code
 	}{
 		{name: "the caller's own enrollment", body: body(uri("bob")), wantStatus: 200},
-		{name: "no credential", body: body(uri("bob")), anonymous: true, wantStatus: 401, wantCode: server.CodeUnauthenticated},
-		{name: "someone else's account", body: body(uri("ann")), wantStatus: 403, wantCode: server.CodeForbidden},
-		{name: "not an otpauth URI", body: body("https://example.com/?secret=ABC"), wantStatus: 400, wantCode: server.CodeBadRequest},
-		{name: "an HOTP URI", body: body(strings.Replace(uri("bob"), "otpauth://totp/", "otpauth://hotp/", 1)), wantStatus: 400, wantCode: server.CodeBadRequest},
-		{name: "no secret", body: body("otpauth://totp/svc:bob?issuer=svc"), wantStatus: 400, wantCode: server.CodeBadRequest},
-		{name: "empty", body: body(""), wantStatus: 400, wantCode: server.CodeBadRequest},
-		{name: "too long", body: body(uri("bob") + "&x=" + strings.Repeat("a", qrMaxURI)), wantStatus: 400, wantCode: server.CodeBadRequest},
-		{name: "not JSON", body: "otpauth://totp/", wantStatus: 400, wantCode: server.CodeBadRequest},
-		{name: "a body over the cap", body: body(strings.Repeat("a", qrMaxBody)), wantStatus: 413, wantCode: server.CodePayloadTooLarge},
+		{name: "no credential", body: body(uri("bob")), anonymous: true, wantStatus: 401, wantCode: apierr.CodeUnauthenticated},
+		{name: "someone else's account", body: body(uri("ann")), wantStatus: 403, wantCode: apierr.CodeForbidden},
+		{name: "not an otpauth URI", body: body("https://example.com/?secret=ABC"), wantStatus: 400, wantCode: apierr.CodeBadRequest},
+		{name: "an HOTP URI", body: body(strings.Replace(uri("bob"), "otpauth://totp/", "otpauth://hotp/", 1)), wantStatus: 400, wantCode: apierr.CodeBadRequest},
+		{name: "no secret", body: body("otpauth://totp/svc:bob?issuer=svc"), wantStatus: 400, wantCode: apierr.CodeBadRequest},
+		{name: "empty", body: body(""), wantStatus: 400, wantCode: apierr.CodeBadRequest},
+		{name: "too long", body: body(uri("bob") + "&x=" + strings.Repeat("a", qrMaxURI)), wantStatus: 400, wantCode: apierr.CodeBadRequest},
+		{name: "not JSON", body: "otpauth://totp/", wantStatus: 400, wantCode: apierr.CodeBadRequest},
+		{name: "a body over the cap", body: body(strings.Repeat("a", qrMaxBody)), wantStatus: 413, wantCode: apierr.CodePayloadTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,12 +47,9 @@ type core struct {
 	blobs  *vfs.Blobs // nil when the filesystem is disabled
 	// tools is the tool-call engine of tool sources.
 	tools ToolEngine
-	// hooks is the inbound-hook engine; hookLimit is the per-endpoint
-	// ingress rate limit.
-	hooks     HookEngine
-	hookLimit *auth.WindowLimiter
-	// hookSched runs the delivery policy's timers (hookpolicy.go).
-	hookSched *hookScheduler
+	// dropHookCopies drops the inbound-hook copies queued or held for a
+	// deleted member (notify.Service.DropMember).
+	dropHookCopies func(ctx context.Context, member, why string) error
 	// approvals indexes the pending approvals: presence reads a member
 	// with one as blocked, and their expiry timer runs from it.
 	approvals *pendingApprovals

@@ -8,12 +8,14 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/notify"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -61,7 +63,7 @@ func (e *policyEnv) post(t *testing.T, slug, q, body string) HookResult {
 // pass runs one scheduler pass and answers when the next is due.
 func (e *policyEnv) pass(t *testing.T) time.Time {
 	t.Helper()
-	next, err := e.srv.core.hookSched.pass(context.Background())
+	next, err := e.srv.notify.Pass(context.Background())
 	require.NoError(t, err)
 	return next
 }
@@ -127,8 +129,8 @@ func TestHookOfflineQueueAttachFlush(t *testing.T) {
 	require.Len(t, msgs, 1, "one message per endpoint")
 	m := msgs[0]
 	require.Equal(t, []string{r2.ID, r1.ID}, deliveryIDs(t, m), "newest first")
-	require.Contains(t, m.Body, "items="+r2.ID+","+r1.ID)
-	require.Contains(t, m.Body, "queued=1m10s", "the oldest waited 70 s")
+	require.Less(t, strings.Index(m.Body, `delivery="`+r2.ID+`"`), strings.Index(m.Body, `delivery="`+r1.ID+`"`), "newest first")
+	require.Contains(t, m.Body, "Held for 1m10s while you were offline", "the oldest waited 70 s")
 	require.Equal(t, "error", m.Level, "the most severe level of the flush")
 	require.Equal(t, "alice", m.To)
 	require.Len(t, e.hookMsgs(t, "alice", "q2"), 1)
@@ -460,7 +462,7 @@ func TestHookPolicyRestart(t *testing.T) {
 	// loops start (else its first pass would flush the held copy at once,
 	// as nobody works after a restart).
 	clock := &fakeClock{now: e.clock.Now().Add(10 * time.Second)}
-	srv := New(Deps{Store: e.st, Team: e.srv.core.team, Version: "test"}, WithHookEngine(fakeHooks{}), WithNow(clock.Now))
+	srv := New(Deps{Store: e.st, Team: e.srv.core.team, Version: "test"}, WithNow(clock.Now))
 	sub, err := srv.core.hub.Subscribe("alice", "test")
 	require.NoError(t, err)
 	t.Cleanup(sub.Close)
@@ -470,7 +472,7 @@ func TestHookPolicyRestart(t *testing.T) {
 	go func() { _ = srv.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	pass := func() time.Time {
-		next, err := srv.core.hookSched.pass(context.Background())
+		next, err := srv.notify.Pass(context.Background())
 		require.NoError(t, err)
 		return next
 	}
@@ -525,7 +527,7 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	bigRec, smallRec := rs[1], rs[0] // newest first
 	full, err := e.st.GetHookDelivery(ctx, bigRec.ID)
 	require.NoError(t, err)
-	require.Len(t, full.Body, hookRejectedBody, "the head only")
+	require.Len(t, full.Body, notify.RejectedBodyKept, "the head only")
 	require.Equal(t, len(big), full.Size, "the size it had")
 	_, err = e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: bigRec.ID})
 	requireCode(t, err, CodeConflict)
@@ -538,7 +540,7 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	require.Empty(t, replayed.Level, "not the unverified critical")
 
 	ok := e.post(t, "m", "", `{}`)
-	e.clock.Add(hookReceiptRetention - time.Minute)
+	e.clock.Add(notify.ReceiptRetention - time.Minute)
 	e.pass(t)
 	require.Len(t, e.receipts(t, "m"), 4, "kept within the retention")
 	e.clock.Add(2 * time.Minute)
@@ -549,11 +551,13 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 }
 
 // TestHookFlushSplitsIntoMessages: a flush that needs more than one
-// message (the fake engine puts fakePartItems items in one) sends them
-// all, in order, each naming in deliveryIds exactly the deliveries it
-// carries; a receipt names the messages that carry its items.
+// message (each delivery's content is capped near 16 KiB, so three fill
+// a 64 KiB message) sends them all, in order, each naming in deliveryIds
+// exactly the deliveries it carries; a receipt names the messages that
+// carry its items.
 func TestHookFlushSplitsIntoMessages(t *testing.T) {
-	const n = 2*fakePartItems + 1
+	const n = 7
+	pad := strings.Repeat("x", 20<<10)
 	for _, tc := range []struct {
 		name string
 		pol  *apiv1.NotificationPolicy
@@ -596,7 +600,7 @@ func TestHookFlushSplitsIntoMessages(t *testing.T) {
 			tc.hold(e)
 			var ids []string // newest first
 			for i := range n {
-				r := e.post(t, "s", "", fmt.Sprintf(`{"n":%d}`, i))
+				r := e.post(t, "s", "", fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))
 				require.Equal(t, "pending", r.Status)
 				ids = append([]string{r.ID}, ids...)
 				e.clock.Add(time.Second)
@@ -607,13 +611,16 @@ func TestHookFlushSplitsIntoMessages(t *testing.T) {
 			e.pass(t)
 
 			msgs := e.hookMsgs(t, "alice", "s")
-			require.Len(t, msgs, 3, "%d deliveries, %d to a message", n, fakePartItems)
+			require.Len(t, msgs, 3, "%d deliveries, three to a message", n)
 			var got []string
 			carrier := map[string]string{}
 			var msgIDs []string
 			for _, m := range msgs {
 				part := deliveryIDs(t, m)
-				require.Contains(t, m.Body, "items="+strings.Join(part, ","), "the message's text is the part it names")
+				require.Equal(t, len(part), strings.Count(m.Body, "<external_content "), "the message's text is the part it names")
+				for _, id := range part {
+					require.Contains(t, m.Body, `delivery="`+id+`"`)
+				}
 				for _, id := range part {
 					carrier[id] = formatMessageID(m.Seq)
 				}
@@ -638,4 +645,61 @@ func TestHookFlushSplitsIntoMessages(t *testing.T) {
 			require.Empty(t, e.pendingRows(t))
 		})
 	}
+}
+
+// statusWrites is a store that records each receipt status write.
+type statusWrites struct {
+	store.Store
+	mu     sync.Mutex
+	writes map[string][]string // receipt id -> statuses written, in order
+}
+
+func (s *statusWrites) WithTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	return s.Store.WithTx(ctx, func(tx store.Tx) error { return fn(statusWritesTx{tx, s}) })
+}
+
+func (s *statusWrites) of(id string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.writes[id])
+}
+
+type statusWritesTx struct {
+	store.Tx
+	s *statusWrites
+}
+
+func (tx statusWritesTx) SetHookDeliveryStatus(ctx context.Context, id, status, reason string, messageIDs []string) error {
+	tx.s.mu.Lock()
+	tx.s.writes[id] = append(tx.s.writes[id], status)
+	tx.s.mu.Unlock()
+	return tx.Tx.SetHookDeliveryStatus(ctx, id, status, reason, messageIDs)
+}
+
+// A receipt's status is written once for each change of it, never again
+// to say what it already says: stored pending, then once delivered (with
+// the messages' ids), or once dropped.
+func TestHookStatusWrittenOncePerTransition(t *testing.T) {
+	w := &statusWrites{Store: mustMemStore(t), writes: map[string][]string{}}
+	clock := &fakeClock{now: time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)}
+	e := &policyEnv{hookEnv: newHookEnvOn(t, w, false, WithNow(clock.Now)), clock: clock}
+	e.endpoint(t, "now", nil, "alice")
+	e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "bob")
+
+	e.online(t, "alice")
+	now := e.post(t, "now", "", `{"n":1}`)
+	require.Equal(t, "delivered", now.Status)
+	require.Equal(t, []string{"delivered"}, w.of(now.ID))
+	require.Len(t, e.receipt(t, now.ID).MessageIDs, 1)
+
+	dropped := e.post(t, "q", "if_offline=drop", `{"n":2}`)
+	require.Equal(t, "dropped", dropped.Status, "bob is offline")
+	require.Equal(t, []string{"dropped"}, w.of(dropped.ID))
+	queued := e.post(t, "q", "", `{"n":3}`)
+	require.Equal(t, "pending", queued.Status)
+	require.Empty(t, w.of(queued.ID), "stored pending: no second write")
+	e.online(t, "bob")
+	e.pass(t)
+	require.Equal(t, "delivered", e.receipt(t, queued.ID).Status)
+	require.Equal(t, []string{"delivered"}, w.of(queued.ID))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -67,7 +68,12 @@ func reason(t *testing.T, err error) Code {
 	t.Helper()
 	st, ok := status.FromError(err)
 	require.True(t, ok, "interceptors return statuses: %v", err)
-	return Code(errorInfoReason(st))
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == "svc" {
+			return Code(ei.GetReason())
+		}
+	}
+	return ""
 }
 
 func TestUnaryInterceptor(t *testing.T) {

@@ -2,17 +2,16 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/notify"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -257,10 +256,7 @@ func (c *core) releaseMember(ctx context.Context, f store.FormerMember) error {
 	// The hook copies queued or held for it are dropped now, not at the
 	// scheduler's next pass, which a member created again under the name
 	// could precede.
-	for _, kind := range []string{store.HookQueue, store.HookWait} {
-		errs = append(errs, c.resolveMember(ctx, f.Name, kind, time.Time{}, rowsDrop, "member deleted"))
-	}
-	c.hookSched.poke()
+	errs = append(errs, c.dropHookCopies(ctx, f.Name, "member deleted"))
 	return errors.Join(errs...)
 }
 
@@ -329,34 +325,33 @@ func (c *core) releaseObjectives(ctx context.Context, gone, unwatch map[string]s
 // releaseTargets removes f from the targets of every notification endpoint
 // that names it.
 func (c *core) releaseTargets(ctx context.Context, f store.FormerMember) error {
-	eps, err := c.store.ListHookEndpoints(ctx)
+	eps, err := notify.List(ctx, c.store)
 	if err != nil {
 		return err
 	}
 	ctx = auth.WithPrincipal(ctx, &auth.Principal{Member: f.DeletedBy})
 	var errs []error
 	for _, e := range eps {
-		if !slices.Contains(memberTargets(e), f.Name) {
+		if !slices.Contains(e.MemberTargets(), f.Name) {
 			continue
 		}
-		_, err := changeEntry(ctx, c, registryNotifications, e.Slug, func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
-			ts := targetsOf(*e)
-			kept := slices.DeleteFunc(slices.Clone(ts), func(t hookTarget) bool { return t.Member == f.Name })
-			if len(kept) == len(ts) {
+		_, err := changeEntry(ctx, c, registryNotifications, e.Slug, func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
+			kept := slices.DeleteFunc(slices.Clone(e.Targets), func(t notify.Target) bool { return t.Member == f.Name })
+			if len(kept) == len(e.Targets) {
 				return false, nil
 			}
-			b, err := json.Marshal(kept)
-			if err != nil {
-				return false, err
-			}
-			e.Targets = b
+			e.Targets = kept
 			if len(kept) == 0 {
 				// Nobody left to tell: deliveries are refused, and the
 				// managers see why.
 				e.Enabled = false
 			}
 			e.UpdatedAt = c.now()
-			if err := tx.UpdateHookEndpoint(ctx, *e); err != nil {
+			rec, err := e.Record()
+			if err != nil {
+				return false, err
+			}
+			if err := tx.UpdateHookEndpoint(ctx, rec); err != nil {
 				return false, err
 			}
 			// The deleted member hears of it no more.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"svc/server/hub"
+	"svc/server/notify"
 	"svc/store"
 )
 
@@ -104,7 +106,7 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 		Name: "svc_hook_deliveries_total", Help: "Inbound hook requests, by the status their receipt was given on arrival.",
 	}, []string{"status"})
 	m.hooks = map[string]prometheus.Counter{}
-	for _, st := range []string{hookDelivered, hookDropped, hookRejected, hookFiltered, hookDuplicate, hookPending, hookExpired, hookCoalesced, "other"} {
+	for _, st := range append(slices.Clone(notify.Statuses), "other") {
 		m.hooks[st] = hooks.WithLabelValues(st)
 	}
 	webpush := prometheus.NewCounterVec(prometheus.CounterOpts{

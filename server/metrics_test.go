@@ -11,6 +11,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/hub"
+	"svc/server/notify"
 	"svc/store"
 )
 
@@ -221,12 +222,12 @@ func cutTotal(t *testing.T, m *metrics) float64 {
 // results count by kind.
 func TestMetricsHooksAndWebPush(t *testing.T) {
 	m := newMetrics(hub.New(), hub.New(), nil)
-	m.hooked(hookDelivered)
-	m.hooked(hookRejected)
-	m.hooked(hookRejected)
+	m.hooked(notify.StatusDelivered)
+	m.hooked(notify.StatusRejected)
+	m.hooked(notify.StatusRejected)
 	m.hooked("no such status")
-	require.EqualValues(t, 1, testutil.ToFloat64(m.hooks[hookDelivered]))
-	require.EqualValues(t, 2, testutil.ToFloat64(m.hooks[hookRejected]))
+	require.EqualValues(t, 1, testutil.ToFloat64(m.hooks[notify.StatusDelivered]))
+	require.EqualValues(t, 2, testutil.ToFloat64(m.hooks[notify.StatusRejected]))
 	require.EqualValues(t, 1, testutil.ToFloat64(m.hooks["other"]))
 	n := &pushNotifier{met: m}
 	n.count(false, nil)

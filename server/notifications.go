@@ -2,11 +2,11 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -18,14 +18,14 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
 	"svc/server/hooks"
+	"svc/server/notify"
 	"svc/server/teamconfig"
 	"svc/store"
 )
 
-// Notification endpoint bounds and defaults (spec hooks.md: Limits,
-// Delivery policy; docs/HOOKS.md).
+// Notification endpoint bounds (docs/HOOKS.md, Limits and Delivery
+// policy).
 const (
-	maxHookBody        = 256 << 10 // ingress and retained raw body
 	maxHookSecret      = 4 << 10
 	maxHookTargets     = 64
 	maxHookFilters     = 32
@@ -36,19 +36,13 @@ const (
 	maxHookFilterPath  = 256
 	maxHookFilterValue = 4 << 10
 	maxReceiptList     = 500
-	hookRateLimit      = 120 // per endpoint per minute (sliding)
-	hookRateKeys       = 10000
-	hookDedupeWindow   = 24 * time.Hour
 
-	defaultDebounceMax = 20
-	defaultQueueTTLMs  = 24 * 60 * 60 * 1000
-	defaultMaxWaitMs   = 15 * 60 * 1000
-	maxDebounceMs      = 10 * 60 * 1000
-	maxDebounceMax     = 100
-	minQueueTTLMs      = 1000
-	maxQueueTTLMs      = 7 * 24 * 60 * 60 * 1000
-	minMaxWaitMs       = 1000
-	maxMaxWaitMs       = 24 * 60 * 60 * 1000
+	maxDebounceMs  = 10 * 60 * 1000
+	maxDebounceMax = 100
+	minQueueTTLMs  = 1000
+	maxQueueTTLMs  = 7 * 24 * 60 * 60 * 1000
+	minMaxWaitMs   = 1000
+	maxMaxWaitMs   = 24 * 60 * 60 * 1000
 )
 
 // defaultHookAuthKind is the inline verification kind of an endpoint
@@ -57,73 +51,17 @@ const defaultHookAuthKind = "hmac-sha256"
 
 // registryNotifications describes the notification endpoints to
 // changeEntry: their audience is their direct member targets.
-var registryNotifications = registryOf[store.HookEndpoint]{
+var registryNotifications = registryOf[notify.Endpoint]{
 	kind: registryKindHookEndpoint, manage: auth.NotificationsManage,
-	get: func(ctx context.Context, tx store.Tx, slug string) (store.HookEndpoint, error) {
-		return tx.GetHookEndpoint(ctx, slug)
+	get: func(ctx context.Context, tx store.Tx, slug string) (notify.Endpoint, error) {
+		return notify.Read(ctx, tx, slug)
 	},
 	notFound: endpointErr,
-	audience: func(e store.HookEndpoint) (bool, []string) { return false, memberTargets(e) },
-}
-
-// hookTarget is a stored target: a member name or a channel id.
-type hookTarget struct {
-	Member  string `json:"member,omitempty"`
-	Channel string `json:"channel,omitempty"`
-}
-
-// hookPolicy is a stored delivery policy. Level "" is the endpoint's.
-type hookPolicy struct {
-	IfOffline   string `json:"ifOffline"`
-	IfBusy      string `json:"ifBusy"`
-	DebounceMs  int32  `json:"debounceMs"`
-	DebounceMax int32  `json:"debounceMax"`
-	QueueTTLMs  int32  `json:"queueTtlMs"`
-	MaxWaitMs   int32  `json:"maxWaitMs"`
-	Level       string `json:"level,omitempty"`
-}
-
-func defaultHookPolicy() hookPolicy {
-	return hookPolicy{IfOffline: "drop", IfBusy: "now", DebounceMax: defaultDebounceMax, QueueTTLMs: defaultQueueTTLMs, MaxWaitMs: defaultMaxWaitMs}
-}
-
-// targetsOf reads an endpoint's stored targets.
-func targetsOf(e store.HookEndpoint) []hookTarget {
-	var ts []hookTarget
-	_ = json.Unmarshal(e.Targets, &ts)
-	return ts
-}
-
-// memberTargets are an endpoint's direct member targets.
-func memberTargets(e store.HookEndpoint) []string {
-	var out []string
-	for _, t := range targetsOf(e) {
-		if t.Member != "" {
-			out = append(out, t.Member)
-		}
-	}
-	return out
-}
-
-func filtersOf(e store.HookEndpoint) []hooks.Filter {
-	var fs []hooks.Filter
-	_ = json.Unmarshal(e.Filters, &fs)
-	return fs
-}
-
-func policyOf(e store.HookEndpoint) hookPolicy {
-	p := defaultHookPolicy()
-	_ = json.Unmarshal(e.Policy, &p)
-	return p
+	audience: func(e notify.Endpoint) (bool, []string) { return false, e.MemberTargets() },
 }
 
 // endpointErr names an unknown endpoint.
-func endpointErr(err error, slug string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return Errorf(CodeNotFound, "no notification endpoint %q", slug)
-	}
-	return err
-}
+func endpointErr(err error, slug string) error { return notify.EndpointErr(err, slug) }
 
 // profileErr names an unknown profile.
 func profileErr(err error, slug string) error {
@@ -133,17 +71,13 @@ func profileErr(err error, slug string) error {
 	return err
 }
 
-// hookEndpointPurpose and hookProfilePurpose bind a sealed secret to its
-// endpoint or profile.
-func hookEndpointPurpose(slug string) string { return "svc/hook/endpoint/" + slug }
-func hookProfilePurpose(slug string) string  { return "svc/hook/profile/" + slug }
-
 // Notifications implements apiv1.NotificationsServer: the admin API of
 // inbound hooks. Every endpoint change runs on the message committer with
 // the registry event that reports it.
 type Notifications struct {
 	apiv1.UnimplementedNotificationsServer
 	*core
+	notify *notify.Service
 }
 
 var _ apiv1.NotificationsServer = (*Notifications)(nil)
@@ -168,8 +102,8 @@ func optString(s string) *string {
 
 // endpointToProto renders an endpoint; profileSecret is whether its
 // profile (if any) has a secret.
-func endpointToProto(e store.HookEndpoint, profileSecret bool) *apiv1.NotificationEndpoint {
-	pol := policyOf(e)
+func endpointToProto(e notify.Endpoint, profileSecret bool) *apiv1.NotificationEndpoint {
+	pol := e.Policy
 	level := pol.Level
 	if level == "" {
 		level = e.Level
@@ -189,10 +123,10 @@ func endpointToProto(e store.HookEndpoint, profileSecret bool) *apiv1.Notificati
 	if e.AuthProfile != "" {
 		out.HasSecret = profileSecret
 	}
-	for _, t := range targetsOf(e) {
+	for _, t := range e.Targets {
 		out.Targets = append(out.Targets, &apiv1.NotificationTarget{Member: optString(t.Member), Channel: optString(t.Channel)})
 	}
-	for _, f := range filtersOf(e) {
+	for _, f := range e.Filters {
 		pf := &apiv1.NotificationFilter{Path: f.Path, Op: f.Op}
 		if len(f.Value) > 0 {
 			v := &structpb.Value{}
@@ -243,8 +177,8 @@ func (n *Notifications) profileSecrets(ctx context.Context) (map[string]bool, er
 
 // reaches reports whether endpoint e targets member directly or through
 // a channel in chans (the member's channel ids).
-func reaches(e store.HookEndpoint, member string, chans map[string]bool) bool {
-	for _, t := range targetsOf(e) {
+func reaches(e notify.Endpoint, member string, chans map[string]bool) bool {
+	for _, t := range e.Targets {
 		if t.Member == member || (t.Channel != "" && chans[t.Channel]) {
 			return true
 		}
@@ -268,7 +202,7 @@ func (c *core) memberChannelSet(ctx context.Context, member string) (map[string]
 // ListNotificationEndpoints implements apiv1.NotificationsServer.
 func (n *Notifications) ListNotificationEndpoints(ctx context.Context, _ *apiv1.ListNotificationEndpointsRequest) (*apiv1.ListNotificationEndpointsResponse, error) {
 	p := mustPrincipal(ctx)
-	list, err := n.store.ListHookEndpoints(ctx)
+	list, err := notify.List(ctx, n.store)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +233,7 @@ func (n *Notifications) GetNotificationEndpoint(ctx context.Context, req *apiv1.
 	if err := validRegistrySlug("slug", req.GetSlug()); err != nil {
 		return nil, err
 	}
-	e, err := n.store.GetHookEndpoint(ctx, req.GetSlug())
+	e, err := notify.Read(ctx, n.store, req.GetSlug())
 	if err != nil {
 		return nil, endpointErr(err, req.GetSlug())
 	}
@@ -316,7 +250,7 @@ func (n *Notifications) GetNotificationEndpoint(ctx context.Context, req *apiv1.
 }
 
 // render renders e with its profile's secret state.
-func (n *Notifications) render(ctx context.Context, e store.HookEndpoint) *apiv1.NotificationEndpoint {
+func (n *Notifications) render(ctx context.Context, e notify.Endpoint) *apiv1.NotificationEndpoint {
 	has := false
 	if e.AuthProfile != "" {
 		if p, err := n.store.GetHookProfile(ctx, e.AuthProfile); err == nil {
@@ -330,7 +264,7 @@ func (n *Notifications) render(ctx context.Context, e store.HookEndpoint) *apiv1
 // {member: <name>} and {channel: <slug or id>} objects, each with exactly
 // one of the two. Channels are resolved by lookup (a slug becomes the id).
 // It touches nothing but its arguments, so it can be fuzzed.
-func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID func(string) (string, bool)) ([]hookTarget, error) {
+func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID func(string) (string, bool)) ([]notify.Target, error) {
 	vals := l.GetValues()
 	switch {
 	case len(vals) == 0:
@@ -338,14 +272,14 @@ func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID f
 	case len(vals) > maxHookTargets:
 		return nil, invalid("targets", "at most %d", maxHookTargets)
 	}
-	var out []hookTarget
+	var out []notify.Target
 	for i, v := range vals {
 		field := fmt.Sprintf("targets[%d]", i)
 		obj := v.GetStructValue()
 		if obj == nil || len(obj.GetFields()) != 1 {
 			return nil, invalid(field, "must be {member: <name>} or {channel: <slug or id>}")
 		}
-		var t hookTarget
+		var t notify.Target
 		for k, fv := range obj.GetFields() {
 			s, ok := fv.GetKind().(*structpb.Value_StringValue)
 			if !ok {
@@ -383,7 +317,7 @@ func parseTargets(l *structpb.ListValue, memberOK func(string) bool, channelID f
 
 // resolveTargets parses targets against the team and the channels: an
 // unknown member or channel, or an archived channel, is 400.
-func (n *Notifications) resolveTargets(ctx context.Context, l *structpb.ListValue) ([]byte, error) {
+func (n *Notifications) resolveTargets(ctx context.Context, l *structpb.ListValue) ([]notify.Target, error) {
 	var lookupErr error
 	ts, err := parseTargets(l, func(name string) bool {
 		_, ok := n.team.Member(name)
@@ -401,15 +335,12 @@ func (n *Notifications) resolveTargets(ctx context.Context, l *structpb.ListValu
 	if lookupErr != nil {
 		return nil, lookupErr
 	}
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(ts)
+	return ts, err
 }
 
 // parseFilters reads a JSON array of {path, op, value} and validates each
 // with the engine.
-func (n *Notifications) parseFilters(l *structpb.ListValue) ([]byte, error) {
+func (n *Notifications) parseFilters(l *structpb.ListValue) ([]hooks.Filter, error) {
 	vals := l.GetValues()
 	if len(vals) > maxHookFilters {
 		return nil, invalid("filters", "at most %d", maxHookFilters)
@@ -450,12 +381,12 @@ func (n *Notifications) parseFilters(l *structpb.ListValue) ([]byte, error) {
 		case len(f.Value) > maxHookFilterValue:
 			return nil, invalid(field+".value", "at most %d bytes of JSON", maxHookFilterValue)
 		}
-		if err := n.hooks.ValidateFilter(f); err != nil {
+		if err := f.Validate(); err != nil {
 			return nil, engineInvalid(field, err)
 		}
 		out = append(out, f)
 	}
-	return json.Marshal(out)
+	return out, nil
 }
 
 // engineInvalid turns the engine's refusal into a 400 under field.
@@ -481,8 +412,8 @@ func (n *Notifications) parseAuth(field string, a *apiv1.NotificationAuth) (stor
 	if len(a.GetPrefix()) > maxHookPrefix {
 		return store.HookAuth{}, invalid(field+".prefix", "at most %d bytes", maxHookPrefix)
 	}
-	ha := n.hooks.AuthDefaults(hooks.Auth{Kind: a.GetKind(), HeaderName: a.GetHeaderName(), Prefix: a.GetPrefix()})
-	if err := n.hooks.ValidateAuth(ha); err != nil {
+	ha := hooks.Auth{Kind: a.GetKind(), HeaderName: a.GetHeaderName(), Prefix: a.GetPrefix()}.WithDefaults()
+	if err := ha.Validate(); err != nil {
 		return store.HookAuth{}, engineInvalid(field, err)
 	}
 	return store.HookAuth{Kind: ha.Kind, HeaderName: ha.HeaderName, Prefix: ha.Prefix}, nil
@@ -490,12 +421,12 @@ func (n *Notifications) parseAuth(field string, a *apiv1.NotificationAuth) (stor
 
 // defaultAuth is the inline auth of an endpoint created without one.
 func (n *Notifications) defaultAuth() store.HookAuth {
-	ha := n.hooks.AuthDefaults(hooks.Auth{Kind: defaultHookAuthKind})
+	ha := hooks.Auth{Kind: defaultHookAuthKind}.WithDefaults()
 	return store.HookAuth{Kind: ha.Kind, HeaderName: ha.HeaderName, Prefix: ha.Prefix}
 }
 
 // applyPolicy merges the fields req sets into p and checks the bounds.
-func applyPolicy(p hookPolicy, req *apiv1.NotificationPolicy) (hookPolicy, error) {
+func applyPolicy(p notify.Policy, req *apiv1.NotificationPolicy) (notify.Policy, error) {
 	if req == nil {
 		return p, nil
 	}
@@ -520,11 +451,11 @@ func applyPolicy(p hookPolicy, req *apiv1.NotificationPolicy) (hookPolicy, error
 	if req.Level != nil {
 		p.Level = req.GetLevel()
 	}
-	return p, p.validate()
+	return p, validatePolicy(p)
 }
 
-// validate checks a policy's values and bounds (docs/HOOKS.md).
-func (p hookPolicy) validate() error {
+// validatePolicy checks a policy's values and bounds (docs/HOOKS.md).
+func validatePolicy(p notify.Policy) error {
 	switch {
 	case p.IfOffline != "drop" && p.IfOffline != "queue":
 		return invalid("policy.ifOffline", "must be drop or queue")
@@ -553,7 +484,7 @@ func (n *Notifications) endpointFields(displayName, template, dedupeHeader, leve
 		if len(t) > maxHookTemplate {
 			return invalid("template", "at most %d bytes", maxHookTemplate)
 		}
-		if err := n.hooks.ValidateTemplate(t); err != nil {
+		if err := hooks.ValidateTemplate(t); err != nil {
 			return engineInvalid("template", err)
 		}
 	}
@@ -615,26 +546,29 @@ func (n *Notifications) CreateNotificationEndpoint(ctx context.Context, req *api
 			return nil, err
 		}
 	}
-	pol, err := applyPolicy(defaultHookPolicy(), req.GetPolicy())
-	if err != nil {
-		return nil, err
-	}
-	polJSON, err := json.Marshal(pol)
+	pol, err := applyPolicy(notify.DefaultPolicy(), req.GetPolicy())
 	if err != nil {
 		return nil, err
 	}
 	now := n.now()
-	e := store.HookEndpoint{
-		Slug: req.GetSlug(), DisplayName: req.GetDisplayName(), Targets: targets, Auth: a, AuthProfile: req.GetAuthProfile(),
-		Filters: filters, Template: req.GetTemplate(), Policy: polJSON, DedupeHeader: req.GetDedupeHeader(),
-		Enabled: req.Enabled == nil || req.GetEnabled(), Level: "info", CreatedAt: now, UpdatedAt: now,
+	e := notify.Endpoint{
+		HookEndpoint: store.HookEndpoint{
+			Slug: req.GetSlug(), DisplayName: req.GetDisplayName(), Auth: a, AuthProfile: req.GetAuthProfile(),
+			Template: req.GetTemplate(), DedupeHeader: req.GetDedupeHeader(),
+			Enabled: req.Enabled == nil || req.GetEnabled(), Level: "info", CreatedAt: now, UpdatedAt: now,
+		},
+		Targets: targets, Filters: filters, Policy: pol,
 	}
 	if req.Level != nil {
 		e.Level = req.GetLevel()
 	}
+	rec, err := e.Record()
+	if err != nil {
+		return nil, err
+	}
 	managers := n.holders(auth.NotificationsManage)
 	err = n.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
-		if err := tx.CreateHookEndpoint(ctx, e); err != nil {
+		if err := tx.CreateHookEndpoint(ctx, rec); err != nil {
 			switch {
 			case errors.Is(err, store.ErrConflict):
 				return nil, Errorf(CodeConflict, "slug %q is taken", e.Slug)
@@ -645,7 +579,7 @@ func (n *Notifications) CreateNotificationEndpoint(ctx context.Context, req *api
 		}
 		return &registryChange{
 			kind: registryKindHookEndpoint, slug: e.Slug, event: "created", actor: p.Member,
-			after: memberTargets(e), managers: managers,
+			after: e.MemberTargets(), managers: managers,
 		}, nil
 	})
 	if err != nil {
@@ -661,9 +595,10 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 		return nil, err
 	}
 	var (
-		targets, filters []byte
-		a                store.HookAuth
-		err              error
+		targets []notify.Target
+		filters []hooks.Filter
+		a       store.HookAuth
+		err     error
 	)
 	if req.Targets != nil {
 		if targets, err = n.resolveTargets(ctx, req.GetTargets()); err != nil {
@@ -685,8 +620,11 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 			return nil, err
 		}
 	}
-	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
-		before := *e
+	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
+		before, err := e.Record()
+		if err != nil {
+			return false, err
+		}
 		if req.DisplayName != nil {
 			e.DisplayName = req.GetDisplayName()
 		}
@@ -714,18 +652,18 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 		if req.Level != nil {
 			e.Level = req.GetLevel()
 		}
-		pol, err := applyPolicy(policyOf(*e), req.GetPolicy())
+		if e.Policy, err = applyPolicy(e.Policy, req.GetPolicy()); err != nil {
+			return false, err
+		}
+		after, err := e.Record()
 		if err != nil {
 			return false, err
 		}
-		if e.Policy, err = json.Marshal(pol); err != nil {
-			return false, err
-		}
-		if sameEndpoint(before, *e) {
+		if sameEndpoint(before, after) {
 			return false, nil
 		}
-		e.UpdatedAt = n.now()
-		if err := tx.UpdateHookEndpoint(ctx, *e); err != nil {
+		after.UpdatedAt = n.now()
+		if err := tx.UpdateHookEndpoint(ctx, after); err != nil {
 			if errors.Is(err, store.ErrPrecondition) {
 				return false, invalid("authProfile", "no notification profile %q", e.AuthProfile)
 			}
@@ -748,9 +686,9 @@ func sameEndpoint(a, b store.HookEndpoint) bool {
 }
 
 // DeleteNotificationEndpoint implements apiv1.NotificationsServer: 204;
-// the receipts go with it (and, once queues exist, its queued deliveries).
+// the receipts and the queued, held or buffered copies go with it.
 func (n *Notifications) DeleteNotificationEndpoint(ctx context.Context, req *apiv1.DeleteNotificationEndpointRequest) (*apiv1.DeleteNotificationEndpointResponse, error) {
-	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
+	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
 		ch.event = "deleted"
 		return true, tx.DeleteHookEndpoint(ctx, e.Slug)
 	})
@@ -774,7 +712,7 @@ func (c *core) hookSecret(secret, kind, purpose string) ([]byte, error) {
 	if c.kek == nil {
 		return nil, errNoKEK
 	}
-	if err := c.hooks.ValidateSecret(kind, secret); err != nil {
+	if err := hooks.ValidateSecret(kind, secret); err != nil {
 		var ie *hooks.InvalidError
 		if errors.As(err, &ie) {
 			return nil, invalid("secret", "%s", ie.Message)
@@ -795,11 +733,11 @@ func (n *Notifications) SetNotificationEndpointSecret(ctx context.Context, req *
 	if err != nil {
 		return nil, endpointErr(err, req.GetSlug())
 	}
-	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, hookEndpointPurpose(req.GetSlug()))
+	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, notify.EndpointPurpose(req.GetSlug()))
 	if err != nil {
 		return nil, err
 	}
-	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
+	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
 		ch.event = "secret_set"
 		return true, tx.SetHookEndpointSecret(ctx, e.Slug, sealed, n.now())
 	})
@@ -812,7 +750,7 @@ func (n *Notifications) SetNotificationEndpointSecret(ctx context.Context, req *
 // DeleteNotificationEndpointSecret implements apiv1.NotificationsServer:
 // 204, 404 when the endpoint has no secret.
 func (n *Notifications) DeleteNotificationEndpointSecret(ctx context.Context, req *apiv1.DeleteNotificationEndpointSecretRequest) (*apiv1.DeleteNotificationEndpointSecretResponse, error) {
-	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *store.HookEndpoint, ch *registryChange) (bool, error) {
+	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
 		if len(e.Secret) == 0 {
 			return false, Errorf(CodeNotFound, "notification endpoint %q has no secret", e.Slug)
 		}
@@ -1019,7 +957,7 @@ func (n *Notifications) SetNotificationProfileSecret(ctx context.Context, req *a
 	if err != nil {
 		return nil, profileErr(err, req.GetSlug())
 	}
-	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, hookProfilePurpose(req.GetSlug()))
+	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, notify.ProfilePurpose(req.GetSlug()))
 	if err != nil {
 		return nil, err
 	}
@@ -1058,7 +996,7 @@ const hookContract = "Messages from senders named hook:<slug> carry external not
 // enabled endpoints that reach it directly or through a channel; nil when
 // none does.
 func (c *core) hookBriefing(ctx context.Context, member string) (*apiv1.BriefingNotifications, error) {
-	list, err := c.store.ListHookEndpoints(ctx)
+	list, err := notify.List(ctx, c.store)
 	if err != nil || len(list) == 0 {
 		return nil, err
 	}
@@ -1077,4 +1015,66 @@ func (c *core) hookBriefing(ctx context.Context, member string) (*apiv1.Briefing
 		out.Endpoints = append(out.Endpoints, &apiv1.BriefingEndpoint{Slug: e.Slug, DisplayName: optString(e.DisplayName)})
 	}
 	return out, nil
+}
+
+// notifyCommitter commits the notify capability's changes on the message
+// committer.
+type notifyCommitter struct{ c *core }
+
+func (n notifyCommitter) Commit(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return n.c.commit(ctx, fn)
+}
+
+func (n notifyCommitter) CommitStored(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+	stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error,
+) error {
+	return n.c.msgs.changeStored(ctx, apply, stored).err
+}
+
+// notifyMembers is what the notify capability knows of a member target:
+// the team, its live streams, its presence.
+type notifyMembers struct{ c *core }
+
+func (n notifyMembers) Known(name string) bool {
+	_, ok := n.c.team.Member(name)
+	return ok
+}
+
+func (n notifyMembers) Online(name string) bool { return n.c.hub.Connected(name) > 0 }
+
+func (n notifyMembers) Busy(name string) (bool, time.Time) { return n.c.presence.busy(name) }
+
+// MaxHookBody is the most bytes an ingress body may carry; the gateway
+// reads one byte more to tell an oversized body.
+const MaxHookBody = notify.MaxBody
+
+// ErrHookRejected answers an ingress request that failed verification: the
+// gateway answers a bare 401, with no body and no detail. Its receipt is
+// committed.
+var ErrHookRejected = notify.ErrRejected
+
+// HookResult is the answer to an accepted ingress request: 202 {id, status}.
+type HookResult = notify.Result
+
+// Hook takes one ingress request POST /hooks/<slug> (notify.Service.Ingress).
+func (s *Server) Hook(ctx context.Context, slug string, query url.Values, h http.Header, body []byte) (HookResult, error) {
+	return s.notify.Ingress(ctx, slug, query, h, body)
+}
+
+// ReplayNotificationDelivery implements apiv1.NotificationsServer: the
+// stored raw body runs through the pipeline again under a fresh receipt
+// (notify.Service.Replay).
+func (n *Notifications) ReplayNotificationDelivery(ctx context.Context, req *apiv1.ReplayNotificationDeliveryRequest) (*apiv1.ReplayNotificationDeliveryResponse, error) {
+	if err := validDeliveryID(req.GetId()); err != nil {
+		return nil, err
+	}
+	orig, err := n.store.GetHookDelivery(ctx, req.GetId())
+	if err != nil {
+		return nil, deliveryErr(err, req.GetId())
+	}
+	d, err := n.notify.Replay(ctx, orig)
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.ReplayNotificationDeliveryResponse{Delivery: deliveryToProto(d, false)}, nil
 }

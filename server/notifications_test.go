@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -18,104 +16,12 @@ import (
 	"svc/server/auth"
 	"svc/server/hooks"
 	"svc/server/kek"
+	"svc/server/notify"
 	"svc/store"
 )
 
-// fakeHooks stands in the hook engine: header-secret semantics for every
-// kind, filters "eq" on top-level keys, content the raw payload.
-type fakeHooks struct{}
-
-func (fakeHooks) AuthDefaults(a hooks.Auth) hooks.Auth {
-	if a.HeaderName == "" {
-		a.HeaderName = "x-hook-secret"
-	}
-	return a
-}
-
-func (fakeHooks) ValidateAuth(a hooks.Auth) error {
-	if a.Kind != "hmac-sha256" && a.Kind != "header-secret" {
-		return &hooks.InvalidError{Field: "kind", Message: "must be hmac-sha256 or header-secret"}
-	}
-	return nil
-}
-
-func (fakeHooks) ValidateSecret(_, s string) error {
-	if s == "bad" {
-		return &hooks.InvalidError{Field: "secret", Message: "too weak"}
-	}
-	return nil
-}
-
-func (fakeHooks) ValidateFilter(f hooks.Filter) error {
-	if f.Path == "" || f.Op != "eq" {
-		return &hooks.InvalidError{Field: "op", Message: "must be eq"}
-	}
-	return nil
-}
-
-func (fakeHooks) ValidateTemplate(t string) error {
-	if strings.Contains(t, "{{bad") {
-		return &hooks.InvalidError{Message: "bad placeholder"}
-	}
-	return nil
-}
-
-func (fakeHooks) Verify(a hooks.Auth, secret string, h http.Header, _ []byte, _ time.Time) error {
-	switch got := h.Get(a.HeaderName); {
-	case secret == "":
-		return &hooks.Rejected{Reason: hooks.ReasonNoSecret}
-	case got == "":
-		return &hooks.Rejected{Reason: hooks.ReasonMissingHeader}
-	case got != secret:
-		return &hooks.Rejected{Reason: hooks.ReasonSignatureMismatch}
-	}
-	return nil
-}
-
-func (fakeHooks) DedupeKey(h http.Header, header string) string { return h.Get(header) }
-
-func (fakeHooks) Match(fs []hooks.Filter, payload []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(payload, &m) != nil {
-		return false
-	}
-	for _, f := range fs {
-		if string(m[f.Path]) != string(f.Value) {
-			return false
-		}
-	}
-	return true
-}
-
-func (fakeHooks) Content(t string, payload []byte) string { return t + string(payload) }
-
-// fakePartItems is how many items the fake puts in one message, so that
-// the tests see a flush split over several.
-const fakePartItems = 3
-
-func (fakeHooks) Render(f hooks.Frame) []hooks.Part {
-	var parts []hooks.Part
-	for from := 0; from < len(f.Items) || from == 0; from += fakePartItems {
-		its := f.Items[from:min(from+fakePartItems, len(f.Items))]
-		ids := make([]string, len(its))
-		for i, it := range its {
-			ids[i] = it.DeliveryID
-		}
-		first, content := "", ""
-		if len(its) > 0 {
-			first, content = its[0].DeliveryID, its[0].Content
-		}
-		parts = append(parts, hooks.Part{
-			Body:  fmt.Sprintf("frame %s %s %s items=%s queued=%s", f.Slug, first, content, strings.Join(ids, ","), f.QueuedFor),
-			Items: len(its),
-		})
-	}
-	return parts
-}
-
 // hookEnv is a running server with members admin (notifications.manage),
-// alice, bob and carol, channel ops (bob, carol), a KEK unless noKEK and
-// the fake engine.
+// alice, bob and carol, channel ops (bob, carol) and a KEK unless noKEK.
 type hookEnv struct {
 	srv    *Server
 	st     store.Store
@@ -127,8 +33,13 @@ type hookEnv struct {
 
 func newHookEnv(t *testing.T, noKEK bool, opts ...Option) *hookEnv {
 	t.Helper()
+	return newHookEnvOn(t, mustMemStore(t), noKEK, opts...)
+}
+
+// newHookEnvOn is newHookEnv over st.
+func newHookEnvOn(t *testing.T, st store.Store, noKEK bool, opts ...Option) *hookEnv {
+	t.Helper()
 	perms := map[string][]string{"admin": {auth.NotificationsManage}, "alice": {}, "bob": {}, "carol": {}, "expired": {}}
-	st := mustMemStore(t)
 	var k *kek.KEK
 	if !noKEK {
 		key := make([]byte, kek.KeySize)
@@ -137,11 +48,11 @@ func newHookEnv(t *testing.T, noKEK bool, opts ...Option) *hookEnv {
 		k, err = kek.New(key)
 		require.NoError(t, err)
 	}
-	srv := startTestServer(t, st, perms, Deps{KEK: k}, append(opts, WithHookEngine(fakeHooks{}))...)
+	srv := startTestServer(t, st, perms, Deps{KEK: k}, opts...)
 	ctx := context.Background()
 	require.NoError(t, st.CreateChannel(ctx, store.Channel{ID: "c-ops", Slug: "ops", CreatedBy: "bob"}))
 	require.NoError(t, st.PutChannelMember(ctx, store.ChannelMember{Channel: "c-ops", Member: "carol", Role: "member"}))
-	return &hookEnv{srv: srv, st: st, n: &Notifications{core: srv.core}, broker: newBroker(srv.core, nil), perms: perms, chanID: "c-ops"}
+	return &hookEnv{srv: srv, st: st, n: &Notifications{core: srv.core, notify: srv.notify}, broker: newBroker(srv.core, nil), perms: perms, chanID: "c-ops"}
 }
 
 func (e *hookEnv) as(name string) context.Context {
@@ -217,9 +128,9 @@ func TestHookPipelineOrder(t *testing.T) {
 	requireCode(t, err, CodeNotFound)
 	_, err = e.srv.Hook(ctx, "Bad_Slug", nil, signed(), ok)
 	requireCode(t, err, CodeNotFound)
-	_, err = e.srv.Hook(ctx, "off", nil, signed(), make([]byte, maxHookBody+1))
+	_, err = e.srv.Hook(ctx, "off", nil, signed(), make([]byte, notify.MaxBody+1))
 	requireCode(t, err, CodeConflict, "disabled comes before size")
-	_, err = e.srv.Hook(ctx, "gh", nil, signed(), make([]byte, maxHookBody+1))
+	_, err = e.srv.Hook(ctx, "gh", nil, signed(), make([]byte, notify.MaxBody+1))
 	requireCode(t, err, CodePayloadTooLarge)
 	for _, q := range []string{"if_offline=later", "if_busy=soon", "level=loud", "level=info&level=error"} {
 		v, _ := url.ParseQuery(q)
@@ -272,7 +183,7 @@ func TestHookPipelineOrder(t *testing.T) {
 		require.Contains(t, d.MessageIDs, formatMessageID(m.Seq), who)
 		require.Equal(t, "error", m.Level)
 		require.Equal(t, "Hook gh", m.Title)
-		require.Contains(t, m.Body, "frame gh "+res.ID)
+		require.Contains(t, m.Body, `<external_content endpoint="gh" delivery="`+res.ID+`"`)
 		var data map[string]any
 		require.NoError(t, json.Unmarshal(m.Data, &data))
 		require.Equal(t, "hook_delivery", data["kind"])
@@ -291,7 +202,7 @@ func TestHookRateLimit(t *testing.T) {
 	e := newHookEnv(t, false)
 	e.create(t, "rl", nil)
 	ctx := context.Background()
-	for i := range hookRateLimit {
+	for i := range notify.RateLimit {
 		_, err := e.srv.Hook(ctx, "rl", nil, http.Header{}, []byte("x"))
 		require.ErrorIs(t, err, ErrHookRejected, i)
 	}
@@ -299,7 +210,7 @@ func TestHookRateLimit(t *testing.T) {
 	requireCode(t, err, CodeRateLimited)
 	r := Render(err)
 	require.Positive(t, r.RetryAfter)
-	require.Len(t, e.receipts(t, "rl"), hookRateLimit, "the refused request is not receipted")
+	require.Len(t, e.receipts(t, "rl"), notify.RateLimit, "the refused request is not receipted")
 }
 
 func TestHookOfflineDrop(t *testing.T) {
@@ -457,7 +368,7 @@ func TestHookAdminValidation(t *testing.T) {
 	out, err := e.n.CreateNotificationEndpoint(a, base())
 	require.NoError(t, err)
 	pol := out.GetEndpoint().GetPolicy()
-	require.Equal(t, []any{"drop", "now", int32(0), int32(20), int32(defaultQueueTTLMs), int32(defaultMaxWaitMs), "info"},
+	require.Equal(t, []any{"drop", "now", int32(0), int32(20), int32(notify.DefaultQueueTTLMs), int32(notify.DefaultMaxWaitMs), "info"},
 		[]any{pol.GetIfOffline(), pol.GetIfBusy(), pol.GetDebounceMs(), pol.GetDebounceMax(), pol.GetQueueTtlMs(), pol.GetMaxWaitMs(), pol.GetLevel()})
 	require.Equal(t, "hmac-sha256", out.GetEndpoint().GetAuth().GetKind(), "the default inline kind")
 	require.False(t, out.GetEndpoint().GetHasSecret())
@@ -466,7 +377,7 @@ func TestHookAdminValidation(t *testing.T) {
 
 	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: strings.Repeat("x", maxHookSecret+1)})
 	requireCode(t, err, CodePayloadTooLarge)
-	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: "bad"})
+	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: "\xff"})
 	requireCode(t, err, CodeBadRequest)
 	_, err = e.n.DeleteNotificationEndpointSecret(a, &apiv1.DeleteNotificationEndpointSecretRequest{Slug: "v"})
 	requireCode(t, err, CodeNotFound)
@@ -659,5 +570,41 @@ func TestHookDedupeOnTheSecretHeader(t *testing.T) {
 	for _, r := range e.receipts(t, "sec") {
 		require.NotContains(t, r.DedupeKey, "s3cret")
 		require.True(t, strings.HasPrefix(r.DedupeKey, "sha256:"), r.DedupeKey)
+	}
+}
+
+// An endpoint whose stored JSON column does not decode is an error
+// wherever it is read: read as empty, it would deliver to nobody or past
+// every filter without a word, and the sender would get a 202.
+func TestHookCorruptEndpointColumn(t *testing.T) {
+	tests := []struct {
+		name    string
+		corrupt func(*store.HookEndpoint)
+	}{
+		{name: "targets", corrupt: func(r *store.HookEndpoint) { r.Targets = []byte(`[{"member":`) }},
+		{name: "filters", corrupt: func(r *store.HookEndpoint) { r.Filters = []byte(`{"not":"a list"}`) }},
+		{name: "policy", corrupt: func(r *store.HookEndpoint) { r.Policy = []byte(`"queue"`) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newHookEnv(t, false)
+			e.online(t, "alice")
+			e.create(t, "c", nil)
+			ctx := context.Background()
+			rec, err := e.st.GetHookEndpoint(ctx, "c")
+			require.NoError(t, err)
+			tc.corrupt(&rec)
+			require.NoError(t, e.st.UpdateHookEndpoint(ctx, rec))
+
+			_, err = e.srv.Hook(ctx, "c", nil, signed(), []byte(`{"n":1}`))
+			requireCode(t, err, CodeInternal)
+			require.Empty(t, e.receipts(t, "c"), "no receipt claims a delivery that never ran")
+			_, err = e.n.GetNotificationEndpoint(e.as("admin"), &apiv1.GetNotificationEndpointRequest{Slug: "c"})
+			requireCode(t, err, CodeInternal)
+			_, err = e.n.ListNotificationEndpoints(e.as("admin"), &apiv1.ListNotificationEndpointsRequest{})
+			requireCode(t, err, CodeInternal)
+			_, err = e.broker.GetBriefing(e.as("alice"), &apiv1.GetBriefingRequest{})
+			requireCode(t, err, CodeInternal)
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"svc/server/kek"
+	"svc/server/notify"
 	"svc/store"
 )
 
@@ -18,9 +19,9 @@ func sealedPurpose(v store.SealedValue) (string, error) {
 	case store.SealedToolCredential:
 		return toolCredentialPurpose(v.Key), nil
 	case store.SealedHookEndpointSecret:
-		return hookEndpointPurpose(v.Key), nil
+		return notify.EndpointPurpose(v.Key), nil
 	case store.SealedHookProfileSecret:
-		return hookProfilePurpose(v.Key), nil
+		return notify.ProfilePurpose(v.Key), nil
 	case store.SealedEnrollmentToken:
 		return enrollTokenPurpose(v.Key), nil
 	}

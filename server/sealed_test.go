@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc/server/kek"
+	"svc/server/notify"
 	"svc/store"
 )
 
@@ -37,9 +38,9 @@ func mustSealedStore(t *testing.T, k *kek.KEK) (store.Store, map[store.SealedKin
 	require.NoError(t, st.CreateSecret(ctx, store.Secret{Slug: "gh", EnvName: "GH", Enabled: true, Value: seal("secret value", secretPurpose("gh"))}))
 	require.NoError(t, st.CreateToolSource(ctx, store.ToolSource{Slug: "api", Kind: "custom", Config: []byte(`{}`), Enabled: true,
 		Credential: store.ToolCredential{Kind: "bearer", Secret: seal("tool secret", toolCredentialPurpose("api"))}}))
-	require.NoError(t, st.CreateHookProfile(ctx, store.HookProfile{Slug: "p", Auth: store.HookAuth{Kind: "header-secret"}, Secret: seal("profile secret", hookProfilePurpose("p"))}))
+	require.NoError(t, st.CreateHookProfile(ctx, store.HookProfile{Slug: "p", Auth: store.HookAuth{Kind: "header-secret"}, Secret: seal("profile secret", notify.ProfilePurpose("p"))}))
 	require.NoError(t, st.CreateHookEndpoint(ctx, store.HookEndpoint{Slug: "gh", Targets: []byte(`[]`), Filters: []byte(`[]`), Policy: []byte(`{}`),
-		Auth: store.HookAuth{Kind: "hmac-sha256"}, Enabled: true, Level: "info", Secret: seal("endpoint secret", hookEndpointPurpose("gh"))}))
+		Auth: store.HookAuth{Kind: "hmac-sha256"}, Enabled: true, Level: "info", Secret: seal("endpoint secret", notify.EndpointPurpose("gh"))}))
 	require.NoError(t, st.CreateEnrollment(ctx, store.Enrollment{ID: "e1", UserCode: "BCDFGHJK", Status: store.EnrollmentApproved,
 		Member: "alice", TokenID: "t1", SealedToken: string(seal("svc_token", enrollTokenPurpose("e1")))}))
 	return st, map[store.SealedKind]string{

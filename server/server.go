@@ -22,6 +22,7 @@ import (
 	"svc/server/federation"
 	"svc/server/hub"
 	"svc/server/kek"
+	"svc/server/notify"
 	"svc/server/pricing"
 	"svc/server/toolcall"
 	"svc/server/vfs"
@@ -81,7 +82,6 @@ type options struct {
 	tools         ToolEngine
 	jwt           *federation.Config
 	jwtOverlay    string
-	hooks         HookEngine
 	prices        *pricing.Table
 }
 
@@ -148,6 +148,9 @@ type Server struct {
 	core  *core
 	fs    *Fs
 	fed   *federationState
+	// notify is the inbound-hook capability (ingress, the delivery
+	// policy and its loop).
+	notify *notify.Service
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
 	run []func(ctx context.Context)
@@ -175,7 +178,6 @@ func New(d Deps, opts ...Option) *Server {
 		}
 		c.adoptMemberIDs(context.Background())
 	}
-	c.hookSched = newHookScheduler(c)
 	c.approvals = newPendingApprovals()
 	c.presence.blocked = c.approvals.blocked
 	// (A server with no store is built only by tests of the method table.)
@@ -184,24 +186,31 @@ func New(d Deps, opts ...Option) *Server {
 			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
 		}
 	}
-	c.presence.onActivity = func(string) { c.hookSched.poke() }
-	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); c.hookSched.poke() }), hub.WithMaxPerMember(o.maxStreams))
+	hooked := notify.New(notify.Deps{
+		Store: d.Store, Commit: notifyCommitter{c}, Members: notifyMembers{c}, KEK: d.KEK,
+		Count: func(status string) {
+			if c.metrics != nil {
+				c.metrics.hooked(status)
+			}
+		},
+		MessageID: formatMessageID, Now: o.now, Log: o.log,
+	})
+	c.dropHookCopies = hooked.DropMember
+	// A member's reach changes when it attaches or reports what it does:
+	// queued or held hook copies may go now.
+	c.presence.onActivity = func(string) { hooked.Poke() }
+	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
 	c.tools = o.tools
 	if c.tools == nil {
 		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
 	}
-	c.hooks = o.hooks
-	if c.hooks == nil {
-		c.hooks = hooksEngine{}
-	}
-	c.hookLimit = auth.NewWindowLimiter(hookRateLimit, time.Minute, hookRateKeys, o.now)
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	if d.Team != nil {
 		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
 	}
-	s := &Server{core: c, run: []func(context.Context){c.msgs.run, push.run}}
+	s := &Server{core: c, notify: hooked, run: []func(context.Context){c.msgs.run, push.run}}
 	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
 	c.metrics = newMetrics(c.hub, c.actHub, o.storeCommits)
 	c.msgs.met, push.met = c.metrics, c.metrics
@@ -252,7 +261,7 @@ func New(d Deps, opts ...Option) *Server {
 	s.fs = &Fs{core: c}
 	enroll := newEnrollment(c, o.publicURL)
 	s.run = append(s.run, enroll.run)
-	s.run = append(s.run, c.hookSched.run, c.runApprovalExpiry, c.releaseDeparted)
+	s.run = append(s.run, hooked.Run, c.runApprovalExpiry, c.releaseDeparted)
 	for _, g := range []grpc.ServiceRegistrar{s.grpc, s.local} {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)
@@ -262,7 +271,7 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterToolSourcesServer(g, &ToolSources{core: c})
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
-		apiv1.RegisterNotificationsServer(g, &Notifications{core: c})
+		apiv1.RegisterNotificationsServer(g, &Notifications{core: c, notify: hooked})
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
 		apiv1.RegisterApprovalsServer(g, &Approvals{core: c})

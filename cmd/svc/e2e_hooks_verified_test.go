@@ -12,10 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// These scenarios need deliveries that verify, so they need the real hook
-// engine (branch i12-hookengine): against the engine's placeholder, which
-// refuses every secret and rejects every delivery, they fail. The lead
-// runs them once both branches are merged.
+// These scenarios send deliveries that verify against the broker's real
+// hook engine: the test signs them (sign) or sends the header secret.
 
 func hookSecret(t *testing.T) string {
 	t.Helper()

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,10 +28,40 @@ type importRule struct {
 	future bool
 }
 
-// importRules are the import rules of docs/ARCHITECTURE.md. The
-// subpackages of server are engines: pure mechanisms that know nothing of
-// the services.
-var importRules = []importRule{
+// sharedPackages are the subpackages of server every service and
+// capability uses (the error table); capabilityPackages are the
+// capabilities that have left the server root for packages of their own,
+// plannedCapabilities those still to leave it (docs/ARCHITECTURE.md,
+// Capabilities and shared packages). The other subpackages of server are
+// engines: pure mechanisms that know nothing of the services.
+var (
+	sharedPackages      = []string{"svc/server/apierr"}
+	capabilityPackages  = []string{"svc/server/notify"}
+	plannedCapabilities = []string{"svc/server/toolsources", "svc/server/secrets"}
+)
+
+// capabilityRules: a capability imports the shared packages, engines,
+// store and gen, never the root or another capability. A planned
+// capability's rule is a future rule: it applies once the package exists.
+func capabilityRules() []importRule {
+	all := append(slices.Clone(capabilityPackages), plannedCapabilities...)
+	var out []importRule
+	for _, c := range all {
+		forbidden := []string{"svc/server!", "svc/gateway", "svc/cmd"}
+		for _, other := range all {
+			if other != c {
+				forbidden = append(forbidden, other)
+			}
+		}
+		out = append(out, importRule{name: "capability " + c + " never imports the root or another capability", pkg: c,
+			allowed: []string{"svc/server", "svc/store", "svc/gen"}, forbidden: forbidden,
+			future: slices.Contains(plannedCapabilities, c)})
+	}
+	return out
+}
+
+// importRules are the import rules of docs/ARCHITECTURE.md.
+var importRules = append([]importRule{
 	{name: "gen imports nothing of ours", pkg: "svc/gen", allowed: []string{"svc/gen"}},
 	// The one redaction engine, shared by the broker and the runner (which
 	// may never import server): a leaf.
@@ -52,7 +83,9 @@ var importRules = []importRule{
 	{name: "the load generator is a real client too", pkg: "svc/cmd/svcload",
 		allowed: []string{"svc/gen"}, forbidden: []string{"svc/server", "svc/store", "svc/gateway"}},
 	{name: "nothing outside cmd imports cmd", pkg: "svc", except: []string{"svc/cmd"}, forbidden: []string{"svc/cmd"}},
-}
+	{name: "shared packages never import the root or a capability", pkg: sharedPackages[0],
+		forbidden: append([]string{"svc/server!", "svc/gateway", "svc/cmd"}, append(slices.Clone(capabilityPackages), plannedCapabilities...)...)},
+}, capabilityRules()...)
 
 // TestImportRules enforces the dependency direction of
 // docs/ARCHITECTURE.md on the non-test imports of every package in the
@@ -119,6 +152,15 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/runner svc/redact", 0},
 		{"nothing outside cmd imports cmd", "svc/server svc/cmd/internal/client", 1},
 		{"nothing outside cmd imports cmd", "svc/cmd/svc svc/cmd/internal/client", -1},
+		{"shared packages never import the root or a capability", "svc/server/apierr svc/server", 1},
+		{"shared packages never import the root or a capability", "svc/server/apierr svc/server/notify", 1},
+		{"shared packages never import the root or a capability", "svc/server/apierr svc/server/auth svc/store", 0},
+		{"capability svc/server/notify never imports the root or another capability", "svc/server/notify svc/server", 1},
+		{"capability svc/server/notify never imports the root or another capability", "svc/server/notify svc/server/toolsources", 1},
+		{"capability svc/server/notify never imports the root or another capability", "svc/server/notify svc/gateway", 2},
+		{"capability svc/server/notify never imports the root or another capability",
+			"svc/server/notify svc/server/apierr svc/server/hooks svc/server/kek svc/store svc/gen/svc/v1", 0},
+		{"capability svc/server/notify never imports the root or another capability", "svc/server/hooks svc/server", -1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.rule+": "+tc.line, func(t *testing.T) {

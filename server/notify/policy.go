@@ -1,4 +1,4 @@
-package server
+package notify
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"svc/server/hooks"
@@ -18,7 +17,7 @@ import (
 // The durable delivery policy of inbound hooks (docs/HOOKS.md, States):
 // the offline queue, the busy wait and the debounce buffer are rows of
 // store.HookPending, written in the transaction that lands the receipt;
-// one background loop (hookScheduler) flushes, forces and expires them.
+// one background loop (Run) flushes, forces and expires them.
 
 const levelCritical = "critical"
 
@@ -41,11 +40,11 @@ type hookItem struct {
 
 // hookLevel is a delivery's level: the override, else the policy's, else
 // the endpoint's.
-func hookLevel(e store.HookEndpoint, override string) string {
+func hookLevel(e Endpoint, override string) string {
 	if override != "" {
 		return override
 	}
-	if pl := policyOf(e).Level; pl != "" {
+	if pl := e.Policy.Level; pl != "" {
 		return pl
 	}
 	return e.Level
@@ -65,16 +64,15 @@ type hookRoute struct {
 	channels []string
 }
 
-func (c *core) routeHook(e store.HookEndpoint) hookRoute {
+func (s *Service) routeHook(e Endpoint) hookRoute {
 	var r hookRoute
-	for _, t := range targetsOf(e) {
+	for _, t := range e.Targets {
 		switch {
 		case t.Channel != "":
 			r.channels = append(r.channels, t.Channel)
 		case t.Member != "":
-			_, known := c.team.Member(t.Member)
-			busy, _ := c.presence.busy(t.Member)
-			r.members = append(r.members, hookMember{name: t.Member, known: known, online: c.hub.Connected(t.Member) > 0, busy: busy})
+			busy, _ := s.d.Members.Busy(t.Member)
+			r.members = append(r.members, hookMember{name: t.Member, known: s.d.Members.Known(t.Member), online: s.d.Members.Online(t.Member), busy: busy})
 		}
 	}
 	return r
@@ -89,14 +87,22 @@ type hookTally struct {
 	touched []string
 	notes   map[string][]string
 	status  map[string]hookStatus
-	ids     map[string][]string // message ids per receipt, once stored
-	added   int                 // pending rows written
+	// fresh counts, per receipt, the messages this transaction adds for
+	// it: such a receipt's status is written by stored, with their ids.
+	fresh map[string]int
+	ids   map[string][]string // message ids per receipt, once stored
+	added int                 // pending rows written
+	// messageID renders a stored message's id.
+	messageID func(seq int64) string
 }
 
 type hookStatus struct{ status, reason string }
 
-func newHookTally() *hookTally {
-	return &hookTally{notes: map[string][]string{}, status: map[string]hookStatus{}, ids: map[string][]string{}}
+func (s *Service) newTally() *hookTally {
+	return &hookTally{
+		notes: map[string][]string{}, status: map[string]hookStatus{}, fresh: map[string]int{}, ids: map[string][]string{},
+		messageID: s.d.MessageID,
+	}
 }
 
 func (t *hookTally) touch(id string) {
@@ -123,11 +129,13 @@ func (t *hookTally) add(m store.Message, owners ...string) {
 // make a dropped copy read as an expired one.
 const expiredMark = " expired: "
 
-// finish sets the status of every receipt touched: pending while it has
-// rows; else delivered when it became a message (now or before); else
-// expired when a copy expired; else dropped.
+// finish decides the status of every receipt touched: pending while it
+// has rows; else delivered when it became a message (now or before); else
+// expired when a copy expired; else dropped. It writes those that get no
+// message now; stored writes the others once their messages have ids, so
+// a receipt's status is written once per transition.
 func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
-	fresh := map[string]int{}
+	fresh := t.fresh
 	for _, os := range t.owners {
 		for _, o := range os {
 			fresh[o]++
@@ -149,20 +157,23 @@ func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
 		if ns := t.notes[id]; len(ns) > 0 {
 			reason = strings.Join(slices.DeleteFunc(append([]string{reason}, ns...), func(s string) bool { return s == "" }), "; ")
 		}
-		st := hookDelivered
+		st := StatusDelivered
 		switch {
 		case left > 0:
-			st = hookPending
+			st = StatusPending
 		case len(d.MessageIDs)+fresh[id] > 0:
 		case strings.Contains(reason, expiredMark):
-			st = hookExpired
+			st = StatusExpired
 		default:
-			st = hookDropped
+			st = StatusDropped
 			if reason == "" || reason == d.Reason {
 				reason = strings.Join(slices.DeleteFunc([]string{d.Reason, "no target reachable"}, func(s string) bool { return s == "" }), "; ")
 			}
 		}
 		t.status[id] = hookStatus{st, reason}
+		if fresh[id] > 0 || (st == d.Status && reason == d.Reason) {
+			continue // stored writes it, or nothing changed
+		}
 		if err := tx.SetHookDeliveryStatus(ctx, id, st, reason, nil); err != nil {
 			return err
 		}
@@ -170,16 +181,20 @@ func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
 	return nil
 }
 
-// stored appends the stored messages' ids to the receipts they deliver.
+// stored writes the status finish decided of every receipt that got
+// messages now, appending the stored messages' ids.
 func (t *hookTally) stored(ctx context.Context, tx store.Tx, msgs []store.Message) error {
 	for i, m := range msgs {
 		for _, o := range t.owners[i] {
-			t.ids[o] = append(t.ids[o], formatMessageID(m.Seq))
+			t.ids[o] = append(t.ids[o], t.messageID(m.Seq))
 		}
 	}
 	for _, id := range t.touched {
-		if len(t.ids[id]) == 0 {
+		if t.fresh[id] == 0 {
 			continue
+		}
+		if _, ok := t.status[id]; !ok {
+			continue // gone since: finish found no receipt
 		}
 		st := t.status[id]
 		if err := tx.SetHookDeliveryStatus(ctx, id, st.status, st.reason, t.ids[id]); err != nil {
@@ -199,14 +214,14 @@ type hookPart struct {
 // renderHook renders items (newest first) as the messages they need: one
 // when they fit the message size cap, else as many as it takes, in order;
 // every item is in exactly one of them.
-func (c *core) renderHook(e store.HookEndpoint, items []hookItem, queuedFor time.Duration) ([]hookPart, error) {
+func (s *Service) renderHook(e Endpoint, items []hookItem, queuedFor time.Duration) ([]hookPart, error) {
 	f := hooks.Frame{Slug: e.Slug, DisplayName: e.DisplayName, QueuedFor: queuedFor}
 	for _, it := range items {
 		f.Items = append(f.Items, hooks.Item{DeliveryID: it.ID, Received: time.UnixMilli(it.ReceivedAt).UTC(), Content: it.Content})
 	}
 	var parts []hookPart
 	rest := items
-	for _, p := range c.hooks.Render(f) {
+	for _, p := range f.Render() {
 		if p.Items < 0 || p.Items > len(rest) {
 			return nil, fmt.Errorf("hook frame: a part of %d items past the %d left", p.Items, len(rest))
 		}
@@ -221,7 +236,7 @@ func (c *core) renderHook(e store.HookEndpoint, items []hookItem, queuedFor time
 
 // hookMessage is a message of endpoint e carrying items on thread, to
 // recipients (to, for a member copy).
-func hookMessage(e store.HookEndpoint, thread, to string, recipients []string, text, level string, items []hookItem) (store.Message, error) {
+func hookMessage(e Endpoint, thread, to string, recipients []string, text, level string, items []hookItem) (store.Message, error) {
 	ids := make([]string, len(items))
 	for i, it := range items {
 		ids[i] = it.ID
@@ -243,8 +258,8 @@ func hookMessage(e store.HookEndpoint, thread, to string, recipients []string, t
 // (no live stream) is queued (ifOffline queue) or dropped; an online,
 // busy (working) one is held (ifBusy wait, unless the level is critical);
 // anyone else gets a copy now. owner's overrides apply over the policy.
-func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, owner store.HookDelivery, items []hookItem, level string, queuedFor time.Duration, route hookRoute) error {
-	pol := policyOf(e)
+func (s *Service) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e Endpoint, owner store.HookDelivery, items []hookItem, level string, queuedFor time.Duration, route hookRoute) error {
+	pol := e.Policy
 	ifOffline, ifBusy := pol.IfOffline, pol.IfBusy
 	if owner.IfOffline != "" {
 		ifOffline = owner.IfOffline
@@ -256,7 +271,7 @@ func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e st
 	if err != nil {
 		return err
 	}
-	parts, err := c.renderHook(e, items, queuedFor)
+	parts, err := s.renderHook(e, items, queuedFor)
 	if err != nil {
 		return err
 	}
@@ -328,8 +343,8 @@ func (c *core) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e st
 // endpoint's debounce buffer: the window ends debounceMs after the
 // buffer's first delivery; a buffer holding debounceMax deliveries
 // flushes now, in this transaction.
-func (c *core) bufferHook(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, d store.HookDelivery, it hookItem, level string, route hookRoute) error {
-	pol := policyOf(e)
+func (s *Service) bufferHook(ctx context.Context, tx store.Tx, t *hookTally, e Endpoint, d store.HookDelivery, it hookItem, level string, route hookRoute) error {
+	pol := e.Policy
 	buf, err := tx.ListHookPending(ctx, store.HookPendingFilter{Endpoint: e.Slug, Kind: store.HookDebounce})
 	if err != nil {
 		return err
@@ -354,14 +369,14 @@ func (c *core) bufferHook(ctx context.Context, tx store.Tx, t *hookTally, e stor
 	if len(buf)+1 < int(pol.DebounceMax) {
 		return nil
 	}
-	return c.flushDebounce(ctx, tx, t, e, route)
+	return s.flushDebounce(ctx, tx, t, e, route)
 }
 
 // flushDebounce delivers an endpoint's debounce buffer as one delivery:
 // its newest receipt carries every item (newest first) through the
 // per-target policy, with its own overrides and level; the older
 // receipts become coalesced into it.
-func (c *core) flushDebounce(ctx context.Context, tx store.Tx, t *hookTally, e store.HookEndpoint, route hookRoute) error {
+func (s *Service) flushDebounce(ctx context.Context, tx store.Tx, t *hookTally, e Endpoint, route hookRoute) error {
 	buf, err := tx.ListHookPending(ctx, store.HookPendingFilter{Endpoint: e.Slug, Kind: store.HookDebounce})
 	if err != nil || len(buf) == 0 {
 		return err
@@ -384,11 +399,11 @@ func (c *core) flushDebounce(ctx context.Context, tx store.Tx, t *hookTally, e s
 		return err
 	}
 	for _, p := range buf[1:] {
-		if err := tx.SetHookDeliveryStatus(ctx, p.Delivery, hookCoalesced, "coalesced into "+newest.Delivery, nil); err != nil {
+		if err := tx.SetHookDeliveryStatus(ctx, p.Delivery, StatusCoalesced, "coalesced into "+newest.Delivery, nil); err != nil {
 			return err
 		}
 	}
-	return c.dispatchHook(ctx, tx, t, e, owner, items, newest.Level, 0, route)
+	return s.dispatchHook(ctx, tx, t, e, owner, items, newest.Level, 0, route)
 }
 
 // sortItems orders items newest first (by id on a tie, for a stable
@@ -411,11 +426,11 @@ const (
 // endpoint (items of every row newest first, the most severe level, and
 // for the queue the time the oldest waited), expired or dropped. A queued
 // row past its TTL expires even when the member attaches.
-func (c *core) resolveMember(ctx context.Context, member, kind string, dueBy time.Time, what memberRows, why string) error {
+func (s *Service) resolveMember(ctx context.Context, member, kind string, dueBy time.Time, what memberRows, why string) error {
 	var t *hookTally
-	res := c.msgs.changeStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
-		t = newHookTally()
-		now := c.now()
+	return s.d.Commit.CommitStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		t = s.newTally()
+		now := s.now()
 		rows, err := tx.ListHookPending(ctx, store.HookPendingFilter{Kind: kind, Member: member, DueBy: dueBy})
 		if err != nil {
 			return nil, err
@@ -425,7 +440,7 @@ func (c *core) resolveMember(ctx context.Context, member, kind string, dueBy tim
 			for n < len(rows) && rows[n].Endpoint == rows[0].Endpoint {
 				n++
 			}
-			if err := c.resolveRows(ctx, tx, t, rows[:n], what, why, now); err != nil {
+			if err := s.resolveRows(ctx, tx, t, rows[:n], what, why, now); err != nil {
 				return nil, err
 			}
 			rows = rows[n:]
@@ -435,11 +450,10 @@ func (c *core) resolveMember(ctx context.Context, member, kind string, dueBy tim
 		}
 		return t.msgs, nil
 	}, func(ctx context.Context, tx store.Tx, msgs []store.Message) error { return t.stored(ctx, tx, msgs) })
-	return res.err
 }
 
 // resolveRows resolves one endpoint's rows of one member and kind.
-func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows []store.HookPending, what memberRows, why string, now time.Time) error {
+func (s *Service) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows []store.HookPending, what memberRows, why string, now time.Time) error {
 	member, kind := rows[0].Member, rows[0].Kind
 	var keep []store.HookPending
 	for _, p := range rows {
@@ -461,7 +475,7 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 	if len(keep) == 0 {
 		return nil
 	}
-	e, err := tx.GetHookEndpoint(ctx, keep[0].Endpoint)
+	e, err := Read(ctx, tx, keep[0].Endpoint)
 	if err != nil {
 		return err
 	}
@@ -514,7 +528,7 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 		}
 		queuedFor = max(now.Sub(oldest), time.Second)
 	}
-	parts, err := c.renderHook(e, items, queuedFor)
+	parts, err := s.renderHook(e, items, queuedFor)
 	if err != nil {
 		return err
 	}
@@ -536,34 +550,24 @@ func (c *core) resolveRows(ctx context.Context, tx store.Tx, t *hookTally, rows 
 	return nil
 }
 
-// hookScheduler is the one background loop of the delivery policy: it
-// flushes debounce windows that ended, a member's queue when its runner
-// attaches (a live stream; after a restart everyone starts offline), a
-// member's held copies when it is no longer working (a report, or the
-// 30 s lapse of its activity) or when maxWaitMs ran out, and expires
-// queued copies past queueTtlMs. It sleeps until the next due row or
-// activity lapse, at most hookRescan; ingress, the hub and presence poke
-// it.
-type hookScheduler struct {
-	c    *core
-	wake chan struct{}
-	mu   sync.Mutex // one pass at a time
-	// pruned is when old receipts were last pruned (at most once a
-	// minute: passes follow every delivery under load).
-	pruned time.Time
-}
-
+// Run is the one background loop of the delivery policy: it flushes
+// debounce windows that ended, a member's queue when its runner attaches
+// (a live stream; after a restart everyone starts offline), a member's
+// held copies when it is no longer working (a report, or the 30 s lapse
+// of its activity) or when maxWaitMs ran out, and expires queued copies
+// past queueTtlMs. It sleeps until the next due row or activity lapse, at
+// most hookRescan; ingress and the broker's reach changes poke it.
 // hookPruneBatch bounds the receipts one prune deletes, so a sweep never
 // holds the writer long.
 const hookPruneBatch = 1000
 
-// prune deletes receipts past hookReceiptRetention, a batch at a time.
-func (s *hookScheduler) prune(ctx context.Context, now time.Time) error {
+// prune deletes receipts past ReceiptRetention, a batch at a time.
+func (s *Service) prune(ctx context.Context, now time.Time) error {
 	if now.Sub(s.pruned) < time.Minute {
 		return nil
 	}
 	for {
-		n, err := s.c.store.PruneHookDeliveries(ctx, now.Add(-hookReceiptRetention), hookPruneBatch)
+		n, err := s.d.Store.PruneHookDeliveries(ctx, now.Add(-ReceiptRetention), hookPruneBatch)
 		if err != nil {
 			return err
 		}
@@ -574,19 +578,15 @@ func (s *hookScheduler) prune(ctx context.Context, now time.Time) error {
 	}
 }
 
-func newHookScheduler(c *core) *hookScheduler {
-	return &hookScheduler{c: c, wake: make(chan struct{}, 1)}
-}
-
-// poke asks for a pass soon; it never blocks.
-func (s *hookScheduler) poke() {
+// Poke asks for a pass soon; it never blocks.
+func (s *Service) Poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (s *hookScheduler) run(ctx context.Context) {
+func (s *Service) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -596,33 +596,32 @@ func (s *hookScheduler) run(ctx context.Context) {
 		case <-s.wake:
 		case <-timer.C:
 		}
-		next, err := s.pass(ctx)
+		next, err := s.Pass(ctx)
 		wait := hookRescan
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
-			s.c.log.WarnContext(ctx, "hook delivery pass failed; retrying", "err", err)
+			s.d.Log.WarnContext(ctx, "hook delivery pass failed; retrying", "err", err)
 			wait = hookRetry
 		case !next.IsZero():
-			wait = min(max(next.Sub(s.c.now()), 10*time.Millisecond), hookRescan)
+			wait = min(max(next.Sub(s.now()), 10*time.Millisecond), hookRescan)
 		}
 		timer.Reset(wait)
 	}
 }
 
-// pass resolves everything due now and answers when the next thing is
-// due (zero: nothing pending).
-func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
+// Pass resolves everything due now and answers when the next thing is
+// due (zero: nothing pending). Run calls it; so may a test.
+func (s *Service) Pass(ctx context.Context) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.c
-	now := c.now()
+	now := s.now()
 	errs := []error{s.prune(ctx, now)}
 
 	// Debounce windows that ended.
-	due, err := c.store.ListHookPending(ctx, store.HookPendingFilter{Kind: store.HookDebounce, DueBy: now})
+	due, err := s.d.Store.ListHookPending(ctx, store.HookPendingFilter{Kind: store.HookDebounce, DueBy: now})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -633,12 +632,12 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 		}
 	}
 	for _, slug := range eps {
-		errs = append(errs, c.flushDebounced(ctx, slug))
+		errs = append(errs, s.flushDebounced(ctx, slug))
 	}
 
 	// Members with rows due now, by kind: the others need no commit.
 	dueNow := func(kind string) (map[string]bool, error) {
-		rows, err := c.store.ListHookPending(ctx, store.HookPendingFilter{Kind: kind, DueBy: now})
+		rows, err := s.d.Store.ListHookPending(ctx, store.HookPendingFilter{Kind: kind, DueBy: now})
 		out := map[string]bool{}
 		for _, p := range rows {
 			out[p.Member] = true
@@ -647,7 +646,7 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 	}
 
 	// The offline queue: flush on attach, expire past the TTL.
-	queued, err := c.store.HookPendingMembers(ctx, store.HookQueue)
+	queued, err := s.d.Store.HookPendingMembers(ctx, store.HookQueue)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -656,22 +655,21 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	for _, m := range queued {
-		_, known := c.team.Member(m)
 		switch {
-		case !known:
-			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDrop, "not on the team"))
-		case c.hub.Connected(m) > 0:
-			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDeliver, ""))
+		case !s.d.Members.Known(m):
+			errs = append(errs, s.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDrop, "not on the team"))
+		case s.d.Members.Online(m):
+			errs = append(errs, s.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDeliver, ""))
 		case !queueDue[m]:
 		default:
-			errs = append(errs, c.resolveMember(ctx, m, store.HookQueue, now, rowsExpire,
+			errs = append(errs, s.resolveMember(ctx, m, store.HookQueue, now, rowsExpire,
 				fmt.Sprintf("%s not attached within queueTtlMs", m)))
 		}
 	}
 
 	// The busy wait: flush when free, force at maxWaitMs.
 	var next time.Time
-	held, err := c.store.HookPendingMembers(ctx, store.HookWait)
+	held, err := s.d.Store.HookPendingMembers(ctx, store.HookWait)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -680,16 +678,15 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	for _, m := range held {
-		_, known := c.team.Member(m)
-		busy, until := c.presence.busy(m)
+		busy, until := s.d.Members.Busy(m)
 		switch {
-		case !known:
-			errs = append(errs, c.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDrop, "not on the team"))
+		case !s.d.Members.Known(m):
+			errs = append(errs, s.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDrop, "not on the team"))
 		case !busy:
-			errs = append(errs, c.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDeliver, ""))
+			errs = append(errs, s.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDeliver, ""))
 		default:
 			if waitDue[m] {
-				errs = append(errs, c.resolveMember(ctx, m, store.HookWait, now, rowsDeliver, "forced out after maxWaitMs"))
+				errs = append(errs, s.resolveMember(ctx, m, store.HookWait, now, rowsDeliver, "forced out after maxWaitMs"))
 			}
 			if next.IsZero() || until.Before(next) {
 				next = until
@@ -699,7 +696,7 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 	if err := errors.Join(errs...); err != nil {
 		return time.Time{}, err
 	}
-	d, ok, err := c.store.NextHookPendingDue(ctx)
+	d, ok, err := s.d.Store.NextHookPendingDue(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -710,26 +707,26 @@ func (s *hookScheduler) pass(ctx context.Context) (time.Time, error) {
 }
 
 // flushDebounced flushes the debounce buffer of the endpoint slug.
-func (c *core) flushDebounced(ctx context.Context, slug string) error {
-	e, err := c.store.GetHookEndpoint(ctx, slug)
+func (s *Service) flushDebounced(ctx context.Context, slug string) error {
+	e, err := Read(ctx, s.d.Store, slug)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // deleted since: its rows went with it
 	}
 	if err != nil {
 		return err
 	}
-	route := c.routeHook(e)
+	route := s.routeHook(e)
 	var t *hookTally
-	res := c.msgs.changeStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
-		t = newHookTally()
-		e, err := tx.GetHookEndpoint(ctx, slug)
+	err = s.d.Commit.CommitStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		t = s.newTally()
+		e, err := Read(ctx, tx, slug)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		if err := c.flushDebounce(ctx, tx, t, e, route); err != nil {
+		if err := s.flushDebounce(ctx, tx, t, e, route); err != nil {
 			return nil, err
 		}
 		if err := t.finish(ctx, tx); err != nil {
@@ -737,8 +734,20 @@ func (c *core) flushDebounced(ctx context.Context, slug string) error {
 		}
 		return t.msgs, nil
 	}, func(ctx context.Context, tx store.Tx, msgs []store.Message) error { return t.stored(ctx, tx, msgs) })
-	if res.err == nil && t != nil && t.added > 0 {
-		c.hookSched.poke() // queued or held copies: their timers
+	if err == nil && t != nil && t.added > 0 {
+		s.Poke() // queued or held copies: their timers
 	}
-	return res.err
+	return err
+}
+
+// DropMember drops the copies queued or held for member (deleted from
+// the team) now, not at the next pass, which a member created again under
+// the name could precede; their receipts say why.
+func (s *Service) DropMember(ctx context.Context, member, why string) error {
+	var errs []error
+	for _, kind := range []string{store.HookQueue, store.HookWait} {
+		errs = append(errs, s.resolveMember(ctx, member, kind, time.Time{}, rowsDrop, why))
+	}
+	s.Poke()
+	return errors.Join(errs...)
 }

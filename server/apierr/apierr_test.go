@@ -1,4 +1,4 @@
-package server
+package apierr
 
 import (
 	"context"
@@ -128,11 +128,11 @@ func TestRender(t *testing.T) {
 		{name: "context canceled", err: context.Canceled, wantCode: CodeUnavailable, wantHTTP: 503},
 		{name: "context canceled wrapped", err: fmt.Errorf("list: %w", context.Canceled), wantCode: CodeUnavailable, wantHTTP: 503},
 		{name: "deadline exceeded", err: context.DeadlineExceeded, wantCode: CodeUnavailable, wantHTTP: 503},
-		{name: "store full", err: fmt.Errorf("commit: %w (database or disk is full)", store.ErrStorageFull), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantMessage: msgStorageFull, wantGRPC: codes.ResourceExhausted},
+		{name: "store full", err: fmt.Errorf("commit: %w (database or disk is full)", store.ErrStorageFull), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantMessage: MsgStorageFull, wantGRPC: codes.ResourceExhausted},
 		{name: "store full through a closure", err: fmt.Errorf("append: %w", fmt.Errorf("%w: %w", store.ErrStorageFull, errors.New("driver"))), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantGRPC: codes.ResourceExhausted},
-		{name: "no space writing a file", err: fmt.Errorf("write config: %w", &fs.PathError{Op: "write", Path: "/etc/svc.json.tmp", Err: syscall.ENOSPC}), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantMessage: msgStorageFull},
+		{name: "no space writing a file", err: fmt.Errorf("write config: %w", &fs.PathError{Op: "write", Path: "/etc/svc.json.tmp", Err: syscall.ENOSPC}), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantMessage: MsgStorageFull},
 		{name: "over a disk quota", err: &fs.PathError{Op: "write", Path: "/x", Err: syscall.EDQUOT}, wantCode: CodeInsufficientStorage, wantHTTP: 507},
-		{name: "store damaged", err: fmt.Errorf("list: %w (database disk image is malformed)", store.ErrDamaged), wantCode: CodeDataLoss, wantHTTP: 500, wantMessage: msgDamaged, wantGRPC: codes.DataLoss},
+		{name: "store damaged", err: fmt.Errorf("list: %w (database disk image is malformed)", store.ErrDamaged), wantCode: CodeDataLoss, wantHTTP: 500, wantMessage: MsgDamaged, wantGRPC: codes.DataLoss},
 		{name: "unknown error is internal", err: errors.New("sqlite: disk I/O error at /var/secret.db"), wantCode: CodeInternal, wantHTTP: 500, wantMessage: "internal error", wantGRPC: codes.Internal},
 		{name: "typed internal keeps cause out", err: &Error{Code: CodeInternal, Message: "internal error", Err: errors.New("password=hunter2")}, wantCode: CodeInternal, wantHTTP: 500, wantMessage: "internal error"},
 		{name: "domain error with cause", err: &Error{Code: CodeNotFound, Message: "no such member", Err: errors.New("row 42 of /var/secret.db")}, wantCode: CodeNotFound, wantHTTP: 404, wantMessage: "no such member"},
@@ -225,7 +225,7 @@ func TestRenderRetryAfterAndDetails(t *testing.T) {
 		},
 		{
 			name:        "field violation",
-			err:         invalid("name", "must match %s", "[a-z]+"),
+			err:         Invalid("name", "must match %s", "[a-z]+"),
 			wantDetails: []FieldViolation{{Field: "name", Description: "must match [a-z]+"}},
 			wantJSON:    `{"error":"bad_request","message":"name: must match [a-z]+","details":[{"field":"name","description":"must match [a-z]+"}]}`,
 		},
@@ -294,7 +294,7 @@ func TestIsInternal(t *testing.T) {
 		{name: "payload too large", err: Errorf(CodePayloadTooLarge, "x"), want: false},
 		{name: "not found", err: store.ErrNotFound, want: false},
 		{name: "forbidden", err: auth.ErrForbidden, want: false},
-		{name: "bad request", err: invalid("f", "x"), want: false},
+		{name: "bad request", err: Invalid("f", "x"), want: false},
 		{name: "grpc invalid argument", err: status.Error(codes.InvalidArgument, "x"), want: false},
 		{name: "typed bad gateway wrapping internal status", err: &Error{Code: CodeBadGateway, Message: "x", Err: status.Error(codes.Internal, "y")}, want: false},
 	}

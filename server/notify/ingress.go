@@ -1,0 +1,306 @@
+package notify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/server/apierr"
+	"svc/server/hooks"
+	"svc/store"
+)
+
+// Receipt statuses (docs/HOOKS.md, States).
+const (
+	StatusDelivered = "delivered"
+	StatusDropped   = "dropped"
+	StatusRejected  = "rejected"
+	StatusFiltered  = "filtered"
+	StatusDuplicate = "duplicate"
+	StatusPending   = "pending"
+	StatusExpired   = "expired"
+	StatusCoalesced = "coalesced"
+)
+
+// Statuses are every status a receipt can have, for a metric's labels.
+var Statuses = []string{StatusDelivered, StatusDropped, StatusRejected, StatusFiltered, StatusDuplicate, StatusPending, StatusExpired, StatusCoalesced}
+
+// What receipts keep: a rejected delivery keeps the head of its body
+// only (RejectedBodyKept bytes), and receipts that hold nothing pending
+// go after ReceiptRetention (well past the 24 h dedupe window), so a
+// sender cannot grow the store without bound.
+const (
+	RejectedBodyKept = 4 << 10
+	ReceiptRetention = 7 * 24 * time.Hour
+)
+
+// hookDeliveryKind is the data.kind of the messages a delivery becomes.
+const hookDeliveryKind = "hook_delivery"
+
+// ErrRejected answers an ingress request that failed verification: the
+// gateway answers a bare 401, with no body and no detail. Its receipt is
+// committed.
+var ErrRejected = errors.New("hook: verification failed")
+
+// Result is the answer to an accepted ingress request: 202 {id, status}.
+type Result struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// hookOverrides are an ingress request's per-delivery policy overrides.
+type hookOverrides struct {
+	ifOffline, ifBusy, level string
+}
+
+// parseHookOverrides reads the query overrides if_offline, if_busy and
+// level (400 on a bad value or a repeated parameter).
+func parseHookOverrides(q url.Values) (hookOverrides, error) {
+	var o hookOverrides
+	for _, f := range []struct {
+		name string
+		dst  *string
+		ok   func(string) bool
+		want string
+	}{
+		{"if_offline", &o.ifOffline, func(v string) bool { return v == "drop" || v == "queue" }, "drop or queue"},
+		{"if_busy", &o.ifBusy, func(v string) bool { return v == "now" || v == "wait" }, "now or wait"},
+		{"level", &o.level, func(v string) bool { _, ok := levelRank[v]; return ok }, "a LogLevel (debug, info, notice, warning, error, critical)"},
+	} {
+		vs, ok := q[f.name]
+		if !ok {
+			continue
+		}
+		if len(vs) != 1 || !f.ok(vs[0]) {
+			return o, apierr.Invalid(f.name, "must be %s, once", f.want)
+		}
+		*f.dst = vs[0]
+	}
+	return o, nil
+}
+
+// Ingress takes one ingress request POST /hooks/<slug>: body holds at
+// most MaxBody+1 bytes. In order: unknown slug 404, disabled 409, body
+// over MaxBody 413, bad query overrides 400, over the endpoint's rate
+// limit 429 (none of these is receipted); then verification
+// (ErrRejected, with a rejected receipt), dedupe, filters and delivery,
+// each with its receipt. A result means the receipt and body are
+// committed, with the messages when delivered.
+func (s *Service) Ingress(ctx context.Context, slug string, query url.Values, h http.Header, body []byte) (Result, error) {
+	if slug == "" || len(slug) > 32 {
+		return Result{}, EndpointErr(store.ErrNotFound, slug)
+	}
+	e, err := Read(ctx, s.d.Store, slug)
+	if err != nil {
+		return Result{}, EndpointErr(err, slug)
+	}
+	if !e.Enabled {
+		return Result{}, apierr.Errorf(apierr.CodeConflict, "notification endpoint %q is disabled", slug)
+	}
+	if len(body) > MaxBody {
+		return Result{}, apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes", MaxBody)
+	}
+	ov, err := parseHookOverrides(query)
+	if err != nil {
+		return Result{}, err
+	}
+	if wait := s.limit.Allow(slug); wait > 0 {
+		return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "rate limit of this endpoint reached", RetryAfter: wait}
+	}
+	now := s.now()
+	d := store.HookDelivery{
+		ID: uuid.NewString(), Endpoint: slug, ReceivedAt: now, Size: len(body), Body: body,
+		IfOffline: ov.ifOffline, IfBusy: ov.ifBusy, Level: ov.level,
+	}
+	reason, secretHeader := s.verify(ctx, e, h, body, now)
+	if reason != "" {
+		d.Status, d.Reason = StatusRejected, reason
+		// Anyone can post: what a sender without the secret makes the
+		// broker keep is bounded. The head is enough to debug a signature.
+		d.Body = d.Body[:min(len(d.Body), RejectedBodyKept)]
+		if err := s.d.Commit.Commit(ctx, func(ctx context.Context, tx store.Tx) error {
+			return addDelivery(ctx, tx, d)
+		}); err != nil {
+			return Result{}, err
+		}
+		s.count(StatusRejected)
+		return Result{}, ErrRejected
+	}
+	if e.DedupeHeader != "" {
+		d.DedupeKey = hooks.DedupeKey(h, e.DedupeHeader)
+		// The header verification reads may carry the secret itself
+		// (header-secret); receipts show dedupe keys, so such a key is
+		// kept only as its hash.
+		if d.DedupeKey != "" && strings.EqualFold(e.DedupeHeader, secretHeader) {
+			sum := sha256.Sum256([]byte(d.DedupeKey))
+			d.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])
+		}
+	}
+	d, err = s.deliver(ctx, e, d, true)
+	if err != nil {
+		return Result{}, err
+	}
+	s.count(d.Status)
+	return Result{ID: d.ID, Status: d.Status}, nil
+}
+
+// countHook counts an inbound hook request by its receipt's status on
+// arrival; the statuses are the broker's own, a small fixed set.
+
+// addDelivery stores a receipt: an endpoint deleted meanwhile is 404.
+func addDelivery(ctx context.Context, tx store.Tx, d store.HookDelivery) error {
+	err := tx.AddHookDelivery(ctx, d)
+	if errors.Is(err, store.ErrPrecondition) {
+		return EndpointErr(store.ErrNotFound, d.Endpoint)
+	}
+	return err
+}
+
+// verifyHook checks a request against the endpoint's verification (its
+// profile's when it names one) and answers "" or the rejection reason. It
+// fails closed: no secret, a secret the KEK cannot open, or a profile gone
+// reject.
+func (s *Service) verify(ctx context.Context, e Endpoint, h http.Header, body []byte, now time.Time) (reason, header string) {
+	a, sealed, purpose := e.Auth, e.Secret, EndpointPurpose(e.Slug)
+	if e.AuthProfile != "" {
+		p, err := s.d.Store.GetHookProfile(ctx, e.AuthProfile)
+		if err != nil {
+			s.d.Log.WarnContext(ctx, "hook profile unreadable: delivery rejected", "endpoint", e.Slug, "profile", e.AuthProfile, "err", err)
+			return "profile unavailable", ""
+		}
+		a, sealed, purpose = p.Auth, p.Secret, ProfilePurpose(p.Slug)
+	}
+	var secret string
+	if len(sealed) > 0 {
+		plain, err := s.open(sealed, purpose)
+		if err != nil {
+			s.d.Log.WarnContext(ctx, "hook secret cannot be opened with the active KEK; set it again", "endpoint", e.Slug, "err", err)
+			return "secret unavailable", ""
+		}
+		secret = string(plain)
+	}
+	ha := hooks.Auth{Kind: a.Kind, HeaderName: a.HeaderName, Prefix: a.Prefix}
+	err := hooks.Verify(ha, secret, h, body, now)
+	if err == nil {
+		return "", ha.WithDefaults().HeaderName
+	}
+	var rj *hooks.Rejected
+	if errors.As(err, &rj) && rj.Reason != "" {
+		return rj.Reason, ""
+	}
+	return "verification failed", ""
+}
+
+// deliverHook runs a verified delivery through dedupe (when dedupe),
+// filters, content, debounce and the per-target policy (hookpolicy.go).
+// The receipt, the body, the messages delivered now and any pending row
+// (queued, held, buffered) commit in one transaction; the receipt names
+// the messages' ids.
+func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery, dedupe bool) (store.HookDelivery, error) {
+	filtered := false
+	if len(e.Filters) > 0 && !hooks.Match(e.Filters, d.Body) {
+		filtered = true
+	}
+	level := hookLevel(e, d.Level)
+	var (
+		item  hookItem
+		route hookRoute
+	)
+	if !filtered {
+		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: hooks.Content(e.Template, d.Body)}
+		route = s.routeHook(e)
+	}
+	debounce := e.Policy.DebounceMs > 0 && level != levelCritical
+	out := d
+	var t *hookTally
+	err := s.d.Commit.CommitStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		out, t = d, s.newTally()
+		if dedupe && d.DedupeKey != "" {
+			seen, err := tx.HookDedupeSeen(ctx, e.Slug, d.DedupeKey, d.ReceivedAt.Add(-dedupeWindow))
+			if err != nil {
+				return nil, err
+			}
+			if seen {
+				out.Status = StatusDuplicate
+				return nil, addDelivery(ctx, tx, out)
+			}
+		}
+		if filtered {
+			out.Status = StatusFiltered
+			return nil, addDelivery(ctx, tx, out)
+		}
+		out.Status = StatusPending
+		if err := addDelivery(ctx, tx, out); err != nil {
+			return nil, err
+		}
+		if debounce {
+			if err := s.bufferHook(ctx, tx, t, e, out, item, level, route); err != nil {
+				return nil, err
+			}
+		} else {
+			if err := s.dispatchHook(ctx, tx, t, e, out, []hookItem{item}, level, 0, route); err != nil {
+				return nil, err
+			}
+			t.touch(out.ID)
+		}
+		if err := t.finish(ctx, tx); err != nil {
+			return nil, err
+		}
+		if st, ok := t.status[out.ID]; ok {
+			out.Status, out.Reason = st.status, st.reason
+		}
+		return t.msgs, nil
+	}, func(ctx context.Context, tx store.Tx, msgs []store.Message) error {
+		if err := t.stored(ctx, tx, msgs); err != nil {
+			return err
+		}
+		out.MessageIDs = t.ids[out.ID]
+		return nil
+	})
+	if err != nil {
+		return store.HookDelivery{}, err
+	}
+	if t != nil && t.added > 0 {
+		s.Poke()
+	}
+	return out, nil
+}
+
+// Replay runs the stored raw body of receipt orig through the pipeline
+// again with verification, dedupe and the rate limit skipped, under a
+// fresh receipt (the overrides of the original apply again). A rejected
+// receipt replays too, without its overrides, when its whole body was
+// kept: replay is the manager's decision.
+func (s *Service) Replay(ctx context.Context, orig store.HookDelivery) (store.HookDelivery, error) {
+	e, err := Read(ctx, s.d.Store, orig.Endpoint)
+	if err != nil {
+		return store.HookDelivery{}, EndpointErr(err, orig.Endpoint)
+	}
+	if len(orig.Body) < orig.Size {
+		return store.HookDelivery{}, apierr.Errorf(apierr.CodeConflict, "delivery %s was rejected and only the first %d bytes of its body were kept: it cannot be replayed", orig.ID, RejectedBodyKept)
+	}
+	d := store.HookDelivery{
+		ID: uuid.NewString(), Endpoint: e.Slug, ReceivedAt: s.now(), Size: len(orig.Body), Body: orig.Body,
+		IfOffline: orig.IfOffline, IfBusy: orig.IfBusy, Level: orig.Level, Reason: "replay of " + orig.ID,
+	}
+	if orig.Status == StatusRejected {
+		// Its overrides came from a sender that did not verify.
+		d.IfOffline, d.IfBusy, d.Level = "", "", ""
+	}
+	return s.deliver(ctx, e, d, false)
+}
+
+// EndpointErr names an unknown endpoint.
+func EndpointErr(err error, slug string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apierr.Errorf(apierr.CodeNotFound, "no notification endpoint %q", slug)
+	}
+	return err
+}

@@ -1,0 +1,114 @@
+// Package notify is the inbound-hook capability: ingress (POST
+// /hooks/{slug}), verification, dedupe, filters and the delivery policy
+// (the offline queue, the busy wait, the debounce buffer) with the one
+// loop that flushes, forces and expires them (docs/HOOKS.md). Its
+// dependencies are explicit (Deps); it never imports the server root.
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"svc/server/auth"
+	"svc/server/kek"
+	"svc/store"
+)
+
+// Ingress bounds (docs/HOOKS.md, Limits).
+const (
+	// MaxBody is the most bytes an ingress body may carry, and a
+	// receipt keeps; the gateway reads one byte more to tell an
+	// oversized body.
+	MaxBody = 256 << 10
+	// RateLimit is the requests one endpoint takes a minute (sliding).
+	RateLimit    = 120
+	rateKeys     = 10000
+	dedupeWindow = 24 * time.Hour
+)
+
+// Committer commits the service's changes on the broker's message
+// committer, so a message never reaches a stream before what it reports
+// is durable.
+type Committer interface {
+	// Commit runs fn in the transaction of the next batch, with no
+	// messages.
+	Commit(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error
+	// CommitStored runs apply in the next batch and commits the messages
+	// it returns; stored then runs in the same transaction with them,
+	// their Seq set.
+	CommitStored(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+		stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error) error
+}
+
+// Members is what the service needs to know of a member target now:
+// whether it is on the team, has a live stream, and is working (and
+// until when that lapses).
+type Members interface {
+	Known(name string) bool
+	Online(name string) bool
+	Busy(name string) (busy bool, until time.Time)
+}
+
+// Deps are the service's dependencies.
+type Deps struct {
+	Store   store.Store
+	Commit  Committer
+	Members Members
+	// KEK opens the sealed secrets (nil: none active; every delivery to
+	// an endpoint with a secret is rejected).
+	KEK *kek.KEK
+	// Count counts an ingress request by its receipt's status on arrival
+	// (nil: not counted).
+	Count func(status string)
+	// MessageID renders a stored message's id, as receipts name them.
+	MessageID func(seq int64) string
+	Now       func() time.Time
+	Log       *slog.Logger
+}
+
+// Service is the inbound-hook capability. Run its loop with Run; poke it
+// when a member's reach changes (a stream, a presence report).
+type Service struct {
+	d     Deps
+	limit *auth.WindowLimiter
+	wake  chan struct{}
+	mu    sync.Mutex // one scheduler pass at a time
+	// pruned is when old receipts were last pruned (at most once a
+	// minute: passes follow every delivery under load).
+	pruned time.Time
+}
+
+// New returns a Service over d.
+func New(d Deps) *Service {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Service{d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1)}
+}
+
+func (s *Service) now() time.Time { return s.d.Now() }
+
+func (s *Service) count(status string) {
+	if s.d.Count != nil {
+		s.d.Count(status)
+	}
+}
+
+// open decrypts a sealed secret for purpose; an error without a KEK.
+func (s *Service) open(sealed []byte, purpose string) ([]byte, error) {
+	if s.d.KEK == nil {
+		return nil, fmt.Errorf("no key-encryption key is active")
+	}
+	var v kek.Sealed
+	if err := json.Unmarshal(sealed, &v); err != nil {
+		return nil, fmt.Errorf("sealed value: %w", err)
+	}
+	return s.d.KEK.Open(v, purpose)
+}
