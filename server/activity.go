@@ -393,6 +393,9 @@ func (s *Activity) UploadGenAi(ctx context.Context, req *apiv1.UploadGenAiReques
 	if rec.SystemInstructions, err = json.Marshal(parsed.SystemInstructions); err != nil {
 		return nil, err
 	}
+	if rec.ToolDefinitions, err = json.Marshal(parsed.ToolDefinitions); err != nil {
+		return nil, err
+	}
 	if rec.InputMessages, err = json.Marshal(parsed.InputMessages); err != nil {
 		return nil, err
 	}
@@ -479,6 +482,7 @@ func genaiToProto(r store.GenAIRecord) *apiv1.GenAiRecord {
 		},
 	}
 	out.SystemInstructions = listValue(r.SystemInstructions)
+	out.ToolDefinitions = listValue(r.ToolDefinitions)
 	out.InputMessages = listValue(r.InputMessages)
 	out.OutputMessages = listValue(r.OutputMessages)
 	return out

@@ -284,12 +284,12 @@ func activityBytes(rows []store.ActivityEvent) int {
 	return n
 }
 
-// genaiBytes is the message-array size of records, as the byte budget
-// counts it.
+// genaiBytes is the size of records' message arrays and tool
+// definitions, as the byte budget counts it.
 func genaiBytes(recs []store.GenAIRecord) int {
 	n := 0
 	for _, r := range recs {
-		n += len(r.SystemInstructions) + len(r.InputMessages) + len(r.OutputMessages)
+		n += len(r.SystemInstructions) + len(r.InputMessages) + len(r.OutputMessages) + len(r.ToolDefinitions)
 	}
 	return n
 }

@@ -25,6 +25,9 @@ type GenAIRecord struct {
 	SystemInstructions []byte
 	InputMessages      []byte
 	OutputMessages     []byte
+	// ToolDefinitions is the JSON array of the tools the request offered;
+	// nil in a summary, and in a record stored before it was kept.
+	ToolDefinitions []byte
 	// RawSHA is the hex SHA-256 of the raw upload; it never leaves the
 	// broker.
 	RawSHA string

@@ -221,9 +221,11 @@ func TestRunnerWakesAgentReportsActivityAndRedacts(t *testing.T) {
 
 	env := r.env(t)
 	require.Equal(t, "hunter2-e2e", env["E2E_SECRET"], "the member's secrets in the agent's environment")
-	require.Equal(t, p.base+"/otlp", env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+	// The exporter goes to the runner's OTLP relay with the relay's key;
+	// the relay adds the bearer.
+	require.Regexp(t, `^http://127\.0\.0\.1:\d+/otlp$`, env["OTEL_EXPORTER_OTLP_ENDPOINT"])
 	require.Equal(t, "http/protobuf", env["OTEL_EXPORTER_OTLP_PROTOCOL"])
-	require.Equal(t, "Authorization=Bearer "+agentTok, env["OTEL_EXPORTER_OTLP_HEADERS"])
+	require.Regexp(t, `^X-Svc-Relay-Key=[0-9a-f]{32}$`, env["OTEL_EXPORTER_OTLP_HEADERS"])
 	require.Equal(t, "1", env["OTEL_LOG_TOOL_DETAILS"])
 	require.NotEmpty(t, env["SVC_RUNNER_SOCKET"])
 	require.NotContains(t, env, "SVC_TOKEN", "the agent reaches the broker only through its toolbox")

@@ -38,7 +38,7 @@ const thinkingMarker = "THINK-7f3a9c"
 type genaiFixture struct {
 	name      string
 	req, resp string
-	want      string // JSON of provider, model, responseId, usage and the message arrays
+	want      string // JSON of provider, model, responseId, usage, the message arrays and the tools
 }
 
 var responsesFixture = genaiFixture{
@@ -75,7 +75,8 @@ var responsesFixture = genaiFixture{
     {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "shell", "arguments": {"command": ["go", "test"]}}]},
     {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "ok"}]}
   ],
-  "outputMessages": [{"role": "assistant", "parts": [{"type": "text", "content": "Tests pass."}], "finishReason": "stop"}]
+  "outputMessages": [{"role": "assistant", "parts": [{"type": "text", "content": "Tests pass."}], "finishReason": "stop"}],
+  "toolDefinitions": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}]
 }`,
 }
 
@@ -107,7 +108,8 @@ var chatFixture = genaiFixture{
     {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_w", "name": "get_weather", "arguments": {"city": "Paris"}}]},
     {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_w", "response": "18C"}]}
   ],
-  "outputMessages": [{"role": "assistant", "parts": [{"type": "text", "content": "It is 18°C."}], "finishReason": "stop"}]
+  "outputMessages": [{"role": "assistant", "parts": [{"type": "text", "content": "It is 18°C."}], "finishReason": "stop"}],
+  "toolDefinitions": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 }`,
 }
 
@@ -147,7 +149,8 @@ var anthropicFixture = genaiFixture{
     {"role": "assistant", "parts": [{"type": "tool_call", "id": "toolu_01", "name": "Bash", "arguments": {"command": "ls"}}]},
     {"role": "user", "parts": [{"type": "tool_call_response", "id": "toolu_01", "response": "a.go"}]}
   ],
-  "outputMessages": [{"role": "assistant", "parts": [{"type": "text", "content": "a.go is there."}], "finishReason": "end_turn"}]
+  "outputMessages": [{"role": "assistant", "parts": [{"type": "text", "content": "a.go is there."}], "finishReason": "end_turn"}],
+  "toolDefinitions": [{"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}}]
 }`,
 }
 
@@ -181,10 +184,11 @@ func genaiRaw(ts int64, req, resp string) []byte {
 // member's id and label and the computed cost are the broker's additions
 // (proto GenAiRecord).
 var genaiRecordFields = []string{"api", "costComputed", "costUsd", "id", "inputMessages", "member", "memberDeleted", "memberDeletedAt", "memberId",
-	"model", "outputMessages", "provider", "responseId", "systemInstructions", "ts", "usage"}
+	"model", "outputMessages", "provider", "responseId", "systemInstructions", "toolDefinitions", "ts", "usage"}
 
-// genaiArrays are the three content arrays a summary leaves out.
-var genaiArrays = []string{"inputMessages", "outputMessages", "systemInstructions"}
+// genaiArrays are the content arrays a summary leaves out: the messages
+// and the tools the request offered.
+var genaiArrays = []string{"inputMessages", "outputMessages", "systemInstructions", "toolDefinitions"}
 
 // requireClean asserts an answer carries no thinking content and no
 // raw-body pointer: no key naming raw bytes or their hash.
@@ -254,10 +258,11 @@ func recordView(rec obj) obj {
 			"cacheReadTokens": u["cacheReadTokens"], "cacheCreationTokens": u["cacheCreationTokens"],
 		},
 		"systemInstructions": rec["systemInstructions"], "inputMessages": rec["inputMessages"], "outputMessages": rec["outputMessages"],
+		"toolDefinitions": rec["toolDefinitions"],
 	}
 }
 
-// summaryOf is a full record without its three content arrays.
+// summaryOf is a full record without its content arrays.
 func summaryOf(rec obj) obj {
 	out := obj{}
 	for k, v := range rec {

@@ -138,7 +138,8 @@ func TestWebUIActivity(t *testing.T) {
 	o := mustCall(t, d, admin, "CreateObjective", obj{"title": "Ship <b>it</b>", "outcome": "shipped", "assignee": "alice"})
 	oid, _ := o["id"].(string)
 	require.NotEmpty(t, oid)
-	reqJSON := `{"model": "gpt-webui", "messages": [{"role": "user", "content": "trace me <script>window.__xss=3</script>"}]}`
+	reqJSON := `{"model": "gpt-webui", "messages": [{"role": "user", "content": "trace me <script>window.__xss=3</script>"}],
+		"tools": [{"type": "function", "function": {"name": "lookup_<b>x</b>", "description": "finds <img src=x onerror=window.__xss=4>", "parameters": {"type": "object"}}}]}`
 	respJSON := `{"id": "chatcmpl-webui", "object": "chat.completion", "created": 1, "model": "gpt-webui",
 		"choices": [{"index": 0, "message": {"role": "assistant", "content": "traced"}, "finish_reason": "stop"}],
 		"usage": {"prompt_tokens": 30, "completion_tokens": 7, "total_tokens": 37}}`
@@ -151,6 +152,8 @@ func TestWebUIActivity(t *testing.T) {
 	ctx := browsertest.Eval[string](t, pg, "record context", `document.querySelector('.trace .inference details').textContent`)
 	require.Contains(t, ctx, "trace me <script>window.__xss=3</script>")
 	require.Contains(t, ctx, "traced")
+	require.Contains(t, ctx, "Tools offered (1)", "the tools the request offered")
+	require.Contains(t, ctx, "lookup_<b>x</b> — finds <img src=x onerror=window.__xss=4>")
 	require.Equal(t, "undefined", browsertest.Eval[string](t, pg, "xss flag", `typeof window.__xss`))
 	require.Equal(t, 0, browsertest.Eval[int](t, pg, "elements from data", `document.querySelectorAll('.trace script, .trace img, .trace h3 b').length`))
 	require.Equal(t, oid, browsertest.Eval[string](t, pg, "url", `new URL(location.href).searchParams.get('objective')`))

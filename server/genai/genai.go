@@ -42,6 +42,9 @@ const (
 	// MaxParts bounds the parts of one record, system instructions
 	// included; a turn seldom has more than a few parts.
 	MaxParts = 50_000
+	// MaxTools bounds the tool definitions of one request. Claude Code
+	// with a few MCP servers offers about a hundred.
+	MaxTools = 10_000
 	// maxTS is 9999-12-31T23:59:59.999Z in epoch ms, the last instant
 	// RFC 3339 can write.
 	maxTS = 253402300799999
@@ -136,6 +139,10 @@ type Record struct {
 	// OutputMessages are the response's messages (one per choice for Chat
 	// Completions, one otherwise).
 	OutputMessages []Message `json:"outputMessages"`
+	// ToolDefinitions are the tools the request offered the model, each a
+	// JSON object as the provider takes it (the OpenTelemetry
+	// gen_ai.tool.definitions keep the source's format), in order.
+	ToolDefinitions []json.RawMessage `json:"toolDefinitions"`
 }
 
 // DecodeUpload decodes an upload body: a JSON object whose "request" and
@@ -193,6 +200,7 @@ func Parse(u Upload) (Record, error) {
 		SystemInstructions: []Part{},
 		InputMessages:      []Message{},
 		OutputMessages:     []Message{},
+		ToolDefinitions:    []json.RawMessage{},
 	}}
 	var api func(req, resp obj) error
 	switch detect(resp) {
@@ -219,7 +227,32 @@ func Parse(u Upload) (Record, error) {
 	if m.rec.ResponseID, err = resp.str("id", "response"); err != nil {
 		return Record{}, err
 	}
+	if m.rec.ToolDefinitions, err = toolDefinitions(req); err != nil {
+		return Record{}, err
+	}
 	return m.rec, nil
+}
+
+// toolDefinitions are the request's "tools", which every provider sends as
+// an array of objects (Anthropic's {name, description, input_schema},
+// OpenAI's {type: function, …}, Codex's namespaces), kept as sent so a
+// trace shows what the model was offered.
+func toolDefinitions(req obj) ([]json.RawMessage, error) {
+	tools, err := req.arr("tools", "request")
+	if err != nil {
+		return nil, err
+	}
+	if len(tools) > MaxTools {
+		return nil, invalid("request.tools", fmt.Sprintf("more than %d tools", MaxTools))
+	}
+	out := make([]json.RawMessage, 0, len(tools))
+	for i, t := range tools {
+		if kindOf(t) != '{' {
+			return nil, invalid(fmt.Sprintf("request.tools[%d]", i), "not an object")
+		}
+		out = append(out, trimSpace(t))
+	}
+	return out, nil
 }
 
 // detect names the API whose response shape resp has, or "" for none or

@@ -296,6 +296,7 @@ func TestRecordJSON(t *testing.T) {
   "systemInstructions": [{"type": "text", "content": "s"}],
   "inputMessages": [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}],
   "outputMessages": [{"role": "assistant", "finishReason": "tool_calls",
-    "parts": [{"type": "tool_call", "id": "c1", "name": "shell", "arguments": {"cmd": "ls"}}]}]
+    "parts": [{"type": "tool_call", "id": "c1", "name": "shell", "arguments": {"cmd": "ls"}}]}],
+  "toolDefinitions": []
 }`, string(b))
 }

@@ -40,12 +40,28 @@ func runFixtures(t *testing.T, fixtures []fixture) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parse(t, tc.req, tc.resp)
 			require.NoError(t, err)
+			if tc.want.ToolDefinitions == nil {
+				tc.want.ToolDefinitions = toolsOf(t, tc.req)
+			}
 			require.Equal(t, tc.want, got)
 			b, err := json.Marshal(got)
 			require.NoError(t, err)
 			require.NotContains(t, string(b), marker)
 		})
 	}
+}
+
+// toolsOf is the request's tools as sent: what a Record keeps of them.
+func toolsOf(tb testing.TB, req string) []json.RawMessage {
+	tb.Helper()
+	var r struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	require.NoError(tb, json.Unmarshal([]byte(req), &r))
+	if r.Tools == nil {
+		return []json.RawMessage{}
+	}
+	return r.Tools
 }
 
 func text(s string) genai.Part { return genai.Part{Type: genai.PartText, Content: s} }

@@ -402,6 +402,7 @@ func (db *ActivityDB) PruneActivity(ctx context.Context, cutoff time.Time) (stor
 		UNION SELECT system_part FROM genai WHERE system_part IS NOT NULL
 		UNION SELECT input_part FROM genai WHERE input_part IS NOT NULL
 		UNION SELECT output_part FROM genai WHERE output_part IS NOT NULL
+		UNION SELECT tools_part FROM genai WHERE tools_part IS NOT NULL
 		UNION SELECT c.value FROM genai_part p JOIN live ON p.id = live.id, json_each(p.children) c
 	) SELECT id FROM live) LIMIT ?)`, nil, &r.Parts},
 		{"prune correlation state", `DELETE FROM otlp_state WHERE member IN (SELECT member FROM otlp_state WHERE updated_at < ? LIMIT ?)`, []any{at}, &r.States},

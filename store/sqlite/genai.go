@@ -18,10 +18,10 @@ const genaiSummaryColumns = `id, member, COALESCE(member_uid, ''), ts, provider,
 // of a record stored with them, the arrays themselves in one stored
 // before.
 const genaiColumns = genaiSummaryColumns + `, system_part, input_part, output_part,
-	system_instructions, input_messages, output_messages`
+	system_instructions, input_messages, output_messages, tools_part`
 
-// putGenAI stores a record: its raw upload and its three message arrays
-// as parts (genaiparts.go).
+// putGenAI stores a record: its raw upload, its three message arrays and
+// its tool definitions as parts (genaiparts.go).
 func (db *ActivityDB) putGenAI(ctx context.Context, tx *sql.Tx, r store.GenAIRecord) error {
 	if r.ID == "" || r.Member == "" {
 		return fmt.Errorf("put genai record: no id or member: %w", store.ErrPrecondition)
@@ -37,8 +37,8 @@ func (db *ActivityDB) putGenAI(ctx context.Context, tx *sql.Tx, r store.GenAIRec
 	if _, err := tx.ExecContext(ctx, `INSERT INTO genai_raw (sha, bytes) VALUES (?, x'') ON CONFLICT (sha) DO NOTHING`, sha); err != nil {
 		return err
 	}
-	var arrays [3]int64
-	for i, b := range [][]byte{r.SystemInstructions, r.InputMessages, r.OutputMessages} {
+	var arrays [4]int64
+	for i, b := range [][]byte{r.SystemInstructions, r.InputMessages, r.OutputMessages, r.ToolDefinitions} {
 		if arrays[i], _, err = w.put([]byte(jsonArray(b)), 0); err != nil {
 			return err
 		}
@@ -49,11 +49,11 @@ func (db *ActivityDB) putGenAI(ctx context.Context, tx *sql.Tx, r store.GenAIRec
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO genai (id, member, member_uid, ts, provider, api, model, response_id,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, raw_sha,
-	raw_part, system_part, input_part, output_part, system_instructions, input_messages, output_messages)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '')`,
+	raw_part, system_part, input_part, output_part, system_instructions, input_messages, output_messages, tools_part)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', '', ?)`,
 		r.ID, r.Member, sql.NullString{String: r.MemberUID, Valid: r.MemberUID != ""}, ts.UnixMilli(), r.Provider, r.API, r.Model, r.ResponseID,
 		r.Usage.InputTokens, r.Usage.OutputTokens, r.Usage.CacheReadTokens, r.Usage.CacheCreationTokens, r.Usage.ReasoningTokens,
-		sha, raw, arrays[0], arrays[1], arrays[2])
+		sha, raw, arrays[0], arrays[1], arrays[2], arrays[3])
 	return err
 }
 
@@ -146,7 +146,7 @@ func (db *ActivityDB) GenAIRaw(ctx context.Context, member, id string) ([]byte, 
 // genaiRow is a record as read, before its arrays are assembled.
 type genaiRow struct {
 	rec   store.GenAIRecord
-	parts [3]sql.NullInt64 // system, input, output
+	parts [4]sql.NullInt64 // system, input, output, tools
 }
 
 // genaiBatch is how many records' parts are read at once.
@@ -175,7 +175,7 @@ func (db *ActivityDB) queryGenAI(ctx context.Context, op string, full bool, maxB
 			&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Usage.CacheCreationTokens, &r.Usage.ReasoningTokens, &r.RawSHA}
 		var sys, in, outMsgs string
 		if full {
-			dest = append(dest, &g.parts[0], &g.parts[1], &g.parts[2], &sys, &in, &outMsgs)
+			dest = append(dest, &g.parts[0], &g.parts[1], &g.parts[2], &sys, &in, &outMsgs, &g.parts[3])
 		}
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
@@ -221,7 +221,7 @@ func (db *ActivityDB) queryGenAI(ctx context.Context, op string, full bool, maxB
 				break
 			}
 			r := g.rec
-			for i, dst := range []*[]byte{&r.SystemInstructions, &r.InputMessages, &r.OutputMessages} {
+			for i, dst := range []*[]byte{&r.SystemInstructions, &r.InputMessages, &r.OutputMessages, &r.ToolDefinitions} {
 				if !g.parts[i].Valid {
 					continue
 				}
@@ -231,7 +231,7 @@ func (db *ActivityDB) queryGenAI(ctx context.Context, op string, full bool, maxB
 				}
 				*dst = b
 			}
-			size += len(r.SystemInstructions) + len(r.InputMessages) + len(r.OutputMessages)
+			size += len(r.SystemInstructions) + len(r.InputMessages) + len(r.OutputMessages) + len(r.ToolDefinitions)
 			out = append(out, r)
 		}
 	}

@@ -269,6 +269,7 @@ func genaiRecord(id, member string, ts time.Time, responseID, raw string) store.
 		SystemInstructions: []byte(`[{"type":"text","content":"be brief"}]`),
 		InputMessages:      []byte(`[{"role":"user","parts":[{"type":"text","content":"hi"}]}]`),
 		OutputMessages:     []byte(`[{"role":"assistant","parts":[{"type":"text","content":"hello"}],"finishReason":"stop"}]`),
+		ToolDefinitions:    []byte(`[{"type":"function","name":"shell","parameters":{"type":"object"}}]`),
 		Raw:                []byte(raw),
 	}
 }
@@ -410,6 +411,7 @@ func testGenAI(t *testing.T, s store.ActivityStore) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"g1", "g2", "g3"}, ids(all), "oldest first")
 	require.JSONEq(t, string(recs[1].InputMessages), string(all[0].InputMessages))
+	require.JSONEq(t, string(recs[1].ToolDefinitions), string(all[0].ToolDefinitions))
 	require.Equal(t, recs[1].Usage, all[0].Usage)
 	require.Equal(t, ms(at(0)), ms(all[0].TS))
 	require.Len(t, all[0].RawSHA, 64)
@@ -422,10 +424,11 @@ func testGenAI(t *testing.T, s store.ActivityStore) {
 	require.Nil(t, ranged[0].InputMessages, "a summary leaves out the messages")
 	require.Nil(t, ranged[0].OutputMessages)
 	require.Nil(t, ranged[0].SystemInstructions)
+	require.Nil(t, ranged[0].ToolDefinitions)
 	limited, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice", Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, []string{"g1", "g2"}, ids(limited))
-	size := len(all[0].SystemInstructions) + len(all[0].InputMessages) + len(all[0].OutputMessages)
+	size := len(all[0].SystemInstructions) + len(all[0].InputMessages) + len(all[0].OutputMessages) + len(all[0].ToolDefinitions)
 	budgeted, err := s.ListGenAI(ctx, store.GenAIFilter{Member: "alice", MaxBytes: size + 1})
 	require.NoError(t, err)
 	require.Equal(t, []string{"g1", "g2"}, ids(budgeted), "the record reaching the byte budget is the last")
@@ -527,14 +530,22 @@ func testActivityUsageJoins(t *testing.T, s store.ActivityStore) {
 	}
 }
 
-// sessionCall is call n of a model session as an agent makes it: the same
-// tools and system prompt each time, the messages so far plus two more.
-func sessionCall(n int) (raw, input []byte) {
+// sessionTools are the tools every call of a session offers.
+func sessionTools() []byte {
 	tools := make([]any, 12)
 	for i := range tools {
 		tools[i] = map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("does a thing; ", 40),
 			"input_schema": map[string]any{"type": "object"}}
 	}
+	b, _ := json.Marshal(tools)
+	return b
+}
+
+// sessionCall is call n of a model session as an agent makes it: the same
+// tools and system prompt each time, the messages so far plus two more.
+func sessionCall(n int) (raw, input []byte) {
+	var tools []any
+	_ = json.Unmarshal(sessionTools(), &tools)
 	var msgs, parsed []any
 	for i := range 2 * n {
 		text := fmt.Sprintf("turn %d: %s", i, strings.Repeat("words ", 60+i))
@@ -556,7 +567,7 @@ func testGenAISession(t *testing.T, s store.ActivityStore) {
 	for n := 1; n <= 6; n++ {
 		raw, input := sessionCall(n)
 		r := genaiRecord(fmt.Sprintf("s%d", n), "alice", at(time.Duration(n)*time.Second), fmt.Sprintf("resp_s%d", n), "")
-		r.Raw, r.InputMessages = raw, input
+		r.Raw, r.InputMessages, r.ToolDefinitions = raw, input, sessionTools()
 		r.SystemInstructions = []byte(`[{"type":"text","content":"` + strings.Repeat("You are an agent. ", 50) + `"}]`)
 		_, err := s.CommitActivity(ctx, store.ActivityBatch{GenAI: []store.GenAIRecord{r}})
 		require.NoError(t, err)
@@ -567,6 +578,7 @@ func testGenAISession(t *testing.T, s store.ActivityStore) {
 		require.Equal(t, string(w.SystemInstructions), string(got.SystemInstructions))
 		require.Equal(t, string(w.InputMessages), string(got.InputMessages), "byte for byte")
 		require.Equal(t, string(w.OutputMessages), string(got.OutputMessages))
+		require.Equal(t, string(w.ToolDefinitions), string(got.ToolDefinitions), "byte for byte")
 		raw, err := s.GenAIRaw(ctx, "alice", w.ID)
 		require.NoError(t, err)
 		require.Equal(t, string(w.Raw), string(raw))

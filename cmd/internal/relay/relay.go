@@ -11,6 +11,7 @@
 //	{"role":"hook","payload":<the hook's JSON input>}   answered {"ok":true}
 //	{"role":"events"}                                     then one Event per line
 //	{"role":"approval","payload":<ApprovalRequest>}      answered <ApprovalAnswer>
+//	{"role":"credential","ticket":<one-time ticket>}      answered {"token":…} once, then {"error":…}
 //
 // A hook connection is answered once the runner has applied the event, so
 // the hook command returns only after the state it reports is taken into
@@ -54,6 +55,7 @@ type Event struct {
 type hello struct {
 	Role    string          `json:"role"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	Ticket  string          `json:"ticket,omitempty"`
 }
 
 // ApprovalRequest asks the runner to have a person decide whether the
@@ -91,9 +93,11 @@ type Server struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 
-	mu   sync.Mutex
-	subs map[net.Conn]chan Event
-	wg   sync.WaitGroup
+	mu      sync.Mutex
+	subs    map[net.Conn]chan Event
+	tickets []*Ticket // open ones
+	refused func()
+	wg      sync.WaitGroup
 }
 
 // Listen creates a private directory under parent (os.TempDir() when "")
@@ -161,7 +165,12 @@ func (s *Server) Close() error {
 		c.Close()
 		delete(s.subs, c)
 	}
+	open := s.tickets
+	s.tickets = nil
 	s.mu.Unlock()
+	for _, t := range open {
+		t.Void()
+	}
 	s.wg.Wait()
 	os.RemoveAll(s.dir)
 	return err
@@ -203,6 +212,8 @@ func (s *Server) serve(c net.Conn) {
 		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = c.Write([]byte("{\"ok\":true}\n"))
 		c.Close()
+	case "credential":
+		s.serveCredential(c, h.Ticket)
 	case "events":
 		_ = c.SetReadDeadline(time.Time{})
 		ch := make(chan Event, 64)

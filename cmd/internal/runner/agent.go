@@ -44,12 +44,16 @@ type Setup struct {
 	// is `Svc mcp` and its hook command is `Svc hook`.
 	Svc string
 	// MCPEnv is the environment of the agent's `svc mcp` (SVC_URL,
-	// SVC_TOKEN, SVC_RUNNER_SOCKET), for adapters whose MCP config names
-	// an environment.
+	// SVC_RUNNER_SOCKET, SVC_RUNNER_TICKET: a one-time ticket, never the
+	// token), for adapters whose MCP config names an environment.
 	MCPEnv map[string]string
 	// Env is the environment the runner adds for the agent itself: the
-	// member's secrets, the OTLP exporter settings, SVC_RUNNER_SOCKET.
+	// member's secrets, the OTLP exporter settings (the runner's relay and
+	// its key), SVC_RUNNER_SOCKET.
 	Env map[string]string
+	// Log is the runner's log (redacted): the adapter's own problems, and
+	// those of what it starts (the capturing proxy).
+	Log io.Writer
 	// SystemPrompt is the briefing: member record, team directive and
 	// context, and the standing hooks section.
 	SystemPrompt string

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"svc/cmd/internal/capture"
 	"svc/cmd/internal/relay"
 	"svc/cmd/internal/toolbox"
 )
@@ -77,11 +79,18 @@ var (
 )
 
 // NewClaude returns the adapter for the Claude Code CLI.
-func NewClaude() Agent { return claude{} }
+func NewClaude() Agent { return &claude{} }
 
-type claude struct{}
+// claude keeps what Command started for Attach: the runner calls Command
+// once, then Attach once.
+type claude struct {
+	proxy *capture.Proxy // the capturing proxy in front of the model API
+}
 
-func (claude) Name() string { return "claude" }
+func (*claude) Name() string { return "claude" }
+
+// startsToolbox: Claude Code starts `svc mcp` from the MCP config.
+func (*claude) startsToolbox() bool { return true }
 
 // claudeArgs is what the adapter learned from the user's command line.
 type claudeArgs struct {
@@ -269,7 +278,7 @@ func joinText(a, b string) string {
 // it does not already say. The briefing goes in a file rather than on the
 // command line: it can be longer than one argument may be, and a command
 // line is readable by every local user.
-func (claude) Command(s Setup) ([]string, []string, error) {
+func (c *claude) Command(s Setup) ([]string, []string, error) {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, nil, errors.New("claude: no agent command")
 	}
@@ -379,7 +388,58 @@ func (claude) Command(s Setup) ([]string, []string, error) {
 	if s.Capture {
 		env = []string{"CLAUDE_CODE_ENABLE_TELEMETRY=1"}
 	}
+	if s.Inferences != nil {
+		base, err := c.startProxy(s, os.Getenv)
+		if err != nil {
+			return nil, nil, err
+		}
+		if base != "" {
+			env = append(env, claudeBaseURLEnv+"="+base)
+		}
+	}
 	return argv, env, nil
+}
+
+// claudeBaseURLEnv is where Claude Code reads the Anthropic API's base URL.
+const claudeBaseURLEnv = "ANTHROPIC_BASE_URL"
+
+// claudeDefaultAPI is the Anthropic API Claude Code calls by default.
+const claudeDefaultAPI = "https://api.anthropic.com"
+
+// startProxy puts the capturing proxy in front of the Anthropic API, as
+// the Codex adapter does for its provider: Claude Code's own telemetry cuts
+// a request body at about 60 KB, so only the proxy sees every request
+// whole (docs/RUNNER-CLAUDE.md, "Full capture"). The upstream is the
+// user's ANTHROPIC_BASE_URL, else the public API. It returns the base URL
+// to give Claude Code (in its environment, which other users cannot read:
+// the URL's random prefix is the proxy's lock), or "" when Claude Code is
+// set to Bedrock or Vertex, which the proxy does not speak.
+func (c *claude) startProxy(s Setup, getenv func(string) string) (string, error) {
+	for _, k := range []string{"CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"} {
+		if v := strings.TrimSpace(getenv(k)); v != "" && v != "0" && !strings.EqualFold(v, "false") {
+			if s.Log != nil {
+				fmt.Fprintf(s.Log, "claude: %s is set: model calls are not captured (the proxy speaks the Anthropic API only)\n", k)
+			}
+			return "", nil
+		}
+	}
+	raw := strings.TrimSpace(getenv(claudeBaseURLEnv))
+	if raw == "" {
+		raw = claudeDefaultAPI
+	}
+	up, err := url.Parse(raw)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return "", fmt.Errorf("claude: %s is not an http(s) URL", claudeBaseURLEnv)
+	}
+	if up.User != nil {
+		return "", fmt.Errorf("claude: %s carries credentials; put the key in ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN", claudeBaseURLEnv)
+	}
+	p, err := capture.Start(capture.Options{Upstream: up, Log: s.Log, Sink: CaptureSink(s.Inferences)})
+	if err != nil {
+		return "", fmt.Errorf("claude: capturing proxy: %w", err)
+	}
+	c.proxy = p
+	return p.URL(), nil
 }
 
 // claudeSettingsJSON is the settings file: the user's own settings (a file
@@ -479,13 +539,18 @@ func writePrivate(path string, data []byte) error {
 	return fmt.Errorf("claude: writing %s: %w", filepath.Base(path), err)
 }
 
-// Attach starts reading the agent's stdout.
-func (claude) Attach(stdin io.WriteCloser, stdout io.Reader, events chan<- Event, log io.Writer) Session {
+// Attach starts reading the agent's stdout. The capturing proxy closes
+// once the agent's output ends (the agent exited).
+func (c *claude) Attach(stdin io.WriteCloser, stdout io.Reader, events chan<- Event, log io.Writer) Session {
 	s := &claudeSession{stdin: stdin, log: log, readDone: make(chan struct{}),
 		out: lineWriter{w: stdin, name: "claude", timeout: claudeWriteTimeout}}
+	proxy := c.proxy
 	go func() {
 		defer close(s.readDone)
 		s.read(stdout, events)
+		if proxy != nil {
+			proxy.Close()
+		}
 	}()
 	return s
 }
@@ -613,7 +678,7 @@ func (s *claudeSession) read(stdout io.Reader, events chan<- Event) {
 func (s *claudeSession) handle(line []byte) (Event, bool) {
 	var l claudeOutLine
 	if err := json.Unmarshal(line, &l); err != nil {
-		s.logf("output: %s", short(string(line)))
+		s.logf("output: %s", s.short(string(line)))
 		return Event{}, false
 	}
 	switch l.Type {
@@ -626,10 +691,10 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 			switch c.Type {
 			case "text":
 				if t := strings.TrimSpace(c.Text); t != "" {
-					s.logf("%s", short(t))
+					s.logf("%s", s.short(t))
 				}
 			case "tool_use":
-				s.logf("tool %s", short(c.Name))
+				s.logf("tool %s", s.short(c.Name))
 			}
 		}
 	case "system":
@@ -637,13 +702,13 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 		// gets no PostToolUse(Failure): this line closes it.
 		if l.Subtype == "permission_denied" {
 			if name, ok := toolName(l.ToolName); ok {
-				s.logf("tool %s refused: not allowed", short(name))
+				s.logf("tool %s refused: not allowed", s.short(name))
 				return Event{Kind: ToolEnd, Tool: name}, true
 			}
 		}
 	case "result":
 		if l.IsError {
-			s.logf("turn ended with an error (%s)", short(l.Subtype))
+			s.logf("turn ended with an error (%s)", s.short(l.Subtype))
 		}
 		// A result ends the turn only when no later turn was delivered:
 		// if one was, the agent goes on with it and its own result (or
@@ -658,6 +723,9 @@ func (s *claudeSession) handle(line []byte) (Event, bool) {
 	}
 	return Event{}, false
 }
+
+// short is short of the text redacted as the log redacts it.
+func (s *claudeSession) short(text string) string { return short(redactFor(s.log)(text)) }
 
 // short makes s one log line of at most claudeLogText bytes.
 func short(s string) string {
@@ -691,4 +759,4 @@ func readBoundedLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err e
 }
 
 // ParseHook is the Claude Code hook mapping of hookevents.go.
-func (claude) ParseHook(payload json.RawMessage) []Event { return ParseHook(payload) }
+func (*claude) ParseHook(payload json.RawMessage) []Event { return ParseHook(payload) }

@@ -26,7 +26,7 @@ func claudeFixture(t *testing.T, argv ...string) Setup {
 		Argv:         argv,
 		Dir:          dir,
 		Svc:          "/opt/svc/bin/svc",
-		MCPEnv:       map[string]string{"SVC_URL": "http://127.0.0.1:7433", "SVC_TOKEN": "svc_secret", "SVC_RUNNER_SOCKET": "/tmp/r/relay.sock"},
+		MCPEnv:       map[string]string{"SVC_URL": "http://127.0.0.1:7433", "SVC_RUNNER_TICKET": "0123abcd", "SVC_RUNNER_SOCKET": "/tmp/r/relay.sock"},
 		Env:          map[string]string{"SVC_RUNNER_SOCKET": "/tmp/r/relay.sock"},
 		SystemPrompt: "You are bob.",
 		Capture:      true,
@@ -174,9 +174,9 @@ func TestClaudeCommandArgv(t *testing.T) {
 			} else if got := string(readPrivate(t, pf)); got != tc.prompt {
 				t.Errorf("prompt file %q, want %q", got, tc.prompt)
 			}
-			// The secret of the MCP env is in the 0600 file only.
-			if strings.Contains(strings.Join(argv, " "), "svc_secret") {
-				t.Error("the token is on the command line")
+			// The ticket of the MCP env is in the 0600 file only.
+			if strings.Contains(strings.Join(argv, " "), "0123abcd") {
+				t.Error("the ticket is on the command line")
 			}
 		})
 	}
@@ -291,7 +291,7 @@ func TestClaudeCommandFiles(t *testing.T) {
 			if !ok || len(mcp) != 1 || len(mcp["mcpServers"]) != 2 {
 				t.Fatalf("mcp.json: %+v", mcp)
 			}
-			if srv.Command != tc.svc || !slices.Equal(srv.Args, []string{"mcp"}) || len(srv.Env) != 3 || srv.Env["SVC_TOKEN"] != "svc_secret" || srv.Timeout != 0 {
+			if srv.Command != tc.svc || !slices.Equal(srv.Args, []string{"mcp"}) || len(srv.Env) != 3 || srv.Env["SVC_RUNNER_TICKET"] != "0123abcd" || srv.Timeout != 0 {
 				t.Errorf("mcp server %+v", srv)
 			}
 			// The permission-prompt tool: a server of its own that needs

@@ -44,9 +44,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}
-	tok, _, err := client.ResolveToken(*flagToken, getenv, u)
+	tok, src, err := client.ResolveToken(*flagToken, getenv, u)
 	if err != nil {
 		return err
+	}
+	if src == client.SourceFlag {
+		// The runner keeps the token out of its agent's reach, but not out
+		// of its own argv (docs/RUNNER.md, "No credential within the
+		// agent's reach").
+		fmt.Fprintln(stderr, "svc runner: --token puts the token on the runner's command line, which every process on this machine can read (/proc/<pid>/cmdline); prefer SVC_TOKEN or `svc login`")
 	}
 	// Only an earlier runner's state file is read there (once): with no
 	// directory to look in, there is none to read.

@@ -187,8 +187,9 @@ func scanCodexArgs(argv []string) (codexArgs, error) {
 }
 
 // Command builds `codex app-server <user's config flags> <runner's -c>`.
-// No secret is on the command line: the toolbox gets SVC_TOKEN through
-// mcp_servers.svc.env_vars, which forwards it from Codex's environment.
+// No secret is on the command line, and no token anywhere: the toolbox
+// gets its one-time ticket through mcp_servers.svc.env_vars, which
+// forwards it from Codex's environment.
 func (c *codex) Command(s Setup) ([]string, []string, error) {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, nil, errors.New("codex: no agent command")
@@ -237,7 +238,7 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 	// The commands the model runs must not see the runner's credentials:
 	// Codex 0.169 passes its whole environment to them by default
 	// (measured: `env` showed SVC_TOKEN). The user's own excludes stay.
-	exclude := []string{client.EnvToken, "OTEL_EXPORTER_OTLP_HEADERS", codexCaptureKeyEnv}
+	exclude := []string{client.EnvToken, relay.TicketEnv, "OTEL_EXPORTER_OTLP_HEADERS", codexCaptureKeyEnv}
 	if prev, ok := getPath(cfg, "shell_environment_policy", "exclude"); ok {
 		list, ok := prev.([]any)
 		if !ok {
@@ -269,7 +270,7 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, nil, err
 		}
-		p, err := capture.Start(capture.Options{Upstream: up, Log: os.Stderr, Sink: CaptureSink(s.Inferences), Key: hex.EncodeToString(key)})
+		p, err := capture.Start(capture.Options{Upstream: up, Log: s.Log, Sink: CaptureSink(s.Inferences), Key: hex.EncodeToString(key)})
 		if err != nil {
 			return nil, nil, fmt.Errorf("codex: capturing proxy: %w", err)
 		}
@@ -283,12 +284,13 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 		argv = append(argv, over...)
 	}
 
-	// Codex's own telemetry to the broker; the bearer comes from
-	// OTEL_EXPORTER_OTLP_HEADERS in Setup.Env, never argv.
+	// Codex's own telemetry, through the runner's OTLP relay (which adds
+	// the bearer); the relay's key comes from OTEL_EXPORTER_OTLP_HEADERS
+	// in Setup.Env, never argv.
 	if s.Capture {
-		base := strings.TrimRight(s.MCPEnv[client.EnvURL], "/")
+		base := strings.TrimRight(s.Env["OTEL_EXPORTER_OTLP_ENDPOINT"], "/")
 		if base != "" {
-			ep, err := tomlValue(base + "/otlp/v1/logs")
+			ep, err := tomlValue(base + "/v1/logs")
 			if err != nil {
 				return nil, nil, err
 			}
@@ -328,13 +330,13 @@ func (c *codex) Command(s Setup) ([]string, []string, error) {
 
 // codexToolboxEnv names the variables Codex forwards to `svc mcp`
 // (mcp_servers.svc.env_vars: Codex gives an MCP server only a short list of
-// its own variables plus those): the toolbox's (SVC_URL, SVC_TOKEN,
-// SVC_RUNNER_SOCKET), added to Codex's environment, and every other SVC_*
+// its own variables plus those): the toolbox's (SVC_URL, SVC_RUNNER_SOCKET,
+// SVC_RUNNER_TICKET), added to Codex's environment, and every other SVC_*
 // setting of the runner's environment, which Codex inherits, since
 // `svc mcp` is svc and reads its settings there. Sorted, no duplicates.
 func codexToolboxEnv(mcpEnv map[string]string, environ []string) (names, env []string) {
 	seen := map[string]bool{}
-	for _, k := range []string{client.EnvURL, client.EnvToken, relay.Env} {
+	for _, k := range []string{client.EnvURL, relay.Env, relay.TicketEnv} {
 		if v, ok := mcpEnv[k]; ok {
 			seen[k] = true
 			env = append(env, k+"="+v)
@@ -343,7 +345,7 @@ func codexToolboxEnv(mcpEnv map[string]string, environ []string) (names, env []s
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "SVC_") && codexKeyPart.MatchString(k) && !seen[k] {
-			if k == client.EnvToken || k == relay.Env {
+			if k == client.EnvToken || k == relay.Env || k == relay.TicketEnv {
 				continue // the runner's own, never the agent's
 			}
 			seen[k] = true
@@ -355,6 +357,9 @@ func codexToolboxEnv(mcpEnv map[string]string, environ []string) (names, env []s
 	slices.Sort(names)
 	return names, env
 }
+
+// startsToolbox: Codex starts `svc mcp` from its MCP config.
+func (*codex) startsToolbox() bool { return true }
 
 // ParseHook: Codex runs no hook command under the runner; everything comes
 // over the app-server protocol.
@@ -435,6 +440,10 @@ type codexMsg struct {
 		Message string `json:"message"`
 	} `json:"error"`
 }
+
+// short is short of the text redacted as the log redacts it (a cut
+// secret is no longer found by the log's writer).
+func (s *codexSession) short(text string) string { return short(redactFor(s.log)(text)) }
 
 func (s *codexSession) logf(format string, args ...any) {
 	if s.log == nil {
@@ -609,7 +618,7 @@ func (s *codexSession) read(stdout io.Reader) {
 func (s *codexSession) handle(line []byte) {
 	var m codexMsg
 	if err := json.Unmarshal(line, &m); err != nil {
-		s.logf("output: %s", short(string(line)))
+		s.logf("output: %s", s.short(string(line)))
 		return
 	}
 	hasID := len(m.ID) > 0 && string(m.ID) != "null"
@@ -629,7 +638,7 @@ func (s *codexSession) handle(line []byte) {
 			return
 		}
 		if m.Error != nil {
-			ch <- codexResponse{Err: fmt.Errorf("%s (code %d)", short(m.Error.Message), m.Error.Code)}
+			ch <- codexResponse{Err: fmt.Errorf("%s (code %d)", s.short(m.Error.Message), m.Error.Code)}
 		} else {
 			ch <- codexResponse{Result: m.Result}
 		}
@@ -668,7 +677,7 @@ func (s *codexSession) serverRequest(m codexMsg) {
 	}
 	answer, ok := codexDecline[m.Method]
 	if !ok {
-		s.logf("answered %s with an error: not supported by the runner", short(m.Method))
+		s.logf("answered %s with an error: not supported by the runner", s.short(m.Method))
 		_ = s.write(ctx, map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "svc runner: method not supported"}})
 		return
 	}
@@ -916,7 +925,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 		case "failed", "cancelled":
 			msg := ""
 			if p.Error != nil {
-				msg = ": " + short(*p.Error)
+				msg = ": " + s.short(*p.Error)
 			}
 			s.logf("the toolbox (MCP server %s) %s%s", codexMCPServer, p.Status, msg)
 			fallthrough
@@ -938,9 +947,9 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 		if p.Turn.Status != "" && p.Turn.Status != "completed" {
 			msg := ""
 			if p.Turn.Error != nil {
-				msg = ": " + short(p.Turn.Error.Message)
+				msg = ": " + s.short(p.Turn.Error.Message)
 			}
-			s.logf("turn %s%s", short(p.Turn.Status), msg)
+			s.logf("turn %s%s", s.short(p.Turn.Status), msg)
 		}
 		// Tools Codex never completed (an interrupted turn) end with it.
 		s.mu.Lock()
@@ -977,7 +986,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 		}
 		if p.Item.Type == "agentMessage" && done {
 			if t := strings.TrimSpace(p.Item.Text); t != "" {
-				s.logf("%s", cut(t, codexLogText))
+				s.logf("%s", cut(redactFor(s.log)(t), codexLogText))
 			}
 			return
 		}
@@ -993,7 +1002,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 			}
 			s.inflight[p.Item.ID] = ev
 			s.mu.Unlock()
-			s.logf("tool %s", short(ev.Tool))
+			s.logf("tool %s", s.short(ev.Tool))
 			s.send(ev)
 			return
 		}
@@ -1011,7 +1020,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) {
 			WillRetry bool `json:"willRetry"`
 		}
 		if json.Unmarshal(params, &p) == nil && p.Error.Message != "" {
-			s.logf("error: %s", short(p.Error.Message))
+			s.logf("error: %s", s.short(p.Error.Message))
 		}
 	}
 }

@@ -65,8 +65,9 @@ func TestScanCodexArgs(t *testing.T) {
 func codexSetup(t *testing.T) Setup {
 	return Setup{
 		Argv: []string{"/opt/codex", "-m", "gpt-5", "-C", "/work"}, Dir: t.TempDir(), Svc: "/usr/bin/svc",
-		MCPEnv:       map[string]string{"SVC_URL": "http://127.0.0.1:7/", "SVC_TOKEN": "svc_secret_token", "SVC_RUNNER_SOCKET": "/run/s.sock"},
-		Env:          map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer svc_secret_token"},
+		MCPEnv: map[string]string{"SVC_URL": "http://127.0.0.1:7/", "SVC_RUNNER_TICKET": "0123abcd", "SVC_RUNNER_SOCKET": "/run/s.sock"},
+		Env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9/otlp",
+			"OTEL_EXPORTER_OTLP_HEADERS": "X-Svc-Relay-Key=feedc0de"},
 		SystemPrompt: "You are codex1.",
 	}
 }
@@ -83,7 +84,8 @@ func TestCodexCommand(t *testing.T) {
 		provider string
 	}{
 		{name: "capture", capture: true, has: []string{
-			`otel.exporter={otlp-http={endpoint="http://127.0.0.1:7/otlp/v1/logs", protocol="binary"}}`,
+			// The runner's OTLP relay, not the broker: the relay adds the bearer.
+			`otel.exporter={otlp-http={endpoint="http://127.0.0.1:9/otlp/v1/logs", protocol="binary"}}`,
 		}, hasNot: []string{`otel.exporter="none"`, "model_provider="}},
 		{name: "no capture", has: []string{`otel.exporter="none"`}, hasNot: []string{"otlp-http", "model_provider="}},
 		{name: "inferences through the proxy", capture: true, infer: true, provider: "http://127.0.0.1:"},
@@ -108,19 +110,20 @@ func TestCodexCommand(t *testing.T) {
 			joined := strings.Join(argv, "\n")
 			for _, h := range append([]string{
 				`mcp_servers.svc.command="/usr/bin/svc"`, `mcp_servers.svc.args=["mcp"]`,
-				`mcp_servers.svc.env_vars=["SVC_E2E_X", "SVC_RUNNER_SOCKET", "SVC_TOKEN", "SVC_URL"]`,
+				`mcp_servers.svc.env_vars=["SVC_E2E_X", "SVC_RUNNER_SOCKET", "SVC_RUNNER_TICKET", "SVC_URL"]`,
 				`mcp_servers.svc.default_tools_approval_mode="approve"`,
-				`shell_environment_policy.exclude=["SVC_TOKEN", "OTEL_EXPORTER_OTLP_HEADERS", "SVC_CAPTURE_KEY", "MY_*"]`,
+				`shell_environment_policy.exclude=["SVC_TOKEN", "SVC_RUNNER_TICKET", "OTEL_EXPORTER_OTLP_HEADERS", "SVC_CAPTURE_KEY", "MY_*"]`,
 			}, tc.has...) {
 				require.Contains(t, argv, h)
 			}
 			for _, h := range tc.hasNot {
 				require.NotContains(t, joined, h)
 			}
-			require.NotContains(t, joined, "svc_secret_token", "no secret on the command line")
+			require.NotContains(t, joined, "0123abcd", "no ticket on the command line")
+			require.NotContains(t, joined, "feedc0de", "no relay key on the command line")
 			require.NotContains(t, joined, "svc_runner_own")
 			require.NotContains(t, joined, "You are codex1", "the briefing goes over stdin")
-			wantEnv := []string{"SVC_URL=http://127.0.0.1:7/", "SVC_TOKEN=svc_secret_token", "SVC_RUNNER_SOCKET=/run/s.sock"}
+			wantEnv := []string{"SVC_URL=http://127.0.0.1:7/", "SVC_RUNNER_TICKET=0123abcd", "SVC_RUNNER_SOCKET=/run/s.sock"}
 			if tc.infer {
 				// The proxy's key travels in the environment, sent by Codex
 				// as a header; never on the command line.

@@ -42,6 +42,21 @@ const (
 	ackFlushGrace = 5 * time.Second
 )
 
+// toolboxWait bounds how long the first turn waits for the agent's
+// toolbox to redeem its ticket; then the ticket is void. A variable for
+// tests.
+var toolboxWait = 30 * time.Second
+
+// toolboxStarter is an adapter whose agent starts the toolbox (`svc mcp`)
+// with Setup.MCPEnv, the toolbox's one-time ticket included. The runner
+// delivers no turn before that toolbox redeemed the ticket (or the ticket
+// was voided after toolboxWait): the agent does nothing before its first
+// turn, so no process the agent runs can present the ticket first
+// (docs/RUNNER.md, "No credential within the agent's reach").
+type toolboxStarter interface {
+	startsToolbox() bool
+}
+
 // adapters are the agents the runner knows by name: a new agent is one
 // more adapter file and one more entry here.
 var adapters = map[string]func() Agent{"plain": NewPlain, "claude": NewClaude, "codex": NewCodex}
@@ -109,7 +124,18 @@ func (l *logger) logf(format string, args ...any) {
 // Run runs the runner until ctx ends (a signal: nil) or the agent exits by
 // itself (nil, or *AgentExit with its code).
 func Run(ctx context.Context, o Options) error {
-	log := &logger{w: o.Stderr}
+	// Everything the runner prints, the agent's text and stderr included,
+	// is redacted: the token from the start, the member's secrets once
+	// known.
+	stderr, stdout := newRedactWriter(o.Stderr, NewRedactor(o.Token)), newRedactWriter(o.Stdout, NewRedactor(o.Token))
+	defer stdout.Flush()
+	defer stderr.Flush()
+	log := &logger{w: stderr}
+	// The runner holds the bearer; the agent runs as the same user and
+	// must not read it out of the runner's memory or environment.
+	if err := relay.NoDump(); err != nil {
+		log.logf("svc runner: cannot make the runner undumpable (%v): processes of the same user can read its memory", err)
+	}
 	cl, err := client.New(o.URL, o.Token)
 	if err != nil {
 		return err
@@ -208,14 +234,34 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// The toolbox gets a one-time ticket, never the bearer; the agent's
+	// telemetry goes through the runner's OTLP relay, which adds it.
+	srv.OnRefusedTicket(func() {
+		log.logf("svc runner: refused a toolbox ticket on the relay socket (spent or unknown): only the agent's first toolbox gets the credential")
+	})
+	ticket, err := srv.IssueTicket(o.Token)
+	if err != nil {
+		return err
+	}
+	var otlp *relay.OTLP
+	if o.Capture {
+		otlp, err = relay.StartOTLP(relay.OTLPOptions{Broker: o.URL, Token: o.Token, Log: stderr})
+		if err != nil {
+			return fmt.Errorf("OTLP relay: %w", err)
+		}
+		defer otlp.Close()
+	}
 	setup := Setup{
 		Argv: o.Argv, Dir: srv.Dir(), Svc: svcPath, Capture: o.Capture,
-		MCPEnv:       map[string]string{client.EnvURL: o.URL, client.EnvToken: o.Token, relay.Env: srv.Path()},
-		Env:          agentEnv(o.URL, o.Token, srv.Path(), secrets, o.Capture),
+		MCPEnv:       map[string]string{client.EnvURL: o.URL, relay.Env: srv.Path(), relay.TicketEnv: ticket.Value()},
+		Env:          agentEnv(otlp, srv.Path(), secrets),
 		SystemPrompt: SystemPrompt(brief),
+		Log:          stderr,
 		Approve:      approve,
 	}
 	redactor := NewRedactor(append(mapValues(secrets), o.Token)...)
+	stderr.setRedactor(redactor)
+	stdout.setRedactor(redactor)
 	var genaiUp *GenAIUploader
 	if o.Capture {
 		genaiUp = newGenAIUploader(apiv1.NewActivityClient(cl.Conn()), me, redactor, log)
@@ -225,12 +271,17 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", agent.Name(), err)
 	}
-	proc, err := startAgent(argv, mergeEnv(o.Environ, setup.Env, extra), o.Stderr)
+	env, dropped := mergeEnv(o.Environ, setup.Env, extra, o.Token)
+	if len(dropped) > 0 {
+		log.logf("svc runner: left out of the agent's environment, they hold the runner's token: %s", strings.Join(dropped, ", "))
+	}
+	proc, err := startAgent(argv, env, stderr)
 	if err != nil {
 		return fmt.Errorf("starting the agent: %w", err)
 	}
+	toolboxReady := gateOnToolbox(agent, ticket, log)
 	events := make(chan Event, 64)
-	session := agent.Attach(proc.stdin, proc.stdout, events, o.Stdout)
+	session := agent.Attach(proc.stdin, proc.stdout, events, stdout)
 	log.logf("svc runner: %s runs as %s on %s (agent %s, pid %d)", filepath.Base(argv[0]), me, o.URL, agent.Name(), proc.cmd.Process.Pid)
 
 	rctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
@@ -269,7 +320,14 @@ func Run(ctx context.Context, o Options) error {
 	}, log.logf)
 	go acks.run(rctx)
 	deps := loopDeps{
-		startTurn:  acks.startTurn,
+		startTurn: func(ctx context.Context, id string) error {
+			select {
+			case <-toolboxReady:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return acks.startTurn(ctx, id)
+		},
 		deliver:    session.Deliver,
 		ack:        acks.add,
 		publish:    srv.Publish,
@@ -383,19 +441,46 @@ func Run(ctx context.Context, o Options) error {
 	return &AgentExit{Code: code}
 }
 
+// gateOnToolbox returns a channel closed once the first turn may go: at
+// once for an agent that starts no toolbox (its ticket is voided), else
+// when the toolbox redeemed its ticket, or after toolboxWait, when the
+// ticket is voided so that nothing the agent does later can redeem it.
+func gateOnToolbox(agent Agent, ticket *relay.Ticket, log *logger) <-chan struct{} {
+	ready := make(chan struct{})
+	if ts, ok := agent.(toolboxStarter); !ok || !ts.startsToolbox() {
+		ticket.Void()
+		close(ready)
+		return ready
+	}
+	go func() {
+		defer close(ready)
+		t := time.NewTimer(toolboxWait)
+		defer t.Stop()
+		select {
+		case <-ticket.Done():
+		case <-t.C:
+			if ticket.Void() {
+				log.logf("svc runner: the agent's toolbox did not ask for its credential within %s; its ticket is void and the toolbox cannot reach the broker", toolboxWait)
+			}
+		}
+	}()
+	return ready
+}
+
 // agentEnv is what the runner adds to the agent's environment: the
-// member's secrets, the relay socket and, with capture on, the OTLP
-// exporter pointed at the broker with the member's bearer.
-func agentEnv(brokerURL, token, socket string, secrets map[string]string, capture bool) map[string]string {
+// member's secrets, the relay socket and, with capture on (otlp not nil),
+// the OTLP exporter pointed at the runner's OTLP relay with the relay's
+// key. No credential of the broker: the relay adds the bearer.
+func agentEnv(otlp *relay.OTLP, socket string, secrets map[string]string) map[string]string {
 	env := map[string]string{}
 	for k, v := range secrets {
 		env[k] = v
 	}
 	env[relay.Env] = socket
-	if capture {
-		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = strings.TrimSuffix(brokerURL, "/") + "/otlp"
+	if otlp != nil {
+		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp.Endpoint()
 		env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
-		env["OTEL_EXPORTER_OTLP_HEADERS"] = "Authorization=Bearer " + token
+		env["OTEL_EXPORTER_OTLP_HEADERS"] = otlp.Headers()
 		env["OTEL_LOGS_EXPORTER"] = "otlp"
 		env["OTEL_LOG_USER_PROMPTS"] = "1"
 		env["OTEL_LOG_RAW_API_BODIES"] = "1"
@@ -405,21 +490,26 @@ func agentEnv(brokerURL, token, socket string, secrets map[string]string, captur
 }
 
 // mergeEnv is the agent's environment: the runner's own without its
-// credential and relay socket (the agent gets the broker only through its
-// toolbox and the OTLP header), then the setup's, then the adapter's.
-func mergeEnv(base []string, add map[string]string, extra []string) []string {
-	var out []string
+// credential, relay socket and ticket (the agent reaches the broker only
+// through its toolbox and the OTLP relay) and without any variable that
+// holds the token (dropped names them), then the setup's, then the
+// adapter's.
+func mergeEnv(base []string, add map[string]string, extra []string, token string) (env, dropped []string) {
 	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == client.EnvToken || k == relay.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == client.EnvToken || k == relay.Env || k == relay.TicketEnv {
 			continue
 		}
-		out = append(out, kv)
+		if token != "" && strings.Contains(v, token) {
+			dropped = append(dropped, k)
+			continue
+		}
+		env = append(env, kv)
 	}
 	for k, v := range add {
-		out = append(out, k+"="+v)
+		env = append(env, k+"="+v)
 	}
-	return append(out, extra...)
+	return append(env, extra...), dropped
 }
 
 func mapValues(m map[string]string) []string {

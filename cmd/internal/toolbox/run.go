@@ -54,7 +54,7 @@ func Run(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return &UsageError{Msg: err.Error()}
 	}
-	tok, _, err := client.ResolveToken(*flagToken, env.Getenv, u)
+	tok, err := resolveToken(ctx, *flagToken, env.Getenv, u)
 	if err != nil {
 		return err
 	}
@@ -95,6 +95,39 @@ func Run(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	return nil
+}
+
+// noDump is relay.NoDump (a test counts the calls instead).
+var noDump = relay.NoDump
+
+// redeemTimeout bounds asking the runner for the credential.
+const redeemTimeout = 10 * time.Second
+
+// resolveToken is the client's credential order, except under a runner
+// that gave the toolbox a ticket and no token: then the credential comes
+// from the runner, once, over its socket (docs/RUNNER.md, "No credential
+// within the agent's reach"). The process is made undumpable first, so
+// the agent, which runs as the same user, cannot read the bearer out of
+// its memory.
+func resolveToken(ctx context.Context, flagToken string, getenv func(string) string, u string) (string, error) {
+	ticket, socket := getenv(relay.TicketEnv), getenv(relay.Env)
+	if flagToken != "" || getenv(client.EnvToken) != "" || ticket == "" || socket == "" {
+		tok, _, err := client.ResolveToken(flagToken, getenv, u)
+		return tok, err
+	}
+	if err := noDump(); err != nil {
+		return "", fmt.Errorf("svc mcp: cannot keep the credential private (prctl: %v)", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, redeemTimeout)
+	defer cancel()
+	tok, err := relay.Redeem(rctx, socket, ticket)
+	if errors.Is(err, relay.ErrTicketRefused) {
+		return "", errors.New("svc mcp: the runner refused this toolbox's ticket: a ticket works once, for the toolbox the runner's agent starts first; restart the runner")
+	}
+	if err != nil {
+		return "", fmt.Errorf("svc mcp: no credential from the runner: %v", err)
+	}
+	return tok, nil
 }
 
 type nopWriteCloser struct{ io.Writer }

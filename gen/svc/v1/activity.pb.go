@@ -1025,10 +1025,14 @@ type GenAiRecord struct {
 	// cost_usd is what the record's tokens cost at svc's price table
 	// (records carry no cost of their own, so cost_computed is true when it
 	// is set); absent when the table has no price for the model.
-	CostUsd       *float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3,oneof" json:"cost_usd,omitempty"`
-	CostComputed  bool     `protobuf:"varint,16,opt,name=cost_computed,json=costComputed,proto3" json:"cost_computed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CostUsd      *float64 `protobuf:"fixed64,15,opt,name=cost_usd,json=costUsd,proto3,oneof" json:"cost_usd,omitempty"`
+	CostComputed bool     `protobuf:"varint,16,opt,name=cost_computed,json=costComputed,proto3" json:"cost_computed,omitempty"`
+	// tool_definitions are the tools the request offered the model, each as
+	// the provider takes it (OpenTelemetry gen_ai.tool.definitions); absent
+	// in a summary, like the message arrays.
+	ToolDefinitions *structpb.ListValue `protobuf:"bytes,17,opt,name=tool_definitions,json=toolDefinitions,proto3" json:"tool_definitions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GenAiRecord) Reset() {
@@ -1171,6 +1175,13 @@ func (x *GenAiRecord) GetCostComputed() bool {
 		return x.CostComputed
 	}
 	return false
+}
+
+func (x *GenAiRecord) GetToolDefinitions() *structpb.ListValue {
+	if x != nil {
+		return x.ToolDefinitions
+	}
+	return nil
 }
 
 type UploadGenAiRequest struct {
@@ -1995,7 +2006,7 @@ const file_svc_v1_activity_proto_rawDesc = "" +
 	"\routput_tokens\x18\x02 \x01(\x01R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x03 \x01(\x01R\x0fcacheReadTokens\x122\n" +
 	"\x15cache_creation_tokens\x18\x04 \x01(\x01R\x13cacheCreationTokens\x12)\n" +
-	"\x10reasoning_tokens\x18\x05 \x01(\x01R\x0freasoningTokens\"\x86\x05\n" +
+	"\x10reasoning_tokens\x18\x05 \x01(\x01R\x0freasoningTokens\"\xcd\x05\n" +
 	"\vGenAiRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\tR\x06member\x12\x0e\n" +
@@ -2014,7 +2025,8 @@ const file_svc_v1_activity_proto_rawDesc = "" +
 	"\x0emember_deleted\x18\r \x01(\bR\rmemberDeleted\x12/\n" +
 	"\x11member_deleted_at\x18\x0e \x01(\x01H\x00R\x0fmemberDeletedAt\x88\x01\x01\x12\x1e\n" +
 	"\bcost_usd\x18\x0f \x01(\x01H\x01R\acostUsd\x88\x01\x01\x12#\n" +
-	"\rcost_computed\x18\x10 \x01(\bR\fcostComputedB\x14\n" +
+	"\rcost_computed\x18\x10 \x01(\bR\fcostComputed\x12E\n" +
+	"\x10tool_definitions\x18\x11 \x01(\v2\x1a.google.protobuf.ListValueR\x0ftoolDefinitionsB\x14\n" +
 	"\x12_member_deleted_atB\v\n" +
 	"\t_cost_usd\"<\n" +
 	"\x12UploadGenAiRequest\x12\x12\n" +
@@ -2138,41 +2150,42 @@ var file_svc_v1_activity_proto_depIdxs = []int32{
 	28, // 9: svc.v1.GenAiRecord.system_instructions:type_name -> google.protobuf.ListValue
 	28, // 10: svc.v1.GenAiRecord.input_messages:type_name -> google.protobuf.ListValue
 	28, // 11: svc.v1.GenAiRecord.output_messages:type_name -> google.protobuf.ListValue
-	13, // 12: svc.v1.UploadGenAiResponse.inference:type_name -> svc.v1.GenAiRecord
-	13, // 13: svc.v1.ListGenAiResponse.inferences:type_name -> svc.v1.GenAiRecord
-	13, // 14: svc.v1.GetGenAiResponse.inference:type_name -> svc.v1.GenAiRecord
-	9,  // 15: svc.v1.GetUsageResponse.usage:type_name -> svc.v1.Usage
-	10, // 16: svc.v1.GetUsageResponse.models:type_name -> svc.v1.ModelUsage
-	11, // 17: svc.v1.GetUsageResponse.members:type_name -> svc.v1.MemberUsage
-	1,  // 18: svc.v1.TraceRow.activity:type_name -> svc.v1.ActivityRow
-	13, // 19: svc.v1.TraceRow.inference:type_name -> svc.v1.GenAiRecord
-	22, // 20: svc.v1.GetObjectiveTraceResponse.rows:type_name -> svc.v1.TraceRow
-	9,  // 21: svc.v1.GetObjectiveUsageResponse.usage:type_name -> svc.v1.Usage
-	10, // 22: svc.v1.GetObjectiveUsageResponse.models:type_name -> svc.v1.ModelUsage
-	11, // 23: svc.v1.GetObjectiveUsageResponse.members:type_name -> svc.v1.MemberUsage
-	2,  // 24: svc.v1.Activity.UploadActivity:input_type -> svc.v1.UploadActivityRequest
-	4,  // 25: svc.v1.Activity.ListActivity:input_type -> svc.v1.ListActivityRequest
-	6,  // 26: svc.v1.Activity.StreamActivity:input_type -> svc.v1.StreamActivityRequest
-	14, // 27: svc.v1.Activity.UploadGenAi:input_type -> svc.v1.UploadGenAiRequest
-	16, // 28: svc.v1.Activity.ListGenAi:input_type -> svc.v1.ListGenAiRequest
-	18, // 29: svc.v1.Activity.GetGenAi:input_type -> svc.v1.GetGenAiRequest
-	20, // 30: svc.v1.Activity.GetUsage:input_type -> svc.v1.GetUsageRequest
-	23, // 31: svc.v1.Activity.GetObjectiveTrace:input_type -> svc.v1.GetObjectiveTraceRequest
-	25, // 32: svc.v1.Activity.GetObjectiveUsage:input_type -> svc.v1.GetObjectiveUsageRequest
-	3,  // 33: svc.v1.Activity.UploadActivity:output_type -> svc.v1.UploadActivityResponse
-	5,  // 34: svc.v1.Activity.ListActivity:output_type -> svc.v1.ListActivityResponse
-	7,  // 35: svc.v1.Activity.StreamActivity:output_type -> svc.v1.StreamActivityResponse
-	15, // 36: svc.v1.Activity.UploadGenAi:output_type -> svc.v1.UploadGenAiResponse
-	17, // 37: svc.v1.Activity.ListGenAi:output_type -> svc.v1.ListGenAiResponse
-	19, // 38: svc.v1.Activity.GetGenAi:output_type -> svc.v1.GetGenAiResponse
-	21, // 39: svc.v1.Activity.GetUsage:output_type -> svc.v1.GetUsageResponse
-	24, // 40: svc.v1.Activity.GetObjectiveTrace:output_type -> svc.v1.GetObjectiveTraceResponse
-	26, // 41: svc.v1.Activity.GetObjectiveUsage:output_type -> svc.v1.GetObjectiveUsageResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	28, // 12: svc.v1.GenAiRecord.tool_definitions:type_name -> google.protobuf.ListValue
+	13, // 13: svc.v1.UploadGenAiResponse.inference:type_name -> svc.v1.GenAiRecord
+	13, // 14: svc.v1.ListGenAiResponse.inferences:type_name -> svc.v1.GenAiRecord
+	13, // 15: svc.v1.GetGenAiResponse.inference:type_name -> svc.v1.GenAiRecord
+	9,  // 16: svc.v1.GetUsageResponse.usage:type_name -> svc.v1.Usage
+	10, // 17: svc.v1.GetUsageResponse.models:type_name -> svc.v1.ModelUsage
+	11, // 18: svc.v1.GetUsageResponse.members:type_name -> svc.v1.MemberUsage
+	1,  // 19: svc.v1.TraceRow.activity:type_name -> svc.v1.ActivityRow
+	13, // 20: svc.v1.TraceRow.inference:type_name -> svc.v1.GenAiRecord
+	22, // 21: svc.v1.GetObjectiveTraceResponse.rows:type_name -> svc.v1.TraceRow
+	9,  // 22: svc.v1.GetObjectiveUsageResponse.usage:type_name -> svc.v1.Usage
+	10, // 23: svc.v1.GetObjectiveUsageResponse.models:type_name -> svc.v1.ModelUsage
+	11, // 24: svc.v1.GetObjectiveUsageResponse.members:type_name -> svc.v1.MemberUsage
+	2,  // 25: svc.v1.Activity.UploadActivity:input_type -> svc.v1.UploadActivityRequest
+	4,  // 26: svc.v1.Activity.ListActivity:input_type -> svc.v1.ListActivityRequest
+	6,  // 27: svc.v1.Activity.StreamActivity:input_type -> svc.v1.StreamActivityRequest
+	14, // 28: svc.v1.Activity.UploadGenAi:input_type -> svc.v1.UploadGenAiRequest
+	16, // 29: svc.v1.Activity.ListGenAi:input_type -> svc.v1.ListGenAiRequest
+	18, // 30: svc.v1.Activity.GetGenAi:input_type -> svc.v1.GetGenAiRequest
+	20, // 31: svc.v1.Activity.GetUsage:input_type -> svc.v1.GetUsageRequest
+	23, // 32: svc.v1.Activity.GetObjectiveTrace:input_type -> svc.v1.GetObjectiveTraceRequest
+	25, // 33: svc.v1.Activity.GetObjectiveUsage:input_type -> svc.v1.GetObjectiveUsageRequest
+	3,  // 34: svc.v1.Activity.UploadActivity:output_type -> svc.v1.UploadActivityResponse
+	5,  // 35: svc.v1.Activity.ListActivity:output_type -> svc.v1.ListActivityResponse
+	7,  // 36: svc.v1.Activity.StreamActivity:output_type -> svc.v1.StreamActivityResponse
+	15, // 37: svc.v1.Activity.UploadGenAi:output_type -> svc.v1.UploadGenAiResponse
+	17, // 38: svc.v1.Activity.ListGenAi:output_type -> svc.v1.ListGenAiResponse
+	19, // 39: svc.v1.Activity.GetGenAi:output_type -> svc.v1.GetGenAiResponse
+	21, // 40: svc.v1.Activity.GetUsage:output_type -> svc.v1.GetUsageResponse
+	24, // 41: svc.v1.Activity.GetObjectiveTrace:output_type -> svc.v1.GetObjectiveTraceResponse
+	26, // 42: svc.v1.Activity.GetObjectiveUsage:output_type -> svc.v1.GetObjectiveUsageResponse
+	34, // [34:43] is the sub-list for method output_type
+	25, // [25:34] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_activity_proto_init() }

@@ -162,7 +162,26 @@ function inferenceNode(rec) {
     h('details', {}, h('summary', {}, 'Full context'),
       h('div', {class: 'conv-block'}, h('h4', {}, 'System instructions'), parts(r.systemInstructions)),
       h('div', {class: 'conv-block'}, h('h4', {}, 'Input'), parts(r.inputMessages)),
-      h('div', {class: 'conv-block'}, h('h4', {}, 'Output'), parts(r.outputMessages))));
+      h('div', {class: 'conv-block'}, h('h4', {}, 'Output'), parts(r.outputMessages)),
+      Array.isArray(r.toolDefinitions) && r.toolDefinitions.length ? toolsBlock(r.toolDefinitions) : null));
+}
+
+// toolsBlock lists the tools a request offered (each as the provider
+// takes it: Anthropic {name, description, input_schema}, OpenAI
+// {type, function | name, …}, a Codex namespace holding tools), each
+// with its whole definition on demand.
+function toolsBlock(tools) {
+  const nameOf = (t) => {
+    const q = obj(t);
+    return str(q.name) || str(obj(q.function).name) || str(q.type) || '?';
+  };
+  const item = (t) => {
+    const q = obj(t);
+    const desc = str(q.description) || str(obj(q.function).description);
+    const inner = Array.isArray(q.tools) ? ` (${q.tools.slice(0, 500).map(nameOf).join(', ')})` : '';
+    return h('details', {class: 'tool-def'}, h('summary', {}, nameOf(t), inner, desc ? ' — ' + desc.slice(0, 200) : ''), pre(t));
+  };
+  return h('div', {class: 'conv-block'}, h('h4', {}, `Tools offered (${tools.length})`), tools.slice(0, 500).map(item));
 }
 
 // usageChart draws buckets [{label, usage}] as bars of metric, in an SVG
