@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"svc/server/jsondepth"
 )
 
 var fuzzKinds = []string{KindHMACSHA256, KindHeaderSecret, KindStandardWebhooks, KindStripe}
@@ -207,6 +209,33 @@ func FuzzContent(f *testing.F) {
 			if got != template {
 				t.Fatalf("static template %q rendered %q", template, got)
 			}
+		}
+	})
+}
+
+// FuzzPretty: the pretty-printed payload is valid UTF-8 within
+// MaxContent and, for every payload within the depth bound, exactly what
+// json.Indent and the cut made of it before the capped indenter.
+func FuzzPretty(f *testing.F) {
+	f.Add([]byte(`{"a":[1,{"b":null}],"c":"]\\\"["}`))
+	f.Add([]byte(" [ [ ] , { } ] "))
+	f.Add([]byte(strings.Repeat("[", 300) + strings.Repeat("]", 300)))
+	f.Add([]byte(strings.Repeat("[", 600) + strings.Repeat("]", 600)))
+	f.Add([]byte(`[` + strings.Repeat(`"é\xff",`, 3000) + `1]`))
+	f.Add([]byte("not json \xff"))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		got := pretty(payload)
+		if len(got) > MaxContent {
+			t.Fatalf("%d bytes", len(got))
+		}
+		if !utf8.ValidString(got) {
+			t.Fatal("not UTF-8")
+		}
+		if jsondepth.Exceeds(payload, maxDepth) {
+			return
+		}
+		if want := prettyIndent(payload); got != want {
+			t.Fatalf("pretty(%q)\n= %q\nwant %q", clip(string(payload), 200), clip(got, 200), clip(want, 200))
 		}
 	})
 }
