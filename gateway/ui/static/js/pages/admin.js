@@ -170,7 +170,7 @@ async function showReceipts(receipts, slug, alive) {
 //   deleteQuestion(slug), secretWhat ("Credential"), busy, panels (emptied
 //   with the editor on a delete), fetch (an entry is read again before it
 //   is edited; else the row or the last answer is used), and
-//   editor(entry, {edit, load, members}) -> {slug, fields, secret, after,
+//   editor(entry, {edit, load, members, at(slug), path}) -> {slug, fields, secret, after,
 //   body(), save(slug, body), putSecret(slug, value), dropSecret(slug)},
 //   save and the secret calls answering the entry as it now is.
 // env: {can, alive(), members()}.
@@ -219,7 +219,7 @@ function registrySection(spec, env) {
       try { entry = o(await api('GET', at(which))); } catch (err) { if (mine === seq) st.error(err); return; }
     }
     if (!env.alive() || mine !== seq) return;
-    const ed = spec.editor(entry, {edit, load, members: env.members()});
+    const ed = spec.editor(entry, {edit, load, members: env.members(), at, path: spec.path});
     const label = entry ? `Edit ${spec.noun} ${entry.slug}` : `New ${spec.noun}`;
     const flashSt = status();
     const f = form({label, submit: (entry ? 'Save ' : 'Create ') + spec.short, busy: spec.busy, action: async () => {
@@ -254,11 +254,9 @@ function registrySection(spec, env) {
 // endpoints are the notification endpoints: outside senders post to
 // /hooks/<slug>; their receipts open in receipts.
 function endpoints(receipts, alive) {
-  const path = '/notifications/endpoints';
-  const at = (slug) => path + '/' + enc(slug);
   return {
     id: 'adm-notif', title: 'Notification endpoints', jump: 'Notification endpoints', perm: 'notifications.manage', what: 'notification endpoints',
-    noun: 'endpoint', short: 'endpoint', path, listKey: 'endpoints', busy: 'Saving…', secretWhat: 'Secret', panels: [receipts],
+    noun: 'endpoint', path: '/notifications/endpoints', short: 'endpoint', listKey: 'endpoints', busy: 'Saving…', secretWhat: 'Secret', panels: [receipts],
     intro: 'Outside senders post to /hooks/<slug>; each delivery leaves a receipt, and verified ones reach the targets as external, untrusted messages.',
     caption: 'Endpoints', empty: 'No notification endpoint yet.',
     columns: [
@@ -271,7 +269,7 @@ function endpoints(receipts, alive) {
     ],
     rowActions: (e) => button('Receipts', () => showReceipts(receipts, str(e.slug), alive), {class: 'quiet small', 'aria-label': 'Receipts of ' + str(e.slug)}),
     deleteQuestion: (slug) => `Delete the endpoint ${slug}? Its receipts and queued deliveries go with it, and /hooks/${slug} answers 404.`,
-    editor(ep) {
+    editor(ep, {at, path}) {
       const auth = o(ep && ep.auth);
       const pol = o(ep && ep.policy);
       const slug = input('slug', ep ? ep.slug : '', {id: 'ep-slug', required: true, disabled: !!ep, autocomplete: 'off'});
@@ -349,11 +347,9 @@ function endpoints(receipts, alive) {
 // toolSources are the tool sources with their write-only credential,
 // bindings and tools.
 function toolSources() {
-  const path = '/tool-sources';
-  const at = (slug) => path + '/' + enc(slug);
   return {
     id: 'adm-tools', title: 'Tool sources', jump: 'Tool sources', perm: 'tools.manage', what: 'tool sources',
-    noun: 'tool source', short: 'source', path, listKey: 'sources', fetch: true, secretWhat: 'Credential',
+    noun: 'tool source', path: '/tool-sources', short: 'source', listKey: 'sources', fetch: true, secretWhat: 'Credential',
     caption: 'Tool sources', empty: 'No tool source yet.',
     columns: [
       {label: 'Source', cell: (t) => h('span', {}, h('code', {}, str(t.slug)), t.displayName ? ' ' + str(t.displayName) : '')},
@@ -364,7 +360,7 @@ function toolSources() {
       {label: 'Credential', cell: (t) => (t.hasCredential ? 'set (' + str(t.credentialKind) + (t.credentialHeaderName ? ' ' + str(t.credentialHeaderName) : '') + ')' : 'none')},
     ],
     deleteQuestion: (slug) => `Delete the tool source ${slug} with its tools, bindings and credential?`,
-    editor(t, {edit, load, members}) {
+    editor(t, {edit, load, members, at, path}) {
       const slug = input('slug', t ? t.slug : '', {id: 'ts-slug', required: true, disabled: !!t, autocomplete: 'off'});
       const kind = select('kind', ['custom', 'mcp'], t ? str(t.kind) : 'mcp');
       if (t) kind.disabled = true;
@@ -420,11 +416,9 @@ function toolSources() {
 // secrets are the environment secrets with their write-only value and
 // bindings.
 function secrets() {
-  const path = '/secrets';
-  const at = (slug) => path + '/' + enc(slug);
   return {
     id: 'adm-secrets', title: 'Environment secrets', jump: 'Secrets', perm: 'secrets.manage', what: 'environment secrets',
-    noun: 'secret', short: 'secret', path, listKey: 'secrets', fetch: true, secretWhat: 'Value',
+    noun: 'secret', path: '/secrets', short: 'secret', listKey: 'secrets', fetch: true, secretWhat: 'Value',
     caption: 'Environment secrets', empty: 'No secret yet.',
     columns: [
       {label: 'Secret', cell: (x) => h('code', {}, str(x.slug))},
@@ -435,7 +429,7 @@ function secrets() {
       {label: 'Value', cell: (x) => (x.hasValue ? 'set' : 'none')},
     ],
     deleteQuestion: (slug) => `Delete the secret ${slug} with its value and bindings?`,
-    editor(x, {edit, members}) {
+    editor(x, {edit, members, at, path}) {
       const slug = input('slug', x ? x.slug : '', {id: 'sec-slug', required: true, disabled: !!x, autocomplete: 'off'});
       const envName = input('envName', x && x.envName, {id: 'sec-env', placeholder: 'GITHUB_TOKEN', autocomplete: 'off'});
       const desc = input('description', x && x.description);
