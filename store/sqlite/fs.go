@@ -412,20 +412,7 @@ func (q queries) homes(ctx context.Context, op string, p store.Page) ([]store.Fs
 }
 
 func (q queries) queryFsEntries(ctx context.Context, op string, h dbtx, query string, args ...any) ([]store.FsEntry, error) {
-	rows, err := h.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, translate(op, err)
-	}
-	defer rows.Close()
-	out := []store.FsEntry{}
-	for rows.Next() {
-		e, err := scanFsEntry(rows)
-		if err != nil {
-			return nil, translate(op, err)
-		}
-		out = append(out, e)
-	}
-	return out, translate(op, rows.Err())
+	return collect(ctx, h, op, scanFsEntry, query, args...)
 }
 
 func scanFsEntry(s scanner) (store.FsEntry, error) {
