@@ -37,7 +37,7 @@ var uiFiles embed.FS
 // for the TOTP QR image, which the app fetches with its credential and shows
 // from a blob URL. Scripts and workers come only from the app's own static
 // path, never from elsewhere on the origin: /fs/read serves bytes members
-// uploaded, and a <script src=/fs/read/...> must not run (docs/SECURITY.md,
+// uploaded, and a <script src=/fs/read/...> must not run (docs/DECISIONS.md,
 // "Stored files never run as the app").
 func uiCSP(host string) string {
 	scripts := "'none'"
