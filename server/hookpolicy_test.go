@@ -51,11 +51,11 @@ func (e *policyEnv) endpoint(t *testing.T, slug string, pol *apiv1.NotificationP
 }
 
 // post delivers body to slug with query q (e.g. "if_offline=queue").
-func (e *policyEnv) post(t *testing.T, slug, q, body string) HookResult {
+func (e *policyEnv) post(t *testing.T, slug, q, body string) notify.Result {
 	t.Helper()
 	v, err := url.ParseQuery(q)
 	require.NoError(t, err)
-	res, err := e.srv.Hook(context.Background(), slug, v, signed(), []byte(body))
+	res, err := e.srv.notify.Ingress(context.Background(), slug, v, signed(), []byte(body))
 	require.NoError(t, err)
 	return res
 }
@@ -115,7 +115,7 @@ func TestHookOfflineQueueAttachFlush(t *testing.T) {
 	e.clock.Add(10 * time.Second)
 	r2 := e.post(t, "q1", "level=error", `{"n":2}`)
 	r3 := e.post(t, "q2", "", `{"n":3}`)
-	for _, r := range []HookResult{r1, r2, r3} {
+	for _, r := range []notify.Result{r1, r2, r3} {
 		require.Equal(t, "pending", r.Status)
 	}
 	e.pass(t)
@@ -247,7 +247,7 @@ func TestHookDebounce(t *testing.T) {
 		e := newPolicyEnv(t)
 		e.endpoint(t, "d", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(1000))}, "alice", "#ops")
 		e.online(t, "alice")
-		var rs []HookResult
+		var rs []notify.Result
 		for i := range 3 {
 			rs = append(rs, e.post(t, "d", "", `{}`))
 			require.Equal(t, "pending", rs[i].Status)
@@ -518,10 +518,10 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	e.endpoint(t, "m", nil, "alice")
 	ctx := context.Background()
 	big := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
-	_, err := e.srv.Hook(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
-	require.ErrorIs(t, err, ErrHookRejected)
-	_, err = e.srv.Hook(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
-	require.ErrorIs(t, err, ErrHookRejected)
+	_, err := e.srv.notify.Ingress(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
+	require.ErrorIs(t, err, notify.ErrRejected)
+	_, err = e.srv.notify.Ingress(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
+	require.ErrorIs(t, err, notify.ErrRejected)
 	rs := e.receipts(t, "m")
 	require.Len(t, rs, 2)
 	bigRec, smallRec := rs[1], rs[0] // newest first

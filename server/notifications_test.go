@@ -25,7 +25,7 @@ import (
 type hookEnv struct {
 	srv    *Server
 	st     store.Store
-	n      *Notifications
+	n      *notify.Admin
 	broker *Broker
 	perms  map[string][]string
 	chanID string
@@ -52,7 +52,7 @@ func newHookEnvOn(t *testing.T, st store.Store, noKEK bool, opts ...Option) *hoo
 	ctx := context.Background()
 	require.NoError(t, st.CreateChannel(ctx, store.Channel{ID: "c-ops", Slug: "ops", CreatedBy: "bob"}))
 	require.NoError(t, st.PutChannelMember(ctx, store.ChannelMember{Channel: "c-ops", Member: "carol", Role: "member"}))
-	return &hookEnv{srv: srv, st: st, n: &Notifications{core: srv.core, notify: srv.notify}, broker: newBroker(srv.core, nil), perms: perms, chanID: "c-ops"}
+	return &hookEnv{srv: srv, st: st, n: srv.notify.Admin(), broker: newBroker(srv.core, nil), perms: perms, chanID: "c-ops"}
 }
 
 func (e *hookEnv) as(name string) context.Context {
@@ -124,33 +124,33 @@ func TestHookPipelineOrder(t *testing.T) {
 	ctx := context.Background()
 	ok := []byte(`{"action":"opened"}`)
 
-	_, err = e.srv.Hook(ctx, "nope", nil, signed(), ok)
+	_, err = e.srv.notify.Ingress(ctx, "nope", nil, signed(), ok)
 	requireCode(t, err, CodeNotFound)
-	_, err = e.srv.Hook(ctx, "Bad_Slug", nil, signed(), ok)
+	_, err = e.srv.notify.Ingress(ctx, "Bad_Slug", nil, signed(), ok)
 	requireCode(t, err, CodeNotFound)
-	_, err = e.srv.Hook(ctx, "off", nil, signed(), make([]byte, notify.MaxBody+1))
+	_, err = e.srv.notify.Ingress(ctx, "off", nil, signed(), make([]byte, notify.MaxBody+1))
 	requireCode(t, err, CodeConflict, "disabled comes before size")
-	_, err = e.srv.Hook(ctx, "gh", nil, signed(), make([]byte, notify.MaxBody+1))
+	_, err = e.srv.notify.Ingress(ctx, "gh", nil, signed(), make([]byte, notify.MaxBody+1))
 	requireCode(t, err, CodePayloadTooLarge)
 	for _, q := range []string{"if_offline=later", "if_busy=soon", "level=loud", "level=info&level=error"} {
 		v, _ := url.ParseQuery(q)
-		_, err = e.srv.Hook(ctx, "gh", v, signed(), ok)
+		_, err = e.srv.notify.Ingress(ctx, "gh", v, signed(), ok)
 		requireCode(t, err, CodeBadRequest, q)
 	}
 	require.Empty(t, e.receipts(t, "gh"), "refusals before the rate limit land no receipt")
 
-	_, err = e.srv.Hook(ctx, "gh", nil, http.Header{}, ok)
-	require.ErrorIs(t, err, ErrHookRejected)
-	_, err = e.srv.Hook(ctx, "gh", nil, http.Header{"X-Hook-Secret": {"wrong"}}, ok)
-	require.ErrorIs(t, err, ErrHookRejected)
+	_, err = e.srv.notify.Ingress(ctx, "gh", nil, http.Header{}, ok)
+	require.ErrorIs(t, err, notify.ErrRejected)
+	_, err = e.srv.notify.Ingress(ctx, "gh", nil, http.Header{"X-Hook-Secret": {"wrong"}}, ok)
+	require.ErrorIs(t, err, notify.ErrRejected)
 
-	res, err := e.srv.Hook(ctx, "gh", url.Values{"level": {"error"}}, signed("x-delivery", "d-1"), ok)
+	res, err := e.srv.notify.Ingress(ctx, "gh", url.Values{"level": {"error"}}, signed("x-delivery", "d-1"), ok)
 	require.NoError(t, err)
 	require.Equal(t, "delivered", res.Status)
-	dup, err := e.srv.Hook(ctx, "gh", nil, signed("x-delivery", "d-1"), ok)
+	dup, err := e.srv.notify.Ingress(ctx, "gh", nil, signed("x-delivery", "d-1"), ok)
 	require.NoError(t, err)
 	require.Equal(t, "duplicate", dup.Status)
-	filt, err := e.srv.Hook(ctx, "gh", nil, signed("x-delivery", "d-2"), []byte(`{"action":"closed"}`))
+	filt, err := e.srv.notify.Ingress(ctx, "gh", nil, signed("x-delivery", "d-2"), []byte(`{"action":"closed"}`))
 	require.NoError(t, err)
 	require.Equal(t, "filtered", filt.Status)
 
@@ -203,10 +203,10 @@ func TestHookRateLimit(t *testing.T) {
 	e.create(t, "rl", nil)
 	ctx := context.Background()
 	for i := range notify.RateLimit {
-		_, err := e.srv.Hook(ctx, "rl", nil, http.Header{}, []byte("x"))
-		require.ErrorIs(t, err, ErrHookRejected, i)
+		_, err := e.srv.notify.Ingress(ctx, "rl", nil, http.Header{}, []byte("x"))
+		require.ErrorIs(t, err, notify.ErrRejected, i)
 	}
-	_, err := e.srv.Hook(ctx, "rl", nil, signed(), []byte("x"))
+	_, err := e.srv.notify.Ingress(ctx, "rl", nil, signed(), []byte("x"))
 	requireCode(t, err, CodeRateLimited)
 	r := Render(err)
 	require.Positive(t, r.RetryAfter)
@@ -219,15 +219,15 @@ func TestHookOfflineDrop(t *testing.T) {
 		r.Targets = targets(t, map[string]any{"member": "alice"})
 	})
 	ctx := context.Background()
-	res, err := e.srv.Hook(ctx, "m", nil, signed(), []byte("{}"))
+	res, err := e.srv.notify.Ingress(ctx, "m", nil, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "dropped", res.Status, "alice has no live stream")
 	// queue holds it for the attach (hookpolicy_test.go).
-	res, err = e.srv.Hook(ctx, "m", url.Values{"if_offline": {"queue"}}, signed(), []byte("{}"))
+	res, err = e.srv.notify.Ingress(ctx, "m", url.Values{"if_offline": {"queue"}}, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "pending", res.Status)
 	e.online(t, "alice")
-	res, err = e.srv.Hook(ctx, "m", nil, signed(), []byte("{}"))
+	res, err = e.srv.notify.Ingress(ctx, "m", nil, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", res.Status)
 }
@@ -237,10 +237,10 @@ func TestHookReplay(t *testing.T) {
 	e.online(t, "alice")
 	e.create(t, "r", func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("x-delivery") })
 	ctx := context.Background()
-	res, err := e.srv.Hook(ctx, "r", nil, signed("x-delivery", "k"), []byte(`{"a":1}`))
+	res, err := e.srv.notify.Ingress(ctx, "r", nil, signed("x-delivery", "k"), []byte(`{"a":1}`))
 	require.NoError(t, err)
-	_, err = e.srv.Hook(ctx, "r", nil, http.Header{}, []byte(`{"b":2}`))
-	require.ErrorIs(t, err, ErrHookRejected)
+	_, err = e.srv.notify.Ingress(ctx, "r", nil, http.Header{}, []byte(`{"b":2}`))
+	require.ErrorIs(t, err, notify.ErrRejected)
 	rej := e.receipts(t, "r")[0]
 	require.Equal(t, "rejected", rej.Status)
 	// The secret is gone: replay skips verification, and dedupe.
@@ -375,7 +375,7 @@ func TestHookAdminValidation(t *testing.T) {
 	_, err = e.n.CreateNotificationEndpoint(a, base())
 	requireCode(t, err, CodeConflict)
 
-	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: strings.Repeat("x", maxHookSecret+1)})
+	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: strings.Repeat("x", 4<<10+1)})
 	requireCode(t, err, CodePayloadTooLarge)
 	_, err = e.n.SetNotificationEndpointSecret(a, &apiv1.SetNotificationEndpointSecretRequest{Slug: "v", Secret: "\xff"})
 	requireCode(t, err, CodeBadRequest)
@@ -414,14 +414,14 @@ func TestHookProfiles(t *testing.T) {
 	e.create(t, "two", func(r *apiv1.CreateNotificationEndpointRequest) { r.AuthProfile = ptr("gh") })
 	ctx := context.Background()
 	// The endpoints' own secrets are ignored: the profile has none.
-	_, err = e.srv.Hook(ctx, "one", nil, signed(), []byte("{}"))
-	require.ErrorIs(t, err, ErrHookRejected)
+	_, err = e.srv.notify.Ingress(ctx, "one", nil, signed(), []byte("{}"))
+	require.ErrorIs(t, err, notify.ErrRejected)
 	require.Equal(t, hooks.ReasonNoSecret, e.receipts(t, "one")[0].Reason)
 	// One write rotates both.
 	_, err = e.n.SetNotificationProfileSecret(a, &apiv1.SetNotificationProfileSecretRequest{Slug: "gh", Secret: "shared"})
 	require.NoError(t, err)
 	for _, slug := range []string{"one", "two"} {
-		res, err := e.srv.Hook(ctx, slug, nil, http.Header{"X-Hook-Secret": {"shared"}}, []byte("{}"))
+		res, err := e.srv.notify.Ingress(ctx, slug, nil, http.Header{"X-Hook-Secret": {"shared"}}, []byte("{}"))
 		require.NoError(t, err, slug)
 		require.Equal(t, "delivered", res.Status)
 	}
@@ -537,7 +537,7 @@ func FuzzParseTargets(f *testing.F) {
 		if err := l.UnmarshalJSON([]byte(s)); err != nil {
 			return
 		}
-		ts, err := parseTargets(l, func(n string) bool { return n == "alice" }, func(ref string) (string, bool) {
+		ts, err := notify.ParseTargets(l, func(n string) bool { return n == "alice" }, func(ref string) (string, bool) {
 			return "id-" + ref, ref == "ops"
 		})
 		if err != nil {
@@ -546,7 +546,7 @@ func FuzzParseTargets(f *testing.F) {
 			return
 		}
 		require.NotEmpty(t, ts)
-		require.LessOrEqual(t, len(ts), maxHookTargets)
+		require.LessOrEqual(t, len(ts), 64)
 		for _, x := range ts {
 			require.True(t, (x.Member == "alice") != (x.Channel == "id-ops"), "%+v", x)
 		}
@@ -561,10 +561,10 @@ func TestHookDedupeOnTheSecretHeader(t *testing.T) {
 	e.online(t, "alice")
 	e.create(t, "sec", func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("X-Hook-Secret") })
 	ctx := context.Background()
-	first, err := e.srv.Hook(ctx, "sec", nil, signed(), []byte(`{}`))
+	first, err := e.srv.notify.Ingress(ctx, "sec", nil, signed(), []byte(`{}`))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", first.Status)
-	again, err := e.srv.Hook(ctx, "sec", nil, signed(), []byte(`{}`))
+	again, err := e.srv.notify.Ingress(ctx, "sec", nil, signed(), []byte(`{}`))
 	require.NoError(t, err)
 	require.Equal(t, "duplicate", again.Status)
 	for _, r := range e.receipts(t, "sec") {
@@ -596,7 +596,7 @@ func TestHookCorruptEndpointColumn(t *testing.T) {
 			tc.corrupt(&rec)
 			require.NoError(t, e.st.UpdateHookEndpoint(ctx, rec))
 
-			_, err = e.srv.Hook(ctx, "c", nil, signed(), []byte(`{"n":1}`))
+			_, err = e.srv.notify.Ingress(ctx, "c", nil, signed(), []byte(`{"n":1}`))
 			requireCode(t, err, CodeInternal)
 			require.Empty(t, e.receipts(t, "c"), "no receipt claims a delivery that never ran")
 			_, err = e.n.GetNotificationEndpoint(e.as("admin"), &apiv1.GetNotificationEndpointRequest{Slug: "c"})

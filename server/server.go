@@ -148,8 +148,8 @@ type Server struct {
 	core  *core
 	fs    *Fs
 	fed   *federationState
-	// notify is the inbound-hook capability (ingress, the delivery
-	// policy and its loop).
+	// notify is the inbound-hook capability (its admin API, ingress,
+	// the delivery policy and its loop).
 	notify *notify.Service
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
@@ -187,7 +187,21 @@ func New(d Deps, opts ...Option) *Server {
 		}
 	}
 	hooked := notify.New(notify.Deps{
-		Store: d.Store, Commit: notifyCommitter{c}, Members: notifyMembers{c}, KEK: d.KEK,
+		Store: d.Store,
+		Commit: notify.Committer{
+			Commit: c.commit,
+			CommitStored: func(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+				stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error,
+			) error {
+				return c.msgs.changeStored(ctx, apply, stored).err
+			},
+		},
+		Members: notify.Members{
+			Known:  func(name string) bool { _, ok := c.team.Member(name); return ok },
+			Online: func(name string) bool { return c.hub.Connected(name) > 0 },
+			Busy:   func(name string) (bool, time.Time) { return c.presence.busy(name) },
+		},
+		Holders: c.holders, KEK: d.KEK,
 		Count: func(status string) {
 			if c.metrics != nil {
 				c.metrics.hooked(status)
@@ -195,7 +209,7 @@ func New(d Deps, opts ...Option) *Server {
 		},
 		MessageID: formatMessageID, Now: o.now, Log: o.log,
 	})
-	c.dropHookCopies = hooked.DropMember
+	c.hooks = hooked
 	// A member's reach changes when it attaches or reports what it does:
 	// queued or held hook copies may go now.
 	c.presence.onActivity = func(string) { hooked.Poke() }
@@ -271,7 +285,7 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterToolSourcesServer(g, &ToolSources{core: c})
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
-		apiv1.RegisterNotificationsServer(g, &Notifications{core: c, notify: hooked})
+		apiv1.RegisterNotificationsServer(g, hooked.Admin())
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
 		apiv1.RegisterApprovalsServer(g, &Approvals{core: c})
@@ -334,6 +348,10 @@ func (s *Server) UploadGenAI(ctx context.Context, p *auth.Principal, member stri
 	a := &Activity{core: s.core}
 	return a.UploadGenAi(auth.WithPrincipal(ctx, p), &apiv1.UploadGenAiRequest{Name: member, Body: body})
 }
+
+// Notify returns the inbound-hook capability, for the gateway's ingress
+// route (POST /hooks/{slug}).
+func (s *Server) Notify() *notify.Service { return s.notify }
 
 // Fs returns the filesystem service, for the hand-written byte routes.
 func (s *Server) Fs() *Fs { return s.fs }

@@ -1,8 +1,10 @@
-// Package notify is the inbound-hook capability: ingress (POST
-// /hooks/{slug}), verification, dedupe, filters and the delivery policy
-// (the offline queue, the busy wait, the debounce buffer) with the one
-// loop that flushes, forces and expires them (docs/HOOKS.md). Its
-// dependencies are explicit (Deps); it never imports the server root.
+// Package notify is the inbound-hook capability: the admin API of
+// endpoints, profiles and receipts (Admin), ingress (POST /hooks/{slug}),
+// verification, dedupe, filters and the delivery policy (the offline
+// queue, the busy wait, the debounce buffer) with the one loop that
+// flushes, forces and expires them, and the briefing section of the
+// members it reaches (docs/HOOKS.md). Its dependencies are explicit
+// (Deps); it never imports the server root.
 package notify
 
 import (
@@ -33,24 +35,24 @@ const (
 // Committer commits the service's changes on the broker's message
 // committer, so a message never reaches a stream before what it reports
 // is durable.
-type Committer interface {
+type Committer struct {
 	// Commit runs fn in the transaction of the next batch, with no
 	// messages.
-	Commit(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error
+	Commit func(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error
 	// CommitStored runs apply in the next batch and commits the messages
-	// it returns; stored then runs in the same transaction with them,
-	// their Seq set.
-	CommitStored(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+	// it returns; stored (when not nil) then runs in the same transaction
+	// with them, their Seq set, when there are any.
+	CommitStored func(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
 		stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error) error
 }
 
 // Members is what the service needs to know of a member target now:
 // whether it is on the team, has a live stream, and is working (and
 // until when that lapses).
-type Members interface {
-	Known(name string) bool
-	Online(name string) bool
-	Busy(name string) (busy bool, until time.Time)
+type Members struct {
+	Known  func(name string) bool
+	Online func(name string) bool
+	Busy   func(name string) (busy bool, until time.Time)
 }
 
 // Deps are the service's dependencies.
@@ -58,6 +60,9 @@ type Deps struct {
 	Store   store.Store
 	Commit  Committer
 	Members Members
+	// Holders are the members who hold a permission leaf now (the
+	// managers an endpoint's events go to); nil: none.
+	Holders func(leaf string) []string
 	// KEK opens the sealed secrets (nil: none active; every delivery to
 	// an endpoint with a secret is rejected).
 	KEK *kek.KEK
