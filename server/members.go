@@ -12,6 +12,7 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
 	"svc/server/notify"
+	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -335,7 +336,7 @@ func (c *core) releaseTargets(ctx context.Context, f store.FormerMember) error {
 		if !slices.Contains(e.MemberTargets(), f.Name) {
 			continue
 		}
-		_, err := changeEntry(ctx, c, registryNotifications, e.Slug, func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
+		_, err := c.endpointRegistry().Change(ctx, e.Slug, func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registry.Change) (bool, error) {
 			kept := slices.DeleteFunc(slices.Clone(e.Targets), func(t notify.Target) bool { return t.Member == f.Name })
 			if len(kept) == len(e.Targets) {
 				return false, nil
@@ -355,8 +356,8 @@ func (c *core) releaseTargets(ctx context.Context, f store.FormerMember) error {
 				return false, err
 			}
 			// The deleted member hears of it no more.
-			ch.before = slices.DeleteFunc(ch.before, func(m string) bool { return m == f.Name })
-			ch.event = "updated"
+			ch.Before = slices.DeleteFunc(ch.Before, func(m string) bool { return m == f.Name })
+			ch.Event = "updated"
 			return true, nil
 		})
 		errs = append(errs, err)

@@ -19,6 +19,7 @@ import (
 	"svc/server/auth"
 	"svc/server/hooks"
 	"svc/server/notify"
+	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -49,15 +50,16 @@ const (
 // created without auth or authProfile.
 const defaultHookAuthKind = "hmac-sha256"
 
-// registryNotifications describes the notification endpoints to
-// changeEntry: their audience is their direct member targets.
-var registryNotifications = registryOf[notify.Endpoint]{
-	kind: registryKindHookEndpoint, manage: auth.NotificationsManage,
-	get: func(ctx context.Context, tx store.Tx, slug string) (notify.Endpoint, error) {
-		return notify.Read(ctx, tx, slug)
-	},
-	notFound: endpointErr,
-	audience: func(e notify.Endpoint) (bool, []string) { return false, e.MemberTargets() },
+// endpointRegistry is the registry of notification endpoints on c's kit:
+// their audience is their direct member targets.
+func (c *core) endpointRegistry() registry.Of[notify.Endpoint] {
+	return registry.Of[notify.Endpoint]{
+		Kit: c.reg, Kind: registry.NotificationEndpoints,
+		Get: func(ctx context.Context, tx store.Tx, slug string) (notify.Endpoint, error) {
+			return notify.Read(ctx, tx, slug)
+		},
+		Audience: func(e notify.Endpoint) (bool, []string) { return false, e.MemberTargets() },
+	}
 }
 
 // endpointErr names an unknown endpoint.
@@ -520,7 +522,6 @@ func (n *Notifications) knownProfile(ctx context.Context, slug string) error {
 
 // CreateNotificationEndpoint implements apiv1.NotificationsServer: 201.
 func (n *Notifications) CreateNotificationEndpoint(ctx context.Context, req *apiv1.CreateNotificationEndpointRequest) (*apiv1.CreateNotificationEndpointResponse, error) {
-	p := mustPrincipal(ctx)
 	if err := firstErr(
 		validRegistrySlug("slug", req.GetSlug()),
 		n.endpointFields(req.DisplayName, req.Template, req.DedupeHeader, req.Level),
@@ -566,21 +567,12 @@ func (n *Notifications) CreateNotificationEndpoint(ctx context.Context, req *api
 	if err != nil {
 		return nil, err
 	}
-	managers := n.holders(auth.NotificationsManage)
-	err = n.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
-		if err := tx.CreateHookEndpoint(ctx, rec); err != nil {
-			switch {
-			case errors.Is(err, store.ErrConflict):
-				return nil, Errorf(CodeConflict, "slug %q is taken", e.Slug)
-			case errors.Is(err, store.ErrPrecondition):
-				return nil, invalid("authProfile", "no notification profile %q", e.AuthProfile)
-			}
-			return nil, err
+	err = n.endpointRegistry().Create(ctx, e.Slug, e, func(ctx context.Context, tx store.Tx) error {
+		err := tx.CreateHookEndpoint(ctx, rec)
+		if errors.Is(err, store.ErrPrecondition) {
+			return invalid("authProfile", "no notification profile %q", e.AuthProfile)
 		}
-		return &registryChange{
-			kind: registryKindHookEndpoint, slug: e.Slug, event: "created", actor: p.Member,
-			after: e.MemberTargets(), managers: managers,
-		}, nil
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -620,7 +612,7 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 			return nil, err
 		}
 	}
-	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
+	e, err := n.endpointRegistry().Change(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registry.Change) (bool, error) {
 		before, err := e.Record()
 		if err != nil {
 			return false, err
@@ -669,7 +661,7 @@ func (n *Notifications) UpdateNotificationEndpoint(ctx context.Context, req *api
 			}
 			return false, err
 		}
-		ch.event = "updated"
+		ch.Event = "updated"
 		return true, nil
 	})
 	if err != nil {
@@ -688,11 +680,9 @@ func sameEndpoint(a, b store.HookEndpoint) bool {
 // DeleteNotificationEndpoint implements apiv1.NotificationsServer: 204;
 // the receipts and the queued, held or buffered copies go with it.
 func (n *Notifications) DeleteNotificationEndpoint(ctx context.Context, req *apiv1.DeleteNotificationEndpointRequest) (*apiv1.DeleteNotificationEndpointResponse, error) {
-	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
-		ch.event = "deleted"
-		return true, tx.DeleteHookEndpoint(ctx, e.Slug)
-	})
-	if err != nil {
+	if err := n.endpointRegistry().Delete(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, slug string) error {
+		return tx.DeleteHookEndpoint(ctx, slug)
+	}); err != nil {
 		return nil, err
 	}
 	setHTTPStatus(ctx, http.StatusNoContent)
@@ -703,23 +693,32 @@ func (n *Notifications) DeleteNotificationEndpoint(ctx context.Context, req *api
 // 4 KiB, 400 empty or refused by the engine, 503 without a KEK. The
 // engine's message never carries the secret.
 func (c *core) hookSecret(secret, kind, purpose string) ([]byte, error) {
+	if err := c.checkHookSecret(secret, kind); err != nil {
+		return nil, err
+	}
+	return c.seal([]byte(secret), purpose)
+}
+
+// checkHookSecret checks a secret for kind: 413 over 4 KiB, 400 empty or
+// refused by the engine, 503 without a KEK.
+func (c *core) checkHookSecret(secret, kind string) error {
 	switch {
 	case len(secret) > maxHookSecret:
-		return nil, Errorf(CodePayloadTooLarge, "secret: over %d bytes", maxHookSecret)
+		return Errorf(CodePayloadTooLarge, "secret: over %d bytes", maxHookSecret)
 	case secret == "":
-		return nil, invalid("secret", "is required (DELETE removes it)")
+		return invalid("secret", "is required (DELETE removes it)")
 	}
 	if c.kek == nil {
-		return nil, errNoKEK
+		return errNoKEK
 	}
 	if err := hooks.ValidateSecret(kind, secret); err != nil {
 		var ie *hooks.InvalidError
 		if errors.As(err, &ie) {
-			return nil, invalid("secret", "%s", ie.Message)
+			return invalid("secret", "%s", ie.Message)
 		}
-		return nil, invalid("secret", "is not a valid %s secret", kind)
+		return invalid("secret", "is not a valid %s secret", kind)
 	}
-	return c.seal([]byte(secret), purpose)
+	return nil
 }
 
 // SetNotificationEndpointSecret implements apiv1.NotificationsServer. The
@@ -733,13 +732,11 @@ func (n *Notifications) SetNotificationEndpointSecret(ctx context.Context, req *
 	if err != nil {
 		return nil, endpointErr(err, req.GetSlug())
 	}
-	sealed, err := n.hookSecret(req.GetSecret(), cur.Auth.Kind, notify.EndpointPurpose(req.GetSlug()))
-	if err != nil {
+	if err := n.checkHookSecret(req.GetSecret(), cur.Auth.Kind); err != nil {
 		return nil, err
 	}
-	e, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
-		ch.event = "secret_set"
-		return true, tx.SetHookEndpointSecret(ctx, e.Slug, sealed, n.now())
+	e, err := n.endpointRegistry().SetSecret(ctx, req.GetSlug(), []byte(req.GetSecret()), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, sealed []byte) error {
+		return tx.SetHookEndpointSecret(ctx, e.Slug, sealed, n.now())
 	})
 	if err != nil {
 		return nil, err
@@ -750,13 +747,10 @@ func (n *Notifications) SetNotificationEndpointSecret(ctx context.Context, req *
 // DeleteNotificationEndpointSecret implements apiv1.NotificationsServer:
 // 204, 404 when the endpoint has no secret.
 func (n *Notifications) DeleteNotificationEndpointSecret(ctx context.Context, req *apiv1.DeleteNotificationEndpointSecretRequest) (*apiv1.DeleteNotificationEndpointSecretResponse, error) {
-	_, err := changeEntry(ctx, n.core, registryNotifications, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registryChange) (bool, error) {
-		if len(e.Secret) == 0 {
-			return false, Errorf(CodeNotFound, "notification endpoint %q has no secret", e.Slug)
-		}
-		ch.event = "secret_deleted"
-		return true, tx.SetHookEndpointSecret(ctx, e.Slug, nil, n.now())
-	})
+	err := n.endpointRegistry().ClearSecret(ctx, req.GetSlug(), func(e notify.Endpoint) bool { return len(e.Secret) > 0 },
+		func(ctx context.Context, tx store.Tx, e *notify.Endpoint) error {
+			return tx.SetHookEndpointSecret(ctx, e.Slug, nil, n.now())
+		})
 	if err != nil {
 		return nil, err
 	}
