@@ -14,6 +14,7 @@ import (
 	"svc/server/hub"
 	"svc/server/kek"
 	"svc/server/pricing"
+	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
@@ -47,6 +48,8 @@ type core struct {
 	blobs  *vfs.Blobs // nil when the filesystem is disabled
 	// tools is the tool-call engine of tool sources.
 	tools ToolEngine
+	// reg is the registry kit the slug registries change their entries on.
+	reg *registry.Kit
 	// hooks is what the core asks of the inbound-hook capability.
 	hooks inboundHooks
 	// approvals indexes the pending approvals: presence reads a member

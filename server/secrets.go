@@ -13,6 +13,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -23,8 +24,6 @@ const (
 	// maxEnvName bounds an envName: environments take long names, but not
 	// unbounded ones.
 	maxEnvName = 128
-	// maxRegistryDescription bounds a description of a secret or a tool.
-	maxRegistryDescription = 4 << 10
 )
 
 // envNameRE is the envName grammar (CONTRACT §4).
@@ -57,7 +56,7 @@ func validEnvName(field, s string) error {
 }
 
 // secretPurpose binds a sealed secret value to its secret.
-func secretPurpose(slug string) string { return "svc/secret/" + slug }
+func secretPurpose(slug string) string { return registry.Secrets.PurposeOf(slug) }
 
 // Secrets implements apiv1.SecretsServer: the registry of environment
 // secrets. Every change runs on the message committer with the event that
@@ -96,12 +95,7 @@ func nameList(names []string) *structpb.ListValue {
 }
 
 // secretErr names an unknown secret.
-func secretErr(err error, slug string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return Errorf(CodeNotFound, "no secret %q", slug)
-	}
-	return err
-}
+func secretErr(err error, slug string) error { return secretRegistry(nil).NotFound(err, slug) }
 
 // ListSecrets implements apiv1.SecretsServer.
 func (s *Secrets) ListSecrets(ctx context.Context, _ *apiv1.ListSecretsRequest) (*apiv1.ListSecretsResponse, error) {
@@ -145,21 +139,14 @@ func (s *Secrets) CreateSecret(ctx context.Context, req *apiv1.CreateSecretReque
 		Slug: req.GetSlug(), EnvName: req.GetEnvName(), Description: req.GetDescription(),
 		Enabled: true, AllMembers: req.GetAllMembers(), CreatedAt: now, UpdatedAt: now,
 	}
-	everyone, managers := s.memberNames(), s.holders(auth.SecretsManage)
-	err := s.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
-		if err := tx.CreateSecret(ctx, x); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				if _, gerr := tx.GetSecret(ctx, x.Slug); gerr == nil {
-					return nil, Errorf(CodeConflict, "slug %q is taken", x.Slug)
-				}
-				return nil, Errorf(CodeConflict, "envName %s is taken", x.EnvName)
+	err := secretRegistry(s.core).Create(ctx, x.Slug, x, func(ctx context.Context, tx store.Tx) error {
+		err := tx.CreateSecret(ctx, x)
+		if errors.Is(err, store.ErrConflict) {
+			if _, gerr := tx.GetSecret(ctx, x.Slug); gerr != nil {
+				return Errorf(CodeConflict, "envName %s is taken", x.EnvName)
 			}
-			return nil, err
 		}
-		return &registryChange{
-			kind: registryKindSecret, slug: x.Slug, event: "created", actor: p.Member,
-			after: registryAudience(x.AllMembers, nil, everyone), managers: managers,
-		}, nil
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -169,25 +156,30 @@ func (s *Secrets) CreateSecret(ctx context.Context, req *apiv1.CreateSecretReque
 }
 
 // changeSecret loads a secret on the committer, lets fn change it and
-// report the change, and answers the secret as it then is. fn returns a
-// nil change when nothing changed.
-func (s *Secrets) changeSecret(ctx context.Context, slug string, fn func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error)) (store.Secret, error) {
-	return changeEntry(ctx, s.core, secretRegistry, slug, fn)
+// report the change, and answers the secret as it then is. fn returns
+// false when nothing changed.
+func (s *Secrets) changeSecret(ctx context.Context, slug string, fn func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registry.Change) (bool, error)) (store.Secret, error) {
+	return secretRegistry(s.core).Change(ctx, slug, fn)
 }
 
-// secretRegistry describes the secrets to changeEntry.
-var secretRegistry = registryOf[store.Secret]{
-	kind: registryKindSecret, manage: auth.SecretsManage,
-	get: func(ctx context.Context, tx store.Tx, slug string) (store.Secret, error) {
-		return tx.GetSecret(ctx, slug)
-	},
-	notFound: secretErr,
-	audience: func(x store.Secret) (bool, []string) { return x.AllMembers, x.Bound },
-	noun:     "secret",
-	bind:     func(ctx context.Context, tx store.Tx, slug, m string) error { return tx.PutSecretBinding(ctx, slug, m) },
-	unbind: func(ctx context.Context, tx store.Tx, slug, m string) error {
-		return tx.DeleteSecretBinding(ctx, slug, m)
-	},
+// secretRegistry is the registry of secrets on c's kit (nil c: without a
+// kit, for NotFound alone).
+func secretRegistry(c *core) registry.Of[store.Secret] {
+	r := registry.Of[store.Secret]{
+		Kind: registry.Secrets,
+		Get: func(ctx context.Context, tx store.Tx, slug string) (store.Secret, error) {
+			return tx.GetSecret(ctx, slug)
+		},
+		Audience: func(x store.Secret) (bool, []string) { return x.AllMembers, x.Bound },
+		Bind:     func(ctx context.Context, tx store.Tx, slug, m string) error { return tx.PutSecretBinding(ctx, slug, m) },
+		Unbind: func(ctx context.Context, tx store.Tx, slug, m string) error {
+			return tx.DeleteSecretBinding(ctx, slug, m)
+		},
+	}
+	if c != nil {
+		r.Kit, r.Changed = c.reg, c.secretsChanged
+	}
+	return r
 }
 
 // UpdateSecret implements apiv1.SecretsServer.
@@ -201,7 +193,7 @@ func (s *Secrets) UpdateSecret(ctx context.Context, req *apiv1.UpdateSecretReque
 	if err := validText("description", req.GetDescription(), maxRegistryDescription, false); err != nil {
 		return nil, err
 	}
-	x, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
+	x, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registry.Change) (bool, error) {
 		before := *x
 		if req.EnvName != nil {
 			x.EnvName = req.GetEnvName()
@@ -225,7 +217,7 @@ func (s *Secrets) UpdateSecret(ctx context.Context, req *apiv1.UpdateSecretReque
 			}
 			return false, err
 		}
-		ch.event = "updated"
+		ch.Event = "updated"
 		return true, nil
 	})
 	if err != nil {
@@ -236,11 +228,9 @@ func (s *Secrets) UpdateSecret(ctx context.Context, req *apiv1.UpdateSecretReque
 
 // DeleteSecret implements apiv1.SecretsServer: 204.
 func (s *Secrets) DeleteSecret(ctx context.Context, req *apiv1.DeleteSecretRequest) (*apiv1.DeleteSecretResponse, error) {
-	_, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
-		ch.event = "deleted"
-		return true, tx.DeleteSecret(ctx, x.Slug)
-	})
-	if err != nil {
+	if err := secretRegistry(s.core).Delete(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, slug string) error {
+		return tx.DeleteSecret(ctx, slug)
+	}); err != nil {
 		return nil, err
 	}
 	setHTTPStatus(ctx, http.StatusNoContent)
@@ -261,13 +251,8 @@ func (s *Secrets) SetSecretValue(ctx context.Context, req *apiv1.SetSecretValueR
 	case v == "":
 		return nil, invalid("value", "is required (DELETE /secrets/%s/value removes it)", req.GetSlug())
 	}
-	sealed, err := s.seal([]byte(v), secretPurpose(req.GetSlug()))
-	if err != nil {
-		return nil, err
-	}
-	x, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
-		ch.event = "value_set"
-		return true, tx.SetSecretValue(ctx, x.Slug, sealed, s.now())
+	x, err := secretRegistry(s.core).SetSecret(ctx, req.GetSlug(), []byte(v), func(ctx context.Context, tx store.Tx, x *store.Secret, sealed []byte) error {
+		return tx.SetSecretValue(ctx, x.Slug, sealed, s.now())
 	})
 	if err != nil {
 		return nil, err
@@ -278,13 +263,10 @@ func (s *Secrets) SetSecretValue(ctx context.Context, req *apiv1.SetSecretValueR
 // DeleteSecretValue implements apiv1.SecretsServer: 204, 404 when the
 // secret has no value.
 func (s *Secrets) DeleteSecretValue(ctx context.Context, req *apiv1.DeleteSecretValueRequest) (*apiv1.DeleteSecretValueResponse, error) {
-	_, err := s.changeSecret(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.Secret, ch *registryChange) (bool, error) {
-		if len(x.Value) == 0 {
-			return false, Errorf(CodeNotFound, "secret %q has no value", x.Slug)
-		}
-		ch.event = "value_deleted"
-		return true, tx.SetSecretValue(ctx, x.Slug, nil, s.now())
-	})
+	err := secretRegistry(s.core).ClearSecret(ctx, req.GetSlug(), func(x store.Secret) bool { return len(x.Value) > 0 },
+		func(ctx context.Context, tx store.Tx, x *store.Secret) error {
+			return tx.SetSecretValue(ctx, x.Slug, nil, s.now())
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +277,7 @@ func (s *Secrets) DeleteSecretValue(ctx context.Context, req *apiv1.DeleteSecret
 // AddSecretBinding implements apiv1.SecretsServer: an unknown member is
 // 400, as an unknown assignee or watcher is.
 func (s *Secrets) AddSecretBinding(ctx context.Context, req *apiv1.AddSecretBindingRequest) (*apiv1.AddSecretBindingResponse, error) {
-	x, err := addBinding(ctx, s.core, secretRegistry, req.GetSlug(), req.GetMember())
+	x, err := secretRegistry(s.core).AddBinding(ctx, req.GetSlug(), req.GetMember())
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +287,7 @@ func (s *Secrets) AddSecretBinding(ctx context.Context, req *apiv1.AddSecretBind
 // RemoveSecretBinding implements apiv1.SecretsServer: 204, 404 when the
 // member is not bound; the member is told.
 func (s *Secrets) RemoveSecretBinding(ctx context.Context, req *apiv1.RemoveSecretBindingRequest) (*apiv1.RemoveSecretBindingResponse, error) {
-	if err := removeBinding(ctx, s.core, secretRegistry, req.GetSlug(), req.GetName()); err != nil {
+	if err := secretRegistry(s.core).RemoveBinding(ctx, req.GetSlug(), req.GetName()); err != nil {
 		return nil, err
 	}
 	setHTTPStatus(ctx, http.StatusNoContent)

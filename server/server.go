@@ -221,6 +221,7 @@ func New(d Deps, opts ...Option) *Server {
 	}
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
+	c.reg = newRegistryKit(c)
 	if d.Team != nil {
 		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
 	}

@@ -19,6 +19,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
+	"svc/server/registry"
 	"svc/server/toolcall"
 	"svc/store"
 )
@@ -63,7 +64,7 @@ var customToolNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 var mcpToolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 // toolCredentialPurpose binds a sealed credential to its source.
-func toolCredentialPurpose(slug string) string { return "svc/tool-credential/" + slug }
+func toolCredentialPurpose(slug string) string { return registry.ToolSources.PurposeOf(slug) }
 
 // ToolSources implements apiv1.ToolSourcesServer: the registry of tool
 // sources and the calls of their tools. Every change runs on the message
@@ -76,12 +77,7 @@ type ToolSources struct {
 var _ apiv1.ToolSourcesServer = (*ToolSources)(nil)
 
 // toolSourceErr names an unknown source.
-func toolSourceErr(err error, slug string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return Errorf(CodeNotFound, "no tool source %q", slug)
-	}
-	return err
-}
+func toolSourceErr(err error, slug string) error { return toolSourceRegistry(nil).NotFound(err, slug) }
 
 // toolSourceToProto is s as viewer p sees it. detail adds the tool
 // definitions; a tools.manage viewer also gets boundMembers and the
@@ -248,18 +244,8 @@ func (s *ToolSources) CreateToolSource(ctx context.Context, req *apiv1.CreateToo
 		Slug: req.GetSlug(), Kind: req.GetKind(), DisplayName: name, Config: cfg,
 		Enabled: req.Enabled == nil || req.GetEnabled(), AllMembers: req.GetAllMembers(), CreatedAt: now, UpdatedAt: now,
 	}
-	everyone, managers := s.memberNames(), s.holders(auth.ToolsManage)
-	err = s.registryCommit(ctx, func(ctx context.Context, tx store.Tx) (*registryChange, error) {
-		if err := tx.CreateToolSource(ctx, x); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return nil, Errorf(CodeConflict, "slug %q is taken", x.Slug)
-			}
-			return nil, err
-		}
-		return &registryChange{
-			kind: registryKindToolSource, slug: x.Slug, event: "created", actor: p.Member,
-			after: registryAudience(x.AllMembers, nil, everyone), managers: managers,
-		}, nil
+	err = toolSourceRegistry(s.core).Create(ctx, x.Slug, x, func(ctx context.Context, tx store.Tx) error {
+		return tx.CreateToolSource(ctx, x)
 	})
 	if err != nil {
 		return nil, err
@@ -271,23 +257,28 @@ func (s *ToolSources) CreateToolSource(ctx context.Context, req *apiv1.CreateToo
 // changeSource loads a source on the committer, lets fn change it and
 // report the change, and answers the source as it then is. fn returns
 // false when nothing changed (no event).
-func (s *ToolSources) changeSource(ctx context.Context, slug string, fn func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error)) (store.ToolSource, error) {
-	return changeEntry(ctx, s.core, toolSourceRegistry, slug, fn)
+func (s *ToolSources) changeSource(ctx context.Context, slug string, fn func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registry.Change) (bool, error)) (store.ToolSource, error) {
+	return toolSourceRegistry(s.core).Change(ctx, slug, fn)
 }
 
-// toolSourceRegistry describes the tool sources to changeEntry.
-var toolSourceRegistry = registryOf[store.ToolSource]{
-	kind: registryKindToolSource, manage: auth.ToolsManage,
-	get: func(ctx context.Context, tx store.Tx, slug string) (store.ToolSource, error) {
-		return tx.GetToolSource(ctx, slug)
-	},
-	notFound: toolSourceErr,
-	audience: func(x store.ToolSource) (bool, []string) { return x.AllMembers, x.Bound },
-	noun:     "tool source",
-	bind:     func(ctx context.Context, tx store.Tx, slug, m string) error { return tx.PutToolBinding(ctx, slug, m) },
-	unbind: func(ctx context.Context, tx store.Tx, slug, m string) error {
-		return tx.DeleteToolBinding(ctx, slug, m)
-	},
+// toolSourceRegistry is the registry of tool sources on c's kit (nil c:
+// without a kit, for NotFound alone).
+func toolSourceRegistry(c *core) registry.Of[store.ToolSource] {
+	r := registry.Of[store.ToolSource]{
+		Kind: registry.ToolSources,
+		Get: func(ctx context.Context, tx store.Tx, slug string) (store.ToolSource, error) {
+			return tx.GetToolSource(ctx, slug)
+		},
+		Audience: func(x store.ToolSource) (bool, []string) { return x.AllMembers, x.Bound },
+		Bind:     func(ctx context.Context, tx store.Tx, slug, m string) error { return tx.PutToolBinding(ctx, slug, m) },
+		Unbind: func(ctx context.Context, tx store.Tx, slug, m string) error {
+			return tx.DeleteToolBinding(ctx, slug, m)
+		},
+	}
+	if c != nil {
+		r.Kit = c.reg
+	}
+	return r
 }
 
 // UpdateToolSource implements apiv1.ToolSourcesServer.
@@ -298,7 +289,7 @@ func (s *ToolSources) UpdateToolSource(ctx context.Context, req *apiv1.UpdateToo
 			return nil, err
 		}
 	}
-	x, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error) {
+	x, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registry.Change) (bool, error) {
 		before := *x
 		if req.DisplayName != nil {
 			x.DisplayName = req.GetDisplayName()
@@ -320,7 +311,7 @@ func (s *ToolSources) UpdateToolSource(ctx context.Context, req *apiv1.UpdateToo
 			return false, nil
 		}
 		x.UpdatedAt = s.now()
-		ch.event = "updated"
+		ch.Event = "updated"
 		return true, tx.UpdateToolSource(ctx, *x)
 	})
 	if err != nil {
@@ -331,9 +322,8 @@ func (s *ToolSources) UpdateToolSource(ctx context.Context, req *apiv1.UpdateToo
 
 // DeleteToolSource implements apiv1.ToolSourcesServer: 204.
 func (s *ToolSources) DeleteToolSource(ctx context.Context, req *apiv1.DeleteToolSourceRequest) (*apiv1.DeleteToolSourceResponse, error) {
-	_, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error) {
-		ch.event = "deleted"
-		return true, tx.DeleteToolSource(ctx, x.Slug)
+	err := toolSourceRegistry(s.core).Delete(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, slug string) error {
+		return tx.DeleteToolSource(ctx, slug)
 	})
 	if err != nil {
 		return nil, err
@@ -391,23 +381,18 @@ func (s *ToolSources) SetToolCredential(ctx context.Context, req *apiv1.SetToolC
 	case !httpguts.ValidHeaderFieldValue(secret) || strings.TrimSpace(secret) != secret:
 		return nil, invalid("secret", "must be a valid header value without leading or trailing space")
 	}
-	sealed, err := s.seal([]byte(secret), toolCredentialPurpose(req.GetSlug()))
-	if err != nil {
-		return nil, err
-	}
-	cred.Secret = sealed
-	x, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error) {
+	x, err := toolSourceRegistry(s.core).SetSecret(ctx, req.GetSlug(), []byte(secret), func(ctx context.Context, tx store.Tx, x *store.ToolSource, sealed []byte) error {
 		if cred.HeaderName != "" {
 			for tool, hs := range bindingHeaders(x.Tools) {
 				for _, h := range hs {
 					if strings.EqualFold(h, cred.HeaderName) {
-						return false, Errorf(CodeConflict, "tool %s's binding sets %s: the credential cannot use it", tool, cred.HeaderName)
+						return Errorf(CodeConflict, "tool %s's binding sets %s: the credential cannot use it", tool, cred.HeaderName)
 					}
 				}
 			}
 		}
-		ch.event = "credential_set"
-		return true, tx.SetToolCredential(ctx, x.Slug, cred, s.now())
+		cred.Secret = sealed
+		return tx.SetToolCredential(ctx, x.Slug, cred, s.now())
 	})
 	if err != nil {
 		return nil, err
@@ -418,13 +403,10 @@ func (s *ToolSources) SetToolCredential(ctx context.Context, req *apiv1.SetToolC
 // DeleteToolCredential implements apiv1.ToolSourcesServer: 204, 404 when
 // the source has none.
 func (s *ToolSources) DeleteToolCredential(ctx context.Context, req *apiv1.DeleteToolCredentialRequest) (*apiv1.DeleteToolCredentialResponse, error) {
-	_, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error) {
-		if x.Credential.Kind == "" {
-			return false, Errorf(CodeNotFound, "tool source %q has no credential", x.Slug)
-		}
-		ch.event = "credential_deleted"
-		return true, tx.SetToolCredential(ctx, x.Slug, store.ToolCredential{}, s.now())
-	})
+	err := toolSourceRegistry(s.core).ClearSecret(ctx, req.GetSlug(), func(x store.ToolSource) bool { return x.Credential.Kind != "" },
+		func(ctx context.Context, tx store.Tx, x *store.ToolSource) error {
+			return tx.SetToolCredential(ctx, x.Slug, store.ToolCredential{}, s.now())
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +417,7 @@ func (s *ToolSources) DeleteToolCredential(ctx context.Context, req *apiv1.Delet
 // AddToolBinding implements apiv1.ToolSourcesServer: an unknown member is
 // 400.
 func (s *ToolSources) AddToolBinding(ctx context.Context, req *apiv1.AddToolBindingRequest) (*apiv1.AddToolBindingResponse, error) {
-	x, err := addBinding(ctx, s.core, toolSourceRegistry, req.GetSlug(), req.GetMember())
+	x, err := toolSourceRegistry(s.core).AddBinding(ctx, req.GetSlug(), req.GetMember())
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +427,7 @@ func (s *ToolSources) AddToolBinding(ctx context.Context, req *apiv1.AddToolBind
 // RemoveToolBinding implements apiv1.ToolSourcesServer: 204, 404 when the
 // member is not bound; the member is told.
 func (s *ToolSources) RemoveToolBinding(ctx context.Context, req *apiv1.RemoveToolBindingRequest) (*apiv1.RemoveToolBindingResponse, error) {
-	if err := removeBinding(ctx, s.core, toolSourceRegistry, req.GetSlug(), req.GetName()); err != nil {
+	if err := toolSourceRegistry(s.core).RemoveBinding(ctx, req.GetSlug(), req.GetName()); err != nil {
 		return nil, err
 	}
 	setHTTPStatus(ctx, http.StatusNoContent)
@@ -510,14 +492,14 @@ func (s *ToolSources) PutTool(ctx context.Context, req *apiv1.PutToolRequest) (*
 		return nil, invalid("binding", "at most %d bytes", maxToolBinding)
 	}
 	tool := store.Tool{Name: req.GetName(), Description: req.GetDescription(), InputSchema: schema, Binding: bj}
-	x, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error) {
+	x, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registry.Change) (bool, error) {
 		if x.Kind != toolKindCustom {
 			return false, Errorf(CodeConflict, "tool source %q is %s: its tools come from refresh", x.Slug, x.Kind)
 		}
 		if err := s.tools.Validate(b, x.Credential.HeaderName); err != nil {
 			return false, invalidBinding(err)
 		}
-		ch.event, ch.tool = "tool_defined", tool.Name
+		ch.Event, ch.Tool = "tool_defined", tool.Name
 		return true, tx.PutTool(ctx, x.Slug, tool, s.now())
 	})
 	if err != nil {
@@ -532,7 +514,7 @@ func (s *ToolSources) DeleteTool(ctx context.Context, req *apiv1.DeleteToolReque
 	if !mcpToolNameRE.MatchString(req.GetName()) {
 		return nil, invalid("name", "must be a tool name")
 	}
-	_, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registryChange) (bool, error) {
+	_, err := s.changeSource(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, x *store.ToolSource, ch *registry.Change) (bool, error) {
 		if x.Kind != toolKindCustom {
 			return false, Errorf(CodeConflict, "tool source %q is %s: its tools come from refresh", x.Slug, x.Kind)
 		}
@@ -542,7 +524,7 @@ func (s *ToolSources) DeleteTool(ctx context.Context, req *apiv1.DeleteToolReque
 			}
 			return false, err
 		}
-		ch.event, ch.tool = "tool_deleted", req.GetName()
+		ch.Event, ch.Tool = "tool_deleted", req.GetName()
 		return true, nil
 	})
 	if err != nil {
@@ -597,7 +579,7 @@ func (s *ToolSources) RefreshToolSource(ctx context.Context, req *apiv1.RefreshT
 	}
 	tools := mcpTools(listed)
 	var changed bool
-	x, err = s.changeSource(ctx, x.Slug, func(ctx context.Context, tx store.Tx, cur *store.ToolSource, ch *registryChange) (bool, error) {
+	x, err = s.changeSource(ctx, x.Slug, func(ctx context.Context, tx store.Tx, cur *store.ToolSource, ch *registry.Change) (bool, error) {
 		if cur.Kind != toolKindMCP {
 			return false, Errorf(CodeConflict, "tool source %q is %s: only mcp sources refresh", cur.Slug, cur.Kind)
 		}
@@ -605,7 +587,7 @@ func (s *ToolSources) RefreshToolSource(ctx context.Context, req *apiv1.RefreshT
 			return false, nil
 		}
 		changed = true
-		ch.event = "refreshed"
+		ch.Event = "refreshed"
 		return true, tx.ReplaceTools(ctx, cur.Slug, tools, s.now())
 	})
 	if err != nil {
