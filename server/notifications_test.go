@@ -201,6 +201,13 @@ func TestHookWiringEvents(t *testing.T) {
 			requireCode(t, err, CodeForbidden, tc.who)
 		}
 	}
+	// A profile's thread is the managers'.
+	_, err = e.n.CreateNotificationProfile(a, &apiv1.CreateNotificationProfileRequest{Slug: "gh", Auth: &apiv1.NotificationAuth{Kind: "header-secret"}})
+	require.NoError(t, err)
+	_, err = e.broker.History(a, &apiv1.HistoryRequest{Thread: "hook-profile:gh"})
+	require.NoError(t, err)
+	_, err = e.broker.History(e.as("alice"), &apiv1.HistoryRequest{Thread: "hook-profile:gh"})
+	requireCode(t, err, CodeForbidden)
 	// No event carries the secret.
 	msgs, err := e.st.MessagesFor(context.Background(), "admin", 0, 500)
 	require.NoError(t, err)

@@ -186,6 +186,7 @@ func New(d Deps, opts ...Option) *Server {
 			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
 		}
 	}
+	c.reg = newRegistryKit(c)
 	hooked := notify.New(notify.Deps{
 		Store: d.Store,
 		Commit: notify.Committer{
@@ -201,7 +202,7 @@ func New(d Deps, opts ...Option) *Server {
 			Online: func(name string) bool { return c.hub.Connected(name) > 0 },
 			Busy:   func(name string) (bool, time.Time) { return c.presence.busy(name) },
 		},
-		Holders: c.holders, KEK: d.KEK,
+		Registry: c.reg, KEK: d.KEK,
 		Count: func(status string) {
 			if c.metrics != nil {
 				c.metrics.hooked(status)
@@ -221,7 +222,6 @@ func New(d Deps, opts ...Option) *Server {
 	}
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
-	c.reg = newRegistryKit(c)
 	if d.Team != nil {
 		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
 	}

@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -17,6 +16,7 @@ import (
 	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/hooks"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -33,33 +33,12 @@ var _ apiv1.NotificationsServer = (*Admin)(nil)
 // Admin returns the admin API over s.
 func (s *Service) Admin() *Admin { return &Admin{s: s} }
 
-// errNoKEK answers a call that must seal a secret while no KEK is active.
-var errNoKEK = apierr.Errorf(apierr.CodeUnavailable, "no key-encryption key is active: write-only secrets cannot be stored or read")
-
 // httpCodeMD carries the HTTP status a REST call answers (201, 204) to
 // the gateway; the server's interceptors read the same key.
 const httpCodeMD = "x-http-code"
 
 func setHTTPStatus(ctx context.Context, code int) {
 	_ = grpc.SetHeader(ctx, metadata.Pairs(httpCodeMD, fmt.Sprint(code)))
-}
-
-// principal is the caller; the interceptors put one on every
-// non-public method.
-func principal(ctx context.Context) *auth.Principal {
-	p, ok := auth.PrincipalFrom(ctx)
-	if !ok {
-		panic("notify: non-public method reached without a principal")
-	}
-	return p
-}
-
-// profileErr names an unknown profile.
-func profileErr(err error, slug string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return apierr.Errorf(apierr.CodeNotFound, "no notification profile %q", slug)
-	}
-	return err
 }
 
 // deliveryErr names an unknown receipt.
@@ -97,7 +76,7 @@ func (a *Admin) render(ctx context.Context, e Endpoint) *apiv1.NotificationEndpo
 // ListNotificationEndpoints implements apiv1.NotificationsServer: a
 // caller without notifications.manage sees the endpoints that reach it.
 func (a *Admin) ListNotificationEndpoints(ctx context.Context, _ *apiv1.ListNotificationEndpointsRequest) (*apiv1.ListNotificationEndpointsResponse, error) {
-	p := principal(ctx)
+	p := registry.Caller(ctx)
 	list, err := List(ctx, a.s.d.Store)
 	if err != nil {
 		return nil, err
@@ -125,8 +104,8 @@ func (a *Admin) ListNotificationEndpoints(ctx context.Context, _ *apiv1.ListNoti
 // GetNotificationEndpoint implements apiv1.NotificationsServer: an
 // endpoint that does not reach a non-manage caller is 404 to them.
 func (a *Admin) GetNotificationEndpoint(ctx context.Context, req *apiv1.GetNotificationEndpointRequest) (*apiv1.GetNotificationEndpointResponse, error) {
-	p := principal(ctx)
-	if err := validSlug("slug", req.GetSlug()); err != nil {
+	p := registry.Caller(ctx)
+	if err := registry.ValidSlug("slug", req.GetSlug()); err != nil {
 		return nil, err
 	}
 	e, err := Read(ctx, a.s.d.Store, req.GetSlug())
@@ -167,7 +146,7 @@ func (a *Admin) resolveTargets(ctx context.Context, l *structpb.ListValue) ([]Ta
 
 // knownProfile checks that slug names a profile (400 otherwise).
 func (a *Admin) knownProfile(ctx context.Context, slug string) error {
-	if err := validSlug("authProfile", slug); err != nil {
+	if err := registry.ValidSlug("authProfile", slug); err != nil {
 		return err
 	}
 	if _, err := a.s.d.Store.GetHookProfile(ctx, slug); err != nil {
@@ -181,9 +160,8 @@ func (a *Admin) knownProfile(ctx context.Context, slug string) error {
 
 // CreateNotificationEndpoint implements apiv1.NotificationsServer: 201.
 func (a *Admin) CreateNotificationEndpoint(ctx context.Context, req *apiv1.CreateNotificationEndpointRequest) (*apiv1.CreateNotificationEndpointResponse, error) {
-	p := principal(ctx)
 	if err := apierr.FirstErr(
-		validSlug("slug", req.GetSlug()),
+		registry.ValidSlug("slug", req.GetSlug()),
 		endpointFields(req.DisplayName, req.Template, req.DedupeHeader, req.Level),
 	); err != nil {
 		return nil, err
@@ -227,18 +205,12 @@ func (a *Admin) CreateNotificationEndpoint(ctx context.Context, req *apiv1.Creat
 	if err != nil {
 		return nil, err
 	}
-	managers := a.s.holders(auth.NotificationsManage)
-	err = a.s.commitEvent(ctx, func(ctx context.Context, tx store.Tx) (*change, error) {
-		if err := tx.CreateHookEndpoint(ctx, rec); err != nil {
-			switch {
-			case errors.Is(err, store.ErrConflict):
-				return nil, apierr.Errorf(apierr.CodeConflict, "slug %q is taken", e.Slug)
-			case errors.Is(err, store.ErrPrecondition):
-				return nil, apierr.Invalid("authProfile", "no notification profile %q", e.AuthProfile)
-			}
-			return nil, err
+	err = a.s.endpoints.Create(ctx, e.Slug, e, func(ctx context.Context, tx store.Tx) error {
+		err := tx.CreateHookEndpoint(ctx, rec)
+		if errors.Is(err, store.ErrPrecondition) {
+			return apierr.Invalid("authProfile", "no notification profile %q", e.AuthProfile)
 		}
-		return &change{slug: e.Slug, event: "created", actor: p.Member, after: e.MemberTargets(), managers: managers}, nil
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -278,7 +250,7 @@ func (a *Admin) UpdateNotificationEndpoint(ctx context.Context, req *apiv1.Updat
 			return nil, err
 		}
 	}
-	e, err := a.s.changeEndpoint(ctx, principal(ctx).Member, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *Endpoint, ch *change) (bool, error) {
+	e, err := a.s.endpoints.Change(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *Endpoint, ch *registry.Change) (bool, error) {
 		before, err := e.Record()
 		if err != nil {
 			return false, err
@@ -327,7 +299,7 @@ func (a *Admin) UpdateNotificationEndpoint(ctx context.Context, req *apiv1.Updat
 			}
 			return false, err
 		}
-		ch.event = "updated"
+		ch.Event = "updated"
 		return true, nil
 	})
 	if err != nil {
@@ -346,9 +318,8 @@ func sameEndpoint(a, b store.HookEndpoint) bool {
 // DeleteNotificationEndpoint implements apiv1.NotificationsServer: 204;
 // the receipts and the queued, held or buffered copies go with it.
 func (a *Admin) DeleteNotificationEndpoint(ctx context.Context, req *apiv1.DeleteNotificationEndpointRequest) (*apiv1.DeleteNotificationEndpointResponse, error) {
-	_, err := a.s.changeEndpoint(ctx, principal(ctx).Member, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *Endpoint, ch *change) (bool, error) {
-		ch.event = "deleted"
-		return true, tx.DeleteHookEndpoint(ctx, e.Slug)
+	err := a.s.endpoints.Delete(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, slug string) error {
+		return tx.DeleteHookEndpoint(ctx, slug)
 	})
 	if err != nil {
 		return nil, err
@@ -357,51 +328,45 @@ func (a *Admin) DeleteNotificationEndpoint(ctx context.Context, req *apiv1.Delet
 	return &apiv1.DeleteNotificationEndpointResponse{}, nil
 }
 
-// sealSecret checks a secret for kind and seals it for purpose: 413 over
+// checkSecret checks a secret for kind before it is sealed: 413 over
 // 4 KiB, 400 empty or refused by the engine, 503 without a KEK. The
 // engine's message never carries the secret.
-func (s *Service) sealSecret(secret, kind, purpose string) ([]byte, error) {
+func (s *Service) checkSecret(secret, kind string) error {
 	switch {
 	case len(secret) > maxSecret:
-		return nil, apierr.Errorf(apierr.CodePayloadTooLarge, "secret: over %d bytes", maxSecret)
+		return apierr.Errorf(apierr.CodePayloadTooLarge, "secret: over %d bytes", maxSecret)
 	case secret == "":
-		return nil, apierr.Invalid("secret", "is required (DELETE removes it)")
+		return apierr.Invalid("secret", "is required (DELETE removes it)")
 	}
-	if s.d.KEK == nil {
-		return nil, errNoKEK
+	if err := s.d.Registry.Sealing(); err != nil {
+		return err
 	}
 	if err := hooks.ValidateSecret(kind, secret); err != nil {
 		var ie *hooks.InvalidError
 		if errors.As(err, &ie) {
-			return nil, apierr.Invalid("secret", "%s", ie.Message)
+			return apierr.Invalid("secret", "%s", ie.Message)
 		}
-		return nil, apierr.Invalid("secret", "is not a valid %s secret", kind)
+		return apierr.Invalid("secret", "is not a valid %s secret", kind)
 	}
-	sealed, err := s.d.KEK.Seal([]byte(secret), purpose)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(sealed)
+	return nil
 }
 
 // SetNotificationEndpointSecret implements apiv1.NotificationsServer. The
 // secret is checked against the endpoint's own inline kind; with a profile
 // it is stored but unused until the profile is unset.
 func (a *Admin) SetNotificationEndpointSecret(ctx context.Context, req *apiv1.SetNotificationEndpointSecretRequest) (*apiv1.SetNotificationEndpointSecretResponse, error) {
-	if err := validSlug("slug", req.GetSlug()); err != nil {
+	if err := registry.ValidSlug("slug", req.GetSlug()); err != nil {
 		return nil, err
 	}
 	cur, err := a.s.d.Store.GetHookEndpoint(ctx, req.GetSlug())
 	if err != nil {
 		return nil, EndpointErr(err, req.GetSlug())
 	}
-	sealed, err := a.s.sealSecret(req.GetSecret(), cur.Auth.Kind, EndpointPurpose(req.GetSlug()))
-	if err != nil {
+	if err := a.s.checkSecret(req.GetSecret(), cur.Auth.Kind); err != nil {
 		return nil, err
 	}
-	e, err := a.s.changeEndpoint(ctx, principal(ctx).Member, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *Endpoint, ch *change) (bool, error) {
-		ch.event = "secret_set"
-		return true, tx.SetHookEndpointSecret(ctx, e.Slug, sealed, a.s.now())
+	e, err := a.s.endpoints.SetSecret(ctx, req.GetSlug(), []byte(req.GetSecret()), func(ctx context.Context, tx store.Tx, e *Endpoint, sealed []byte) error {
+		return tx.SetHookEndpointSecret(ctx, e.Slug, sealed, a.s.now())
 	})
 	if err != nil {
 		return nil, err
@@ -412,13 +377,10 @@ func (a *Admin) SetNotificationEndpointSecret(ctx context.Context, req *apiv1.Se
 // DeleteNotificationEndpointSecret implements apiv1.NotificationsServer:
 // 204, 404 when the endpoint has no secret.
 func (a *Admin) DeleteNotificationEndpointSecret(ctx context.Context, req *apiv1.DeleteNotificationEndpointSecretRequest) (*apiv1.DeleteNotificationEndpointSecretResponse, error) {
-	_, err := a.s.changeEndpoint(ctx, principal(ctx).Member, req.GetSlug(), func(ctx context.Context, tx store.Tx, e *Endpoint, ch *change) (bool, error) {
-		if len(e.Secret) == 0 {
-			return false, apierr.Errorf(apierr.CodeNotFound, "notification endpoint %q has no secret", e.Slug)
-		}
-		ch.event = "secret_deleted"
-		return true, tx.SetHookEndpointSecret(ctx, e.Slug, nil, a.s.now())
-	})
+	err := a.s.endpoints.ClearSecret(ctx, req.GetSlug(), func(e Endpoint) bool { return len(e.Secret) > 0 },
+		func(ctx context.Context, tx store.Tx, e *Endpoint) error {
+			return tx.SetHookEndpointSecret(ctx, e.Slug, nil, a.s.now())
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +390,7 @@ func (a *Admin) DeleteNotificationEndpointSecret(ctx context.Context, req *apiv1
 
 // ListNotificationDeliveries implements apiv1.NotificationsServer.
 func (a *Admin) ListNotificationDeliveries(ctx context.Context, req *apiv1.ListNotificationDeliveriesRequest) (*apiv1.ListNotificationDeliveriesResponse, error) {
-	if err := validSlug("slug", req.GetSlug()); err != nil {
+	if err := registry.ValidSlug("slug", req.GetSlug()); err != nil {
 		return nil, err
 	}
 	limit := 50
@@ -504,11 +466,12 @@ func (a *Admin) ListNotificationProfiles(ctx context.Context, _ *apiv1.ListNotif
 	return out, nil
 }
 
-// CreateNotificationProfile implements apiv1.NotificationsServer: 201.
+// CreateNotificationProfile implements apiv1.NotificationsServer: 201,
+// reported to the managers.
 func (a *Admin) CreateNotificationProfile(ctx context.Context, req *apiv1.CreateNotificationProfileRequest) (*apiv1.CreateNotificationProfileResponse, error) {
 	if err := apierr.FirstErr(
-		validSlug("slug", req.GetSlug()),
-		apierr.ValidText("description", req.GetDescription(), maxDescription, false),
+		registry.ValidSlug("slug", req.GetSlug()),
+		apierr.ValidText("description", req.GetDescription(), registry.MaxDescription, false),
 	); err != nil {
 		return nil, err
 	}
@@ -521,14 +484,8 @@ func (a *Admin) CreateNotificationProfile(ctx context.Context, req *apiv1.Create
 	}
 	now := a.s.now()
 	pr := store.HookProfile{Slug: req.GetSlug(), Description: req.GetDescription(), Auth: au, CreatedAt: now, UpdatedAt: now}
-	err = a.s.d.Commit.Commit(ctx, func(ctx context.Context, tx store.Tx) error {
-		if err := tx.CreateHookProfile(ctx, pr); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return apierr.Errorf(apierr.CodeConflict, "slug %q is taken", pr.Slug)
-			}
-			return err
-		}
-		return nil
+	err = a.s.profiles.Create(ctx, pr.Slug, pr, func(ctx context.Context, tx store.Tx) error {
+		return tx.CreateHookProfile(ctx, pr)
 	})
 	if err != nil {
 		return nil, err
@@ -537,33 +494,11 @@ func (a *Admin) CreateNotificationProfile(ctx context.Context, req *apiv1.Create
 	return &apiv1.CreateNotificationProfileResponse{Profile: profileToProto(pr)}, nil
 }
 
-// changeProfile loads a profile on the committer, lets fn change it, and
-// answers the profile as it then is.
-func (a *Admin) changeProfile(ctx context.Context, slug string, fn func(ctx context.Context, tx store.Tx, p *store.HookProfile) error) (store.HookProfile, error) {
-	var out store.HookProfile
-	if err := validSlug("slug", slug); err != nil {
-		return out, err
-	}
-	err := a.s.d.Commit.Commit(ctx, func(ctx context.Context, tx store.Tx) error {
-		p, err := tx.GetHookProfile(ctx, slug)
-		if err != nil {
-			return profileErr(err, slug)
-		}
-		if err := fn(ctx, tx, &p); err != nil {
-			return err
-		}
-		out, err = tx.GetHookProfile(ctx, slug)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		return err
-	})
-	return out, err
-}
-
-// UpdateNotificationProfile implements apiv1.NotificationsServer.
+// UpdateNotificationProfile implements apiv1.NotificationsServer. An
+// update that changes nothing writes nothing and sends no event, as for
+// an endpoint.
 func (a *Admin) UpdateNotificationProfile(ctx context.Context, req *apiv1.UpdateNotificationProfileRequest) (*apiv1.UpdateNotificationProfileResponse, error) {
-	if err := apierr.ValidText("description", req.GetDescription(), maxDescription, false); err != nil {
+	if err := apierr.ValidText("description", req.GetDescription(), registry.MaxDescription, false); err != nil {
 		return nil, err
 	}
 	var au store.HookAuth
@@ -573,15 +508,20 @@ func (a *Admin) UpdateNotificationProfile(ctx context.Context, req *apiv1.Update
 			return nil, err
 		}
 	}
-	pr, err := a.changeProfile(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, p *store.HookProfile) error {
+	pr, err := a.s.profiles.Change(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, p *store.HookProfile, ch *registry.Change) (bool, error) {
+		next := *p
 		if req.Description != nil {
-			p.Description = req.GetDescription()
+			next.Description = req.GetDescription()
 		}
 		if req.Auth != nil {
-			p.Auth = au
+			next.Auth = au
 		}
-		p.UpdatedAt = a.s.now()
-		return tx.UpdateHookProfile(ctx, *p)
+		if next.Description == p.Description && next.Auth == p.Auth {
+			return false, nil
+		}
+		next.UpdatedAt = a.s.now()
+		ch.Event = "updated"
+		return true, tx.UpdateHookProfile(ctx, next)
 	})
 	if err != nil {
 		return nil, err
@@ -592,14 +532,15 @@ func (a *Admin) UpdateNotificationProfile(ctx context.Context, req *apiv1.Update
 // DeleteNotificationProfile implements apiv1.NotificationsServer: 204,
 // 409 while an endpoint references it.
 func (a *Admin) DeleteNotificationProfile(ctx context.Context, req *apiv1.DeleteNotificationProfileRequest) (*apiv1.DeleteNotificationProfileResponse, error) {
-	_, err := a.changeProfile(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, p *store.HookProfile) error {
+	_, err := a.s.profiles.Change(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, p *store.HookProfile, ch *registry.Change) (bool, error) {
 		if err := tx.DeleteHookProfile(ctx, p.Slug); err != nil {
 			if errors.Is(err, store.ErrConflict) {
-				return apierr.Errorf(apierr.CodeConflict, "notification profile %q is referenced by %d endpoint(s)", p.Slug, p.EndpointCount)
+				return false, apierr.Errorf(apierr.CodeConflict, "notification profile %q is referenced by %d endpoint(s)", p.Slug, p.EndpointCount)
 			}
-			return err
+			return false, err
 		}
-		return nil
+		ch.Event = "deleted"
+		return true, nil
 	})
 	if err != nil {
 		return nil, err
@@ -611,18 +552,17 @@ func (a *Admin) DeleteNotificationProfile(ctx context.Context, req *apiv1.Delete
 // SetNotificationProfileSecret implements apiv1.NotificationsServer: one
 // write rotates the secret of every endpoint that references the profile.
 func (a *Admin) SetNotificationProfileSecret(ctx context.Context, req *apiv1.SetNotificationProfileSecretRequest) (*apiv1.SetNotificationProfileSecretResponse, error) {
-	if err := validSlug("slug", req.GetSlug()); err != nil {
+	if err := registry.ValidSlug("slug", req.GetSlug()); err != nil {
 		return nil, err
 	}
 	cur, err := a.s.d.Store.GetHookProfile(ctx, req.GetSlug())
 	if err != nil {
-		return nil, profileErr(err, req.GetSlug())
+		return nil, a.s.profiles.NotFound(err, req.GetSlug())
 	}
-	sealed, err := a.s.sealSecret(req.GetSecret(), cur.Auth.Kind, ProfilePurpose(req.GetSlug()))
-	if err != nil {
+	if err := a.s.checkSecret(req.GetSecret(), cur.Auth.Kind); err != nil {
 		return nil, err
 	}
-	pr, err := a.changeProfile(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, p *store.HookProfile) error {
+	pr, err := a.s.profiles.SetSecret(ctx, req.GetSlug(), []byte(req.GetSecret()), func(ctx context.Context, tx store.Tx, p *store.HookProfile, sealed []byte) error {
 		return tx.SetHookProfileSecret(ctx, p.Slug, sealed, a.s.now())
 	})
 	if err != nil {
@@ -634,12 +574,10 @@ func (a *Admin) SetNotificationProfileSecret(ctx context.Context, req *apiv1.Set
 // DeleteNotificationProfileSecret implements apiv1.NotificationsServer:
 // 204, 404 when the profile has no secret.
 func (a *Admin) DeleteNotificationProfileSecret(ctx context.Context, req *apiv1.DeleteNotificationProfileSecretRequest) (*apiv1.DeleteNotificationProfileSecretResponse, error) {
-	_, err := a.changeProfile(ctx, req.GetSlug(), func(ctx context.Context, tx store.Tx, p *store.HookProfile) error {
-		if len(p.Secret) == 0 {
-			return apierr.Errorf(apierr.CodeNotFound, "notification profile %q has no secret", p.Slug)
-		}
-		return tx.SetHookProfileSecret(ctx, p.Slug, nil, a.s.now())
-	})
+	err := a.s.profiles.ClearSecret(ctx, req.GetSlug(), func(p store.HookProfile) bool { return len(p.Secret) > 0 },
+		func(ctx context.Context, tx store.Tx, p *store.HookProfile) error {
+			return tx.SetHookProfileSecret(ctx, p.Slug, nil, a.s.now())
+		})
 	if err != nil {
 		return nil, err
 	}

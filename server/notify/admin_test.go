@@ -352,8 +352,14 @@ func TestHookProfiles(t *testing.T) {
 	requireCode(t, err, apierr.CodeNotFound)
 }
 
-// hookEvents are the registry events member received on thread.
+// hookEvents are the endpoint events member received on thread.
 func (e *hookEnv) hookEvents(t *testing.T, member, thread string) []string {
+	t.Helper()
+	return e.events(t, member, thread, "notification_endpoint")
+}
+
+// events are the registry events of kind member received on thread.
+func (e *hookEnv) events(t *testing.T, member, thread, kind string) []string {
 	t.Helper()
 	msgs, err := e.st.MessagesFor(context.Background(), member, 0, 500)
 	require.NoError(t, err)
@@ -361,7 +367,7 @@ func (e *hookEnv) hookEvents(t *testing.T, member, thread string) []string {
 	for _, m := range msgs {
 		var d struct{ Kind, Event string }
 		require.NoError(t, json.Unmarshal(m.Data, &d))
-		if m.Thread == thread && d.Kind == "notification_endpoint" {
+		if m.Thread == thread && d.Kind == kind {
 			out = append(out, d.Event)
 		}
 	}
@@ -391,6 +397,53 @@ func TestHookRegistryEvents(t *testing.T) {
 	b, err := json.Marshal(msgs)
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "s3cret")
+}
+
+// A profile's changes are reported on hook-profile:<slug> to the managers
+// alone: a profile reaches nobody until an endpoint names it, and the
+// members an endpoint reaches are told of the endpoint's own changes.
+func TestHookProfileEvents(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.online(t, "alice")
+	a := e.as("admin")
+	_, err := e.n.CreateNotificationProfile(a, &apiv1.CreateNotificationProfileRequest{Slug: "gh", Auth: &apiv1.NotificationAuth{Kind: "header-secret"}})
+	require.NoError(t, err)
+	e.create(t, "one", func(r *apiv1.CreateNotificationEndpointRequest) { r.AuthProfile = ptr("gh") })
+	_, err = e.n.UpdateNotificationProfile(a, &apiv1.UpdateNotificationProfileRequest{Slug: "gh", Auth: &apiv1.NotificationAuth{Kind: "header-secret"}})
+	require.NoError(t, err, "no change, no event")
+	up, err := e.n.UpdateNotificationProfile(a, &apiv1.UpdateNotificationProfileRequest{Slug: "gh", Description: ptr("GitHub")})
+	require.NoError(t, err)
+	require.Equal(t, "GitHub", up.GetProfile().GetDescription())
+	_, err = e.n.SetNotificationProfileSecret(a, &apiv1.SetNotificationProfileSecretRequest{Slug: "gh", Secret: "pr0file-S3CRET"})
+	require.NoError(t, err)
+	_, err = e.n.DeleteNotificationProfileSecret(a, &apiv1.DeleteNotificationProfileSecretRequest{Slug: "gh"})
+	require.NoError(t, err)
+	_, err = e.n.UpdateNotificationEndpoint(a, &apiv1.UpdateNotificationEndpointRequest{Slug: "one", AuthProfile: ptr("")})
+	require.NoError(t, err)
+	_, err = e.n.DeleteNotificationProfile(a, &apiv1.DeleteNotificationProfileRequest{Slug: "gh"})
+	require.NoError(t, err)
+	_, err = e.n.DeleteNotificationProfile(a, &apiv1.DeleteNotificationProfileRequest{Slug: "gh"})
+	requireCode(t, err, apierr.CodeNotFound, "gone: no second event")
+
+	require.Equal(t, []string{"created", "updated", "secret_set", "secret_deleted", "deleted"}, e.events(t, "admin", "hook-profile:gh", "notification_profile"))
+	for _, who := range []string{"alice", "bob", "carol"} {
+		require.Empty(t, e.events(t, who, "hook-profile:gh", "notification_profile"), "%s is a target of an endpoint on the profile, not a manager", who)
+	}
+	msgs, err := e.st.MessagesFor(context.Background(), "admin", 0, 500)
+	require.NoError(t, err)
+	var m store.Message
+	for _, x := range msgs {
+		if x.Thread == "hook-profile:gh" {
+			m = x
+			break
+		}
+	}
+	require.Equal(t, "admin", m.From)
+	require.Equal(t, "notification profile gh", m.Title)
+	require.Equal(t, "admin created notification profile gh", m.Body)
+	b, err := json.Marshal(msgs)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "pr0file-S3CRET", "no event carries the secret")
 }
 
 func TestHookBriefing(t *testing.T) {

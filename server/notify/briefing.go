@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -73,12 +75,13 @@ func (s *Service) ReleaseTargets(ctx context.Context, member, by string) error {
 	if err != nil {
 		return err
 	}
+	ctx = auth.WithPrincipal(ctx, &auth.Principal{Member: by})
 	var errs []error
 	for _, e := range eps {
 		if !slices.Contains(e.MemberTargets(), member) {
 			continue
 		}
-		_, err := s.changeEndpoint(ctx, by, e.Slug, func(ctx context.Context, tx store.Tx, e *Endpoint, ch *change) (bool, error) {
+		_, err := s.endpoints.Change(ctx, e.Slug, func(ctx context.Context, tx store.Tx, e *Endpoint, ch *registry.Change) (bool, error) {
 			kept := slices.DeleteFunc(slices.Clone(e.Targets), func(t Target) bool { return t.Member == member })
 			if len(kept) == len(e.Targets) {
 				return false, nil
@@ -98,8 +101,8 @@ func (s *Service) ReleaseTargets(ctx context.Context, member, by string) error {
 				return false, err
 			}
 			// The deleted member hears of it no more.
-			ch.before = slices.DeleteFunc(ch.before, func(m string) bool { return m == member })
-			ch.event = "updated"
+			ch.Before = slices.DeleteFunc(ch.Before, func(m string) bool { return m == member })
+			ch.Event = "updated"
 			return true, nil
 		})
 		errs = append(errs, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/kek"
+	"svc/server/registry"
 	"svc/store"
 	"svc/store/sqlite"
 )
@@ -95,6 +97,21 @@ func (f *fakeTeam) holders(leaf string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// kit is the registry kit on committer c with the team's members and holders.
+func (f *fakeTeam) kit(c Committer, k *kek.KEK) *registry.Kit {
+	return registry.New(registry.Deps{
+		Commit: func(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error)) error {
+			return c.CommitStored(ctx, apply, nil)
+		},
+		Members: func() []string {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return slices.Sorted(maps.Keys(f.perms))
+		},
+		Holders: f.holders, KEK: k,
+	})
 }
 
 func (f *fakeTeam) remove(name string) { f.mu.Lock(); delete(f.perms, name); f.mu.Unlock() }
@@ -198,8 +215,9 @@ func newHookEnvOn(t *testing.T, st store.Store, noKEK bool) *hookEnv {
 // service is a Service over the env's store, team and clock (a second
 // one is the broker restarted).
 func (e *hookEnv) service(k *kek.KEK) *Service {
+	c := testCommitter(e.st, e.clock.Now)
 	return New(Deps{
-		Store: e.st, Commit: testCommitter(e.st, e.clock.Now), Members: e.team.members(), Holders: e.team.holders,
+		Store: e.st, Commit: c, Members: e.team.members(), Registry: e.team.kit(c, k),
 		KEK: k, MessageID: msgID, Now: e.clock.Now,
 	})
 }

@@ -3,7 +3,6 @@ package notify
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -31,7 +30,6 @@ const (
 	maxFilterPath  = 256
 	maxFilterValue = 4 << 10
 	maxReceiptList = 500
-	maxDescription = 4 << 10
 
 	maxDebounceMs  = 10 * 60 * 1000
 	maxDebounceMax = 100
@@ -49,24 +47,6 @@ const (
 const defaultAuthKind = "hmac-sha256"
 
 const levelsWant = "must be a LogLevel (debug, info, notice, warning, error, critical)"
-
-// slugRE is the slug grammar of the registries: 1 to 32 lowercase
-// letters, digits and single dashes, alphanumeric at both ends.
-var slugRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)
-
-// validSlug checks an endpoint or profile slug as every registry does;
-// "resolve" is reserved (a route path would shadow it).
-func validSlug(field, s string) error {
-	switch {
-	case s == "":
-		return apierr.Invalid(field, "is required")
-	case len(s) > 32 || !slugRE.MatchString(s):
-		return apierr.Invalid(field, "must be 1 to 32 lowercase letters, digits and single dashes, starting and ending with a letter or digit")
-	case s == "resolve":
-		return apierr.Invalid(field, "%q is reserved", s)
-	}
-	return nil
-}
 
 // ParseTargets reads the targets of a request: a non-empty JSON array of
 // {member: <name>} and {channel: <slug or id>} objects, each with exactly

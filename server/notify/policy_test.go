@@ -456,7 +456,8 @@ func TestHookPolicyRestart(t *testing.T) {
 	team.online["alice"] = 1
 	setWorking := func() { team.state["alice"], team.at["alice"] = stateWorking, clock.Now() }
 	setWorking()
-	srv := New(Deps{Store: e.st, Commit: testCommitter(e.st, clock.Now), Members: team.members(), Holders: team.holders, MessageID: msgID, Now: clock.Now})
+	c := testCommitter(e.st, clock.Now)
+	srv := New(Deps{Store: e.st, Commit: c, Members: team.members(), Registry: team.kit(c, nil), MessageID: msgID, Now: clock.Now})
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.Run(runCtx); close(done) }()

@@ -17,6 +17,7 @@ import (
 
 	"svc/server/auth"
 	"svc/server/kek"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -60,9 +61,9 @@ type Deps struct {
 	Store   store.Store
 	Commit  Committer
 	Members Members
-	// Holders are the members who hold a permission leaf now (the
-	// managers an endpoint's events go to); nil: none.
-	Holders func(leaf string) []string
+	// Registry is the registry kit endpoints and profiles change on:
+	// their events, sealing their secrets, the managers told.
+	Registry *registry.Kit
 	// KEK opens the sealed secrets (nil: none active; every delivery to
 	// an endpoint with a secret is rejected).
 	KEK *kek.KEK
@@ -78,10 +79,14 @@ type Deps struct {
 // Service is the inbound-hook capability. Run its loop with Run; poke it
 // when a member's reach changes (a stream, a presence report).
 type Service struct {
-	d     Deps
-	limit *auth.WindowLimiter
-	wake  chan struct{}
-	mu    sync.Mutex // one scheduler pass at a time
+	d Deps
+	// endpoints and profiles are the two registries of the capability
+	// on the kit.
+	endpoints registry.Of[Endpoint]
+	profiles  registry.Of[store.HookProfile]
+	limit     *auth.WindowLimiter
+	wake      chan struct{}
+	mu        sync.Mutex // one scheduler pass at a time
 	// pruned is when old receipts were last pruned (at most once a
 	// minute: passes follow every delivery under load).
 	pruned time.Time
@@ -95,7 +100,24 @@ func New(d Deps) *Service {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1)}
+	return &Service{
+		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1),
+		endpoints: registry.Of[Endpoint]{
+			Kit: d.Registry, Kind: registry.NotificationEndpoints,
+			Get: func(ctx context.Context, tx store.Tx, slug string) (Endpoint, error) { return Read(ctx, tx, slug) },
+			// Told of an endpoint's changes: its direct member targets.
+			Audience: func(e Endpoint) (bool, []string) { return false, e.MemberTargets() },
+		},
+		profiles: registry.Of[store.HookProfile]{
+			Kit: d.Registry, Kind: registry.NotificationProfiles,
+			Get: func(ctx context.Context, tx store.Tx, slug string) (store.HookProfile, error) {
+				return tx.GetHookProfile(ctx, slug)
+			},
+			// A profile reaches nobody by itself: the managers alone are
+			// told (docs/HOOKS.md, Profile events).
+			Audience: func(store.HookProfile) (bool, []string) { return false, nil },
+		},
+	}
 }
 
 func (s *Service) now() time.Time { return s.d.Now() }
