@@ -7,6 +7,7 @@ import (
 
 	"svc/server/kek"
 	"svc/server/notify"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -15,9 +16,9 @@ import (
 func sealedPurpose(v store.SealedValue) (string, error) {
 	switch v.Kind {
 	case store.SealedSecretValue:
-		return secretPurpose(v.Key), nil
+		return registry.Secrets.PurposeOf(v.Key), nil
 	case store.SealedToolCredential:
-		return toolCredentialPurpose(v.Key), nil
+		return registry.ToolSources.PurposeOf(v.Key), nil
 	case store.SealedHookEndpointSecret:
 		return notify.EndpointPurpose(v.Key), nil
 	case store.SealedHookProfileSecret:

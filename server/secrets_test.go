@@ -13,6 +13,8 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
 	"svc/server/kek"
+	"svc/server/secrets"
+	"svc/server/toolsources"
 	"svc/store"
 )
 
@@ -22,8 +24,8 @@ import (
 type registryEnv struct {
 	srv     *Server
 	st      store.Store
-	secrets *Secrets
-	tools   *ToolSources
+	secrets *secrets.Service
+	tools   *toolsources.Service
 	broker  *Broker
 	engine  *fakeEngine
 	perms   map[string][]string
@@ -50,7 +52,7 @@ func newRegistryEnvWith(t *testing.T, noKEK bool, act store.ActivityStore) *regi
 	eng := newFakeEngine()
 	srv := startTestServer(t, st, perms, Deps{KEK: k, Activity: act}, WithToolEngine(eng))
 	return &registryEnv{
-		srv: srv, st: st, secrets: &Secrets{core: srv.core}, tools: &ToolSources{core: srv.core},
+		srv: srv, st: st, secrets: srv.secrets, tools: srv.tools,
 		broker: newBroker(srv.core, nil), engine: eng, perms: perms,
 	}
 }
@@ -91,48 +93,6 @@ func (e *registryEnv) allMessages(t *testing.T) string {
 		}
 	}
 	return b.String()
-}
-
-func TestValidEnvName(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{"GH_TOKEN", true}, {"_X", true}, {"A1", true}, {"A", true},
-		{"", false}, {"gh_token", false}, {"1A", false}, {"A-B", false}, {"A B", false}, {"Ä", false},
-		{"PATH", false}, {"HOME", false}, {"USER", false}, {"SHELL", false}, {"PWD", false}, {"TERM", false},
-		{"SVC_TOKEN", false}, {"LD_PRELOAD", false}, {"DYLD_INSERT_LIBRARIES", false}, {"SVC_", false},
-		{"PATHS", true}, {"MY_SVC_X", true}, {strings.Repeat("A", maxEnvName), true}, {strings.Repeat("A", maxEnvName+1), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := validEnvName("envName", tc.name)
-			if tc.ok {
-				require.NoError(t, err)
-			} else {
-				requireCode(t, err, CodeBadRequest)
-			}
-		})
-	}
-}
-
-func TestValidRegistrySlug(t *testing.T) {
-	for _, tc := range []struct {
-		slug string
-		ok   bool
-	}{
-		{"gh", true}, {"a-b", true}, {"a1", true}, {strings.Repeat("a", 32), true},
-		{"", false}, {"A", false}, {"a_b", false}, {"a--b", false}, {"-a", false}, {"a-", false},
-		{strings.Repeat("a", 33), false}, {"resolve", false}, {"a/b", false}, {"a.b", false},
-	} {
-		t.Run(tc.slug, func(t *testing.T) {
-			err := validRegistrySlug("slug", tc.slug)
-			if tc.ok {
-				require.NoError(t, err)
-			} else {
-				requireCode(t, err, CodeBadRequest)
-			}
-		})
-	}
 }
 
 func (e *registryEnv) createSecret(t *testing.T, slug, env string, all bool) {
@@ -226,18 +186,18 @@ func TestSecretCreateRefusals(t *testing.T) {
 func TestSecretValueLimits(t *testing.T) {
 	e := newRegistryEnv(t, false)
 	e.createSecret(t, "gh", "GH_TOKEN", true)
-	_, err := e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "gh", Value: strings.Repeat("x", maxSecretValue+1)})
+	_, err := e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "gh", Value: strings.Repeat("x", secrets.MaxValue+1)})
 	requireCode(t, err, CodePayloadTooLarge)
 	_, err = e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "gh", Value: ""})
 	requireCode(t, err, CodeBadRequest)
 	_, err = e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "nope", Value: "x"})
 	requireCode(t, err, CodeNotFound)
-	got, err := e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "gh", Value: strings.Repeat("x", maxSecretValue)})
+	got, err := e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "gh", Value: strings.Repeat("x", secrets.MaxValue)})
 	require.NoError(t, err)
 	require.True(t, got.GetSecret().GetHasValue())
 	env, err := e.secrets.ResolveSecrets(e.as("bob"), &apiv1.ResolveSecretsRequest{})
 	require.NoError(t, err)
-	require.Len(t, env.GetEnv()["GH_TOKEN"], maxSecretValue)
+	require.Len(t, env.GetEnv()["GH_TOKEN"], secrets.MaxValue)
 }
 
 func TestSecretsWithoutKEK(t *testing.T) {

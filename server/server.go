@@ -24,7 +24,9 @@ import (
 	"svc/server/kek"
 	"svc/server/notify"
 	"svc/server/pricing"
+	"svc/server/secrets"
 	"svc/server/toolcall"
+	"svc/server/toolsources"
 	"svc/server/vfs"
 	"svc/store"
 )
@@ -79,7 +81,7 @@ type options struct {
 	maxStreams    int
 	otlpFlush     time.Duration
 	publicURL     string
-	tools         ToolEngine
+	tools         toolsources.Engine
 	jwt           *federation.Config
 	jwtOverlay    string
 	prices        *pricing.Table
@@ -134,6 +136,10 @@ func WithFederation(jwt *federation.Config, overlayPath string) Option {
 	return func(o *options) { o.jwt, o.jwtOverlay = jwt, overlayPath }
 }
 
+// WithToolEngine sets the tool-call engine of tool sources; the default
+// is a toolcall.Caller over the broker's egress client.
+func WithToolEngine(e toolsources.Engine) Option { return func(o *options) { o.tools = e } }
+
 // WithPrices sets the model price table costs are computed with; the
 // default is the table shipped in the binary.
 func WithPrices(t *pricing.Table) Option { return func(o *options) { o.prices = t } }
@@ -151,6 +157,9 @@ type Server struct {
 	// notify is the inbound-hook capability (ingress, the delivery
 	// policy and its loop).
 	notify *notify.Service
+	// secrets and tools are the secrets and tool sources capabilities.
+	secrets *secrets.Service
+	tools   *toolsources.Service
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
 	run []func(ctx context.Context)
@@ -201,10 +210,6 @@ func New(d Deps, opts ...Option) *Server {
 	c.presence.onActivity = func(string) { hooked.Poke() }
 	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
-	c.tools = o.tools
-	if c.tools == nil {
-		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
-	}
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	c.reg = newRegistryKit(c)
@@ -225,6 +230,24 @@ func New(d Deps, opts ...Option) *Server {
 		}
 		s.run = append(s.run, c.actWriter.run, c.tel.run)
 	}
+
+	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: c.reg, Changed: c.secretsChanged, Now: o.now, Log: o.log})
+	c.secretValues = s.secrets.MemberValues
+	engine := o.tools
+	if engine == nil {
+		engine = toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
+	}
+	var record func(ctx context.Context, ev store.ActivityEvent) error
+	if c.actWriter != nil {
+		record = func(ctx context.Context, ev store.ActivityEvent) error {
+			_, err := c.actWriter.write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}})
+			return err
+		}
+	}
+	s.tools = toolsources.New(toolsources.Deps{
+		Store: d.Store, Registry: c.reg, Engine: engine, SecretValues: s.secrets.MemberValues, Record: record,
+		Now: o.now, Log: o.log,
+	})
 
 	fed := &federationState{
 		verifier: federation.New(federation.Options{
@@ -268,8 +291,8 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterObjectivesServer(g, objectives)
 		apiv1.RegisterFsServer(g, s.fs)
 		apiv1.RegisterActivityServer(g, &Activity{core: c})
-		apiv1.RegisterSecretsServer(g, &Secrets{core: c})
-		apiv1.RegisterToolSourcesServer(g, &ToolSources{core: c})
+		apiv1.RegisterSecretsServer(g, s.secrets)
+		apiv1.RegisterToolSourcesServer(g, s.tools)
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
 		apiv1.RegisterNotificationsServer(g, &Notifications{core: c, notify: hooked})

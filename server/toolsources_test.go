@@ -15,6 +15,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/toolcall"
+	"svc/server/toolsources"
 	"svc/store"
 	"svc/store/sqlite"
 )
@@ -126,7 +127,7 @@ func mcpConfig(u string) *structpb.Struct {
 func (e *registryEnv) createSource(t *testing.T, slug, kind string, all bool) {
 	t.Helper()
 	req := &apiv1.CreateToolSourceRequest{Slug: slug, Kind: kind, AllMembers: &all}
-	if kind == toolKindMCP {
+	if kind == toolsources.KindMCP {
 		req.Config = mcpConfig("https://mcp.example.com/mcp")
 	}
 	_, err := e.tools.CreateToolSource(e.as("admin"), req)
@@ -149,20 +150,20 @@ func (e *registryEnv) putTool(t *testing.T, slug, name string, headers map[strin
 
 func TestToolSourceCreateRefusals(t *testing.T) {
 	e := newRegistryEnv(t, false)
-	e.createSource(t, "gh", toolKindCustom, false)
+	e.createSource(t, "gh", toolsources.KindCustom, false)
 	for _, tc := range []struct {
 		name string
 		req  *apiv1.CreateToolSourceRequest
 		code Code
 	}{
-		{"taken slug", &apiv1.CreateToolSourceRequest{Slug: "gh", Kind: toolKindCustom}, CodeConflict},
+		{"taken slug", &apiv1.CreateToolSourceRequest{Slug: "gh", Kind: toolsources.KindCustom}, CodeConflict},
 		{"bad kind", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: "grpc"}, CodeBadRequest},
-		{"bad slug", &apiv1.CreateToolSourceRequest{Slug: "X__y", Kind: toolKindCustom}, CodeBadRequest},
-		{"mcp without url", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindMCP}, CodeBadRequest},
-		{"mcp ftp url", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindMCP, Config: mcpConfig("ftp://h/x")}, CodeBadRequest},
-		{"mcp userinfo", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindMCP, Config: mcpConfig("https://u:p@h/x")}, CodeBadRequest},
-		{"mcp no host", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindMCP, Config: mcpConfig("https:///x")}, CodeBadRequest},
-		{"control in display name", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindCustom, DisplayName: ptr("a\nb")}, CodeBadRequest},
+		{"bad slug", &apiv1.CreateToolSourceRequest{Slug: "X__y", Kind: toolsources.KindCustom}, CodeBadRequest},
+		{"mcp without url", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolsources.KindMCP}, CodeBadRequest},
+		{"mcp ftp url", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolsources.KindMCP, Config: mcpConfig("ftp://h/x")}, CodeBadRequest},
+		{"mcp userinfo", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolsources.KindMCP, Config: mcpConfig("https://u:p@h/x")}, CodeBadRequest},
+		{"mcp no host", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolsources.KindMCP, Config: mcpConfig("https:///x")}, CodeBadRequest},
+		{"control in display name", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolsources.KindCustom, DisplayName: ptr("a\nb")}, CodeBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.tools.CreateToolSource(e.as("admin"), tc.req)
@@ -178,7 +179,7 @@ func TestToolSourceCreateRefusals(t *testing.T) {
 
 func TestToolSourceViews(t *testing.T) {
 	e := newRegistryEnv(t, false)
-	e.createSource(t, "gh", toolKindCustom, false)
+	e.createSource(t, "gh", toolsources.KindCustom, false)
 	require.NoError(t, e.putTool(t, "gh", "issue", map[string]string{"X-Trace": "1"}))
 	_, err := e.tools.AddToolBinding(e.as("admin"), &apiv1.AddToolBindingRequest{Slug: "gh", Member: "bob"})
 	require.NoError(t, err)
@@ -219,7 +220,7 @@ func TestToolSourceViews(t *testing.T) {
 func TestToolCredentialHeaderGuards(t *testing.T) {
 	e := newRegistryEnv(t, false)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, true)
+	e.createSource(t, "gh", toolsources.KindCustom, true)
 	require.NoError(t, e.putTool(t, "gh", "a", map[string]string{"X-Api-Key": "literal"}))
 	// A credential in a header a stored binding sets is refused.
 	_, err := e.tools.SetToolCredential(admin, &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("x-api-key"), Secret: "k"})
@@ -260,8 +261,8 @@ func TestToolCredentialHeaderGuards(t *testing.T) {
 func TestToolDefinitions(t *testing.T) {
 	e := newRegistryEnv(t, false)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, true)
-	e.createSource(t, "m", toolKindMCP, true)
+	e.createSource(t, "gh", toolsources.KindCustom, true)
+	e.createSource(t, "m", toolsources.KindMCP, true)
 	requireCode(t, e.putTool(t, "m", "a", nil), CodeConflict)
 	requireCode(t, e.putTool(t, "gh", "bad name", nil), CodeBadRequest)
 	requireCode(t, e.putTool(t, "nope", "a", nil), CodeNotFound)
@@ -282,8 +283,8 @@ func TestToolDefinitions(t *testing.T) {
 func TestToolRefresh(t *testing.T) {
 	e := newRegistryEnv(t, false)
 	admin := e.as("admin")
-	e.createSource(t, "m", toolKindMCP, false)
-	e.createSource(t, "c", toolKindCustom, false)
+	e.createSource(t, "m", toolsources.KindMCP, false)
+	e.createSource(t, "c", toolsources.KindCustom, false)
 	_, err := e.tools.SetToolCredential(admin, &apiv1.SetToolCredentialRequest{Slug: "m", Kind: "bearer", Secret: "mcp-tok"})
 	require.NoError(t, err)
 	e.engine.listed = []toolcall.Tool{
@@ -322,7 +323,7 @@ func TestToolRefresh(t *testing.T) {
 func TestInvokeFailureOrder(t *testing.T) {
 	e := newRegistryEnv(t, false)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, false)
+	e.createSource(t, "gh", toolsources.KindCustom, false)
 	require.NoError(t, e.putTool(t, "gh", "a", nil))
 	invoke := func(member, slug, tool string) error {
 		_, err := e.tools.InvokeTool(e.as(member), &apiv1.InvokeToolRequest{Slug: slug, Name: tool})
@@ -347,7 +348,7 @@ func TestInvokeFailureOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, invoke("alice", "gh", "a"))
 
-	big, err := structpb.NewStruct(map[string]any{"x": strings.Repeat("a", maxInvokeArgs)})
+	big, err := structpb.NewStruct(map[string]any{"x": strings.Repeat("a", toolsources.MaxInvokeArgs)})
 	require.NoError(t, err)
 	_, err = e.tools.InvokeTool(e.as("bob"), &apiv1.InvokeToolRequest{Slug: "gh", Name: "a", Args: big})
 	requireCode(t, err, CodePayloadTooLarge)
@@ -359,8 +360,8 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 	t.Cleanup(func() { _ = act.Close() })
 	e := newRegistryEnvWith(t, false, act)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, false)
-	e.createSource(t, "m", toolKindMCP, true)
+	e.createSource(t, "gh", toolsources.KindCustom, false)
+	e.createSource(t, "m", toolsources.KindMCP, true)
 	require.NoError(t, e.putTool(t, "gh", "a", nil))
 	_, err = e.tools.AddToolBinding(admin, &apiv1.AddToolBindingRequest{Slug: "gh", Member: "bob"})
 	require.NoError(t, err)
@@ -395,7 +396,7 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 	require.Equal(t, map[string]any{"id": "7", "note": "use [REDACTED] and [REDACTED]", "list": []any{"[REDACTED]"}}, data["input"])
 
 	// Redaction grows the input wherever a secret occurs; the row keeps at
-	// most maxToolInput of it, still redacted.
+	// most toolsources.MaxToolInput of it, still redacted.
 	big, err := structpb.NewStruct(map[string]any{"x": strings.Repeat("env-s3cr3t", 60_000)})
 	require.NoError(t, err)
 	_, err = e.tools.InvokeTool(e.as("bob"), &apiv1.InvokeToolRequest{Slug: "gh", Name: "a", Args: big})
@@ -403,7 +404,7 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 	rows, err = act.ListActivity(context.Background(), store.ActivityFilter{Member: "bob", Kinds: []string{kindToolAction}})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
-	require.Less(t, len(rows[0].Data), maxToolInput+1024, "newest first: the big call's row is bounded")
+	require.Less(t, len(rows[0].Data), toolsources.MaxToolInput+1024, "newest first: the big call's row is bounded")
 	require.NotContains(t, string(rows[0].Data), "env-s3cr3t")
 	data = nil
 	require.NoError(t, json.Unmarshal(rows[0].Data, &data))
@@ -436,7 +437,7 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 
 func TestToolsWithoutKEK(t *testing.T) {
 	e := newRegistryEnv(t, true)
-	e.createSource(t, "gh", toolKindCustom, true)
+	e.createSource(t, "gh", toolsources.KindCustom, true)
 	_, err := e.tools.SetToolCredential(e.as("admin"), &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "bearer", Secret: "k"})
 	requireCode(t, err, CodeUnavailable)
 	got, err := e.tools.GetToolSource(e.as("admin"), &apiv1.GetToolSourceRequest{Slug: "gh"})
@@ -451,7 +452,7 @@ func TestToolsWithoutKEK(t *testing.T) {
 func TestToolSourceEventRecipients(t *testing.T) {
 	e := newRegistryEnv(t, false)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, false)
+	e.createSource(t, "gh", toolsources.KindCustom, false)
 	_, err := e.tools.AddToolBinding(admin, &apiv1.AddToolBindingRequest{Slug: "gh", Member: "bob"})
 	require.NoError(t, err)
 	_, err = e.tools.AddToolBinding(admin, &apiv1.AddToolBindingRequest{Slug: "gh", Member: "nobody"})
@@ -475,7 +476,7 @@ func TestToolSourceEventRecipients(t *testing.T) {
 	require.NotContains(t, e.allMessages(t), "cred-value-x")
 
 	// Recreated, nothing of the old source remains.
-	e.createSource(t, "gh", toolKindCustom, false)
+	e.createSource(t, "gh", toolsources.KindCustom, false)
 	got, err := e.tools.GetToolSource(admin, &apiv1.GetToolSourceRequest{Slug: "gh"})
 	require.NoError(t, err)
 	require.False(t, got.GetSource().GetHasCredential())
