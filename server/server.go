@@ -81,7 +81,6 @@ type options struct {
 	maxStreams    int
 	otlpFlush     time.Duration
 	publicURL     string
-	tools         toolsources.Engine
 	jwt           *federation.Config
 	jwtOverlay    string
 	prices        *pricing.Table
@@ -135,10 +134,6 @@ func WithFiles(blobs *vfs.Blobs, maxFileSize, quotaBytes int64) Option {
 func WithFederation(jwt *federation.Config, overlayPath string) Option {
 	return func(o *options) { o.jwt, o.jwtOverlay = jwt, overlayPath }
 }
-
-// WithToolEngine sets the tool-call engine of tool sources; the default
-// is a toolcall.Caller over the broker's egress client.
-func WithToolEngine(e toolsources.Engine) Option { return func(o *options) { o.tools = e } }
 
 // WithPrices sets the model price table costs are computed with; the
 // default is the table shipped in the binary.
@@ -233,10 +228,7 @@ func New(d Deps, opts ...Option) *Server {
 
 	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: c.reg, Changed: c.secretsChanged, Now: o.now, Log: o.log})
 	c.secretValues = s.secrets.MemberValues
-	engine := o.tools
-	if engine == nil {
-		engine = toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
-	}
+	engine := toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
 	var record func(ctx context.Context, ev store.ActivityEvent) error
 	if c.actWriter != nil {
 		record = func(ctx context.Context, ev store.ActivityEvent) error {
