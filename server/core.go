@@ -46,8 +46,10 @@ type core struct {
 	ids    *memberIDs
 	prices *pricing.Table
 	blobs  *vfs.Blobs // nil when the filesystem is disabled
-	// tools is the tool-call engine of tool sources.
-	tools ToolEngine
+	// secretValues are the values of the secrets a member may use, for
+	// redacting what the member's agent sends (the secrets capability's
+	// MemberValues).
+	secretValues func(ctx context.Context, member string) ([]string, error)
 	// reg is the registry kit the slug registries change their entries on.
 	reg *registry.Kit
 	// hooks is what the core asks of the inbound-hook capability.

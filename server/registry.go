@@ -18,6 +18,9 @@ var (
 	validRegistrySlug = registry.ValidSlug
 )
 
+// secretPurpose binds a sealed secret value to its secret.
+func secretPurpose(slug string) string { return registry.Secrets.PurposeOf(slug) }
+
 // maxRegistryDescription bounds a description of a registry entry.
 const maxRegistryDescription = registry.MaxDescription
 

@@ -15,9 +15,9 @@ import (
 func sealedPurpose(v store.SealedValue) (string, error) {
 	switch v.Kind {
 	case store.SealedSecretValue:
-		return secretPurpose(v.Key), nil
+		return registry.Secrets.PurposeOf(v.Key), nil
 	case store.SealedToolCredential:
-		return toolCredentialPurpose(v.Key), nil
+		return registry.ToolSources.PurposeOf(v.Key), nil
 	case store.SealedHookEndpointSecret:
 		return registry.NotificationEndpoints.PurposeOf(v.Key), nil
 	case store.SealedHookProfileSecret:

@@ -24,7 +24,9 @@ import (
 	"svc/server/kek"
 	"svc/server/notify"
 	"svc/server/pricing"
+	"svc/server/secrets"
 	"svc/server/toolcall"
+	"svc/server/toolsources"
 	"svc/server/vfs"
 	"svc/store"
 )
@@ -79,7 +81,6 @@ type options struct {
 	maxStreams    int
 	otlpFlush     time.Duration
 	publicURL     string
-	tools         ToolEngine
 	jwt           *federation.Config
 	jwtOverlay    string
 	prices        *pricing.Table
@@ -151,6 +152,9 @@ type Server struct {
 	// notify is the inbound-hook capability (its admin API, ingress,
 	// the delivery policy and its loop).
 	notify *notify.Service
+	// secrets and tools are the secrets and tool sources capabilities.
+	secrets *secrets.Service
+	tools   *toolsources.Service
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
 	run []func(ctx context.Context)
@@ -216,10 +220,6 @@ func New(d Deps, opts ...Option) *Server {
 	c.presence.onActivity = func(string) { hooked.Poke() }
 	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
-	c.tools = o.tools
-	if c.tools == nil {
-		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
-	}
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	if d.Team != nil {
@@ -239,6 +239,21 @@ func New(d Deps, opts ...Option) *Server {
 		}
 		s.run = append(s.run, c.actWriter.run, c.tel.run)
 	}
+
+	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: c.reg, Changed: c.secretsChanged, Now: o.now, Log: o.log})
+	c.secretValues = s.secrets.MemberValues
+	engine := toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
+	var record func(ctx context.Context, ev store.ActivityEvent) error
+	if c.actWriter != nil {
+		record = func(ctx context.Context, ev store.ActivityEvent) error {
+			_, err := c.actWriter.write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}})
+			return err
+		}
+	}
+	s.tools = toolsources.New(toolsources.Deps{
+		Store: d.Store, Registry: c.reg, Engine: engine, SecretValues: s.secrets.MemberValues, Record: record,
+		Now: o.now, Log: o.log,
+	})
 
 	fed := &federationState{
 		verifier: federation.New(federation.Options{
@@ -282,8 +297,8 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterObjectivesServer(g, objectives)
 		apiv1.RegisterFsServer(g, s.fs)
 		apiv1.RegisterActivityServer(g, &Activity{core: c})
-		apiv1.RegisterSecretsServer(g, &Secrets{core: c})
-		apiv1.RegisterToolSourcesServer(g, &ToolSources{core: c})
+		apiv1.RegisterSecretsServer(g, s.secrets)
+		apiv1.RegisterToolSourcesServer(g, s.tools)
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
 		apiv1.RegisterNotificationsServer(g, hooked.Admin())

@@ -36,8 +36,8 @@ type importRule struct {
 // engines: pure mechanisms that know nothing of the services.
 var (
 	sharedPackages      = []string{"svc/server/apierr", "svc/server/registry"}
-	capabilityPackages  = []string{"svc/server/notify"}
-	plannedCapabilities = []string{"svc/server/toolsources", "svc/server/secrets"}
+	capabilityPackages  = []string{"svc/server/notify", "svc/server/toolsources", "svc/server/secrets"}
+	plannedCapabilities = []string{}
 )
 
 // capabilityRules: a capability imports the shared packages, engines,
@@ -174,6 +174,11 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"capability svc/server/notify never imports the root or another capability",
 			"svc/server/notify svc/server/apierr svc/server/hooks svc/server/kek svc/store svc/gen/svc/v1", 0},
 		{"capability svc/server/notify never imports the root or another capability", "svc/server/hooks svc/server", -1},
+		{"capability svc/server/toolsources never imports the root or another capability", "svc/server/toolsources svc/server/secrets", 1},
+		{"capability svc/server/toolsources never imports the root or another capability",
+			"svc/server/toolsources svc/server/registry svc/server/apierr svc/server/toolcall svc/store svc/gen/svc/v1", 0},
+		{"capability svc/server/secrets never imports the root or another capability", "svc/server/secrets svc/server", 1},
+		{"capability svc/server/secrets never imports the root or another capability", "svc/server/secrets svc/server/toolsources", 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.rule+": "+tc.line, func(t *testing.T) {

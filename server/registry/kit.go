@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/kek"
@@ -149,4 +151,13 @@ func Caller(ctx context.Context) *auth.Principal {
 		panic("registry: non-public method reached without a principal")
 	}
 	return p
+}
+
+// NameList renders names as a JSON array (an entry's boundMembers).
+func NameList(names []string) *structpb.ListValue {
+	l := &structpb.ListValue{Values: make([]*structpb.Value, len(names))}
+	for i, n := range names {
+		l.Values[i] = structpb.NewStringValue(n)
+	}
+	return l
 }
