@@ -3,13 +3,10 @@ package notify
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	apiv1 "svc/gen/svc/v1"
@@ -32,14 +29,6 @@ var _ apiv1.NotificationsServer = (*Admin)(nil)
 
 // Admin returns the admin API over s.
 func (s *Service) Admin() *Admin { return &Admin{s: s} }
-
-// httpCodeMD carries the HTTP status a REST call answers (201, 204) to
-// the gateway; the server's interceptors read the same key.
-const httpCodeMD = "x-http-code"
-
-func setHTTPStatus(ctx context.Context, code int) {
-	_ = grpc.SetHeader(ctx, metadata.Pairs(httpCodeMD, fmt.Sprint(code)))
-}
 
 // deliveryErr names an unknown receipt.
 func deliveryErr(err error, id string) error {
@@ -215,7 +204,7 @@ func (a *Admin) CreateNotificationEndpoint(ctx context.Context, req *apiv1.Creat
 	if err != nil {
 		return nil, err
 	}
-	setHTTPStatus(ctx, http.StatusCreated)
+	apierr.SetHTTPStatus(ctx, http.StatusCreated)
 	return &apiv1.CreateNotificationEndpointResponse{Endpoint: a.render(ctx, e)}, nil
 }
 
@@ -324,7 +313,7 @@ func (a *Admin) DeleteNotificationEndpoint(ctx context.Context, req *apiv1.Delet
 	if err != nil {
 		return nil, err
 	}
-	setHTTPStatus(ctx, http.StatusNoContent)
+	apierr.SetHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.DeleteNotificationEndpointResponse{}, nil
 }
 
@@ -384,7 +373,7 @@ func (a *Admin) DeleteNotificationEndpointSecret(ctx context.Context, req *apiv1
 	if err != nil {
 		return nil, err
 	}
-	setHTTPStatus(ctx, http.StatusNoContent)
+	apierr.SetHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.DeleteNotificationEndpointSecretResponse{}, nil
 }
 
@@ -490,7 +479,7 @@ func (a *Admin) CreateNotificationProfile(ctx context.Context, req *apiv1.Create
 	if err != nil {
 		return nil, err
 	}
-	setHTTPStatus(ctx, http.StatusCreated)
+	apierr.SetHTTPStatus(ctx, http.StatusCreated)
 	return &apiv1.CreateNotificationProfileResponse{Profile: profileToProto(pr)}, nil
 }
 
@@ -545,7 +534,7 @@ func (a *Admin) DeleteNotificationProfile(ctx context.Context, req *apiv1.Delete
 	if err != nil {
 		return nil, err
 	}
-	setHTTPStatus(ctx, http.StatusNoContent)
+	apierr.SetHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.DeleteNotificationProfileResponse{}, nil
 }
 
@@ -581,6 +570,6 @@ func (a *Admin) DeleteNotificationProfileSecret(ctx context.Context, req *apiv1.
 	if err != nil {
 		return nil, err
 	}
-	setHTTPStatus(ctx, http.StatusNoContent)
+	apierr.SetHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.DeleteNotificationProfileSecretResponse{}, nil
 }
