@@ -14,6 +14,7 @@ import (
 	"svc/server/hub"
 	"svc/server/kek"
 	"svc/server/pricing"
+	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
@@ -45,11 +46,14 @@ type core struct {
 	ids    *memberIDs
 	prices *pricing.Table
 	blobs  *vfs.Blobs // nil when the filesystem is disabled
-	// tools is the tool-call engine of tool sources.
-	tools ToolEngine
-	// dropHookCopies drops the inbound-hook copies queued or held for a
-	// deleted member (notify.Service.DropMember).
-	dropHookCopies func(ctx context.Context, member, why string) error
+	// secretValues are the values of the secrets a member may use, for
+	// redacting what the member's agent sends (the secrets capability's
+	// MemberValues).
+	secretValues func(ctx context.Context, member string) ([]string, error)
+	// reg is the registry kit the slug registries change their entries on.
+	reg *registry.Kit
+	// hooks is what the core asks of the inbound-hook capability.
+	hooks inboundHooks
 	// approvals indexes the pending approvals: presence reads a member
 	// with one as blocked, and their expiry timer runs from it.
 	approvals *pendingApprovals
@@ -72,6 +76,16 @@ type core struct {
 	metrics *metrics
 	now     func() time.Time
 	log     *slog.Logger
+}
+
+// inboundHooks is what the core asks of the inbound-hook capability
+// (notify.Service, set by New): the briefing section of a member, and
+// the release of a deleted member's targets and of the copies queued or
+// held for it.
+type inboundHooks interface {
+	Briefing(ctx context.Context, member string) (*apiv1.BriefingNotifications, error)
+	ReleaseTargets(ctx context.Context, member, by string) error
+	DropMember(ctx context.Context, member, why string) error
 }
 
 // disconnect ends the live streams member holds, chat and activity, whose

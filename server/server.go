@@ -24,7 +24,9 @@ import (
 	"svc/server/kek"
 	"svc/server/notify"
 	"svc/server/pricing"
+	"svc/server/secrets"
 	"svc/server/toolcall"
+	"svc/server/toolsources"
 	"svc/server/vfs"
 	"svc/store"
 )
@@ -79,7 +81,6 @@ type options struct {
 	maxStreams    int
 	otlpFlush     time.Duration
 	publicURL     string
-	tools         ToolEngine
 	jwt           *federation.Config
 	jwtOverlay    string
 	prices        *pricing.Table
@@ -148,9 +149,12 @@ type Server struct {
 	core  *core
 	fs    *Fs
 	fed   *federationState
-	// notify is the inbound-hook capability (ingress, the delivery
-	// policy and its loop).
+	// notify is the inbound-hook capability (its admin API, ingress,
+	// the delivery policy and its loop).
 	notify *notify.Service
+	// secrets and tools are the secrets and tool sources capabilities.
+	secrets *secrets.Service
+	tools   *toolsources.Service
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
 	run []func(ctx context.Context)
@@ -186,8 +190,23 @@ func New(d Deps, opts ...Option) *Server {
 			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
 		}
 	}
+	c.reg = newRegistryKit(c)
 	hooked := notify.New(notify.Deps{
-		Store: d.Store, Commit: notifyCommitter{c}, Members: notifyMembers{c}, KEK: d.KEK,
+		Store: d.Store,
+		Commit: notify.Committer{
+			Commit: c.commit,
+			CommitStored: func(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+				stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error,
+			) error {
+				return c.msgs.changeStored(ctx, apply, stored).err
+			},
+		},
+		Members: notify.Members{
+			Known:  func(name string) bool { _, ok := c.team.Member(name); return ok },
+			Online: func(name string) bool { return c.hub.Connected(name) > 0 },
+			Busy:   func(name string) (bool, time.Time) { return c.presence.busy(name) },
+		},
+		Registry: c.reg, KEK: d.KEK,
 		Count: func(status string) {
 			if c.metrics != nil {
 				c.metrics.hooked(status)
@@ -195,16 +214,12 @@ func New(d Deps, opts ...Option) *Server {
 		},
 		MessageID: formatMessageID, Now: o.now, Log: o.log,
 	})
-	c.dropHookCopies = hooked.DropMember
+	c.hooks = hooked
 	// A member's reach changes when it attaches or reports what it does:
 	// queued or held hook copies may go now.
 	c.presence.onActivity = func(string) { hooked.Poke() }
 	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
-	c.tools = o.tools
-	if c.tools == nil {
-		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
-	}
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	if d.Team != nil {
@@ -224,6 +239,21 @@ func New(d Deps, opts ...Option) *Server {
 		}
 		s.run = append(s.run, c.actWriter.run, c.tel.run)
 	}
+
+	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: c.reg, Changed: c.secretsChanged, Now: o.now, Log: o.log})
+	c.secretValues = s.secrets.MemberValues
+	engine := toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
+	var record func(ctx context.Context, ev store.ActivityEvent) error
+	if c.actWriter != nil {
+		record = func(ctx context.Context, ev store.ActivityEvent) error {
+			_, err := c.actWriter.write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}})
+			return err
+		}
+	}
+	s.tools = toolsources.New(toolsources.Deps{
+		Store: d.Store, Registry: c.reg, Engine: engine, SecretValues: s.secrets.MemberValues, Record: record,
+		Now: o.now, Log: o.log,
+	})
 
 	fed := &federationState{
 		verifier: federation.New(federation.Options{
@@ -267,11 +297,11 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterObjectivesServer(g, objectives)
 		apiv1.RegisterFsServer(g, s.fs)
 		apiv1.RegisterActivityServer(g, &Activity{core: c})
-		apiv1.RegisterSecretsServer(g, &Secrets{core: c})
-		apiv1.RegisterToolSourcesServer(g, &ToolSources{core: c})
+		apiv1.RegisterSecretsServer(g, s.secrets)
+		apiv1.RegisterToolSourcesServer(g, s.tools)
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
-		apiv1.RegisterNotificationsServer(g, &Notifications{core: c, notify: hooked})
+		apiv1.RegisterNotificationsServer(g, hooked.Admin())
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
 		apiv1.RegisterApprovalsServer(g, &Approvals{core: c})
@@ -334,6 +364,10 @@ func (s *Server) UploadGenAI(ctx context.Context, p *auth.Principal, member stri
 	a := &Activity{core: s.core}
 	return a.UploadGenAi(auth.WithPrincipal(ctx, p), &apiv1.UploadGenAiRequest{Name: member, Body: body})
 }
+
+// Notify returns the inbound-hook capability, for the gateway's ingress
+// route (POST /hooks/{slug}).
+func (s *Server) Notify() *notify.Service { return s.notify }
 
 // Fs returns the filesystem service, for the hand-written byte routes.
 func (s *Server) Fs() *Fs { return s.fs }
