@@ -776,7 +776,7 @@ func resultToProto(res toolcall.Result) (*apiv1.InvokeToolResponse, error) {
 const maxToolInput = 64 << 10
 
 func (s *ToolSources) recordToolAction(ctx context.Context, member string, x store.ToolSource, tool string, args map[string]any, cred *toolcall.Credential, res toolcall.Result, took time.Duration) {
-	if s.actWriter == nil {
+	if !s.act.Enabled() {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -815,7 +815,7 @@ func (s *ToolSources) recordToolAction(ctx context.Context, member string, x sto
 		return
 	}
 	ev := store.ActivityEvent{Member: member, Kind: kindToolAction, TS: s.now(), Data: data}
-	if _, err := s.actWriter.write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}}); err != nil {
+	if _, err := s.act.Write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}}); err != nil {
 		s.log.WarnContext(ctx, "tool action not recorded", "member", member, "err", err)
 	}
 }
