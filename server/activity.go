@@ -23,14 +23,16 @@ const kindToolAction = activity.KindToolAction
 
 // activityLog is what the core asks of the activity capability
 // (activity.Service): to record rows (objective markers, approval
-// decisions, tool actions), to end a member's live activity streams, and
-// to store what a deleted member's telemetry still had waiting.
+// decisions, tool actions), to end a member's live activity streams, to
+// store what a deleted member's telemetry still had waiting, and to
+// build its redactor again once the team's secrets changed.
 type activityLog interface {
 	// Enabled reports whether the broker keeps activity.
 	Enabled() bool
 	Write(ctx context.Context, b store.ActivityBatch) ([]store.ActivityEvent, error)
 	Disconnect(member string, match func(cred string) bool)
 	DrainTelemetry(ctx context.Context, member, id string) error
+	SecretsChanged()
 }
 
 // activityMembers tells the capability which member of a name a row is.
@@ -50,19 +52,9 @@ func (m activityMembers) Label(name, id string) (bool, time.Time) {
 	return m.c.ids.label(name, id)
 }
 
-// activitySecrets gives ingest redaction the team's secret values.
-type activitySecrets struct{ c *core }
-
-func (s activitySecrets) Values(ctx context.Context) ([]string, error) {
-	return s.c.teamSecretValues(ctx)
-}
-func (s activitySecrets) Generation() uint64 { return s.c.secretGen.Load() }
-
 // secretsChanged tells ingest redaction the team's secrets changed: called
-// after a change to a secret commits, never before (a redactor built
-// between the two would be kept under the new generation with the old
-// values).
-func (c *core) secretsChanged() { c.secretGen.Add(1) }
+// after a change to a secret commits, never before.
+func (c *core) secretsChanged() { c.act.SecretsChanged() }
 
 // teamSecretValues decrypts every secret value the team holds. A value
 // the active KEK cannot open is left out (memberSecrets warns of it).

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
@@ -59,9 +58,6 @@ type core struct {
 	// the client of a native gRPC call (nil: none).
 	proxies *clientaddr.Proxies
 	version string
-	// secretGen moves on once a change to a secret commits, so ingest
-	// redaction builds its redactor again (activity.go).
-	secretGen atomic.Uint64
 	// metrics are what GET /metrics shows; nil in tests that build a core
 	// by hand.
 	metrics *metrics

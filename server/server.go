@@ -217,7 +217,7 @@ func New(d Deps, opts ...Option) *Server {
 	c.msgs.met, push.met = c.metrics, c.metrics
 	act := activity.New(activity.Deps{
 		Store: d.Activity, Hub: actHub, Streams: activityFeeds{c, actHub},
-		Members: activityMembers{c}, Secrets: activitySecrets{c}, Objective: c.objectiveForTrace,
+		Members: activityMembers{c}, Secrets: c.teamSecretValues, Objective: c.objectiveForTrace,
 		Prices: o.prices, FlushAfter: o.otlpFlush,
 		Observe: func(n int, start time.Time) { commitTimer(c.metrics.actBatch, c.metrics.actCommit, n, start) },
 		Exported: func(stored, rejected int64) {

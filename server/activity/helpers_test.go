@@ -46,12 +46,10 @@ func (m fakeMembers) Label(name, id string) (bool, time.Time) {
 	return id != "" && id != m[name], time.Time{}
 }
 
-// fakeSecrets are the team's secret values; set replaces them and, when
-// changed is set, moves the generation on as a committed change does.
+// fakeSecrets are the team's secret values, counting their reads.
 type fakeSecrets struct {
 	mu     sync.Mutex
 	values []string
-	gen    atomic.Uint64
 	reads  atomic.Int32
 }
 
@@ -62,15 +60,11 @@ func (f *fakeSecrets) Values(context.Context) ([]string, error) {
 	return append([]string(nil), f.values...), nil
 }
 
-func (f *fakeSecrets) Generation() uint64 { return f.gen.Load() }
-
-func (f *fakeSecrets) set(changed bool, values ...string) {
+// set replaces the values, as a change to a secret not yet committed.
+func (f *fakeSecrets) set(values ...string) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.values = values
-	f.mu.Unlock()
-	if changed {
-		f.gen.Add(1)
-	}
 }
 
 // startService runs a Service over act (nil: none) whose members are
@@ -80,7 +74,7 @@ func startService(t testing.TB, act store.ActivityStore, secrets ...string) (*Se
 	t.Helper()
 	sec := &fakeSecrets{values: secrets}
 	s := New(Deps{
-		Store: act, Hub: hub.New(), Secrets: sec,
+		Store: act, Hub: hub.New(), Secrets: sec.Values,
 		Members: fakeMembers{"alice": "alice-1", "bob": "bob-1", "claude1": "claude1-1"},
 		Log:     discardLogger(),
 	})

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"svc/redact"
 	"svc/server/otlp"
@@ -14,14 +15,20 @@ import (
 // holds, decrypted, compiled into the patterns redaction searches. OTLP
 // ingest is a hot path, and decrypting every secret for every export would
 // cost more than the redaction itself. Any change to any secret (value,
-// binding, allMembers, deletion) moves Secrets.Generation on once
-// committed, so the next ingest builds the redactor again (docs/
+// binding, allMembers, deletion) moves gen on once committed
+// (SecretsChanged), so the next ingest builds the redactor again (docs/
 // TELEMETRY.md, "Redaction at ingest").
 type redactors struct {
-	mu sync.Mutex
-	r  *redact.Redactor
-	at uint64 // the generation r was built at
+	gen atomic.Uint64
+	mu  sync.Mutex
+	r   *redact.Redactor
+	at  uint64 // the gen r was built at
 }
+
+// SecretsChanged drops the cached redactor: call it after a change to a
+// secret commits, never before (a redactor built between the two would be
+// kept under the new generation with the old values).
+func (s *Service) SecretsChanged() { s.redactors.gen.Add(1) }
 
 // redactor returns the redactor of telemetry ingested from any member:
 // every secret value of the team, bound to that member or not, enabled or
@@ -29,14 +36,14 @@ type redactors struct {
 // another's), and every svc bearer token.
 func (s *Service) redactor(ctx context.Context) (*redact.Redactor, error) {
 	rc := &s.redactors
-	gen := s.d.Secrets.Generation()
+	gen := rc.gen.Load()
 	rc.mu.Lock()
 	r, at := rc.r, rc.at
 	rc.mu.Unlock()
 	if r != nil && at == gen {
 		return r, nil
 	}
-	values, err := s.d.Secrets.Values(ctx)
+	values, err := s.d.Secrets(ctx)
 	if err != nil {
 		return nil, err
 	}

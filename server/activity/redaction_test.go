@@ -304,12 +304,11 @@ func TestRedactionGenAIUpload(t *testing.T) {
 	}
 }
 
-// TestRedactionFollowsSecretChanges: the redactor is built once per
-// generation of the team's secrets: a value set since is redacted from the
-// next upload on once the generation moves, and a value gone since is
-// kept; while the generation stands the values are not read again. (The
-// broker moves the generation when a change to a secret commits: the
-// root's TestRedactionFollowsTheSecretsAPI.)
+// TestRedactionFollowsSecretChanges: the redactor is built once and kept
+// until SecretsChanged: a value set since is redacted from the next upload
+// on once it is called, and a value gone since is kept; until then the
+// values are not read again. (The broker calls it when a change to a
+// secret commits: the root's TestRedactionFollowsTheSecretsAPI.)
 func TestRedactionFollowsSecretChanges(t *testing.T) {
 	act := memActivity(t)
 	s, sec := startService(t, act, redSecret)
@@ -327,9 +326,9 @@ func TestRedactionFollowsSecretChanges(t *testing.T) {
 	require.Equal(t, int32(1), sec.reads.Load(), "the values are read once per generation")
 
 	const newValue = "rotated-Value-42"
-	sec.set(false, newValue)
+	sec.set(newValue)
 	require.Contains(t, upload("alice", "early "+newValue), "early "+newValue, "not committed yet: the redactor stands")
-	sec.set(true, newValue)
+	s.SecretsChanged()
 	require.Contains(t, upload("alice", "new "+newValue), "new [REDACTED]", "a value set since is redacted")
 	require.Contains(t, upload("alice", "gone "+redSecret), "gone "+redSecret, "a value gone since is no secret any more")
 	require.Equal(t, int32(2), sec.reads.Load())

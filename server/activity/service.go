@@ -100,15 +100,6 @@ type Members interface {
 	Label(name, id string) (deleted bool, at time.Time)
 }
 
-// Secrets are the team's secret values ingest redaction hides.
-type Secrets interface {
-	// Values decrypts every secret value the team holds.
-	Values(ctx context.Context) ([]string, error)
-	// Generation moves on once any change to any secret (value, binding,
-	// deletion) commits, never before.
-	Generation() uint64
-}
-
 // Stream is one open live stream of activity rows.
 type Stream interface{ Close() }
 
@@ -142,7 +133,9 @@ type Deps struct {
 	Hub     *hub.Hub
 	Streams Streams
 	Members Members
-	Secrets Secrets
+	// Secrets decrypts every secret value the team holds, for ingest
+	// redaction; call SecretsChanged once a change to any of them commits.
+	Secrets func(ctx context.Context) ([]string, error)
 	// Objective reads an objective for its trace, an apierr not-found
 	// error when there is none (objectives are the core's).
 	Objective func(ctx context.Context, id string) (store.Objective, error)

@@ -179,7 +179,7 @@ func TestTelemetryIngestSlots(t *testing.T) {
 	act := memActivity(t)
 	tel := startTelemetry(t, act, time.Hour, time.Now)
 	tel.slotWait = 20 * time.Millisecond
-	c := &Service{tel: tel, d: Deps{Secrets: &fakeSecrets{}}}
+	c := &Service{tel: tel, d: Deps{Secrets: (&fakeSecrets{}).Values}}
 	ann := &auth.Principal{Member: "ann", Via: auth.ViaBearer}
 	ctx := context.Background()
 	var decoded atomic.Int32
@@ -230,7 +230,7 @@ func TestTelemetryOvertakenExportIsWaitedFor(t *testing.T) {
 	tel.earlyWait = time.Minute // the body below always comes
 	held := make(chan struct{}, 1)
 	tel.onHold = func() { held <- struct{}{} }
-	c := &Service{tel: tel, d: Deps{Secrets: &fakeSecrets{}}}
+	c := &Service{tel: tel, d: Deps{Secrets: (&fakeSecrets{}).Values}}
 	ann := &auth.Principal{Member: "ann", Via: auth.ViaBearer}
 	ctx := context.Background()
 	export := func(recs ...*logspb.LogRecord) error {
