@@ -582,7 +582,7 @@ func approvalDecidedMessage(a store.Approval, actor string, recipients []string)
 // a tool_action saying who decided what. The decision is durable already,
 // so a failure here is logged, not answered.
 func (c *core) recordDecision(ctx context.Context, a store.Approval) {
-	if c.actWriter == nil {
+	if !c.act.Enabled() {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -602,7 +602,7 @@ func (c *core) recordDecision(ctx context.Context, a store.Approval) {
 		return
 	}
 	ev := store.ActivityEvent{Member: a.Member, Kind: kindToolAction, TS: a.DecidedAt, ObjectiveID: a.Objective, Data: data}
-	if _, err := c.actWriter.write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}}); err != nil {
+	if _, err := c.act.Write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}}); err != nil {
 		c.log.WarnContext(ctx, "approval decision not recorded", "approval", a.ID, "err", err)
 	}
 }

@@ -162,7 +162,7 @@ func (b *brokerMembers) UpdateMember(ctx context.Context, req *apiv1.UpdateMembe
 	if req.Permissions != nil && !slices.Contains(updated.Permissions, auth.ActivityRead) {
 		// Streams watching other members' activity need activity.read; the
 		// member's own reconnect at once.
-		b.actHub.Disconnect(updated.Name, nil)
+		b.act.Disconnect(updated.Name, nil)
 	}
 	return &apiv1.UpdateMemberResponse{Member: teammateToProto(updated)}, nil
 }
@@ -242,9 +242,7 @@ func assigneeDeleted(name string) string { return "assignee " + name + " was del
 func (c *core) releaseMember(ctx context.Context, f store.FormerMember) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
-	if c.tel != nil && f.ID != "" {
-		errs = append(errs, c.tel.drain(ctx, f.Name, f.ID))
-	}
+	errs = append(errs, c.act.DrainTelemetry(ctx, f.Name, f.ID))
 	gone := map[string]store.FormerMember{f.ID: f}
 	errs = append(errs, c.releaseObjectives(ctx, gone, map[string]store.FormerMember{f.Name: f}), c.hooks.ReleaseTargets(ctx, f.Name, f.DeletedBy))
 	// Its approvals went with its row (docs/APPROVALS.md); the name must

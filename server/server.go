@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/activity"
 	"svc/server/auth"
 	"svc/server/connguard"
 	"svc/server/egress"
@@ -112,7 +113,7 @@ func WithConnGuard(g *connguard.Guard) Option { return func(o *options) { o.guar
 func WithMaxStreamsPerMember(n int) Option { return func(o *options) { o.maxStreams = n } }
 
 // WithOTLPFlushAfter sets how long a telemetry record waits for its partner
-// before it is stored alone; the default is DefaultOTLPFlushAfter.
+// before it is stored alone; the default is activity.DefaultOTLPFlushAfter.
 func WithOTLPFlushAfter(d time.Duration) Option { return func(o *options) { o.otlpFlush = d } }
 
 // WithPublicURL sets the broker's public base URL (scheme and host, no
@@ -155,6 +156,9 @@ type Server struct {
 	// secrets and tools are the secrets and tool sources capabilities.
 	secrets *secrets.Service
 	tools   *toolsources.Service
+	// act is the activity capability (the Activity service, OTLP ingest,
+	// the activity writer).
+	act *activity.Service
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
 	run []func(ctx context.Context)
@@ -171,10 +175,7 @@ func New(d Deps, opts ...Option) *Server {
 	c := &core{
 		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
 		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, quotaBytes: o.quotaBytes,
-		now: o.now, log: o.log, ids: newMemberIDs(d.Team), prices: o.prices,
-	}
-	if c.prices == nil {
-		c.prices = pricing.Shipped()
+		now: o.now, log: o.log, ids: newMemberIDs(d.Team),
 	}
 	if d.Store != nil && d.Team != nil {
 		if err := c.ids.load(context.Background(), d.Store); err != nil {
@@ -226,27 +227,30 @@ func New(d Deps, opts ...Option) *Server {
 		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
 	}
 	s := &Server{core: c, notify: hooked, run: []func(context.Context){c.msgs.run, push.run}}
-	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
-	c.metrics = newMetrics(c.hub, c.actHub, o.storeCommits)
+	actHub := hub.New(hub.WithMaxPerMember(o.maxStreams))
+	c.metrics = newMetrics(c.hub, actHub, o.storeCommits)
 	c.msgs.met, push.met = c.metrics, c.metrics
-	if d.Activity != nil {
-		c.actWriter = newActivityWriter(d.Activity, c.actHub, o.log)
-		c.actWriter.met = c.metrics
-		c.actWriter.owner, c.actWriter.render = c.ids.owner, c.activityRow
-		c.tel = newTelemetry(c.actWriter, o.otlpFlush, o.now, o.log)
-		if err := c.tel.load(context.Background(), d.Activity); err != nil {
-			o.log.Error("telemetry state not loaded: records waiting for a partner are lost", "err", err)
-		}
-		s.run = append(s.run, c.actWriter.run, c.tel.run)
-	}
+	act := activity.New(activity.Deps{
+		Store: d.Activity, Hub: actHub, Streams: activityFeeds{c, actHub},
+		Members: activityMembers{c}, Secrets: c.teamSecretValues, Objective: c.objectiveForTrace,
+		Prices: o.prices, FlushAfter: o.otlpFlush,
+		Observe: func(n int, start time.Time) { commitTimer(c.metrics.actBatch, c.metrics.actCommit, n, start) },
+		Exported: func(stored, rejected int64) {
+			c.metrics.otlpStored.Add(float64(stored))
+			c.metrics.otlpRejected.Add(float64(rejected))
+		},
+		Now: o.now, Log: o.log,
+	})
+	c.act, s.act = act, act
+	s.run = append(s.run, act.Run)
 
 	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: c.reg, Changed: c.secretsChanged, Now: o.now, Log: o.log})
 	c.secretValues = s.secrets.MemberValues
 	engine := toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
 	var record func(ctx context.Context, ev store.ActivityEvent) error
-	if c.actWriter != nil {
+	if c.act.Enabled() {
 		record = func(ctx context.Context, ev store.ActivityEvent) error {
-			_, err := c.actWriter.write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}})
+			_, err := c.act.Write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}})
 			return err
 		}
 	}
@@ -296,11 +300,11 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)
 		apiv1.RegisterFsServer(g, s.fs)
-		apiv1.RegisterActivityServer(g, &Activity{core: c})
+		apiv1.RegisterActivityServer(g, act)
 		apiv1.RegisterSecretsServer(g, s.secrets)
 		apiv1.RegisterToolSourcesServer(g, s.tools)
-		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
-		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
+		collogspb.RegisterLogsServiceServer(g, act.OTLPLogs())
+		colmetricspb.RegisterMetricsServiceServer(g, activity.OTLPMetrics{})
 		apiv1.RegisterNotificationsServer(g, hooked.Admin())
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
@@ -328,7 +332,7 @@ func (s *Server) Run(ctx context.Context) error {
 // so a shutdown never waits on a subscriber.
 func (s *Server) CloseStreams() {
 	s.core.hub.Close()
-	s.core.actHub.Close()
+	s.act.CloseStreams()
 }
 
 // Attach opens a feed of the caller's messages for a hand-written stream
@@ -348,21 +352,23 @@ func (s *Server) RunnerStream(f *Feed, p *auth.Principal) {
 // AttachActivity opens a feed of member's activity for p, after lastID
 // when it is set (see StreamActivity), for the SSE route.
 func (s *Server) AttachActivity(ctx context.Context, p *auth.Principal, member, lastID string) (*Feed, error) {
-	f, err := s.core.attachActivity(ctx, p, member, lastID)
-	return s.core.counted(f, err, streamActivity)
+	f, err := s.act.Attach(ctx, p, member, lastID)
+	if err != nil {
+		return nil, err
+	}
+	return f.(*Feed), nil
 }
 
 // ExportLogs takes one OTLP log export of p, for the OTLP/HTTP route: b is
 // the body, encoded as encoding (OTLPProtobuf or OTLPJSON) says.
 func (s *Server) ExportLogs(ctx context.Context, p *auth.Principal, encoding string, b []byte) (*collogspb.ExportLogsServiceResponse, error) {
-	return s.core.exportLogsBody(ctx, p, encoding, b)
+	return s.act.ExportLogs(ctx, p, encoding, b)
 }
 
 // UploadGenAI stores one inference upload of p into member's records, for
 // the raw-bytes route.
 func (s *Server) UploadGenAI(ctx context.Context, p *auth.Principal, member string, body []byte) (*apiv1.UploadGenAiResponse, error) {
-	a := &Activity{core: s.core}
-	return a.UploadGenAi(auth.WithPrincipal(ctx, p), &apiv1.UploadGenAiRequest{Name: member, Body: body})
+	return s.act.UploadGenAi(auth.WithPrincipal(ctx, p), &apiv1.UploadGenAiRequest{Name: member, Body: body})
 }
 
 // Notify returns the inbound-hook capability, for the gateway's ingress
