@@ -27,6 +27,7 @@ import (
 	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/connguard"
+	"svc/server/toolsources"
 )
 
 // maxDecodeDepth bounds how deeply messages of a JSON request body may
@@ -180,7 +181,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
 	// A tool call carries up to 1 MiB of args: its route takes that and the
 	// envelope (the service measures the args themselves).
-	mux.Handle("POST /tool-sources/{slug}/tools/{name}/invoke", g.withBodyLimit(server.MaxInvokeBody, bodyless(gw)))
+	mux.Handle("POST /tool-sources/{slug}/tools/{name}/invoke", g.withBodyLimit(toolsources.MaxInvokeBody, bodyless(gw)))
 	fsRead, err := g.route(fsReadRoute, g.handleFsRead)
 	if err != nil {
 		return nil, err

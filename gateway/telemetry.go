@@ -15,7 +15,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"svc/server"
+	"svc/server/activity"
+	"svc/server/apierr"
 	"svc/server/auth"
 )
 
@@ -36,10 +37,10 @@ const (
 func otlpBody(w http.ResponseWriter, r *http.Request) (string, []byte, error) {
 	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || (ct != otlpJSON && ct != otlpProtobuf) {
-		return "", nil, server.Errorf(server.CodeBadRequest, "Content-Type: must be %s or %s", otlpJSON, otlpProtobuf)
+		return "", nil, apierr.Errorf(apierr.CodeBadRequest, "Content-Type: must be %s or %s", otlpJSON, otlpProtobuf)
 	}
 	if r.ContentLength > MaxOTLPBody {
-		return "", nil, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", MaxOTLPBody)
+		return "", nil, apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes", MaxOTLPBody)
 	}
 	raw := &readErr{r: http.MaxBytesReader(w, r.Body, MaxOTLPBody)}
 	body := io.Reader(raw)
@@ -53,7 +54,7 @@ func otlpBody(w http.ResponseWriter, r *http.Request) (string, []byte, error) {
 		defer zr.Close()
 		body = zr
 	default:
-		return "", nil, server.Errorf(server.CodeBadRequest, "Content-Encoding: %q is not supported; send gzip or nothing", enc)
+		return "", nil, apierr.Errorf(apierr.CodeBadRequest, "Content-Encoding: %q is not supported; send gzip or nothing", enc)
 	}
 	// Sized up front from the declared length: growing a 200 KB body
 	// from nothing copies it a dozen times.
@@ -71,7 +72,7 @@ func otlpBody(w http.ResponseWriter, r *http.Request) (string, []byte, error) {
 	}
 	b := buf.Bytes()
 	if len(b) > MaxOTLPBody {
-		return "", nil, server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes once decompressed", MaxOTLPBody)
+		return "", nil, apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes once decompressed", MaxOTLPBody)
 	}
 	return ct, b, nil
 }
@@ -99,11 +100,11 @@ func otlpReadErr(raw *readErr, err error) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe) || errors.As(raw.err, &mbe):
-		return server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", MaxOTLPBody)
+		return apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes", MaxOTLPBody)
 	case raw.err != nil:
 		return raw.err
 	}
-	return server.Errorf(server.CodeBadRequest, "body: not a valid gzip stream: %v", err)
+	return apierr.Errorf(apierr.CodeBadRequest, "body: not a valid gzip stream: %v", err)
 }
 
 // handleOTLPLogs serves POST /otlp/v1/logs: an OTLP ExportLogsServiceRequest
@@ -114,9 +115,9 @@ func (g *Gateway) handleOTLPLogs(w http.ResponseWriter, r *http.Request, p *auth
 	if err != nil {
 		return err
 	}
-	encoding := server.OTLPProtobuf
+	encoding := activity.OTLPProtobuf
 	if ct == otlpJSON {
-		encoding = server.OTLPJSON
+		encoding = activity.OTLPJSON
 	}
 	resp, err := g.srv.ExportLogs(r.Context(), p, encoding, b)
 	if err != nil {
@@ -144,12 +145,12 @@ func (g *Gateway) handleOTLPMetrics(w http.ResponseWriter, r *http.Request, _ *a
 	}
 	if ct == otlpProtobuf {
 		if err := proto.Unmarshal(b, &colmetricspb.ExportMetricsServiceRequest{}); err != nil {
-			return server.Errorf(server.CodeBadRequest, "body: not an OTLP metrics export: %v", err)
+			return apierr.Errorf(apierr.CodeBadRequest, "body: not an OTLP metrics export: %v", err)
 		}
 		return writeProto(w, &colmetricspb.ExportMetricsServiceResponse{})
 	}
 	if !json.Valid(b) || !bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte("{")) {
-		return server.Errorf(server.CodeBadRequest, "body: not an OTLP metrics export: not a JSON object")
+		return apierr.Errorf(apierr.CodeBadRequest, "body: not an OTLP metrics export: not a JSON object")
 	}
 	w.Header().Set("Content-Type", otlpJSON)
 	_, err = io.WriteString(w, "{}\n")
@@ -168,18 +169,18 @@ func writeProto(w http.ResponseWriter, m proto.Message) error {
 }
 
 // handleGenAIUpload serves POST /members/{name}/genai: the body, {ts?,
-// request, response}, is kept byte for byte (up to server.MaxGenAIUpload)
+// request, response}, is kept byte for byte (up to activity.MaxGenAIUpload)
 // and parsed into an inference record of the caller.
 func (g *Gateway) handleGenAIUpload(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	if r.ContentLength > server.MaxGenAIUpload {
-		return server.Errorf(server.CodePayloadTooLarge, "request body over %d bytes", server.MaxGenAIUpload)
+	if r.ContentLength > activity.MaxGenAIUpload {
+		return apierr.Errorf(apierr.CodePayloadTooLarge, "request body over %d bytes", activity.MaxGenAIUpload)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return server.Errorf(server.CodeBadRequest, "Content-Type: must be application/json")
+			return apierr.Errorf(apierr.CodeBadRequest, "Content-Type: must be application/json")
 		}
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, server.MaxGenAIUpload))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, activity.MaxGenAIUpload))
 	if err != nil {
 		return err
 	}

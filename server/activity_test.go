@@ -1,165 +1,67 @@
 package server
 
 import (
-	"math"
-	"strings"
+	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/store"
+	"svc/store/sqlite"
 )
 
-func TestEventFromProto(t *testing.T) {
-	now := time.UnixMilli(1_763_900_000_000)
-	data := func(m map[string]any) *structpb.Struct {
-		s, err := structpb.NewStruct(m)
+// TestRedactionFollowsTheSecretsAPI: what the core gives ingest redaction
+// (activity.go) follows the secrets API: a value set after the redactor
+// was built is redacted from the next upload on; every secret value of
+// the team is redacted from every member's telemetry, bound to it or not,
+// and stays redacted once unbound (an agent may have read it before); a
+// deleted secret is no secret any more.
+func TestRedactionFollowsTheSecretsAPI(t *testing.T) {
+	act, err := sqlite.OpenActivity(context.Background(), "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = act.Close() })
+	e := newRegistryEnvWith(t, false, act)
+	const first = "hunter2-Sup3r/Secret+x"
+	e.createSecret(t, "deploy-key", "DEPLOY_KEY", false)
+	_, err = e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "deploy-key", Value: first})
+	require.NoError(t, err)
+	_, err = e.secrets.AddSecretBinding(e.as("admin"), &apiv1.AddSecretBindingRequest{Slug: "deploy-key", Member: "alice"})
+	require.NoError(t, err)
+
+	upload := func(member, text string) string {
+		t.Helper()
+		s, err := structpb.NewStruct(map[string]any{"text": text})
 		require.NoError(t, err)
-		return s
-	}
-	big := data(map[string]any{"pad": strings.Repeat("x", maxEventData)})
-	tests := []struct {
-		name    string
-		in      *apiv1.ActivityEventInput
-		wantErr string // a substring of the error; "" is accepted
-		wantTS  time.Time
-	}{
-		{"every field", &apiv1.ActivityEventInput{Kind: kindToolAction, Ts: ptr(1.5e12), ObjectiveId: ptr("o1"), Data: data(map[string]any{"tool": "Bash"})}, "", time.UnixMilli(1.5e12)},
-		{"absent ts is now", &apiv1.ActivityEventInput{Kind: kindUserPrompt, Data: data(nil)}, "", now},
-		{"each kind: llm_exchange", &apiv1.ActivityEventInput{Kind: kindLLMExchange, Data: data(nil)}, "", now},
-		{"each kind: opaque_http", &apiv1.ActivityEventInput{Kind: kindOpaqueHTTP, Data: data(nil)}, "", now},
-		{"objective_open", &apiv1.ActivityEventInput{Kind: activityOpen, ObjectiveId: ptr("o1"), Data: data(nil)}, "", now},
-		{"objective_close with a reason", &apiv1.ActivityEventInput{Kind: activityClose, ObjectiveId: ptr("o1"), Data: data(map[string]any{"reason": "runner_shutdown"})}, "", now},
-		{"unknown kind", &apiv1.ActivityEventInput{Kind: "llm", Data: data(nil)}, "e.kind: must be one of", now},
-		{"empty kind", &apiv1.ActivityEventInput{Data: data(nil)}, "e.kind", now},
-		{"no data", &apiv1.ActivityEventInput{Kind: kindToolAction}, "e.data: is required", now},
-		{"negative ts", &apiv1.ActivityEventInput{Kind: kindToolAction, Ts: ptr(-1.0), Data: data(nil)}, "e.ts", now},
-		{"NaN ts", &apiv1.ActivityEventInput{Kind: kindToolAction, Ts: ptr(math.NaN()), Data: data(nil)}, "e.ts", now},
-		{"ts past year 9999", &apiv1.ActivityEventInput{Kind: kindToolAction, Ts: ptr(float64(maxTS) + 1), Data: data(nil)}, "e.ts", now},
-		{"empty objectiveId", &apiv1.ActivityEventInput{Kind: kindToolAction, ObjectiveId: ptr(""), Data: data(nil)}, "e.objectiveId", now},
-		{"objectiveId with a control character", &apiv1.ActivityEventInput{Kind: kindToolAction, ObjectiveId: ptr("o\n1"), Data: data(nil)}, "e.objectiveId", now},
-		{"objectiveId too long", &apiv1.ActivityEventInput{Kind: kindToolAction, ObjectiveId: ptr(strings.Repeat("o", maxObjectiveIDLen+1)), Data: data(nil)}, "e.objectiveId", now},
-		{"marker without objectiveId", &apiv1.ActivityEventInput{Kind: activityOpen, Data: data(nil)}, "e.objectiveId: is required", now},
-		{"close without a reason", &apiv1.ActivityEventInput{Kind: activityClose, ObjectiveId: ptr("o1"), Data: data(nil)}, "e.data.reason", now},
-		{"close with an unknown reason", &apiv1.ActivityEventInput{Kind: activityClose, ObjectiveId: ptr("o1"), Data: data(map[string]any{"reason": "bored"})}, "e.data.reason", now},
-		{"data over the cap", &apiv1.ActivityEventInput{Kind: kindToolAction, Data: big}, "e.data: over", now},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ev, err := eventFromProto("e", tc.in, now)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.in.GetKind(), ev.Kind)
-			require.Equal(t, tc.wantTS.UnixMilli(), ev.TS.UnixMilli())
-			require.Equal(t, tc.in.GetObjectiveId(), ev.ObjectiveID)
-			got, err := structpb.NewStruct(nil)
-			require.NoError(t, err)
-			require.NoError(t, got.UnmarshalJSON(ev.Data))
-			require.Equal(t, tc.in.GetData().AsMap(), got.AsMap(), "data is stored as given")
-		})
-	}
-}
-
-func TestKindFilter(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []string
-		want    []string
-		wantErr bool
-	}{
-		{"none", nil, nil, false},
-		{"repeated", []string{"tool_action", "user_prompt"}, []string{"tool_action", "user_prompt"}, false},
-		{"comma-separated, spaces and empties", []string{"llm_exchange, opaque_http,,"}, []string{"llm_exchange", "opaque_http"}, false},
-		{"both, duplicates once", []string{"objective_open,objective_close", "objective_open"}, []string{"objective_open", "objective_close"}, false},
-		{"unknown", []string{"tool_action,nope"}, nil, true},
-		{"case matters", []string{"Tool_Action"}, nil, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := kindFilter(tc.in)
-			if tc.wantErr {
-				require.ErrorContains(t, err, "kind")
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-		})
-	}
-}
-
-func TestListParams(t *testing.T) {
-	limits := []struct {
-		in      *int32
-		want    int
-		wantErr bool
-	}{
-		{nil, maxActivityRows, false},
-		{ptr[int32](1), 1, false},
-		{ptr[int32](1000), 1000, false},
-		{ptr[int32](5000), maxActivityRows, false},
-		{ptr[int32](0), 0, true},
-		{ptr[int32](-3), 0, true},
-	}
-	for _, tc := range limits {
-		got, err := listLimit(tc.in)
-		if tc.wantErr {
-			require.Error(t, err)
-			continue
-		}
+		ctx := auth.WithPrincipal(context.Background(), &auth.Principal{Member: member, Via: auth.ViaBearer})
+		_, err = e.srv.act.UploadActivity(ctx, &apiv1.UploadActivityRequest{Name: member, Events: []*apiv1.ActivityEventInput{{Kind: kindToolAction, Data: s}}})
 		require.NoError(t, err)
-		require.Equal(t, tc.want, got)
+		rows, err := act.ListActivity(context.Background(), store.ActivityFilter{Member: member})
+		require.NoError(t, err)
+		return string(rows[0].Data) // newest first
 	}
+	require.Contains(t, upload("alice", "old "+first), "old [REDACTED]", "the redactor is built")
 
-	ranges := []struct {
-		name     string
-		from, to *float64
-		wantErr  string
-	}{
-		{"none", nil, nil, ""},
-		{"from only", ptr(1000.0), nil, ""},
-		{"equal bounds", ptr(1000.0), ptr(1000.0), ""},
-		{"to before from", ptr(2000.0), ptr(1000.0), "to: must not be before from"},
-		{"negative from", ptr(-1.0), nil, "from"},
-		{"infinite to", nil, ptr(math.Inf(1)), "to"},
-	}
-	for _, tc := range ranges {
-		t.Run(tc.name, func(t *testing.T) {
-			from, to, err := timeRange(tc.from, tc.to)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.from == nil, from.IsZero())
-			require.Equal(t, tc.to == nil, to.IsZero())
-		})
-	}
-}
+	const newValue = "rotated-Value-42"
+	_, err = e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "deploy-key", Value: newValue})
+	require.NoError(t, err)
+	require.Contains(t, upload("alice", "new "+newValue), "new [REDACTED]", "a value set since is redacted")
 
-func FuzzKindFilter(f *testing.F) {
-	for _, s := range []string{"", "tool_action", "llm_exchange,opaque_http", " , ,user_prompt", "nope", "objective_open,objective_open"} {
-		f.Add(s, "objective_close")
-	}
-	f.Fuzz(func(t *testing.T, a, b string) {
-		got, err := kindFilter([]string{a, b})
-		if err != nil {
-			return
-		}
-		seen := map[string]bool{}
-		for _, k := range got {
-			require.Contains(t, activityKinds, k, "only known kinds pass")
-			require.False(t, seen[k], "each kind once")
-			seen[k] = true
-		}
-		for _, part := range strings.Split(a+","+b, ",") {
-			if p := strings.TrimSpace(part); p != "" {
-				require.True(t, seen[p], "every kind asked for is kept: %q", p)
-			}
-		}
-	})
+	e.createSecret(t, "later", "LATER", false)
+	require.Contains(t, upload("alice", "x bound-later-Value"), "x bound-later-Value", "no value yet: kept")
+	_, err = e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "later", Value: "bound-later-Value"})
+	require.NoError(t, err)
+	require.Contains(t, upload("alice", "x bound-later-Value"), "x [REDACTED]", "bound to no one: redacted all the same")
+	_, err = e.secrets.AddSecretBinding(e.as("admin"), &apiv1.AddSecretBindingRequest{Slug: "later", Member: "alice"})
+	require.NoError(t, err)
+	_, err = e.secrets.RemoveSecretBinding(e.as("admin"), &apiv1.RemoveSecretBindingRequest{Slug: "later", Name: "alice"})
+	require.NoError(t, err)
+	require.Contains(t, upload("alice", "y bound-later-Value"), "y [REDACTED]", "unbound since: still redacted")
+	require.Contains(t, upload("bob", "z "+newValue), "z [REDACTED]", "alice's secret in bob's telemetry")
+
+	_, err = e.secrets.DeleteSecret(e.as("admin"), &apiv1.DeleteSecretRequest{Slug: "later"})
+	require.NoError(t, err)
+	require.Contains(t, upload("alice", "w bound-later-Value"), "w bound-later-Value", "a deleted secret is no secret any more")
 }

@@ -19,6 +19,7 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
 	"svc/server/teamconfig"
+	"svc/server/toolcall"
 	"svc/store"
 )
 
@@ -436,22 +437,18 @@ func (s *Approvals) CreateApproval(ctx context.Context, req *apiv1.CreateApprova
 // never read a secret whatever the client. Without a KEK the broker holds
 // no secret values.
 func (c *core) redactForMember(ctx context.Context, member string, input []byte) []byte {
-	if c.kek == nil {
+	if c.kek == nil || c.secretValues == nil {
 		return input
 	}
-	env, err := c.memberSecrets(ctx, member, false)
-	if err != nil || len(env) == 0 {
+	secrets, err := c.secretValues(ctx, member)
+	if err != nil || len(secrets) == 0 {
 		return input
-	}
-	secrets := make([]string, 0, len(env))
-	for _, e := range env {
-		secrets = append(secrets, e.value)
 	}
 	var v any
 	if json.Unmarshal(input, &v) != nil {
 		return input
 	}
-	out, err := json.Marshal(c.tools.Redact(v, secrets...))
+	out, err := json.Marshal(toolcall.Redact(v, secrets...))
 	if err != nil {
 		return input
 	}
@@ -585,7 +582,7 @@ func approvalDecidedMessage(a store.Approval, actor string, recipients []string)
 // a tool_action saying who decided what. The decision is durable already,
 // so a failure here is logged, not answered.
 func (c *core) recordDecision(ctx context.Context, a store.Approval) {
-	if c.actWriter == nil {
+	if !c.act.Enabled() {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -605,7 +602,7 @@ func (c *core) recordDecision(ctx context.Context, a store.Approval) {
 		return
 	}
 	ev := store.ActivityEvent{Member: a.Member, Kind: kindToolAction, TS: a.DecidedAt, ObjectiveID: a.Objective, Data: data}
-	if _, err := c.actWriter.write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}}); err != nil {
+	if _, err := c.act.Write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}}); err != nil {
 		c.log.WarnContext(ctx, "approval decision not recorded", "approval", a.ID, "err", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"svc/server/clientaddr"
 	"svc/server/hub"
 	"svc/server/kek"
-	"svc/server/pricing"
+	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
@@ -21,8 +21,8 @@ import (
 
 // core is what every service shares: the stores, the team, the KEK, the
 // messenger that commits messages and the changes they report, the live
-// hubs of chat and of activity, presence, the activity writer, the
-// telemetry correlator, the blob store, the clock and the logger. server.New builds one core; every service holds it, and no
+// hub of chat, presence, what the core asks of the activity capability,
+// the blob store, the clock and the logger. server.New builds one core; every service holds it, and no
 // service holds another. Checks more than one service makes (attachments,
 // channel lookups, who holds a permission) are core methods.
 type core struct {
@@ -33,23 +33,21 @@ type core struct {
 	msgs     *messenger
 	hub      *hub.Hub
 	presence *presence
-	// actHub carries committed activity rows to the streams watching
-	// their member; actWriter commits them (nil without an activity store).
-	actHub    *hub.Hub
-	actWriter *activityWriter
-	// tel correlates OTLP telemetry into activity (nil without an activity
-	// store).
-	tel *telemetry
-	// ids tells apart the members that held one name; prices is the model
-	// price table usage and readers compute costs with (nil prices none).
-	ids    *memberIDs
-	prices *pricing.Table
-	blobs  *vfs.Blobs // nil when the filesystem is disabled
-	// tools is the tool-call engine of tool sources.
-	tools ToolEngine
-	// dropHookCopies drops the inbound-hook copies queued or held for a
-	// deleted member (notify.Service.DropMember).
-	dropHookCopies func(ctx context.Context, member, why string) error
+	// act is the activity capability as the core uses it: the rows the
+	// core records, the live activity streams a member change ends
+	// (activity.go).
+	act activityLog
+	// ids tells apart the members that held one name.
+	ids   *memberIDs
+	blobs *vfs.Blobs // nil when the filesystem is disabled
+	// secretValues are the values of the secrets a member may use, for
+	// redacting what the member's agent sends (the secrets capability's
+	// MemberValues).
+	secretValues func(ctx context.Context, member string) ([]string, error)
+	// reg is the registry kit the slug registries change their entries on.
+	reg *registry.Kit
+	// hooks is what the core asks of the inbound-hook capability.
+	hooks inboundHooks
 	// approvals indexes the pending approvals: presence reads a member
 	// with one as blocked, and their expiry timer runs from it.
 	approvals *pendingApprovals
@@ -64,9 +62,6 @@ type core struct {
 	// the client of a native gRPC call (nil: none).
 	proxies *clientaddr.Proxies
 	version string
-	// redactors are the members' redactors of ingested telemetry
-	// (redaction.go).
-	redactors redactors
 	// metrics are what GET /metrics shows; nil in tests that build a core
 	// by hand.
 	metrics *metrics
@@ -74,11 +69,21 @@ type core struct {
 	log     *slog.Logger
 }
 
+// inboundHooks is what the core asks of the inbound-hook capability
+// (notify.Service, set by New): the briefing section of a member, and
+// the release of a deleted member's targets and of the copies queued or
+// held for it.
+type inboundHooks interface {
+	Briefing(ctx context.Context, member string) (*apiv1.BriefingNotifications, error)
+	ReleaseTargets(ctx context.Context, member, by string) error
+	DropMember(ctx context.Context, member, why string) error
+}
+
 // disconnect ends the live streams member holds, chat and activity, whose
 // credential match accepts (every one when match is nil).
 func (c *core) disconnect(member string, match func(cred string) bool) {
 	c.hub.Disconnect(member, match)
-	c.actHub.Disconnect(member, match)
+	c.act.Disconnect(member, match)
 }
 
 // commit runs fn in the transaction of the message committer's next batch,

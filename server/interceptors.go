@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/connguard"
 )
@@ -23,14 +23,9 @@ const ProtocolVersion = "1"
 // protocolMD is the metadata key of the protocol header.
 const protocolMD = "x-svc-protocol"
 
-// httpCodeMD carries the HTTP status a REST call should answer (201, 204)
-// from a service to the gateway; the gateway never forwards it to clients.
-const httpCodeMD = "x-http-code"
-
-// setHTTPStatus asks the gateway to answer a REST call with code.
-func setHTTPStatus(ctx context.Context, code int) {
-	_ = grpc.SetHeader(ctx, metadata.Pairs(httpCodeMD, fmt.Sprint(code)))
-}
+// setHTTPStatus asks the gateway to answer a REST call with code
+// (apierr.SetHTTPStatus, which the capabilities call).
+func setHTTPStatus(ctx context.Context, code int) { apierr.SetHTTPStatus(ctx, code) }
 
 // ConnKeyMD carries the HTTP client's connection (connguard.Key) from the
 // gateway to the interceptors over the local connection, for the

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/activity"
 	"svc/server/auth"
 	"svc/server/teamconfig"
 	"svc/store"
@@ -37,10 +38,11 @@ const (
 	evWatcherRemoved = "watcher_removed"
 )
 
-// Activity markers (spec: Activity) and their close reasons.
+// Activity markers (docs/TELEMETRY.md): the rows that say who held an
+// objective when.
 const (
-	activityOpen  = "objective_open"
-	activityClose = "objective_close"
+	activityOpen  = activity.KindObjectiveOpen
+	activityClose = activity.KindObjectiveClose
 )
 
 // Objectives implements apiv1.ObjectivesServer. Every change runs on the
@@ -596,7 +598,7 @@ func (c *core) mark(ctx context.Context, o store.Objective, member, kind, reason
 // markAs is mark into the stream of member's member id (its name's
 // current or last member's when "").
 func (c *core) markAs(ctx context.Context, o store.Objective, member, id, kind, reason string, at time.Time) {
-	if c.actWriter == nil {
+	if !c.act.Enabled() {
 		return
 	}
 	data := map[string]any{"objectiveId": o.ID, "title": o.Title}
@@ -605,7 +607,7 @@ func (c *core) markAs(ctx context.Context, o store.Objective, member, id, kind, 
 	}
 	b, err := json.Marshal(data)
 	if err == nil {
-		_, err = c.actWriter.write(context.WithoutCancel(ctx), store.ActivityBatch{Events: []store.ActivityEvent{{
+		_, err = c.act.Write(context.WithoutCancel(ctx), store.ActivityBatch{Events: []store.ActivityEvent{{
 			Member: member, MemberUID: id, Kind: kind, TS: at, ObjectiveID: o.ID, Data: b,
 		}}})
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/activity"
 )
 
 func TestPreauth(t *testing.T) {
@@ -71,7 +72,7 @@ func TestPreauth(t *testing.T) {
 func TestPreauthRefusesUnread(t *testing.T) {
 	env := newChainEnv(t)
 	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecvMessage), grpc.InTapHandle(newPreauth(env.c.authn, time.Now).handle))
-	apiv1.RegisterActivityServer(g, &Activity{})
+	apiv1.RegisterActivityServer(g, &activity.Service{})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = g.Serve(l) }()

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"svc/server/kek"
-	"svc/server/notify"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -15,13 +15,13 @@ import (
 func sealedPurpose(v store.SealedValue) (string, error) {
 	switch v.Kind {
 	case store.SealedSecretValue:
-		return secretPurpose(v.Key), nil
+		return registry.Secrets.PurposeOf(v.Key), nil
 	case store.SealedToolCredential:
-		return toolCredentialPurpose(v.Key), nil
+		return registry.ToolSources.PurposeOf(v.Key), nil
 	case store.SealedHookEndpointSecret:
-		return notify.EndpointPurpose(v.Key), nil
+		return registry.NotificationEndpoints.PurposeOf(v.Key), nil
 	case store.SealedHookProfileSecret:
-		return notify.ProfilePurpose(v.Key), nil
+		return registry.NotificationProfiles.PurposeOf(v.Key), nil
 	case store.SealedEnrollmentToken:
 		return enrollTokenPurpose(v.Key), nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"svc/server/kek"
 	"svc/server/notify"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -37,7 +38,7 @@ func mustSealedStore(t *testing.T, k *kek.KEK) (store.Store, map[store.SealedKin
 	require.NoError(t, st.PutMember(ctx, store.Member{Name: "alice", Permissions: []string{}}))
 	require.NoError(t, st.CreateSecret(ctx, store.Secret{Slug: "gh", EnvName: "GH", Enabled: true, Value: seal("secret value", secretPurpose("gh"))}))
 	require.NoError(t, st.CreateToolSource(ctx, store.ToolSource{Slug: "api", Kind: "custom", Config: []byte(`{}`), Enabled: true,
-		Credential: store.ToolCredential{Kind: "bearer", Secret: seal("tool secret", toolCredentialPurpose("api"))}}))
+		Credential: store.ToolCredential{Kind: "bearer", Secret: seal("tool secret", registry.ToolSources.PurposeOf("api"))}}))
 	require.NoError(t, st.CreateHookProfile(ctx, store.HookProfile{Slug: "p", Auth: store.HookAuth{Kind: "header-secret"}, Secret: seal("profile secret", notify.ProfilePurpose("p"))}))
 	require.NoError(t, st.CreateHookEndpoint(ctx, store.HookEndpoint{Slug: "gh", Targets: []byte(`[]`), Filters: []byte(`[]`), Policy: []byte(`{}`),
 		Auth: store.HookAuth{Kind: "hmac-sha256"}, Enabled: true, Level: "info", Secret: seal("endpoint secret", notify.EndpointPurpose("gh"))}))

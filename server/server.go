@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/activity"
 	"svc/server/auth"
 	"svc/server/connguard"
 	"svc/server/egress"
@@ -24,7 +25,9 @@ import (
 	"svc/server/kek"
 	"svc/server/notify"
 	"svc/server/pricing"
+	"svc/server/secrets"
 	"svc/server/toolcall"
+	"svc/server/toolsources"
 	"svc/server/vfs"
 	"svc/store"
 )
@@ -79,7 +82,6 @@ type options struct {
 	maxStreams    int
 	otlpFlush     time.Duration
 	publicURL     string
-	tools         ToolEngine
 	jwt           *federation.Config
 	jwtOverlay    string
 	prices        *pricing.Table
@@ -111,7 +113,7 @@ func WithConnGuard(g *connguard.Guard) Option { return func(o *options) { o.guar
 func WithMaxStreamsPerMember(n int) Option { return func(o *options) { o.maxStreams = n } }
 
 // WithOTLPFlushAfter sets how long a telemetry record waits for its partner
-// before it is stored alone; the default is DefaultOTLPFlushAfter.
+// before it is stored alone; the default is activity.DefaultOTLPFlushAfter.
 func WithOTLPFlushAfter(d time.Duration) Option { return func(o *options) { o.otlpFlush = d } }
 
 // WithPublicURL sets the broker's public base URL (scheme and host, no
@@ -148,9 +150,15 @@ type Server struct {
 	core  *core
 	fs    *Fs
 	fed   *federationState
-	// notify is the inbound-hook capability (ingress, the delivery
-	// policy and its loop).
+	// notify is the inbound-hook capability (its admin API, ingress,
+	// the delivery policy and its loop).
 	notify *notify.Service
+	// secrets and tools are the secrets and tool sources capabilities.
+	secrets *secrets.Service
+	tools   *toolsources.Service
+	// act is the activity capability (the Activity service, OTLP ingest,
+	// the activity writer).
+	act *activity.Service
 	// run are the background loops Run starts: the message committer, the
 	// activity writer, the web push workers.
 	run []func(ctx context.Context)
@@ -167,10 +175,7 @@ func New(d Deps, opts ...Option) *Server {
 	c := &core{
 		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
 		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, quotaBytes: o.quotaBytes,
-		now: o.now, log: o.log, ids: newMemberIDs(d.Team), prices: o.prices,
-	}
-	if c.prices == nil {
-		c.prices = pricing.Shipped()
+		now: o.now, log: o.log, ids: newMemberIDs(d.Team),
 	}
 	if d.Store != nil && d.Team != nil {
 		if err := c.ids.load(context.Background(), d.Store); err != nil {
@@ -186,8 +191,23 @@ func New(d Deps, opts ...Option) *Server {
 			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
 		}
 	}
+	c.reg = newRegistryKit(c)
 	hooked := notify.New(notify.Deps{
-		Store: d.Store, Commit: notifyCommitter{c}, Members: notifyMembers{c}, KEK: d.KEK,
+		Store: d.Store,
+		Commit: notify.Committer{
+			Commit: c.commit,
+			CommitStored: func(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+				stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error,
+			) error {
+				return c.msgs.changeStored(ctx, apply, stored).err
+			},
+		},
+		Members: notify.Members{
+			Known:  func(name string) bool { _, ok := c.team.Member(name); return ok },
+			Online: func(name string) bool { return c.hub.Connected(name) > 0 },
+			Busy:   func(name string) (bool, time.Time) { return c.presence.busy(name) },
+		},
+		Registry: c.reg, KEK: d.KEK,
 		Count: func(status string) {
 			if c.metrics != nil {
 				c.metrics.hooked(status)
@@ -195,35 +215,49 @@ func New(d Deps, opts ...Option) *Server {
 		},
 		MessageID: formatMessageID, Now: o.now, Log: o.log,
 	})
-	c.dropHookCopies = hooked.DropMember
+	c.hooks = hooked
 	// A member's reach changes when it attaches or reports what it does:
 	// queued or held hook copies may go now.
 	c.presence.onActivity = func(string) { hooked.Poke() }
 	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke() }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
-	c.tools = o.tools
-	if c.tools == nil {
-		c.tools = callerEngine{toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{})}
-	}
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
 	if d.Team != nil {
 		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
 	}
 	s := &Server{core: c, notify: hooked, run: []func(context.Context){c.msgs.run, push.run}}
-	c.actHub = hub.New(hub.WithMaxPerMember(o.maxStreams))
-	c.metrics = newMetrics(c.hub, c.actHub, o.storeCommits)
+	actHub := hub.New(hub.WithMaxPerMember(o.maxStreams))
+	c.metrics = newMetrics(c.hub, actHub, o.storeCommits)
 	c.msgs.met, push.met = c.metrics, c.metrics
-	if d.Activity != nil {
-		c.actWriter = newActivityWriter(d.Activity, c.actHub, o.log)
-		c.actWriter.met = c.metrics
-		c.actWriter.owner, c.actWriter.render = c.ids.owner, c.activityRow
-		c.tel = newTelemetry(c.actWriter, o.otlpFlush, o.now, o.log)
-		if err := c.tel.load(context.Background(), d.Activity); err != nil {
-			o.log.Error("telemetry state not loaded: records waiting for a partner are lost", "err", err)
+	act := activity.New(activity.Deps{
+		Store: d.Activity, Hub: actHub, Streams: activityFeeds{c, actHub},
+		Members: activityMembers{c}, Secrets: c.teamSecretValues, Objective: c.objectiveForTrace,
+		Prices: o.prices, FlushAfter: o.otlpFlush,
+		Observe: func(n int, start time.Time) { commitTimer(c.metrics.actBatch, c.metrics.actCommit, n, start) },
+		Exported: func(stored, rejected int64) {
+			c.metrics.otlpStored.Add(float64(stored))
+			c.metrics.otlpRejected.Add(float64(rejected))
+		},
+		Now: o.now, Log: o.log,
+	})
+	c.act, s.act = act, act
+	s.run = append(s.run, act.Run)
+
+	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: c.reg, Changed: c.secretsChanged, Now: o.now, Log: o.log})
+	c.secretValues = s.secrets.MemberValues
+	engine := toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
+	var record func(ctx context.Context, ev store.ActivityEvent) error
+	if c.act.Enabled() {
+		record = func(ctx context.Context, ev store.ActivityEvent) error {
+			_, err := c.act.Write(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}})
+			return err
 		}
-		s.run = append(s.run, c.actWriter.run, c.tel.run)
 	}
+	s.tools = toolsources.New(toolsources.Deps{
+		Store: d.Store, Registry: c.reg, Engine: engine, SecretValues: s.secrets.MemberValues, Record: record,
+		Now: o.now, Log: o.log,
+	})
 
 	fed := &federationState{
 		verifier: federation.New(federation.Options{
@@ -266,12 +300,12 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterBrokerServer(g, broker)
 		apiv1.RegisterObjectivesServer(g, objectives)
 		apiv1.RegisterFsServer(g, s.fs)
-		apiv1.RegisterActivityServer(g, &Activity{core: c})
-		apiv1.RegisterSecretsServer(g, &Secrets{core: c})
-		apiv1.RegisterToolSourcesServer(g, &ToolSources{core: c})
-		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
-		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
-		apiv1.RegisterNotificationsServer(g, &Notifications{core: c, notify: hooked})
+		apiv1.RegisterActivityServer(g, act)
+		apiv1.RegisterSecretsServer(g, s.secrets)
+		apiv1.RegisterToolSourcesServer(g, s.tools)
+		collogspb.RegisterLogsServiceServer(g, act.OTLPLogs())
+		colmetricspb.RegisterMetricsServiceServer(g, activity.OTLPMetrics{})
+		apiv1.RegisterNotificationsServer(g, hooked.Admin())
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
 		apiv1.RegisterApprovalsServer(g, &Approvals{core: c})
@@ -298,7 +332,7 @@ func (s *Server) Run(ctx context.Context) error {
 // so a shutdown never waits on a subscriber.
 func (s *Server) CloseStreams() {
 	s.core.hub.Close()
-	s.core.actHub.Close()
+	s.act.CloseStreams()
 }
 
 // Attach opens a feed of the caller's messages for a hand-written stream
@@ -318,22 +352,28 @@ func (s *Server) RunnerStream(f *Feed, p *auth.Principal) {
 // AttachActivity opens a feed of member's activity for p, after lastID
 // when it is set (see StreamActivity), for the SSE route.
 func (s *Server) AttachActivity(ctx context.Context, p *auth.Principal, member, lastID string) (*Feed, error) {
-	f, err := s.core.attachActivity(ctx, p, member, lastID)
-	return s.core.counted(f, err, streamActivity)
+	f, err := s.act.Attach(ctx, p, member, lastID)
+	if err != nil {
+		return nil, err
+	}
+	return f.(*Feed), nil
 }
 
 // ExportLogs takes one OTLP log export of p, for the OTLP/HTTP route: b is
 // the body, encoded as encoding (OTLPProtobuf or OTLPJSON) says.
 func (s *Server) ExportLogs(ctx context.Context, p *auth.Principal, encoding string, b []byte) (*collogspb.ExportLogsServiceResponse, error) {
-	return s.core.exportLogsBody(ctx, p, encoding, b)
+	return s.act.ExportLogs(ctx, p, encoding, b)
 }
 
 // UploadGenAI stores one inference upload of p into member's records, for
 // the raw-bytes route.
 func (s *Server) UploadGenAI(ctx context.Context, p *auth.Principal, member string, body []byte) (*apiv1.UploadGenAiResponse, error) {
-	a := &Activity{core: s.core}
-	return a.UploadGenAi(auth.WithPrincipal(ctx, p), &apiv1.UploadGenAiRequest{Name: member, Body: body})
+	return s.act.UploadGenAi(auth.WithPrincipal(ctx, p), &apiv1.UploadGenAiRequest{Name: member, Body: body})
 }
+
+// Notify returns the inbound-hook capability, for the gateway's ingress
+// route (POST /hooks/{slug}).
+func (s *Server) Notify() *notify.Service { return s.notify }
 
 // Fs returns the filesystem service, for the hand-written byte routes.
 func (s *Server) Fs() *Fs { return s.fs }

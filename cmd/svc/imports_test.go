@@ -35,9 +35,9 @@ type importRule struct {
 // Capabilities and shared packages). The other subpackages of server are
 // engines: pure mechanisms that know nothing of the services.
 var (
-	sharedPackages      = []string{"svc/server/apierr"}
-	capabilityPackages  = []string{"svc/server/notify"}
-	plannedCapabilities = []string{"svc/server/toolsources", "svc/server/secrets"}
+	sharedPackages      = []string{"svc/server/apierr", "svc/server/registry"}
+	capabilityPackages  = []string{"svc/server/notify", "svc/server/toolsources", "svc/server/secrets", "svc/server/activity"}
+	plannedCapabilities = []string{}
 )
 
 // capabilityRules: a capability imports the shared packages, engines,
@@ -54,7 +54,7 @@ func capabilityRules() []importRule {
 			}
 		}
 		out = append(out, importRule{name: "capability " + c + " never imports the root or another capability", pkg: c,
-			allowed: []string{"svc/server", "svc/store", "svc/gen"}, forbidden: forbidden,
+			allowed: []string{"svc/server", "svc/store", "svc/gen", "svc/redact"}, forbidden: forbidden,
 			future: slices.Contains(plannedCapabilities, c)})
 	}
 	return out
@@ -83,9 +83,18 @@ var importRules = append([]importRule{
 	{name: "the load generator is a real client too", pkg: "svc/cmd/svcload",
 		allowed: []string{"svc/gen"}, forbidden: []string{"svc/server", "svc/store", "svc/gateway"}},
 	{name: "nothing outside cmd imports cmd", pkg: "svc", except: []string{"svc/cmd"}, forbidden: []string{"svc/cmd"}},
-	{name: "shared packages never import the root or a capability", pkg: sharedPackages[0],
-		forbidden: append([]string{"svc/server!", "svc/gateway", "svc/cmd"}, append(slices.Clone(capabilityPackages), plannedCapabilities...)...)},
-}, capabilityRules()...)
+}, append(sharedRules(), capabilityRules()...)...)
+
+// sharedRules: a shared package imports engines, store and gen, never the
+// root or a capability.
+func sharedRules() []importRule {
+	var out []importRule
+	for _, p := range sharedPackages {
+		out = append(out, importRule{name: "shared package " + p + " never imports the root or a capability", pkg: p,
+			forbidden: append([]string{"svc/server!", "svc/gateway", "svc/cmd"}, append(slices.Clone(capabilityPackages), plannedCapabilities...)...)})
+	}
+	return out
+}
 
 // TestImportRules enforces the dependency direction of
 // docs/ARCHITECTURE.md on the non-test imports of every package in the
@@ -152,15 +161,24 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"clients are real clients: gen and grpc, never server or store", "svc/cmd/internal/runner svc/redact", 0},
 		{"nothing outside cmd imports cmd", "svc/server svc/cmd/internal/client", 1},
 		{"nothing outside cmd imports cmd", "svc/cmd/svc svc/cmd/internal/client", -1},
-		{"shared packages never import the root or a capability", "svc/server/apierr svc/server", 1},
-		{"shared packages never import the root or a capability", "svc/server/apierr svc/server/notify", 1},
-		{"shared packages never import the root or a capability", "svc/server/apierr svc/server/auth svc/store", 0},
+		{"shared package svc/server/apierr never imports the root or a capability", "svc/server/apierr svc/server", 1},
+		{"shared package svc/server/apierr never imports the root or a capability", "svc/server/apierr svc/server/notify", 1},
+		{"shared package svc/server/apierr never imports the root or a capability", "svc/server/apierr svc/server/auth svc/store", 0},
+		{"shared package svc/server/registry never imports the root or a capability", "svc/server/registry svc/server", 1},
+		{"shared package svc/server/registry never imports the root or a capability", "svc/server/registry svc/server/toolsources", 1},
+		{"shared package svc/server/registry never imports the root or a capability",
+			"svc/server/registry svc/server/apierr svc/server/auth svc/server/kek svc/store", 0},
 		{"capability svc/server/notify never imports the root or another capability", "svc/server/notify svc/server", 1},
 		{"capability svc/server/notify never imports the root or another capability", "svc/server/notify svc/server/toolsources", 1},
 		{"capability svc/server/notify never imports the root or another capability", "svc/server/notify svc/gateway", 2},
 		{"capability svc/server/notify never imports the root or another capability",
 			"svc/server/notify svc/server/apierr svc/server/hooks svc/server/kek svc/store svc/gen/svc/v1", 0},
 		{"capability svc/server/notify never imports the root or another capability", "svc/server/hooks svc/server", -1},
+		{"capability svc/server/toolsources never imports the root or another capability", "svc/server/toolsources svc/server/secrets", 1},
+		{"capability svc/server/toolsources never imports the root or another capability",
+			"svc/server/toolsources svc/server/registry svc/server/apierr svc/server/toolcall svc/store svc/gen/svc/v1", 0},
+		{"capability svc/server/secrets never imports the root or another capability", "svc/server/secrets svc/server", 1},
+		{"capability svc/server/secrets never imports the root or another capability", "svc/server/secrets svc/server/toolsources", 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.rule+": "+tc.line, func(t *testing.T) {

@@ -347,7 +347,7 @@ func (c *Correlator) forgetQuiet(now time.Time) {
 // model waits in state or in recs, and a record numbered between the
 // session's highest event.sequence taken and the record's own is in
 // neither: the missing body is on its way. The caller then holds the
-// export back briefly (see server/telemetry.go); Early changes nothing.
+// export back briefly (see server/activity/telemetry.go); Early changes nothing.
 func (c *Correlator) Early(member string, recs []Record) bool {
 	type acct struct {
 		session, model string

@@ -32,7 +32,8 @@ const (
 	// genaiDrainGrace: at stop, what is queued gets this long to go out.
 	genaiDrainGrace = 5 * time.Second
 	// maxGenAIUpload is the broker's cap on one upload body
-	// (server.MaxGenAIUpload); a larger one is dropped here, not sent.
+	// (server/activity's MaxGenAIUpload); a larger one is dropped here,
+	// not sent.
 	maxGenAIUpload = 16 << 20
 	// genaiAttempts bounds the tries of one upload (about 45 s of
 	// backoff): a broker that stays away does not hold the queue forever.

@@ -1,4 +1,4 @@
-package server
+package activity
 
 import (
 	"cmp"
@@ -51,11 +51,11 @@ func holdings(o store.Objective, markers []store.ActivityEvent, now time.Time) [
 	for _, m := range markers {
 		w := who{m.Member, m.MemberUID}
 		switch m.Kind {
-		case activityOpen:
+		case KindObjectiveOpen:
 			if _, ok := open[w]; !ok {
 				open[w] = m.TS
 			}
-		case activityClose:
+		case KindObjectiveClose:
 			from, ok := open[w]
 			if !ok {
 				// Its open marker is gone (pruned): from the start.
@@ -86,29 +86,30 @@ func holdings(o store.Objective, markers []store.ActivityEvent, now time.Time) [
 // holder's with activity.read, else p's own, which it must have (or be the
 // assignee). p's own are those of p's member id: an earlier, deleted member
 // of p's name held the others.
-func (c *core) objectiveHoldings(ctx context.Context, p *auth.Principal, id string) ([]holding, error) {
-	o, err := c.store.GetObjective(ctx, id)
-	if err != nil {
-		return nil, objectiveErr(err, id)
-	}
-	if c.activity == nil {
-		return nil, errNoActivityStore
-	}
-	markers, err := c.activity.ObjectiveMarkers(ctx, o.ID)
+func (s *Service) objectiveHoldings(ctx context.Context, p *auth.Principal, id string) ([]holding, error) {
+	o, err := s.d.Objective(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	hs := holdings(o, markers, c.now())
+	if s.d.Store == nil {
+		return nil, errNoActivityStore
+	}
+	markers, err := s.d.Store.ObjectiveMarkers(ctx, o.ID)
+	if err != nil {
+		return nil, err
+	}
+	hs := holdings(o, markers, s.now())
 	if p.Has(auth.ActivityRead) {
 		return hs, nil
 	}
-	self := c.ids.current(p.Member)
+	self, _ := s.d.Members.Current(p.Member)
 	mine := slices.DeleteFunc(hs, func(h holding) bool { return h.member != p.Member || (h.id != "" && h.id != self) })
 	for i := range mine {
 		// A holding of any member of the name reads only this member's rows.
 		mine[i].id = self
 	}
-	if len(mine) == 0 && !isAssignee(o, p.Member, self) {
+	// The assignee sees the trace of an objective it has not held yet.
+	if len(mine) == 0 && !(o.Assignee == p.Member && (o.AssigneeID == "" || o.AssigneeID == self)) {
 		return nil, fmt.Errorf("%w: an objective's trace needs %s, or to have held the objective", auth.ErrForbidden, auth.ActivityRead)
 	}
 	return mine, nil
@@ -119,8 +120,8 @@ func (c *core) objectiveHoldings(ctx context.Context, p *auth.Principal, id stri
 // of its responseId (else one its window contains), records no exchange
 // took as rows of their own. At most 1,000 rows, the first ones, with
 // truncated set when there were more.
-func (s *Activity) GetObjectiveTrace(ctx context.Context, req *apiv1.GetObjectiveTraceRequest) (*apiv1.GetObjectiveTraceResponse, error) {
-	p := mustPrincipal(ctx)
+func (s *Service) GetObjectiveTrace(ctx context.Context, req *apiv1.GetObjectiveTraceRequest) (*apiv1.GetObjectiveTraceResponse, error) {
+	p := principal(ctx)
 	hs, err := s.objectiveHoldings(ctx, p, req.GetId())
 	if err != nil {
 		return nil, err
@@ -152,14 +153,14 @@ type exchangeRef struct {
 
 // traceRows returns the rows of one holding, oldest first, and whether the
 // holding has more than one answer carries.
-func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, bool, error) {
-	acts, err := s.activity.ListActivity(ctx, store.ActivityFilter{
+func (s *Service) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, bool, error) {
+	acts, err := s.d.Store.ListActivity(ctx, store.ActivityFilter{
 		Member: h.member, MemberUID: h.id, From: h.from, To: h.to, OldestFirst: true, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2,
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	recs, err := s.activity.ListGenAI(ctx, store.GenAIFilter{Member: h.member, MemberUID: h.id, From: h.from, To: h.to, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2})
+	recs, err := s.d.Store.ListGenAI(ctx, store.GenAIFilter{Member: h.member, MemberUID: h.id, From: h.from, To: h.to, Limit: maxActivityRows + 1, MaxBytes: maxListBytes / 2})
 	if err != nil {
 		return nil, false, err
 	}
@@ -176,7 +177,7 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 	}
 	var missing []string
 	for i, a := range acts {
-		if a.Kind != kindLLMExchange {
+		if a.Kind != KindLLMExchange {
 			continue
 		}
 		_ = json.Unmarshal(a.Data, &refs[i])
@@ -189,7 +190,7 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 	if len(missing) > 0 {
 		// A record captured just outside the holding still belongs to the
 		// exchange inside it.
-		extra, err := s.activity.GenAIByResponse(ctx, h.member, h.id, missing)
+		extra, err := s.d.Store.GenAIByResponse(ctx, h.member, h.id, missing)
 		if err != nil {
 			return nil, false, err
 		}
@@ -204,7 +205,7 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 	taken := make([]bool, len(recs))
 	joined := make([]int, len(acts)) // index in recs + 1; 0 is none
 	for i, a := range acts {
-		if a.Kind != kindLLMExchange || refs[i].ResponseID == "" {
+		if a.Kind != KindLLMExchange || refs[i].ResponseID == "" {
 			continue
 		}
 		if j, ok := byResp[refs[i].ResponseID]; ok && !taken[j] {
@@ -215,7 +216,7 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 	// by id takes the nearest record of its model captured within its
 	// window, when the two share no response id to go by.
 	for i, a := range acts {
-		if a.Kind != kindLLMExchange || joined[i] != 0 {
+		if a.Kind != KindLLMExchange || joined[i] != 0 {
 			continue
 		}
 		dur := min(max(time.Duration(refs[i].DurationMs*float64(time.Millisecond)), 0), store.MaxJoinDuration)
@@ -258,15 +259,15 @@ func (s *Activity) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow,
 
 // GetObjectiveUsage implements apiv1.ActivityServer: the usage of every
 // holding the caller may see, summed in total, per model and per holder.
-func (s *Activity) GetObjectiveUsage(ctx context.Context, req *apiv1.GetObjectiveUsageRequest) (*apiv1.GetObjectiveUsageResponse, error) {
-	p := mustPrincipal(ctx)
+func (s *Service) GetObjectiveUsage(ctx context.Context, req *apiv1.GetObjectiveUsageRequest) (*apiv1.GetObjectiveUsageResponse, error) {
+	p := principal(ctx)
 	hs, err := s.objectiveHoldings(ctx, p, req.GetId())
 	if err != nil {
 		return nil, err
 	}
 	sum := newUsageSum(s.prices)
 	for _, h := range hs {
-		gs, err := s.activity.ActivityUsage(ctx, s.usageFilter(h.member, h.id, h.from, h.to))
+		gs, err := s.d.Store.ActivityUsage(ctx, s.usageFilter(h.member, h.id, h.from, h.to))
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package server
+package activity
 
 import (
 	"bytes"
@@ -13,13 +13,14 @@ import (
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/otlp"
 	"svc/store"
 )
 
 // DefaultOTLPFlushAfter is how long a telemetry record waits for its
-// partner before it is stored alone (spec: about 120 s).
+// partner before it is stored alone (docs/TELEMETRY.md).
 const DefaultOTLPFlushAfter = otlp.DefaultFlushAfter
 
 // telemetry turns OTLP log exports into activity rows. Each export is
@@ -28,7 +29,7 @@ const DefaultOTLPFlushAfter = otlp.DefaultFlushAfter
 // however far it got; a timer flushes records that waited too long.
 type telemetry struct {
 	corr   *otlp.Correlator
-	writer *activityWriter
+	writer *writer
 	log    *slog.Logger
 	now    func() time.Time
 	// every is how often the flush runs.
@@ -71,7 +72,7 @@ func (t *telemetry) slot(ctx context.Context) (func(), error) {
 	case t.slots <- struct{}{}:
 		return func() { <-t.slots }, nil
 	case <-timer.C:
-		return nil, &Error{Code: CodeUnavailable, RetryAfter: 5 * time.Second, Message: "telemetry ingest is saturated; retry later"}
+		return nil, &apierr.Error{Code: apierr.CodeUnavailable, RetryAfter: 5 * time.Second, Message: "telemetry ingest is saturated; retry later"}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -89,7 +90,7 @@ type memberTelemetry struct {
 	changed chan struct{}
 }
 
-func newTelemetry(w *activityWriter, flushAfter time.Duration, now func() time.Time, log *slog.Logger) *telemetry {
+func newTelemetry(w *writer, flushAfter time.Duration, now func() time.Time, log *slog.Logger) *telemetry {
 	if flushAfter <= 0 {
 		flushAfter = DefaultOTLPFlushAfter
 	}
@@ -250,7 +251,7 @@ func (t *telemetry) batch(member string, evs []otlp.Event, committed []byte) (st
 			return b, nil, fmt.Errorf("encode %s row: %w", ev.Kind, err)
 		}
 		row := store.ActivityEvent{Member: member, Kind: ev.Kind, TS: ev.TS, Data: data}
-		if ev.Kind == kindLLMExchange {
+		if ev.Kind == KindLLMExchange {
 			row.ResponseID, _ = ev.Data["responseId"].(string)
 		}
 		b.Events = append(b.Events, row)
@@ -305,7 +306,7 @@ func (t *telemetry) flush(ctx context.Context) {
 		_, err = t.writer.write(ctx, all)
 	}
 	if err != nil {
-		if !errors.Is(err, errShuttingDown) {
+		if !errors.Is(err, ErrShuttingDown) {
 			t.log.ErrorContext(ctx, "telemetry flush failed; retrying later", "members", len(due), "err", err)
 		}
 		for member := range due {
@@ -322,16 +323,19 @@ func (t *telemetry) flush(ctx context.Context) {
 // into its activity. The member is the bearer token's.
 type OTLPLogs struct {
 	collogspb.UnimplementedLogsServiceServer
-	*core
+	s *Service
 }
 
 var _ collogspb.LogsServiceServer = (*OTLPLogs)(nil)
 
+// OTLPLogs returns the service's OTLP LogsService.
+func (s *Service) OTLPLogs() *OTLPLogs { return &OTLPLogs{s: s} }
+
 // Export implements collogspb.LogsServiceServer.
-func (s *OTLPLogs) Export(ctx context.Context, req *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
-	return s.exportLogs(ctx, mustPrincipal(ctx), func() ([]otlp.Record, error) {
+func (l *OTLPLogs) Export(ctx context.Context, req *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
+	return l.s.exportLogs(ctx, principal(ctx), func() ([]otlp.Record, error) {
 		if err := otlp.CheckDepth(req); err != nil {
-			return nil, invalid("resourceLogs", "values nest more than %d levels deep", otlp.MaxValueDepth)
+			return nil, apierr.Invalid("resourceLogs", "values nest more than %d levels deep", otlp.MaxValueDepth)
 		}
 		return otlp.Records(req), nil
 	})
@@ -343,10 +347,11 @@ const (
 	OTLPJSON     = "json"
 )
 
-// exportLogsBody takes one OTLP/HTTP export of p, encoded as encoding
-// says; it is decoded in p's ingest slot.
-func (c *core) exportLogsBody(ctx context.Context, p *auth.Principal, encoding string, b []byte) (*collogspb.ExportLogsServiceResponse, error) {
-	return c.exportLogs(ctx, p, func() ([]otlp.Record, error) {
+// ExportLogs takes one OTLP/HTTP export of p, for the OTLP/HTTP route: b
+// is the body, encoded as encoding (OTLPProtobuf or OTLPJSON) says; it is
+// decoded in p's ingest slot.
+func (s *Service) ExportLogs(ctx context.Context, p *auth.Principal, encoding string, b []byte) (*collogspb.ExportLogsServiceResponse, error) {
+	return s.exportLogs(ctx, p, func() ([]otlp.Record, error) {
 		var recs []otlp.Record
 		var err error
 		if encoding == OTLPJSON {
@@ -358,7 +363,7 @@ func (c *core) exportLogsBody(ctx context.Context, p *auth.Principal, encoding s
 			recs, err = otlp.DecodeProtoRecords(b)
 		}
 		if err != nil {
-			return nil, &Error{Code: CodeBadRequest, Message: "body: not an OTLP logs export: " + err.Error(), Err: err}
+			return nil, &apierr.Error{Code: apierr.CodeBadRequest, Message: "body: not an OTLP logs export: " + err.Error(), Err: err}
 		}
 		return recs, nil
 	})
@@ -366,16 +371,16 @@ func (c *core) exportLogsBody(ctx context.Context, p *auth.Principal, encoding s
 
 // exportLogs takes one export of p's records: it waits for an ingest slot,
 // then decodes (decode), correlates and commits.
-func (c *core) exportLogs(ctx context.Context, p *auth.Principal, decode func() ([]otlp.Record, error)) (*collogspb.ExportLogsServiceResponse, error) {
+func (s *Service) exportLogs(ctx context.Context, p *auth.Principal, decode func() ([]otlp.Record, error)) (*collogspb.ExportLogsServiceResponse, error) {
 	if err := bearerOnly(p); err != nil {
 		return nil, err
 	}
-	if c.tel == nil {
+	if s.tel == nil {
 		return nil, errNoActivityStore
 	}
 	// The slot is held through the commit: what one export costs, its
 	// decoding and its write alike, counts against the cores it may take.
-	release, err := c.tel.slot(ctx)
+	release, err := s.tel.slot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -386,29 +391,28 @@ func (c *core) exportLogs(ctx context.Context, p *auth.Principal, decode func() 
 	}
 	// Redacted before anything reads them: the correlator's state is
 	// stored too.
-	red, err := c.redactor(ctx)
+	red, err := s.redactor(ctx)
 	if err != nil {
 		return nil, err
 	}
 	redactRecords(red, recs)
-	if c.tel.corr.Early(p.Member, recs) {
+	if s.tel.corr.Early(p.Member, recs) {
 		// The export it overtook needs a slot to commit: give this one up
 		// while waiting.
 		release()
 		release = func() {}
-		c.tel.awaitEarlier(ctx, p.Member, recs)
-		if release, err = c.tel.slot(ctx); err != nil {
+		s.tel.awaitEarlier(ctx, p.Member, recs)
+		if release, err = s.tel.slot(ctx); err != nil {
 			release = func() {}
 			return nil, err
 		}
 	}
-	rejected, err := c.tel.export(ctx, p.Member, recs)
+	rejected, err := s.tel.export(ctx, p.Member, recs)
 	if err != nil {
 		return nil, err
 	}
-	if c.metrics != nil {
-		c.metrics.otlpRejected.Add(float64(rejected))
-		c.metrics.otlpStored.Add(float64(max(int64(len(recs))-rejected, 0)))
+	if s.d.Exported != nil {
+		s.d.Exported(max(int64(len(recs))-rejected, 0), rejected)
 	}
 	resp := &collogspb.ExportLogsServiceResponse{}
 	if rejected > 0 {
@@ -439,7 +443,7 @@ var _ colmetricspb.MetricsServiceServer = (*OTLPMetrics)(nil)
 
 // Export implements colmetricspb.MetricsServiceServer.
 func (OTLPMetrics) Export(ctx context.Context, _ *colmetricspb.ExportMetricsServiceRequest) (*colmetricspb.ExportMetricsServiceResponse, error) {
-	if err := bearerOnly(mustPrincipal(ctx)); err != nil {
+	if err := bearerOnly(principal(ctx)); err != nil {
 		return nil, err
 	}
 	return &colmetricspb.ExportMetricsServiceResponse{}, nil

@@ -1,4 +1,4 @@
-package server
+package activity
 
 import (
 	"context"
@@ -27,11 +27,7 @@ func storedSession(tb testing.TB, uploads [][]byte) (stored, uploaded int64) {
 	path := filepath.Join(tb.TempDir(), "activity.db")
 	act, err := sqlite.OpenActivity(ctx, path)
 	require.NoError(tb, err)
-	st, err := sqlite.Open(ctx, "")
-	require.NoError(tb, err)
-	tb.Cleanup(func() { _ = st.Close() })
-	srv := startTestServer(tb, st, map[string][]string{"claude1": {}}, Deps{Activity: act})
-	a := &Activity{core: srv.core}
+	a, _ := startService(tb, act)
 	for _, u := range uploads {
 		_, err := a.UploadGenAi(bearerCtx("claude1"), &apiv1.UploadGenAiRequest{Name: "claude1", Body: u})
 		require.NoError(tb, err)
@@ -50,7 +46,7 @@ func storedSession(tb testing.TB, uploads [][]byte) (stored, uploaded int64) {
 // each later call ((25 calls - 1 call) / 24: later-B/exchange), beside the
 // bytes uploaded (uploaded-B/exchange).
 //
-//	go test -tags sqlite_omit_load_extension ./server -run '^$' -bench BenchmarkGenAIStorage -benchtime 1x
+//	go test -tags sqlite_omit_load_extension ./server/activity -run '^$' -bench BenchmarkGenAIStorage -benchtime 1x
 func BenchmarkGenAIStorage(b *testing.B) {
 	uploads := genaitest.ClaudeSession(sessionExchanges)
 	for b.Loop() {

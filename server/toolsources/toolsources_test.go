@@ -1,23 +1,153 @@
-package server
+package toolsources
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/apierr"
+	"svc/server/auth"
+	"svc/server/kek"
+	"svc/server/registry"
 	"svc/server/toolcall"
 	"svc/store"
 	"svc/store/sqlite"
 )
+
+// env is the tool sources service over an in-memory store with members
+// admin (tools.manage), alice and bob, a KEK unless noKEK, a fake tool
+// engine, and a registry kit whose committer stores each change's event
+// messages in the change's transaction, as the broker's does.
+type env struct {
+	st     store.Store
+	tools  *Service
+	engine *fakeEngine
+	perms  map[string][]string
+	// secretValues stand in for the secrets capability, by member.
+	secretValues map[string][]string
+}
+
+func newEnv(t *testing.T, noKEK bool, act store.ActivityStore) *env {
+	t.Helper()
+	ctx := context.Background()
+	perms := map[string][]string{"admin": {auth.SecretsManage, auth.ToolsManage, auth.MembersManage}, "alice": {}, "bob": {}}
+	st, err := sqlite.Open(ctx, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	names := slices.Sorted(maps.Keys(perms))
+	for _, n := range names {
+		require.NoError(t, st.PutMember(ctx, store.Member{Name: n, Permissions: perms[n], CreatedAt: time.Now(), UpdatedAt: time.Now()}))
+	}
+	var k *kek.KEK
+	if !noKEK {
+		key := make([]byte, kek.KeySize)
+		_, err := rand.Read(key)
+		require.NoError(t, err)
+		k, err = kek.New(key)
+		require.NoError(t, err)
+	}
+	kit := registry.New(registry.Deps{
+		Commit: func(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error)) error {
+			return st.WithTx(ctx, func(tx store.Tx) error {
+				msgs, err := apply(ctx, tx)
+				if err != nil || len(msgs) == 0 {
+					return err
+				}
+				for i := range msgs {
+					msgs[i].CreatedAt = time.Now()
+				}
+				_, err = tx.AppendMessages(ctx, msgs)
+				return err
+			})
+		},
+		Members: func() []string { return names },
+		Holders: func(leaf string) []string {
+			var out []string
+			for _, n := range names {
+				if slices.Contains(perms[n], leaf) {
+					out = append(out, n)
+				}
+			}
+			return out
+		},
+		KEK: k,
+	})
+	e := &env{st: st, engine: newFakeEngine(), perms: perms, secretValues: map[string][]string{}}
+	var record func(ctx context.Context, ev store.ActivityEvent) error
+	if act != nil {
+		record = func(ctx context.Context, ev store.ActivityEvent) error {
+			_, err := act.CommitActivity(ctx, store.ActivityBatch{Events: []store.ActivityEvent{ev}})
+			return err
+		}
+	}
+	e.tools = New(Deps{
+		Store: st, Registry: kit, Engine: e.engine, Record: record,
+		SecretValues: func(_ context.Context, member string) ([]string, error) { return e.secretValues[member], nil },
+		Now:          time.Now, Log: slog.New(slog.DiscardHandler),
+	})
+	return e
+}
+
+func (e *env) as(name string) context.Context {
+	return auth.WithPrincipal(context.Background(), &auth.Principal{Member: name, Permissions: e.perms[name]})
+}
+
+// events returns the registry events member received on thread, oldest
+// first, as "event member" ("created ", "binding_added bob").
+func (e *env) events(t *testing.T, member, thread string) []string {
+	t.Helper()
+	msgs, err := e.st.MessagesFor(context.Background(), member, 0, 500)
+	require.NoError(t, err)
+	var out []string
+	for _, m := range msgs {
+		if m.Thread != thread {
+			continue
+		}
+		var d struct{ Event, Member string }
+		require.NoError(t, json.Unmarshal(m.Data, &d))
+		out = append(out, d.Event+" "+d.Member)
+	}
+	return out
+}
+
+// allMessages are every message of the store as JSON, for leak checks.
+func (e *env) allMessages(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, m := range []string{"admin", "alice", "bob"} {
+		msgs, err := e.st.MessagesFor(context.Background(), m, 0, 1000)
+		require.NoError(t, err)
+		for _, x := range msgs {
+			j, err := json.Marshal(x)
+			require.NoError(t, err)
+			b.Write(j)
+		}
+	}
+	return b.String()
+}
+
+// requireCode asserts err is (or wraps) the domain error code.
+func requireCode(t *testing.T, err error, code apierr.Code) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, code, apierr.Classify(err).Code, "%v", err)
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // fakeEngine stands in for the toolcall engine: it validates bindings by
 // the contract's header guards and static origin, records the calls it
@@ -123,10 +253,10 @@ func mcpConfig(u string) *structpb.Struct {
 	return s
 }
 
-func (e *registryEnv) createSource(t *testing.T, slug, kind string, all bool) {
+func (e *env) createSource(t *testing.T, slug, kind string, all bool) {
 	t.Helper()
 	req := &apiv1.CreateToolSourceRequest{Slug: slug, Kind: kind, AllMembers: &all}
-	if kind == toolKindMCP {
+	if kind == KindMCP {
 		req.Config = mcpConfig("https://mcp.example.com/mcp")
 	}
 	_, err := e.tools.CreateToolSource(e.as("admin"), req)
@@ -138,7 +268,7 @@ func objectSchema() *structpb.Struct {
 	return s
 }
 
-func (e *registryEnv) putTool(t *testing.T, slug, name string, headers map[string]string) error {
+func (e *env) putTool(t *testing.T, slug, name string, headers map[string]string) error {
 	t.Helper()
 	_, err := e.tools.PutTool(e.as("admin"), &apiv1.PutToolRequest{
 		Slug: slug, Name: name, Description: "d", InputSchema: objectSchema(),
@@ -148,21 +278,21 @@ func (e *registryEnv) putTool(t *testing.T, slug, name string, headers map[strin
 }
 
 func TestToolSourceCreateRefusals(t *testing.T) {
-	e := newRegistryEnv(t, false)
-	e.createSource(t, "gh", toolKindCustom, false)
+	e := newEnv(t, false, nil)
+	e.createSource(t, "gh", KindCustom, false)
 	for _, tc := range []struct {
 		name string
 		req  *apiv1.CreateToolSourceRequest
-		code Code
+		code apierr.Code
 	}{
-		{"taken slug", &apiv1.CreateToolSourceRequest{Slug: "gh", Kind: toolKindCustom}, CodeConflict},
-		{"bad kind", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: "grpc"}, CodeBadRequest},
-		{"bad slug", &apiv1.CreateToolSourceRequest{Slug: "X__y", Kind: toolKindCustom}, CodeBadRequest},
-		{"mcp without url", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindMCP}, CodeBadRequest},
-		{"mcp ftp url", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindMCP, Config: mcpConfig("ftp://h/x")}, CodeBadRequest},
-		{"mcp userinfo", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindMCP, Config: mcpConfig("https://u:p@h/x")}, CodeBadRequest},
-		{"mcp no host", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindMCP, Config: mcpConfig("https:///x")}, CodeBadRequest},
-		{"control in display name", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: toolKindCustom, DisplayName: ptr("a\nb")}, CodeBadRequest},
+		{"taken slug", &apiv1.CreateToolSourceRequest{Slug: "gh", Kind: KindCustom}, apierr.CodeConflict},
+		{"bad kind", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: "grpc"}, apierr.CodeBadRequest},
+		{"bad slug", &apiv1.CreateToolSourceRequest{Slug: "X__y", Kind: KindCustom}, apierr.CodeBadRequest},
+		{"mcp without url", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: KindMCP}, apierr.CodeBadRequest},
+		{"mcp ftp url", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: KindMCP, Config: mcpConfig("ftp://h/x")}, apierr.CodeBadRequest},
+		{"mcp userinfo", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: KindMCP, Config: mcpConfig("https://u:p@h/x")}, apierr.CodeBadRequest},
+		{"mcp no host", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: KindMCP, Config: mcpConfig("https:///x")}, apierr.CodeBadRequest},
+		{"control in display name", &apiv1.CreateToolSourceRequest{Slug: "x", Kind: KindCustom, DisplayName: ptr("a\nb")}, apierr.CodeBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.tools.CreateToolSource(e.as("admin"), tc.req)
@@ -173,12 +303,12 @@ func TestToolSourceCreateRefusals(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list.GetSources(), 1)
 	_, err = e.tools.UpdateToolSource(e.as("admin"), &apiv1.UpdateToolSourceRequest{Slug: "nope", Enabled: ptr(false)})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 }
 
 func TestToolSourceViews(t *testing.T) {
-	e := newRegistryEnv(t, false)
-	e.createSource(t, "gh", toolKindCustom, false)
+	e := newEnv(t, false, nil)
+	e.createSource(t, "gh", KindCustom, false)
 	require.NoError(t, e.putTool(t, "gh", "issue", map[string]string{"X-Trace": "1"}))
 	_, err := e.tools.AddToolBinding(e.as("admin"), &apiv1.AddToolBindingRequest{Slug: "gh", Member: "bob"})
 	require.NoError(t, err)
@@ -217,34 +347,34 @@ func TestToolSourceViews(t *testing.T) {
 }
 
 func TestToolCredentialHeaderGuards(t *testing.T) {
-	e := newRegistryEnv(t, false)
+	e := newEnv(t, false, nil)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, true)
+	e.createSource(t, "gh", KindCustom, true)
 	require.NoError(t, e.putTool(t, "gh", "a", map[string]string{"X-Api-Key": "literal"}))
 	// A credential in a header a stored binding sets is refused.
 	_, err := e.tools.SetToolCredential(admin, &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("x-api-key"), Secret: "k"})
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 	got, err := e.tools.GetToolSource(admin, &apiv1.GetToolSourceRequest{Slug: "gh"})
 	require.NoError(t, err)
 	require.False(t, got.GetSource().GetHasCredential(), "nothing stored on refusal")
 	// And a binding setting the credential's header is refused.
 	_, err = e.tools.SetToolCredential(admin, &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("X-Token"), Secret: "k"})
 	require.NoError(t, err)
-	requireCode(t, e.putTool(t, "gh", "b", map[string]string{"x-token": "v"}), CodeBadRequest)
-	requireCode(t, e.putTool(t, "gh", "b", map[string]string{"Authorization": "v"}), CodeBadRequest)
+	requireCode(t, e.putTool(t, "gh", "b", map[string]string{"x-token": "v"}), apierr.CodeBadRequest)
+	requireCode(t, e.putTool(t, "gh", "b", map[string]string{"Authorization": "v"}), apierr.CodeBadRequest)
 	for _, tc := range []struct {
 		name string
 		req  *apiv1.SetToolCredentialRequest
-		code Code
+		code apierr.Code
 	}{
-		{"bad kind", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "basic", Secret: "k"}, CodeBadRequest},
-		{"header without a name", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", Secret: "k"}, CodeBadRequest},
-		{"bad header name", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("X Key"), Secret: "k"}, CodeBadRequest},
-		{"reserved header", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("Host"), Secret: "k"}, CodeBadRequest},
-		{"a framing header", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("transfer-encoding"), Secret: "k"}, CodeBadRequest},
-		{"CRLF in secret", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "bearer", Secret: "a\r\nX: y"}, CodeBadRequest},
-		{"empty secret", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "bearer"}, CodeBadRequest},
-		{"unknown source", &apiv1.SetToolCredentialRequest{Slug: "nope", Kind: "bearer", Secret: "k"}, CodeNotFound},
+		{"bad kind", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "basic", Secret: "k"}, apierr.CodeBadRequest},
+		{"header without a name", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", Secret: "k"}, apierr.CodeBadRequest},
+		{"bad header name", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("X Key"), Secret: "k"}, apierr.CodeBadRequest},
+		{"reserved header", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("Host"), Secret: "k"}, apierr.CodeBadRequest},
+		{"a framing header", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("transfer-encoding"), Secret: "k"}, apierr.CodeBadRequest},
+		{"CRLF in secret", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "bearer", Secret: "a\r\nX: y"}, apierr.CodeBadRequest},
+		{"empty secret", &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "bearer"}, apierr.CodeBadRequest},
+		{"unknown source", &apiv1.SetToolCredentialRequest{Slug: "nope", Kind: "bearer", Secret: "k"}, apierr.CodeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.tools.SetToolCredential(admin, tc.req)
@@ -254,36 +384,36 @@ func TestToolCredentialHeaderGuards(t *testing.T) {
 	_, err = e.tools.DeleteToolCredential(admin, &apiv1.DeleteToolCredentialRequest{Slug: "gh"})
 	require.NoError(t, err)
 	_, err = e.tools.DeleteToolCredential(admin, &apiv1.DeleteToolCredentialRequest{Slug: "gh"})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 }
 
 func TestToolDefinitions(t *testing.T) {
-	e := newRegistryEnv(t, false)
+	e := newEnv(t, false, nil)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, true)
-	e.createSource(t, "m", toolKindMCP, true)
-	requireCode(t, e.putTool(t, "m", "a", nil), CodeConflict)
-	requireCode(t, e.putTool(t, "gh", "bad name", nil), CodeBadRequest)
-	requireCode(t, e.putTool(t, "nope", "a", nil), CodeNotFound)
+	e.createSource(t, "gh", KindCustom, true)
+	e.createSource(t, "m", KindMCP, true)
+	requireCode(t, e.putTool(t, "m", "a", nil), apierr.CodeConflict)
+	requireCode(t, e.putTool(t, "gh", "bad name", nil), apierr.CodeBadRequest)
+	requireCode(t, e.putTool(t, "nope", "a", nil), apierr.CodeNotFound)
 	_, err := e.tools.PutTool(admin, &apiv1.PutToolRequest{Slug: "gh", Name: "a", Binding: &apiv1.ToolBinding{Method: "GET", Url: "https://x"}})
-	requireCode(t, err, CodeBadRequest) // no inputSchema
+	requireCode(t, err, apierr.CodeBadRequest) // no inputSchema
 	_, err = e.tools.PutTool(admin, &apiv1.PutToolRequest{Slug: "gh", Name: "a", InputSchema: objectSchema()})
-	requireCode(t, err, CodeBadRequest) // no binding
+	requireCode(t, err, apierr.CodeBadRequest) // no binding
 	_, err = e.tools.PutTool(admin, &apiv1.PutToolRequest{Slug: "gh", Name: "a", InputSchema: objectSchema(), Binding: &apiv1.ToolBinding{Method: "GET", Url: "https://{{args.host}}/x"}})
-	requireCode(t, err, CodeBadRequest) // templated origin
+	requireCode(t, err, apierr.CodeBadRequest) // templated origin
 	require.NoError(t, e.putTool(t, "gh", "a", nil))
 	_, err = e.tools.DeleteTool(admin, &apiv1.DeleteToolRequest{Slug: "gh", Name: "a"})
 	require.NoError(t, err)
 	_, err = e.tools.DeleteTool(admin, &apiv1.DeleteToolRequest{Slug: "gh", Name: "a"})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 	require.Equal(t, []string{"created ", "tool_defined ", "tool_deleted "}, e.events(t, "bob", "tool:gh"))
 }
 
 func TestToolRefresh(t *testing.T) {
-	e := newRegistryEnv(t, false)
+	e := newEnv(t, false, nil)
 	admin := e.as("admin")
-	e.createSource(t, "m", toolKindMCP, false)
-	e.createSource(t, "c", toolKindCustom, false)
+	e.createSource(t, "m", KindMCP, false)
+	e.createSource(t, "c", KindCustom, false)
 	_, err := e.tools.SetToolCredential(admin, &apiv1.SetToolCredentialRequest{Slug: "m", Kind: "bearer", Secret: "mcp-tok"})
 	require.NoError(t, err)
 	e.engine.listed = []toolcall.Tool{
@@ -307,70 +437,67 @@ func TestToolRefresh(t *testing.T) {
 
 	e.engine.listErr = &toolcall.UpstreamError{Err: errors.New("connection refused")}
 	_, err = e.tools.RefreshToolSource(admin, &apiv1.RefreshToolSourceRequest{Slug: "m"})
-	requireCode(t, err, CodeBadGateway)
+	requireCode(t, err, apierr.CodeBadGateway)
 	src, err := e.tools.GetToolSource(admin, &apiv1.GetToolSourceRequest{Slug: "m"})
 	require.NoError(t, err)
 	require.Len(t, src.GetSource().GetTools(), 2, "a failed refresh keeps the cache")
 
 	_, err = e.tools.RefreshToolSource(admin, &apiv1.RefreshToolSourceRequest{Slug: "c"})
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 	_, err = e.tools.RefreshToolSource(admin, &apiv1.RefreshToolSourceRequest{Slug: "nope"})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 	require.Equal(t, []string{"created ", "credential_set ", "refreshed "}, e.events(t, "admin", "tool:m"))
 }
 
 func TestInvokeFailureOrder(t *testing.T) {
-	e := newRegistryEnv(t, false)
+	e := newEnv(t, false, nil)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, false)
+	e.createSource(t, "gh", KindCustom, false)
 	require.NoError(t, e.putTool(t, "gh", "a", nil))
 	invoke := func(member, slug, tool string) error {
 		_, err := e.tools.InvokeTool(e.as(member), &apiv1.InvokeToolRequest{Slug: slug, Name: tool})
 		return err
 	}
-	requireCode(t, invoke("bob", "nope", "a"), CodeNotFound)
+	requireCode(t, invoke("bob", "nope", "a"), apierr.CodeNotFound)
 	// Unbound comes before disabled and unknown tool.
 	_, err := e.tools.UpdateToolSource(admin, &apiv1.UpdateToolSourceRequest{Slug: "gh", Enabled: ptr(false)})
 	require.NoError(t, err)
-	requireCode(t, invoke("bob", "gh", "missing"), CodeForbidden)
-	requireCode(t, invoke("admin", "gh", "a"), CodeForbidden) // tools.manage does not bind
+	requireCode(t, invoke("bob", "gh", "missing"), apierr.CodeForbidden)
+	requireCode(t, invoke("admin", "gh", "a"), apierr.CodeForbidden) // tools.manage does not bind
 	_, err = e.tools.AddToolBinding(admin, &apiv1.AddToolBindingRequest{Slug: "gh", Member: "bob"})
 	require.NoError(t, err)
-	requireCode(t, invoke("bob", "gh", "missing"), CodeConflict)
+	requireCode(t, invoke("bob", "gh", "missing"), apierr.CodeConflict)
 	_, err = e.tools.UpdateToolSource(admin, &apiv1.UpdateToolSourceRequest{Slug: "gh", Enabled: ptr(true)})
 	require.NoError(t, err)
-	requireCode(t, invoke("bob", "gh", "missing"), CodeNotFound)
+	requireCode(t, invoke("bob", "gh", "missing"), apierr.CodeNotFound)
 	require.Equal(t, 0, e.engine.callCount(), "no refused call reaches the engine")
 	require.NoError(t, invoke("bob", "gh", "a"))
-	requireCode(t, invoke("alice", "gh", "a"), CodeForbidden)
+	requireCode(t, invoke("alice", "gh", "a"), apierr.CodeForbidden)
 	_, err = e.tools.UpdateToolSource(admin, &apiv1.UpdateToolSourceRequest{Slug: "gh", AllMembers: ptr(true)})
 	require.NoError(t, err)
 	require.NoError(t, invoke("alice", "gh", "a"))
 
-	big, err := structpb.NewStruct(map[string]any{"x": strings.Repeat("a", maxInvokeArgs)})
+	big, err := structpb.NewStruct(map[string]any{"x": strings.Repeat("a", MaxInvokeArgs)})
 	require.NoError(t, err)
 	_, err = e.tools.InvokeTool(e.as("bob"), &apiv1.InvokeToolRequest{Slug: "gh", Name: "a", Args: big})
-	requireCode(t, err, CodePayloadTooLarge)
+	requireCode(t, err, apierr.CodePayloadTooLarge)
 }
 
 func TestInvokeCallsAndRedacts(t *testing.T) {
 	act, err := sqlite.OpenActivity(context.Background(), "")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = act.Close() })
-	e := newRegistryEnvWith(t, false, act)
+	e := newEnv(t, false, act)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, false)
-	e.createSource(t, "m", toolKindMCP, true)
+	e.createSource(t, "gh", KindCustom, false)
+	e.createSource(t, "m", KindMCP, true)
 	require.NoError(t, e.putTool(t, "gh", "a", nil))
 	_, err = e.tools.AddToolBinding(admin, &apiv1.AddToolBindingRequest{Slug: "gh", Member: "bob"})
 	require.NoError(t, err)
 	_, err = e.tools.SetToolCredential(admin, &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "header", HeaderName: ptr("X-Key"), Secret: "cred-s3cr3t"})
 	require.NoError(t, err)
-	e.createSecret(t, "env", "MY_ENV", false)
-	_, err = e.secrets.SetSecretValue(admin, &apiv1.SetSecretValueRequest{Slug: "env", Value: "env-s3cr3t"})
-	require.NoError(t, err)
-	_, err = e.secrets.AddSecretBinding(admin, &apiv1.AddSecretBindingRequest{Slug: "env", Member: "bob"})
-	require.NoError(t, err)
+	// A secret bob may use (the secrets capability's MemberValues).
+	e.secretValues["bob"] = []string{"env-s3cr3t"}
 
 	args, err := structpb.NewStruct(map[string]any{"id": "7", "note": "use cred-s3cr3t and env-s3cr3t", "list": []any{"env-s3cr3t"}})
 	require.NoError(t, err)
@@ -395,7 +522,7 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 	require.Equal(t, map[string]any{"id": "7", "note": "use [REDACTED] and [REDACTED]", "list": []any{"[REDACTED]"}}, data["input"])
 
 	// Redaction grows the input wherever a secret occurs; the row keeps at
-	// most maxToolInput of it, still redacted.
+	// most MaxToolInput of it, still redacted.
 	big, err := structpb.NewStruct(map[string]any{"x": strings.Repeat("env-s3cr3t", 60_000)})
 	require.NoError(t, err)
 	_, err = e.tools.InvokeTool(e.as("bob"), &apiv1.InvokeToolRequest{Slug: "gh", Name: "a", Args: big})
@@ -403,7 +530,7 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 	rows, err = act.ListActivity(context.Background(), store.ActivityFilter{Member: "bob", Kinds: []string{kindToolAction}})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
-	require.Less(t, len(rows[0].Data), maxToolInput+1024, "newest first: the big call's row is bounded")
+	require.Less(t, len(rows[0].Data), MaxToolInput+1024, "newest first: the big call's row is bounded")
 	require.NotContains(t, string(rows[0].Data), "env-s3cr3t")
 	data = nil
 	require.NoError(t, json.Unmarshal(rows[0].Data, &data))
@@ -413,7 +540,7 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 	// An MCP tool must be in the cache; a miss does not go upstream.
 	n := e.engine.callCount()
 	_, err = e.tools.InvokeTool(e.as("alice"), &apiv1.InvokeToolRequest{Slug: "m", Name: "search"})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 	require.Equal(t, n, e.engine.callCount())
 	e.engine.listed = []toolcall.Tool{{Name: "search", InputSchema: json.RawMessage(`{"type":"object"}`)}}
 	_, err = e.tools.RefreshToolSource(admin, &apiv1.RefreshToolSourceRequest{Slug: "m"})
@@ -435,10 +562,10 @@ func TestInvokeCallsAndRedacts(t *testing.T) {
 }
 
 func TestToolsWithoutKEK(t *testing.T) {
-	e := newRegistryEnv(t, true)
-	e.createSource(t, "gh", toolKindCustom, true)
+	e := newEnv(t, true, nil)
+	e.createSource(t, "gh", KindCustom, true)
 	_, err := e.tools.SetToolCredential(e.as("admin"), &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "bearer", Secret: "k"})
-	requireCode(t, err, CodeUnavailable)
+	requireCode(t, err, apierr.CodeUnavailable)
 	got, err := e.tools.GetToolSource(e.as("admin"), &apiv1.GetToolSourceRequest{Slug: "gh"})
 	require.NoError(t, err)
 	require.False(t, got.GetSource().GetHasCredential())
@@ -449,25 +576,25 @@ func TestToolsWithoutKEK(t *testing.T) {
 }
 
 func TestToolSourceEventRecipients(t *testing.T) {
-	e := newRegistryEnv(t, false)
+	e := newEnv(t, false, nil)
 	admin := e.as("admin")
-	e.createSource(t, "gh", toolKindCustom, false)
+	e.createSource(t, "gh", KindCustom, false)
 	_, err := e.tools.AddToolBinding(admin, &apiv1.AddToolBindingRequest{Slug: "gh", Member: "bob"})
 	require.NoError(t, err)
 	_, err = e.tools.AddToolBinding(admin, &apiv1.AddToolBindingRequest{Slug: "gh", Member: "nobody"})
-	requireCode(t, err, CodeBadRequest)
+	requireCode(t, err, apierr.CodeBadRequest)
 	_, err = e.tools.SetToolCredential(admin, &apiv1.SetToolCredentialRequest{Slug: "gh", Kind: "bearer", Secret: "cred-value-x"})
 	require.NoError(t, err)
 	_, err = e.tools.RemoveToolBinding(admin, &apiv1.RemoveToolBindingRequest{Slug: "gh", Name: "bob"})
 	require.NoError(t, err)
 	_, err = e.tools.RemoveToolBinding(admin, &apiv1.RemoveToolBindingRequest{Slug: "gh", Name: "bob"})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 	_, err = e.tools.UpdateToolSource(admin, &apiv1.UpdateToolSourceRequest{Slug: "gh", DisplayName: ptr("GitHub")})
 	require.NoError(t, err)
 	_, err = e.tools.DeleteToolSource(admin, &apiv1.DeleteToolSourceRequest{Slug: "gh"})
 	require.NoError(t, err)
 	_, err = e.tools.DeleteToolSource(admin, &apiv1.DeleteToolSourceRequest{Slug: "gh"})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 
 	require.Equal(t, []string{"created ", "binding_added bob", "credential_set ", "binding_removed bob", "updated ", "deleted "}, e.events(t, "admin", "tool:gh"))
 	require.Equal(t, []string{"binding_added bob", "credential_set ", "binding_removed bob"}, e.events(t, "bob", "tool:gh"))
@@ -475,7 +602,7 @@ func TestToolSourceEventRecipients(t *testing.T) {
 	require.NotContains(t, e.allMessages(t), "cred-value-x")
 
 	// Recreated, nothing of the old source remains.
-	e.createSource(t, "gh", toolKindCustom, false)
+	e.createSource(t, "gh", KindCustom, false)
 	got, err := e.tools.GetToolSource(admin, &apiv1.GetToolSourceRequest{Slug: "gh"})
 	require.NoError(t, err)
 	require.False(t, got.GetSource().GetHasCredential())

@@ -1,4 +1,4 @@
-package server
+package activity
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	apiv1 "svc/gen/svc/v1"
-	"svc/server/auth"
 	"svc/store"
 )
 
@@ -59,24 +58,12 @@ func redText() string {
 	return strings.Join(parts, " | ")
 }
 
-// redEnv is a running server whose member alice is bound to the secrets.
-func redEnv(t *testing.T) (*registryEnv, store.ActivityStore) {
+// redEnv is a running service whose team holds the secrets.
+func redEnv(t *testing.T) (*Service, store.ActivityStore) {
 	t.Helper()
 	act := memActivity(t)
-	e := newRegistryEnvWith(t, false, act)
-	for slug, v := range map[string]string{"deploy-key": redSecret, "pin": redNumber} {
-		e.createSecret(t, slug, strings.ToUpper(strings.ReplaceAll(slug, "-", "_")), false)
-		_, err := e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: slug, Value: v})
-		require.NoError(t, err)
-		_, err = e.secrets.AddSecretBinding(e.as("admin"), &apiv1.AddSecretBindingRequest{Slug: slug, Member: "alice"})
-		require.NoError(t, err)
-	}
-	return e, act
-}
-
-// bearerCtx is alice over the bearer plane, as exporters and runners are.
-func bearerCtx(member string) context.Context {
-	return auth.WithPrincipal(context.Background(), &auth.Principal{Member: member, Via: auth.ViaBearer})
+	s, _ := startService(t, act, redSecret, redNumber)
+	return s, act
 }
 
 // stored is everything the activity store holds of member: every row,
@@ -196,7 +183,7 @@ func redExport() *collogspb.ExportLogsServiceRequest {
 func TestRedactionOTLPEveryEncoding(t *testing.T) {
 	for _, enc := range []string{"json", "protobuf", "grpc"} {
 		t.Run(enc, func(t *testing.T) {
-			e, act := redEnv(t)
+			s, act := redEnv(t)
 			req := redExport()
 			ctx := bearerCtx("alice")
 			var err error
@@ -205,14 +192,14 @@ func TestRedactionOTLPEveryEncoding(t *testing.T) {
 				var b []byte
 				b, err = protojson.Marshal(req)
 				require.NoError(t, err)
-				_, err = e.srv.core.exportLogsBody(ctx, mustPrincipal(ctx), OTLPJSON, b)
+				_, err = s.ExportLogs(ctx, principal(ctx), OTLPJSON, b)
 			case "protobuf":
 				var b []byte
 				b, err = proto.Marshal(req)
 				require.NoError(t, err)
-				_, err = e.srv.core.exportLogsBody(ctx, mustPrincipal(ctx), OTLPProtobuf, b)
+				_, err = s.ExportLogs(ctx, principal(ctx), OTLPProtobuf, b)
 			case "grpc":
-				_, err = (&OTLPLogs{core: e.srv.core}).Export(ctx, req)
+				_, err = s.OTLPLogs().Export(ctx, req)
 			}
 			require.NoError(t, err)
 			texts := stored(t, act, "alice")
@@ -222,7 +209,7 @@ func TestRedactionOTLPEveryEncoding(t *testing.T) {
 			for _, r := range rows {
 				kinds[r.Kind] = true
 			}
-			require.Equal(t, map[string]bool{kindLLMExchange: true, kindToolAction: true, kindUserPrompt: true, kindOpaqueHTTP: true}, kinds,
+			require.Equal(t, map[string]bool{KindLLMExchange: true, KindToolAction: true, KindUserPrompt: true, KindOpaqueHTTP: true}, kinds,
 				"every kind of row was stored, so every one was checked")
 			requireRedacted(t, texts)
 		})
@@ -232,11 +219,11 @@ func TestRedactionOTLPEveryEncoding(t *testing.T) {
 // TestRedactionOTLPState checks the correlation state: a request body
 // waiting for its accounting is stored redacted too.
 func TestRedactionOTLPState(t *testing.T) {
-	e, act := redEnv(t)
+	s, act := redEnv(t)
 	req := redExport()
 	req.ResourceLogs = req.ResourceLogs[:1]
 	req.ResourceLogs[0].ScopeLogs[0].LogRecords = req.ResourceLogs[0].ScopeLogs[0].LogRecords[:1] // the body alone
-	_, err := (&OTLPLogs{core: e.srv.core}).Export(bearerCtx("alice"), req)
+	_, err := s.OTLPLogs().Export(bearerCtx("alice"), req)
 	require.NoError(t, err)
 	states, err := act.CorrelationStates(context.Background())
 	require.NoError(t, err)
@@ -245,18 +232,18 @@ func TestRedactionOTLPState(t *testing.T) {
 }
 
 func TestRedactionActivityUpload(t *testing.T) {
-	e, act := redEnv(t)
+	s, act := redEnv(t)
 	text := redText()
 	var data map[string]any
 	require.NoError(t, json.Unmarshal([]byte(`{"tool":"Bash","phase":"result","input":{"command":"`+text+`"},"result":"`+text+`","pin":`+redNumber+`,"`+redSecret+`":"as a key"}`), &data))
-	s, err := structpb.NewStruct(data)
+	d, err := structpb.NewStruct(data)
 	require.NoError(t, err)
 	exch, err := structpb.NewStruct(map[string]any{"model": "m", "responseId": "resp_" + redSecret, "messages": []any{text}})
 	require.NoError(t, err)
 	oid := "obj-" + redSecret
-	_, err = (&Activity{core: e.srv.core}).UploadActivity(bearerCtx("alice"), &apiv1.UploadActivityRequest{Name: "alice", Events: []*apiv1.ActivityEventInput{
-		{Kind: kindToolAction, Data: s, ObjectiveId: &oid},
-		{Kind: kindLLMExchange, Data: exch},
+	_, err = s.UploadActivity(bearerCtx("alice"), &apiv1.UploadActivityRequest{Name: "alice", Events: []*apiv1.ActivityEventInput{
+		{Kind: KindToolAction, Data: d, ObjectiveId: &oid},
+		{Kind: KindLLMExchange, Data: exch},
 	}})
 	require.NoError(t, err)
 	texts := stored(t, act, "alice")
@@ -264,7 +251,7 @@ func TestRedactionActivityUpload(t *testing.T) {
 	for _, r := range mustRows(t, act, "alice") {
 		var d map[string]any
 		require.NoError(t, json.Unmarshal(r.Data, &d), "the data stays a JSON object")
-		if r.Kind == kindToolAction {
+		if r.Kind == KindToolAction {
 			require.Equal(t, "[REDACTED]", d["pin"], "the number became the marker")
 			require.Equal(t, "obj-[REDACTED]", r.ObjectiveID)
 		}
@@ -300,10 +287,10 @@ func redUpload(api string) string {
 func TestRedactionGenAIUpload(t *testing.T) {
 	for _, api := range []string{"messages", "responses", "chat.completions"} {
 		t.Run(api, func(t *testing.T) {
-			e, act := redEnv(t)
+			s, act := redEnv(t)
 			body := redUpload(api)
 			require.True(t, json.Valid([]byte(body)), "%s", body)
-			res, err := (&Activity{core: e.srv.core}).UploadGenAi(bearerCtx("alice"), &apiv1.UploadGenAiRequest{Name: "alice", Body: []byte(body)})
+			res, err := s.UploadGenAi(bearerCtx("alice"), &apiv1.UploadGenAiRequest{Name: "alice", Body: []byte(body)})
 			require.NoError(t, err)
 			answered, err := protojson.Marshal(res)
 			require.NoError(t, err)
@@ -317,42 +304,32 @@ func TestRedactionGenAIUpload(t *testing.T) {
 	}
 }
 
-// TestRedactionFollowsSecretChanges: a value set after the redactor was
-// built is redacted from the next upload on; every secret value of the
-// team is redacted from every member's telemetry, bound to it or not, and
-// stays redacted once unbound (an agent may have read it before).
+// TestRedactionFollowsSecretChanges: the redactor is built once and kept
+// until SecretsChanged: a value set since is redacted from the next upload
+// on once it is called, and a value gone since is kept; until then the
+// values are not read again. (The broker calls it when a change to a
+// secret commits: the root's TestRedactionFollowsTheSecretsAPI.)
 func TestRedactionFollowsSecretChanges(t *testing.T) {
-	e, act := redEnv(t)
-	a := &Activity{core: e.srv.core}
+	act := memActivity(t)
+	s, sec := startService(t, act, redSecret)
 	upload := func(member, text string) string {
 		t.Helper()
-		s, err := structpb.NewStruct(map[string]any{"text": text})
+		d, err := structpb.NewStruct(map[string]any{"text": text})
 		require.NoError(t, err)
-		_, err = a.UploadActivity(bearerCtx(member), &apiv1.UploadActivityRequest{Name: member, Events: []*apiv1.ActivityEventInput{{Kind: kindToolAction, Data: s}}})
+		_, err = s.UploadActivity(bearerCtx(member), &apiv1.UploadActivityRequest{Name: member, Events: []*apiv1.ActivityEventInput{{Kind: KindToolAction, Data: d}}})
 		require.NoError(t, err)
 		rows := mustRows(t, act, member)
 		return string(rows[0].Data) // newest first
 	}
 	require.Contains(t, upload("alice", "old "+redSecret), "old [REDACTED]", "the redactor is built")
+	require.Contains(t, upload("bob", "b "+redSecret), "b [REDACTED]", "the team's secrets in every member's telemetry")
+	require.Equal(t, int32(1), sec.reads.Load(), "the values are read once per generation")
 
 	const newValue = "rotated-Value-42"
-	_, err := e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "deploy-key", Value: newValue})
-	require.NoError(t, err)
+	sec.set(newValue)
+	require.Contains(t, upload("alice", "early "+newValue), "early "+newValue, "not committed yet: the redactor stands")
+	s.SecretsChanged()
 	require.Contains(t, upload("alice", "new "+newValue), "new [REDACTED]", "a value set since is redacted")
-
-	e.createSecret(t, "later", "LATER", false)
-	require.Contains(t, upload("alice", "x bound-later-Value"), "x bound-later-Value", "no value yet: kept")
-	_, err = e.secrets.SetSecretValue(e.as("admin"), &apiv1.SetSecretValueRequest{Slug: "later", Value: "bound-later-Value"})
-	require.NoError(t, err)
-	require.Contains(t, upload("alice", "x bound-later-Value"), "x [REDACTED]", "bound to no one: redacted all the same")
-	_, err = e.secrets.AddSecretBinding(e.as("admin"), &apiv1.AddSecretBindingRequest{Slug: "later", Member: "alice"})
-	require.NoError(t, err)
-	_, err = e.secrets.RemoveSecretBinding(e.as("admin"), &apiv1.RemoveSecretBindingRequest{Slug: "later", Name: "alice"})
-	require.NoError(t, err)
-	require.Contains(t, upload("alice", "y bound-later-Value"), "y [REDACTED]", "unbound since: still redacted")
-	require.Contains(t, upload("bob", "z "+newValue), "z [REDACTED]", "alice's secret in bob's telemetry")
-
-	_, err = e.secrets.DeleteSecret(e.as("admin"), &apiv1.DeleteSecretRequest{Slug: "later"})
-	require.NoError(t, err)
-	require.Contains(t, upload("alice", "w bound-later-Value"), "w bound-later-Value", "a deleted secret is no secret any more")
+	require.Contains(t, upload("alice", "gone "+redSecret), "gone "+redSecret, "a value gone since is no secret any more")
+	require.Equal(t, int32(2), sec.reads.Load())
 }

@@ -1,4 +1,4 @@
-package server
+package activity
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // holds, decrypted, compiled into the patterns redaction searches. OTLP
 // ingest is a hot path, and decrypting every secret for every export would
 // cost more than the redaction itself. Any change to any secret (value,
-// binding, allMembers, deletion) moves gen on once committed, so the next
-// ingest builds the redactor again (docs/TELEMETRY.md, "Redaction at
-// ingest").
+// binding, allMembers, deletion) moves gen on once committed
+// (SecretsChanged), so the next ingest builds the redactor again (docs/
+// TELEMETRY.md, "Redaction at ingest").
 type redactors struct {
 	gen atomic.Uint64
 	mu  sync.Mutex
@@ -25,17 +25,17 @@ type redactors struct {
 	at  uint64 // the gen r was built at
 }
 
-// secretsChanged drops the cached redactor: called after a change to a
+// SecretsChanged drops the cached redactor: call it after a change to a
 // secret commits, never before (a redactor built between the two would be
 // kept under the new generation with the old values).
-func (c *core) secretsChanged() { c.redactors.gen.Add(1) }
+func (s *Service) SecretsChanged() { s.redactors.gen.Add(1) }
 
 // redactor returns the redactor of telemetry ingested from any member:
 // every secret value of the team, bound to that member or not, enabled or
 // not (a value once handed out stays a secret, and an agent may have read
 // another's), and every svc bearer token.
-func (c *core) redactor(ctx context.Context) (*redact.Redactor, error) {
-	rc := &c.redactors
+func (s *Service) redactor(ctx context.Context) (*redact.Redactor, error) {
+	rc := &s.redactors
 	gen := rc.gen.Load()
 	rc.mu.Lock()
 	r, at := rc.r, rc.at
@@ -43,7 +43,7 @@ func (c *core) redactor(ctx context.Context) (*redact.Redactor, error) {
 	if r != nil && at == gen {
 		return r, nil
 	}
-	values, err := c.teamSecretValues(ctx)
+	values, err := s.d.Secrets(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -99,26 +99,4 @@ func redactAttrs(r *redact.Redactor, attrs map[string]string) map[string]string 
 		attrs[k] = v
 	}
 	return attrs
-}
-
-// teamSecretValues decrypts every secret value the team holds. A value
-// the active KEK cannot open is left out (memberSecrets warns of it).
-func (c *core) teamSecretValues(ctx context.Context) ([]string, error) {
-	if c.kek == nil {
-		return nil, nil
-	}
-	list, err := c.store.ListSecrets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, x := range list {
-		if len(x.Value) == 0 {
-			continue
-		}
-		if v, err := c.open(x.Value, secretPurpose(x.Slug)); err == nil {
-			out = append(out, string(v))
-		}
-	}
-	return out, nil
 }

@@ -1,10 +1,10 @@
-package server
+package activity
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -25,19 +25,19 @@ const (
 	activityQueue    = 1024
 )
 
-// activityWriter group-commits writes to the activity store (uploaded rows,
+// writer group-commits writes to the activity store (uploaded rows,
 // objective markers, telemetry rows with their correlation state,
 // inference records): every batch waiting when a write starts goes into
 // that one transaction, so concurrent writers share one fsync. Committed
 // rows go to the live activity streams of their member, in commit order.
 // It shares no lock and no connection with chat's committer.
-type activityWriter struct {
+type writer struct {
 	store store.ActivityStore
 	hub   *hub.Hub
 	log   *slog.Logger
 	queue *groupcommit.Queue[*pendingActivity]
-	// met, when set, counts commits.
-	met *metrics
+	// observe, when set, times each commit.
+	observe func(n int, start time.Time)
 	// owner, when set, names the member id of a row or record written
 	// under a name without one; render, when set, renders a row for the
 	// live streams (activityRowToProto otherwise).
@@ -57,14 +57,14 @@ type activityResult struct {
 	err  error
 }
 
-func newActivityWriter(st store.ActivityStore, h *hub.Hub, log *slog.Logger) *activityWriter {
-	return &activityWriter{store: st, hub: h, log: log, queue: groupcommit.New[*pendingActivity](activityQueue, activityMaxBatch)}
+func newWriter(st store.ActivityStore, h *hub.Hub, log *slog.Logger) *writer {
+	return &writer{store: st, hub: h, log: log, queue: groupcommit.New[*pendingActivity](activityQueue, activityMaxBatch)}
 }
 
 // write stores b and returns its rows once they are durable, or why not.
 // Rows and records without a member id get their name's (owner), read here
 // in the caller's goroutine: the committer never waits on the team.
-func (w *activityWriter) write(ctx context.Context, b store.ActivityBatch) ([]store.ActivityEvent, error) {
+func (w *writer) write(ctx context.Context, b store.ActivityBatch) ([]store.ActivityEvent, error) {
 	if w.owner != nil {
 		b.Events = slices.Clone(b.Events)
 		for i := range b.Events {
@@ -85,14 +85,14 @@ func (w *activityWriter) write(ctx context.Context, b store.ActivityBatch) ([]st
 }
 
 // run writes batches until ctx ends, then refuses what is queued.
-func (w *activityWriter) run(ctx context.Context) {
-	w.queue.Run(ctx, w.commit, func(p *pendingActivity) { p.done <- activityResult{err: errShuttingDown} })
+func (w *writer) run(ctx context.Context) {
+	w.queue.Run(ctx, w.commit, func(p *pendingActivity) { p.done <- activityResult{err: ErrShuttingDown} })
 }
 
 // commit writes the batches in one transaction. When that fails and there
 // was more than one, each is tried alone, so one batch the store refuses
 // does not fail the others.
-func (w *activityWriter) commit(ctx context.Context, batch []*pendingActivity) {
+func (w *writer) commit(ctx context.Context, batch []*pendingActivity) {
 	if len(batch) > 1 {
 		var all store.ActivityBatch
 		for _, p := range batch {
@@ -102,7 +102,7 @@ func (w *activityWriter) commit(ctx context.Context, batch []*pendingActivity) {
 		}
 		start := time.Now()
 		rows, err := w.store.CommitActivity(ctx, all)
-		w.observe(len(batch), start)
+		w.timed(len(batch), start)
 		if err == nil {
 			w.publish(rows)
 			for _, p := range batch {
@@ -117,7 +117,7 @@ func (w *activityWriter) commit(ctx context.Context, batch []*pendingActivity) {
 	for _, p := range batch {
 		start := time.Now()
 		rows, err := w.store.CommitActivity(ctx, p.b)
-		w.observe(1, start)
+		w.timed(1, start)
 		if err != nil {
 			w.log.ErrorContext(ctx, "activity write failed", "rows", len(p.b.Events), "err", err)
 		} else {
@@ -127,17 +127,17 @@ func (w *activityWriter) commit(ctx context.Context, batch []*pendingActivity) {
 	}
 }
 
-// observe counts one store commit of n batches that started at start.
-func (w *activityWriter) observe(n int, start time.Time) {
-	if w.met != nil {
-		commitTimer(w.met.actBatch, w.met.actCommit, n, start)
+// timed counts one store commit of n batches that started at start.
+func (w *writer) timed(n int, start time.Time) {
+	if w.observe != nil {
+		w.observe(n, start)
 	}
 }
 
 // publish hands committed rows to the live streams of their members. A row
 // is rendered only when its member has a live stream: a stream opened later
 // replays it from the store, which holds it already.
-func (w *activityWriter) publish(rows []store.ActivityEvent) {
+func (w *writer) publish(rows []store.ActivityEvent) {
 	for _, r := range rows {
 		if w.hub.Connected(r.Member) == 0 {
 			continue
@@ -166,5 +166,10 @@ func activityRowToProto(r store.ActivityEvent) *apiv1.ActivityRow {
 	return row
 }
 
-// formatActivityID is a row's id on the wire (the SSE id).
-func formatActivityID(id int64) string { return strconv.FormatInt(id, 10) }
+// stopped maps the group-commit loop's ErrStopped to ErrShuttingDown.
+func stopped(err error) error {
+	if errors.Is(err, groupcommit.ErrStopped) {
+		return ErrShuttingDown
+	}
+	return err
+}

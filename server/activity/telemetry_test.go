@@ -1,4 +1,4 @@
-package server
+package activity
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/hub"
 	"svc/server/otlp"
 	"svc/store"
-	"svc/store/sqlite"
 )
 
 // failingActivity fails the next fail CommitActivity calls.
@@ -67,7 +67,7 @@ func responseRecord(requestID string) *logspb.LogRecord {
 // startTelemetry runs an activity writer and a telemetry component over st.
 func startTelemetry(t *testing.T, st store.ActivityStore, flushAfter time.Duration, now func() time.Time) *telemetry {
 	t.Helper()
-	w := newActivityWriter(st, hub.New(), discardLogger())
+	w := newWriter(st, hub.New(), discardLogger())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.run(ctx); close(done) }()
@@ -77,17 +77,9 @@ func startTelemetry(t *testing.T, st store.ActivityStore, flushAfter time.Durati
 	return tel
 }
 
-func memActivity(t *testing.T) *sqlite.ActivityDB {
-	t.Helper()
-	act, err := sqlite.OpenActivity(context.Background(), "")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = act.Close() })
-	return act
-}
-
 func exchanges(t *testing.T, st store.ActivityStore, member string) []map[string]any {
 	t.Helper()
-	rows, err := st.ListActivity(context.Background(), store.ActivityFilter{Member: member, Kinds: []string{kindLLMExchange}, OldestFirst: true})
+	rows, err := st.ListActivity(context.Background(), store.ActivityFilter{Member: member, Kinds: []string{KindLLMExchange}, OldestFirst: true})
 	require.NoError(t, err)
 	out := make([]map[string]any, len(rows))
 	for i, r := range rows {
@@ -187,7 +179,7 @@ func TestTelemetryIngestSlots(t *testing.T) {
 	act := memActivity(t)
 	tel := startTelemetry(t, act, time.Hour, time.Now)
 	tel.slotWait = 20 * time.Millisecond
-	c := &core{tel: tel}
+	c := &Service{tel: tel, d: Deps{Secrets: (&fakeSecrets{}).Values}}
 	ann := &auth.Principal{Member: "ann", Via: auth.ViaBearer}
 	ctx := context.Background()
 	var decoded atomic.Int32
@@ -200,9 +192,9 @@ func TestTelemetryIngestSlots(t *testing.T) {
 		tel.slots <- struct{}{} // every slot busy
 	}
 	_, err := c.exportLogs(ctx, ann, decode)
-	var e *Error
+	var e *apierr.Error
 	require.ErrorAs(t, err, &e)
-	require.Equal(t, CodeUnavailable, e.Code)
+	require.Equal(t, apierr.CodeUnavailable, e.Code)
 	require.Positive(t, e.RetryAfter, "exporters are told when to come back")
 	require.Zero(t, decoded.Load(), "nothing is decoded without a slot")
 	require.Empty(t, exchanges(t, act, "ann"))
@@ -238,7 +230,7 @@ func TestTelemetryOvertakenExportIsWaitedFor(t *testing.T) {
 	tel.earlyWait = time.Minute // the body below always comes
 	held := make(chan struct{}, 1)
 	tel.onHold = func() { held <- struct{}{} }
-	c := &core{tel: tel}
+	c := &Service{tel: tel, d: Deps{Secrets: (&fakeSecrets{}).Values}}
 	ann := &auth.Principal{Member: "ann", Via: auth.ViaBearer}
 	ctx := context.Background()
 	export := func(recs ...*logspb.LogRecord) error {

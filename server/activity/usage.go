@@ -1,4 +1,4 @@
-package server
+package activity
 
 import (
 	"cmp"
@@ -15,27 +15,27 @@ import (
 // activityRow renders a stored row for a reader: whose member of the name
 // it is, and, for an exchange that carried no cost, the cost the price
 // table gives it (docs/TELEMETRY.md, Costs).
-func (c *core) activityRow(r store.ActivityEvent) *apiv1.ActivityRow {
+func (s *Service) activityRow(r store.ActivityEvent) *apiv1.ActivityRow {
 	row := activityRowToProto(r)
 	row.MemberId = r.MemberUID
-	row.MemberDeleted, row.MemberDeletedAt = c.memberLabel(r.Member, r.MemberUID)
-	if r.Kind == kindLLMExchange {
-		c.priceExchange(row.Data)
+	row.MemberDeleted, row.MemberDeletedAt = s.memberLabel(r.Member, r.MemberUID)
+	if r.Kind == KindLLMExchange {
+		s.priceExchange(row.Data)
 	}
 	return row
 }
 
 // genaiRecord renders a stored inference record for a reader, with its
 // member's label and the cost of its tokens.
-func (c *core) genaiRecord(r store.GenAIRecord) *apiv1.GenAiRecord {
+func (s *Service) genaiRecord(r store.GenAIRecord) *apiv1.GenAiRecord {
 	out := genaiToProto(r)
 	out.MemberId = r.MemberUID
-	out.MemberDeleted, out.MemberDeletedAt = c.memberLabel(r.Member, r.MemberUID)
+	out.MemberDeleted, out.MemberDeletedAt = s.memberLabel(r.Member, r.MemberUID)
 	tok := pricing.Tokens{
 		Input: max(r.Usage.InputTokens, 0), Output: max(r.Usage.OutputTokens, 0),
 		CacheRead: max(r.Usage.CacheReadTokens, 0), CacheWrite: max(r.Usage.CacheCreationTokens, 0),
 	}
-	if cost, ok := c.prices.Cost(r.Model, tok); ok {
+	if cost, ok := s.prices.Cost(r.Model, tok); ok {
 		out.CostUsd, out.CostComputed = &cost, true
 	}
 	return out
@@ -43,15 +43,15 @@ func (c *core) genaiRecord(r store.GenAIRecord) *apiv1.GenAiRecord {
 
 // memberLabel says whether id is a deleted member of name, and when it was
 // deleted when that is known.
-func (c *core) memberLabel(name, id string) (bool, *float64) {
-	deleted, at := c.ids.label(name, id)
+func (s *Service) memberLabel(name, id string) (bool, *float64) {
+	deleted, at := s.d.Members.Label(name, id)
 	return deleted, optMS(at)
 }
 
 // priceExchange sets costUsd and costComputed on an exchange's data that
 // carries no costUsd of its own, when it has tokens and the price table a
 // price for its model. The agent's own cost always wins.
-func (c *core) priceExchange(data *structpb.Struct) {
+func (s *Service) priceExchange(data *structpb.Struct) {
 	f := data.GetFields()
 	if _, ok := f["costUsd"].GetKind().(*structpb.Value_NumberValue); ok {
 		return
@@ -72,7 +72,7 @@ func (c *core) priceExchange(data *structpb.Struct) {
 	if tok.Zero() {
 		return
 	}
-	cost, ok := c.prices.Cost(model, tok)
+	cost, ok := s.prices.Cost(model, tok)
 	if !ok {
 		return
 	}
@@ -187,10 +187,10 @@ func modelList(ms map[string]*apiv1.ModelUsage) []*apiv1.ModelUsage {
 
 // memberList orders the member breakdown: by name, each name's current
 // member first, then its deleted ones by when they were deleted.
-func (c *core) memberList(s *usageSum) []*apiv1.MemberUsage {
-	out := make([]*apiv1.MemberUsage, 0, len(s.members))
-	for k, m := range s.members {
-		deleted, at := c.memberLabel(k.name, k.id)
+func (s *Service) memberList(sum *usageSum) []*apiv1.MemberUsage {
+	out := make([]*apiv1.MemberUsage, 0, len(sum.members))
+	for k, m := range sum.members {
+		deleted, at := s.memberLabel(k.name, k.id)
 		out = append(out, &apiv1.MemberUsage{
 			Member: k.name, MemberId: k.id, MemberDeleted: deleted, MemberDeletedAt: at,
 			Usage: m.usage, Models: modelList(m.models),
@@ -213,6 +213,6 @@ func (c *core) memberList(s *usageSum) []*apiv1.MemberUsage {
 
 // usageFilter is the store filter of member's usage (of its member id,
 // when set) over [from, to].
-func (c *core) usageFilter(member, id string, from, to time.Time) store.UsageFilter {
-	return store.UsageFilter{Member: member, MemberUID: id, From: from, To: to, Thresholds: c.prices.Thresholds()}
+func (s *Service) usageFilter(member, id string, from, to time.Time) store.UsageFilter {
+	return store.UsageFilter{Member: member, MemberUID: id, From: from, To: to, Thresholds: s.prices.Thresholds()}
 }
