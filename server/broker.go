@@ -94,7 +94,7 @@ func (b *brokerInfo) GetBriefing(ctx context.Context, _ *apiv1.GetBriefingReques
 	for _, m := range b.team.Members() {
 		resp.Teammates = append(resp.Teammates, teammateToProto(m))
 	}
-	if resp.ExternalNotifications, err = b.hookBriefing(ctx, me.Name); err != nil {
+	if resp.ExternalNotifications, err = b.hooks.Briefing(ctx, me.Name); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -52,9 +52,8 @@ type core struct {
 	secretValues func(ctx context.Context, member string) ([]string, error)
 	// reg is the registry kit the slug registries change their entries on.
 	reg *registry.Kit
-	// dropHookCopies drops the inbound-hook copies queued or held for a
-	// deleted member (notify.Service.DropMember).
-	dropHookCopies func(ctx context.Context, member, why string) error
+	// hooks is what the core asks of the inbound-hook capability.
+	hooks inboundHooks
 	// approvals indexes the pending approvals: presence reads a member
 	// with one as blocked, and their expiry timer runs from it.
 	approvals *pendingApprovals
@@ -77,6 +76,16 @@ type core struct {
 	metrics *metrics
 	now     func() time.Time
 	log     *slog.Logger
+}
+
+// inboundHooks is what the core asks of the inbound-hook capability
+// (notify.Service, set by New): the briefing section of a member, and
+// the release of a deleted member's targets and of the copies queued or
+// held for it.
+type inboundHooks interface {
+	Briefing(ctx context.Context, member string) (*apiv1.BriefingNotifications, error)
+	ReleaseTargets(ctx context.Context, member, by string) error
+	DropMember(ctx context.Context, member, why string) error
 }
 
 // disconnect ends the live streams member holds, chat and activity, whose

@@ -11,8 +11,6 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
-	"svc/server/notify"
-	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -248,7 +246,7 @@ func (c *core) releaseMember(ctx context.Context, f store.FormerMember) error {
 		errs = append(errs, c.tel.drain(ctx, f.Name, f.ID))
 	}
 	gone := map[string]store.FormerMember{f.ID: f}
-	errs = append(errs, c.releaseObjectives(ctx, gone, map[string]store.FormerMember{f.Name: f}), c.releaseTargets(ctx, f))
+	errs = append(errs, c.releaseObjectives(ctx, gone, map[string]store.FormerMember{f.Name: f}), c.hooks.ReleaseTargets(ctx, f.Name, f.DeletedBy))
 	// Its approvals went with its row (docs/APPROVALS.md); the name must
 	// not read as blocked by them for a member created again under it.
 	if c.approvals != nil {
@@ -257,7 +255,7 @@ func (c *core) releaseMember(ctx context.Context, f store.FormerMember) error {
 	// The hook copies queued or held for it are dropped now, not at the
 	// scheduler's next pass, which a member created again under the name
 	// could precede.
-	errs = append(errs, c.dropHookCopies(ctx, f.Name, "member deleted"))
+	errs = append(errs, c.hooks.DropMember(ctx, f.Name, "member deleted"))
 	return errors.Join(errs...)
 }
 
@@ -323,48 +321,6 @@ func (c *core) releaseObjectives(ctx context.Context, gone, unwatch map[string]s
 	return errors.Join(errs...)
 }
 
-// releaseTargets removes f from the targets of every notification endpoint
-// that names it.
-func (c *core) releaseTargets(ctx context.Context, f store.FormerMember) error {
-	eps, err := notify.List(ctx, c.store)
-	if err != nil {
-		return err
-	}
-	ctx = auth.WithPrincipal(ctx, &auth.Principal{Member: f.DeletedBy})
-	var errs []error
-	for _, e := range eps {
-		if !slices.Contains(e.MemberTargets(), f.Name) {
-			continue
-		}
-		_, err := c.endpointRegistry().Change(ctx, e.Slug, func(ctx context.Context, tx store.Tx, e *notify.Endpoint, ch *registry.Change) (bool, error) {
-			kept := slices.DeleteFunc(slices.Clone(e.Targets), func(t notify.Target) bool { return t.Member == f.Name })
-			if len(kept) == len(e.Targets) {
-				return false, nil
-			}
-			e.Targets = kept
-			if len(kept) == 0 {
-				// Nobody left to tell: deliveries are refused, and the
-				// managers see why.
-				e.Enabled = false
-			}
-			e.UpdatedAt = c.now()
-			rec, err := e.Record()
-			if err != nil {
-				return false, err
-			}
-			if err := tx.UpdateHookEndpoint(ctx, rec); err != nil {
-				return false, err
-			}
-			// The deleted member hears of it no more.
-			ch.Before = slices.DeleteFunc(ch.Before, func(m string) bool { return m == f.Name })
-			ch.Event = "updated"
-			return true, nil
-		})
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
 // releaseDeparted finishes, at start, the release of members whose
 // deletion was interrupted (a crash between the deletion and its release):
 // open objectives still assigned to a deleted member, and the watches and
@@ -393,7 +349,7 @@ func (c *core) releaseDeparted(ctx context.Context) {
 	}
 	errs := []error{c.releaseObjectives(ctx, gone, unwatch)}
 	for _, f := range unwatch {
-		errs = append(errs, c.releaseTargets(ctx, f))
+		errs = append(errs, c.hooks.ReleaseTargets(ctx, f.Name, f.DeletedBy))
 	}
 	if err := errors.Join(errs...); err != nil && ctx.Err() == nil {
 		c.log.ErrorContext(ctx, "deleted members not fully released", "err", err)

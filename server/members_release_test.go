@@ -45,7 +45,7 @@ func newReleaseEnv(t *testing.T) *releaseEnv {
 	e.held, e.watched = held.GetObjective().GetId(), watched.GetObjective().GetId()
 	targets, err := structpb.NewList([]any{map[string]any{"member": "bob"}})
 	require.NoError(t, err)
-	_, err = (&Notifications{core: srv.core, notify: srv.notify}).CreateNotificationEndpoint(admin, &apiv1.CreateNotificationEndpointRequest{Slug: e.ep, Targets: targets})
+	_, err = srv.notify.Admin().CreateNotificationEndpoint(admin, &apiv1.CreateNotificationEndpointRequest{Slug: e.ep, Targets: targets})
 	require.NoError(t, err)
 	return e
 }

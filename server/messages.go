@@ -15,6 +15,7 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
 	"svc/server/hub"
+	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/store"
 )
@@ -315,12 +316,12 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 // the caller does not belong to: a thread you may not read is refused
 // (403), never shown empty. An objective's thread belongs to its
 // originator, assignee, watchers and every members.manage holder; a DM
-// thread to its two members. A registry thread (tool:, secret:, hook:)
-// belongs to its registry's manage holders and to whoever received a
-// message on it (registryThreadReadable); a hook: thread carries an
-// endpoint's registry events and the DM copies of its deliveries. An
-// unknown objective is
-// 404; a thread of no known kind is 400.
+// thread to its two members. A registry thread (tool:, secret:, hook:,
+// hook-profile:) belongs to its registry's manage holders and to whoever
+// received a message on it (registryThreadReadable); a hook: thread
+// carries an endpoint's registry events and the DM copies of its
+// deliveries. An unknown objective is 404; a thread of no known kind is
+// 400.
 func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, thread string) error {
 	kind, id, _ := strings.Cut(thread, ":")
 	switch kind {
@@ -342,12 +343,13 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 			return fmt.Errorf("%w: you are not in the thread %s", auth.ErrForbidden, thread)
 		}
 		return nil
-	case "tool", "secret", "hook":
-		return b.registryThreadReadable(ctx, p, kind, thread)
 	case "loop":
 		return b.loopThreadReadable(ctx, p, thread)
 	}
-	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, tool:<slug>, secret:<slug> or loop:<id>")
+	if _, ok := registry.KindOfThread(kind); ok {
+		return b.registryThreadReadable(ctx, p, kind, thread)
+	}
+	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, hook-profile:<slug>, tool:<slug>, secret:<slug> or loop:<id>")
 }
 
 // readableChannel returns a channel whose history the caller may read.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"svc/server/kek"
-	"svc/server/notify"
 	"svc/server/registry"
 	"svc/store"
 )
@@ -20,9 +19,9 @@ func sealedPurpose(v store.SealedValue) (string, error) {
 	case store.SealedToolCredential:
 		return registry.ToolSources.PurposeOf(v.Key), nil
 	case store.SealedHookEndpointSecret:
-		return notify.EndpointPurpose(v.Key), nil
+		return registry.NotificationEndpoints.PurposeOf(v.Key), nil
 	case store.SealedHookProfileSecret:
-		return notify.ProfilePurpose(v.Key), nil
+		return registry.NotificationProfiles.PurposeOf(v.Key), nil
 	case store.SealedEnrollmentToken:
 		return enrollTokenPurpose(v.Key), nil
 	}

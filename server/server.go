@@ -149,8 +149,8 @@ type Server struct {
 	core  *core
 	fs    *Fs
 	fed   *federationState
-	// notify is the inbound-hook capability (ingress, the delivery
-	// policy and its loop).
+	// notify is the inbound-hook capability (its admin API, ingress,
+	// the delivery policy and its loop).
 	notify *notify.Service
 	// secrets and tools are the secrets and tool sources capabilities.
 	secrets *secrets.Service
@@ -190,8 +190,23 @@ func New(d Deps, opts ...Option) *Server {
 			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
 		}
 	}
+	c.reg = newRegistryKit(c)
 	hooked := notify.New(notify.Deps{
-		Store: d.Store, Commit: notifyCommitter{c}, Members: notifyMembers{c}, KEK: d.KEK,
+		Store: d.Store,
+		Commit: notify.Committer{
+			Commit: c.commit,
+			CommitStored: func(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+				stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error,
+			) error {
+				return c.msgs.changeStored(ctx, apply, stored).err
+			},
+		},
+		Members: notify.Members{
+			Known:  func(name string) bool { _, ok := c.team.Member(name); return ok },
+			Online: func(name string) bool { return c.hub.Connected(name) > 0 },
+			Busy:   func(name string) (bool, time.Time) { return c.presence.busy(name) },
+		},
+		Registry: c.reg, KEK: d.KEK,
 		Count: func(status string) {
 			if c.metrics != nil {
 				c.metrics.hooked(status)
@@ -199,7 +214,7 @@ func New(d Deps, opts ...Option) *Server {
 		},
 		MessageID: formatMessageID, Now: o.now, Log: o.log,
 	})
-	c.dropHookCopies = hooked.DropMember
+	c.hooks = hooked
 	// A member's reach changes when it attaches or reports what it does:
 	// queued or held hook copies may go now.
 	c.presence.onActivity = func(string) { hooked.Poke() }
@@ -207,7 +222,6 @@ func New(d Deps, opts ...Option) *Server {
 	c.maxStreams = o.maxStreams
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
-	c.reg = newRegistryKit(c)
 	if d.Team != nil {
 		c.msgs.guard = newLoopGuard(d.Team.LoopGuard(), o.now)
 	}
@@ -287,7 +301,7 @@ func New(d Deps, opts ...Option) *Server {
 		apiv1.RegisterToolSourcesServer(g, s.tools)
 		collogspb.RegisterLogsServiceServer(g, &OTLPLogs{core: c})
 		colmetricspb.RegisterMetricsServiceServer(g, OTLPMetrics{})
-		apiv1.RegisterNotificationsServer(g, &Notifications{core: c, notify: hooked})
+		apiv1.RegisterNotificationsServer(g, hooked.Admin())
 		apiv1.RegisterEnrollmentServer(g, enroll)
 		apiv1.RegisterPlatformServer(g, &Platform{core: c, fed: fed})
 		apiv1.RegisterApprovalsServer(g, &Approvals{core: c})
@@ -350,6 +364,10 @@ func (s *Server) UploadGenAI(ctx context.Context, p *auth.Principal, member stri
 	a := &Activity{core: s.core}
 	return a.UploadGenAi(auth.WithPrincipal(ctx, p), &apiv1.UploadGenAiRequest{Name: member, Body: body})
 }
+
+// Notify returns the inbound-hook capability, for the gateway's ingress
+// route (POST /hooks/{slug}).
+func (s *Server) Notify() *notify.Service { return s.notify }
 
 // Fs returns the filesystem service, for the hand-written byte routes.
 func (s *Server) Fs() *Fs { return s.fs }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"svc/server/hooks"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -133,6 +134,6 @@ func (e Endpoint) MemberTargets() []string {
 }
 
 // EndpointPurpose and ProfilePurpose bind a sealed secret to its endpoint
-// or profile.
-func EndpointPurpose(slug string) string { return "svc/hook/endpoint/" + slug }
-func ProfilePurpose(slug string) string  { return "svc/hook/profile/" + slug }
+// or profile: the purposes of their registries' Kinds.
+func EndpointPurpose(slug string) string { return registry.NotificationEndpoints.PurposeOf(slug) }
+func ProfilePurpose(slug string) string  { return registry.NotificationProfiles.PurposeOf(slug) }

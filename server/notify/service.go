@@ -1,8 +1,10 @@
-// Package notify is the inbound-hook capability: ingress (POST
-// /hooks/{slug}), verification, dedupe, filters and the delivery policy
-// (the offline queue, the busy wait, the debounce buffer) with the one
-// loop that flushes, forces and expires them (docs/HOOKS.md). Its
-// dependencies are explicit (Deps); it never imports the server root.
+// Package notify is the inbound-hook capability: the admin API of
+// endpoints, profiles and receipts (Admin), ingress (POST /hooks/{slug}),
+// verification, dedupe, filters and the delivery policy (the offline
+// queue, the busy wait, the debounce buffer) with the one loop that
+// flushes, forces and expires them, and the briefing section of the
+// members it reaches (docs/HOOKS.md). Its dependencies are explicit
+// (Deps); it never imports the server root.
 package notify
 
 import (
@@ -15,6 +17,7 @@ import (
 
 	"svc/server/auth"
 	"svc/server/kek"
+	"svc/server/registry"
 	"svc/store"
 )
 
@@ -33,24 +36,24 @@ const (
 // Committer commits the service's changes on the broker's message
 // committer, so a message never reaches a stream before what it reports
 // is durable.
-type Committer interface {
+type Committer struct {
 	// Commit runs fn in the transaction of the next batch, with no
 	// messages.
-	Commit(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error
+	Commit func(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error
 	// CommitStored runs apply in the next batch and commits the messages
-	// it returns; stored then runs in the same transaction with them,
-	// their Seq set.
-	CommitStored(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
+	// it returns; stored (when not nil) then runs in the same transaction
+	// with them, their Seq set, when there are any.
+	CommitStored func(ctx context.Context, apply func(ctx context.Context, tx store.Tx) ([]store.Message, error),
 		stored func(ctx context.Context, tx store.Tx, msgs []store.Message) error) error
 }
 
 // Members is what the service needs to know of a member target now:
 // whether it is on the team, has a live stream, and is working (and
 // until when that lapses).
-type Members interface {
-	Known(name string) bool
-	Online(name string) bool
-	Busy(name string) (busy bool, until time.Time)
+type Members struct {
+	Known  func(name string) bool
+	Online func(name string) bool
+	Busy   func(name string) (busy bool, until time.Time)
 }
 
 // Deps are the service's dependencies.
@@ -58,6 +61,9 @@ type Deps struct {
 	Store   store.Store
 	Commit  Committer
 	Members Members
+	// Registry is the registry kit endpoints and profiles change on:
+	// their events, sealing their secrets, the managers told.
+	Registry *registry.Kit
 	// KEK opens the sealed secrets (nil: none active; every delivery to
 	// an endpoint with a secret is rejected).
 	KEK *kek.KEK
@@ -73,10 +79,14 @@ type Deps struct {
 // Service is the inbound-hook capability. Run its loop with Run; poke it
 // when a member's reach changes (a stream, a presence report).
 type Service struct {
-	d     Deps
-	limit *auth.WindowLimiter
-	wake  chan struct{}
-	mu    sync.Mutex // one scheduler pass at a time
+	d Deps
+	// endpoints and profiles are the two registries of the capability
+	// on the kit.
+	endpoints registry.Of[Endpoint]
+	profiles  registry.Of[store.HookProfile]
+	limit     *auth.WindowLimiter
+	wake      chan struct{}
+	mu        sync.Mutex // one scheduler pass at a time
 	// pruned is when old receipts were last pruned (at most once a
 	// minute: passes follow every delivery under load).
 	pruned time.Time
@@ -90,7 +100,24 @@ func New(d Deps) *Service {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1)}
+	return &Service{
+		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1),
+		endpoints: registry.Of[Endpoint]{
+			Kit: d.Registry, Kind: registry.NotificationEndpoints,
+			Get: func(ctx context.Context, tx store.Tx, slug string) (Endpoint, error) { return Read(ctx, tx, slug) },
+			// Told of an endpoint's changes: its direct member targets.
+			Audience: func(e Endpoint) (bool, []string) { return false, e.MemberTargets() },
+		},
+		profiles: registry.Of[store.HookProfile]{
+			Kit: d.Registry, Kind: registry.NotificationProfiles,
+			Get: func(ctx context.Context, tx store.Tx, slug string) (store.HookProfile, error) {
+				return tx.GetHookProfile(ctx, slug)
+			},
+			// A profile reaches nobody by itself: the managers alone are
+			// told (docs/HOOKS.md, Profile events).
+			Audience: func(store.HookProfile) (bool, []string) { return false, nil },
+		},
+	}
 }
 
 func (s *Service) now() time.Time { return s.d.Now() }

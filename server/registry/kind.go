@@ -44,10 +44,16 @@ var (
 		Name: "notification_endpoint", Noun: "notification endpoint", Prefix: "hook", Manage: auth.NotificationsManage,
 		Purpose: "svc/hook/endpoint/", Secret: "secret",
 	}
+	// NotificationProfiles are the shared verification settings of
+	// endpoints; their events go to the managers alone (docs/HOOKS.md).
+	NotificationProfiles = Kind{
+		Name: "notification_profile", Noun: "notification profile", Prefix: "hook-profile", Manage: auth.NotificationsManage,
+		Purpose: "svc/hook/profile/", Secret: "secret",
+	}
 )
 
 // Kinds are the registries whose entries have event threads.
-var Kinds = []Kind{ToolSources, Secrets, NotificationEndpoints}
+var Kinds = []Kind{ToolSources, Secrets, NotificationEndpoints, NotificationProfiles}
 
 // KindOfThread is the registry whose events go to threads of prefix.
 func KindOfThread(prefix string) (Kind, bool) {

@@ -19,6 +19,7 @@ func TestKinds(t *testing.T) {
 		{ToolSources, "tool:gh", "svc/tool-credential/gh", auth.ToolsManage, "credential_set", "credential_deleted", "tool_source", "tool source"},
 		{Secrets, "secret:gh", "svc/secret/gh", auth.SecretsManage, "value_set", "value_deleted", "secret", "secret"},
 		{NotificationEndpoints, "hook:gh", "svc/hook/endpoint/gh", auth.NotificationsManage, "secret_set", "secret_deleted", "notification_endpoint", "notification endpoint"},
+		{NotificationProfiles, "hook-profile:gh", "svc/hook/profile/gh", auth.NotificationsManage, "secret_set", "secret_deleted", "notification_profile", "notification profile"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.kind.Name, func(t *testing.T) {

@@ -45,8 +45,9 @@ const Env = "SVC_RUNNER_SOCKET"
 const MaxLine = 4 << 20
 
 // Event is a registry change the runner saw on its stream: data.kind
-// (tool_source, secret or notification_endpoint) and the thread it came on
-// (tool:<slug>, secret:<slug>, hook:<slug>).
+// (tool_source, secret, notification_endpoint or notification_profile)
+// and the thread it came on (tool:<slug>, secret:<slug>, hook:<slug>,
+// hook-profile:<slug>).
 type Event struct {
 	Kind   string `json:"kind"`
 	Thread string `json:"thread,omitempty"`

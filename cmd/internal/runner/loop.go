@@ -34,7 +34,7 @@ const (
 
 // registryKinds are the data.kind values of registry events: relayed to the
 // agent's toolbox, never delivered as turns.
-var registryKinds = map[string]bool{"tool_source": true, "secret": true, "notification_endpoint": true}
+var registryKinds = map[string]bool{"tool_source": true, "secret": true, "notification_endpoint": true, "notification_profile": true}
 
 // hookReq is one batch of agent events; done (if not nil) is closed once
 // the loop applied them, which is when the hook command may return.

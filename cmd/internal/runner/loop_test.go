@@ -430,14 +430,15 @@ func TestLoopRegistryEventsAndOwnMessages(t *testing.T) {
 	h.send(t, "1", "admin", map[string]any{"kind": "tool_source", "thread": "tool:gh"})
 	h.send(t, "2", "admin", map[string]any{"kind": "secret", "thread": "secret:db"})
 	h.send(t, "3", "admin", map[string]any{"kind": "notification_endpoint", "thread": "hook:ci"})
-	h.send(t, "4", "me", nil)
-	h.send(t, "4", "alice", nil) // a replayed id is dropped
-	require.Eventually(t, func() bool { return w.position() == "4" }, 5*time.Second, time.Millisecond)
+	h.send(t, "4", "admin", map[string]any{"kind": "notification_profile", "thread": "hook-profile:gh"})
+	h.send(t, "5", "me", nil)
+	h.send(t, "5", "alice", nil) // a replayed id is dropped
+	require.Eventually(t, func() bool { return w.position() == "5" }, 5*time.Second, time.Millisecond)
 	time.Sleep(30 * time.Millisecond)
 	require.Empty(t, w.texts(), "registry events and own messages are no turns")
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	require.Equal(t, []relay.Event{{Kind: "tool_source", Thread: "tool:gh"}, {Kind: "secret", Thread: "secret:db"}, {Kind: "notification_endpoint", Thread: "hook:ci"}}, w.published)
+	require.Equal(t, []relay.Event{{Kind: "tool_source", Thread: "tool:gh"}, {Kind: "secret", Thread: "secret:db"}, {Kind: "notification_endpoint", Thread: "hook:ci"}, {Kind: "notification_profile", Thread: "hook-profile:gh"}}, w.published)
 	require.Equal(t, []string{"secret db changed; applies at next runner start"}, w.logs)
 }
 

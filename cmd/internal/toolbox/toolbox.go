@@ -415,7 +415,7 @@ func (t *Toolbox) Notify() {
 
 // RegistryKinds are the data.kind values of registry events: each may
 // change the caller's resolved tool set.
-var RegistryKinds = []string{"tool_source", "secret", "notification_endpoint"}
+var RegistryKinds = []string{"tool_source", "secret", "notification_endpoint", "notification_profile"}
 
 // IsRegistryKind says whether kind is a registry event's data.kind.
 func IsRegistryKind(kind string) bool { return slices.Contains(RegistryKinds, kind) }

@@ -1,4 +1,4 @@
-package server
+package notify
 
 import (
 	"context"
@@ -15,22 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	apiv1 "svc/gen/svc/v1"
-	"svc/server/notify"
-	"svc/server/teamconfig"
+	"svc/server/apierr"
 	"svc/store"
 )
 
-// policyEnv is a hookEnv on a fake clock.
-type policyEnv struct {
-	*hookEnv
-	clock *fakeClock
-}
+// policyEnv is a hookEnv with the helpers of the policy tests.
+type policyEnv struct{ *hookEnv }
 
-func newPolicyEnv(t *testing.T) *policyEnv {
-	t.Helper()
-	clock := &fakeClock{now: time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)}
-	return &policyEnv{hookEnv: newHookEnv(t, false, WithNow(clock.Now)), clock: clock}
-}
+func newPolicyEnv(t *testing.T) *policyEnv { return &policyEnv{newHookEnv(t, false)} }
 
 // endpoint makes endpoint slug targeting targets (members by name,
 // channels as "#ops") with policy pol.
@@ -51,11 +43,11 @@ func (e *policyEnv) endpoint(t *testing.T, slug string, pol *apiv1.NotificationP
 }
 
 // post delivers body to slug with query q (e.g. "if_offline=queue").
-func (e *policyEnv) post(t *testing.T, slug, q, body string) HookResult {
+func (e *policyEnv) post(t *testing.T, slug, q, body string) Result {
 	t.Helper()
 	v, err := url.ParseQuery(q)
 	require.NoError(t, err)
-	res, err := e.srv.Hook(context.Background(), slug, v, signed(), []byte(body))
+	res, err := e.s.Ingress(context.Background(), slug, v, signed(), []byte(body))
 	require.NoError(t, err)
 	return res
 }
@@ -63,7 +55,7 @@ func (e *policyEnv) post(t *testing.T, slug, q, body string) HookResult {
 // pass runs one scheduler pass and answers when the next is due.
 func (e *policyEnv) pass(t *testing.T) time.Time {
 	t.Helper()
-	next, err := e.srv.notify.Pass(context.Background())
+	next, err := e.s.Pass(context.Background())
 	require.NoError(t, err)
 	return next
 }
@@ -96,8 +88,6 @@ func (e *policyEnv) pendingRows(t *testing.T) []store.HookPending {
 	return rows
 }
 
-func (e *policyEnv) activity(member, state string) { e.srv.core.presence.setActivity(member, state) }
-
 func deliveryIDs(t *testing.T, m store.Message) []string {
 	t.Helper()
 	var data struct {
@@ -115,7 +105,7 @@ func TestHookOfflineQueueAttachFlush(t *testing.T) {
 	e.clock.Add(10 * time.Second)
 	r2 := e.post(t, "q1", "level=error", `{"n":2}`)
 	r3 := e.post(t, "q2", "", `{"n":3}`)
-	for _, r := range []HookResult{r1, r2, r3} {
+	for _, r := range []Result{r1, r2, r3} {
 		require.Equal(t, "pending", r.Status)
 	}
 	e.pass(t)
@@ -137,7 +127,7 @@ func TestHookOfflineQueueAttachFlush(t *testing.T) {
 	for _, id := range []string{r1.ID, r2.ID} {
 		d := e.receipt(t, id)
 		require.Equal(t, "delivered", d.Status)
-		require.Equal(t, []string{formatMessageID(m.Seq)}, d.MessageIDs)
+		require.Equal(t, []string{msgID(m.Seq)}, d.MessageIDs)
 	}
 	require.Equal(t, "delivered", e.receipt(t, r3.ID).Status)
 	require.Empty(t, e.pendingRows(t))
@@ -247,7 +237,7 @@ func TestHookDebounce(t *testing.T) {
 		e := newPolicyEnv(t)
 		e.endpoint(t, "d", &apiv1.NotificationPolicy{DebounceMs: ptr(int32(1000))}, "alice", "#ops")
 		e.online(t, "alice")
-		var rs []HookResult
+		var rs []Result
 		for i := range 3 {
 			rs = append(rs, e.post(t, "d", "", `{}`))
 			require.Equal(t, "pending", rs[i].Status)
@@ -444,7 +434,7 @@ func TestHookDeleteCascadesPending(t *testing.T) {
 	require.Empty(t, e.hookMsgs(t, "alice", "x"))
 }
 
-// TestHookPolicyRestart: a second server over the same store (a restart)
+// TestHookPolicyRestart: a second service over the same store (a restart)
 // rebuilds the timers from the rows: the TTL and maxWaitMs count from the
 // receipt, not from the restart, and everyone starts offline and free.
 func TestHookPolicyRestart(t *testing.T) {
@@ -458,28 +448,31 @@ func TestHookPolicyRestart(t *testing.T) {
 	require.Equal(t, "pending", queued.Status)
 	require.Equal(t, "pending", held.Status)
 
-	// The restarted server: alice attaches and reports working before its
-	// loops start (else its first pass would flush the held copy at once,
+	// The restarted service: alice attaches and reports working before its
+	// loop starts (else its first pass would flush the held copy at once,
 	// as nobody works after a restart).
 	clock := &fakeClock{now: e.clock.Now().Add(10 * time.Second)}
-	srv := New(Deps{Store: e.st, Team: e.srv.core.team, Version: "test"}, WithNow(clock.Now))
-	sub, err := srv.core.hub.Subscribe("alice", "test")
-	require.NoError(t, err)
-	t.Cleanup(sub.Close)
-	srv.core.presence.setActivity("alice", stateWorking)
+	team := newFakeTeam(clock.Now, e.perms)
+	team.online["alice"] = 1
+	setWorking := func() { team.state["alice"], team.at["alice"] = stateWorking, clock.Now() }
+	setWorking()
+	c := testCommitter(e.st, clock.Now)
+	srv := New(Deps{Store: e.st, Commit: c, Members: team.members(), Registry: team.kit(c, nil), MessageID: msgID, Now: clock.Now})
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = srv.Run(runCtx); close(done) }()
+	go func() { srv.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	pass := func() time.Time {
-		next, err := srv.notify.Pass(context.Background())
+		next, err := srv.Pass(context.Background())
 		require.NoError(t, err)
 		return next
 	}
 	require.Equal(t, e.clock.Now().Add(20*time.Second), pass(), "maxWaitMs from the receipt is the next thing due")
 	require.Equal(t, "pending", e.receipt(t, held.ID).Status)
 	clock.Add(10 * time.Second) // 20 s from the receipt
-	srv.core.presence.setActivity("alice", stateWorking)
+	team.mu.Lock()
+	setWorking()
+	team.mu.Unlock()
 	pass()
 	d := e.receipt(t, held.ID)
 	require.Equal(t, "delivered", d.Status)
@@ -498,10 +491,7 @@ func TestHookMemberLeft(t *testing.T) {
 	e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "bob")
 	r := e.post(t, "q", "", `{}`)
 	require.Equal(t, "pending", r.Status)
-	require.NoError(t, e.srv.core.team.change(context.Background(), func(f *teamconfig.File) error {
-		f.Store.Members = slices.DeleteFunc(f.Store.Members, func(m teamconfig.Member) bool { return m.Name == "bob" })
-		return nil
-	}, nil))
+	e.team.remove("bob")
 	e.pass(t)
 	d := e.receipt(t, r.ID)
 	require.Equal(t, "dropped", d.Status)
@@ -518,19 +508,19 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	e.endpoint(t, "m", nil, "alice")
 	ctx := context.Background()
 	big := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
-	_, err := e.srv.Hook(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
-	require.ErrorIs(t, err, ErrHookRejected)
-	_, err = e.srv.Hook(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
-	require.ErrorIs(t, err, ErrHookRejected)
+	_, err := e.s.Ingress(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
+	require.ErrorIs(t, err, ErrRejected)
+	_, err = e.s.Ingress(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
+	require.ErrorIs(t, err, ErrRejected)
 	rs := e.receipts(t, "m")
 	require.Len(t, rs, 2)
 	bigRec, smallRec := rs[1], rs[0] // newest first
 	full, err := e.st.GetHookDelivery(ctx, bigRec.ID)
 	require.NoError(t, err)
-	require.Len(t, full.Body, notify.RejectedBodyKept, "the head only")
+	require.Len(t, full.Body, RejectedBodyKept, "the head only")
 	require.Equal(t, len(big), full.Size, "the size it had")
 	_, err = e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: bigRec.ID})
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 
 	// A whole rejected body replays, without the overrides its sender set.
 	got, err := e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: smallRec.ID})
@@ -540,7 +530,7 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	require.Empty(t, replayed.Level, "not the unverified critical")
 
 	ok := e.post(t, "m", "", `{}`)
-	e.clock.Add(notify.ReceiptRetention - time.Minute)
+	e.clock.Add(ReceiptRetention - time.Minute)
 	e.pass(t)
 	require.Len(t, e.receipts(t, "m"), 4, "kept within the retention")
 	e.clock.Add(2 * time.Minute)
@@ -622,10 +612,10 @@ func TestHookFlushSplitsIntoMessages(t *testing.T) {
 					require.Contains(t, m.Body, `delivery="`+id+`"`)
 				}
 				for _, id := range part {
-					carrier[id] = formatMessageID(m.Seq)
+					carrier[id] = msgID(m.Seq)
 				}
 				got = append(got, part...)
-				msgIDs = append(msgIDs, formatMessageID(m.Seq))
+				msgIDs = append(msgIDs, msgID(m.Seq))
 			}
 			require.Equal(t, ids, got, "every delivery once, newest first, over the messages in order")
 			if tc.coalesced {
@@ -680,9 +670,8 @@ func (tx statusWritesTx) SetHookDeliveryStatus(ctx context.Context, id, status, 
 // to say what it already says: stored pending, then once delivered (with
 // the messages' ids), or once dropped.
 func TestHookStatusWrittenOncePerTransition(t *testing.T) {
-	w := &statusWrites{Store: mustMemStore(t), writes: map[string][]string{}}
-	clock := &fakeClock{now: time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)}
-	e := &policyEnv{hookEnv: newHookEnvOn(t, w, false, WithNow(clock.Now)), clock: clock}
+	w := &statusWrites{Store: memStore(t), writes: map[string][]string{}}
+	e := &policyEnv{newHookEnvOn(t, w, false)}
 	e.endpoint(t, "now", nil, "alice")
 	e.endpoint(t, "q", &apiv1.NotificationPolicy{IfOffline: ptr("queue")}, "bob")
 
