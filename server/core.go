@@ -13,7 +13,6 @@ import (
 	"svc/server/clientaddr"
 	"svc/server/hub"
 	"svc/server/kek"
-	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
@@ -44,8 +43,6 @@ type core struct {
 	// redacting what the member's agent sends (the secrets capability's
 	// MemberValues).
 	secretValues func(ctx context.Context, member string) ([]string, error)
-	// reg is the registry kit the slug registries change their entries on.
-	reg *registry.Kit
 	// hooks is what the core asks of the inbound-hook capability.
 	hooks inboundHooks
 	// approvals indexes the pending approvals: presence reads a member

@@ -191,7 +191,9 @@ func New(d Deps, opts ...Option) *Server {
 			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
 		}
 	}
-	c.reg = newRegistryKit(c)
+	// The registry kit the slug registries (notify, secrets, tool sources)
+	// change their entries on; the core itself holds none of them.
+	kit := newRegistryKit(c)
 	hooked := notify.New(notify.Deps{
 		Store: d.Store,
 		Commit: notify.Committer{
@@ -207,7 +209,7 @@ func New(d Deps, opts ...Option) *Server {
 			Online: func(name string) bool { return c.hub.Connected(name) > 0 },
 			Busy:   func(name string) (bool, time.Time) { return c.presence.busy(name) },
 		},
-		Registry: c.reg, KEK: d.KEK,
+		Registry: kit, KEK: d.KEK,
 		Count: func(status string) {
 			if c.metrics != nil {
 				c.metrics.hooked(status)
@@ -244,7 +246,7 @@ func New(d Deps, opts ...Option) *Server {
 	c.act, s.act = act, act
 	s.run = append(s.run, act.Run)
 
-	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: c.reg, Changed: c.secretsChanged, Now: o.now, Log: o.log})
+	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: kit, Changed: c.secretsChanged, Now: o.now, Log: o.log})
 	c.secretValues = s.secrets.MemberValues
 	engine := toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
 	var record func(ctx context.Context, ev store.ActivityEvent) error
@@ -255,7 +257,7 @@ func New(d Deps, opts ...Option) *Server {
 		}
 	}
 	s.tools = toolsources.New(toolsources.Deps{
-		Store: d.Store, Registry: c.reg, Engine: engine, SecretValues: s.secrets.MemberValues, Record: record,
+		Store: d.Store, Registry: kit, Engine: engine, SecretValues: s.secrets.MemberValues, Record: record,
 		Now: o.now, Log: o.log,
 	})
 
