@@ -232,9 +232,13 @@ func New(d Deps, opts ...Option) *Server {
 	actHub := hub.New(hub.WithMaxPerMember(o.maxStreams))
 	c.metrics = newMetrics(c.hub, actHub, o.storeCommits)
 	c.msgs.met, push.met = c.metrics, c.metrics
+	// Secrets before activity: ingest redaction reads the team's values.
+	// A secret change tells the redactors through c.act, set below before
+	// any request is served.
+	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: kit, Changed: c.secretsChanged, Now: o.now, Log: o.log})
 	act := activity.New(activity.Deps{
 		Store: d.Activity, Hub: actHub, Streams: activityFeeds{c, actHub},
-		Members: activityMembers{c}, Secrets: c.teamSecretValues, Objective: c.objectiveForTrace,
+		Members: activityMembers{c}, Secrets: s.secrets.TeamValues, Objective: c.objectiveForTrace,
 		Prices: o.prices, FlushAfter: o.otlpFlush,
 		Observe: func(n int, start time.Time) { commitTimer(c.metrics.actBatch, c.metrics.actCommit, n, start) },
 		Exported: func(stored, rejected int64) {
@@ -246,7 +250,6 @@ func New(d Deps, opts ...Option) *Server {
 	c.act, s.act = act, act
 	s.run = append(s.run, act.Run)
 
-	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: kit, Changed: c.secretsChanged, Now: o.now, Log: o.log})
 	c.secretValues = s.secrets.MemberValues
 	engine := toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
 	var record func(ctx context.Context, ev store.ActivityEvent) error
