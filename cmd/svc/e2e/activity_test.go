@@ -5,7 +5,7 @@ package e2e
 // ActivityEvent/ActivityRow, §4 SSE, §5 kind lists; docs/TELEMETRY.md):
 // uploads and lists over REST and native gRPC, the live stream over SSE and
 // gRPC, durability across kill -9 and `svc activity prune`. Inference
-// records, traces and usage are in e2e_trace_test.go.
+// records, traces and usage are in trace_test.go.
 
 import (
 	"bytes"

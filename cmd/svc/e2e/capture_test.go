@@ -3,7 +3,7 @@ package e2e
 // The runner's inference capture end to end without Codex (issue 14): the
 // capturing proxy in front of a stub model API that streams a Responses
 // answer, its sink wired to the runner's GenAI uploader, the real broker
-// storing the record. Codex itself under the runner is e2e_codex_test.go.
+// storing the record. Codex itself under the runner is runner_codex_test.go.
 
 import (
 	"context"

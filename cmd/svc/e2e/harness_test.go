@@ -136,7 +136,29 @@ func svcPath(t testing.TB) string {
 	return svcBinary
 }
 
-const buildTags = "sqlite_omit_load_extension"
+const (
+	buildTags = "sqlite_omit_load_extension"
+	// buildPrefix and the builder's pid name a build directory.
+	buildPrefix = "svc-e2e-bin-"
+)
+
+// removeOrphanBuilds removes the build directories of test binaries that
+// are gone: TestMain removes its own, but not when a panic or a timeout
+// ends the run. A live pid's directory is left alone (it may be another
+// run's, or a reused pid's: then it is removed later).
+func removeOrphanBuilds() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), buildPrefix+"*-*"))
+	for _, d := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), buildPrefix), "-")
+		n, err := strconv.Atoi(pid)
+		if err != nil || n <= 0 {
+			continue
+		}
+		if err := syscall.Kill(n, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
 
 func buildSvc() (string, error) {
 	goTool, err := exec.LookPath("go")
@@ -159,7 +181,8 @@ func buildSvc() (string, error) {
 	for _, f := range strings.Fields(string(out)) {
 		_, _ = os.Stat(f)
 	}
-	if buildDir, err = os.MkdirTemp("", "svc-e2e-bin-"); err != nil {
+	removeOrphanBuilds()
+	if buildDir, err = os.MkdirTemp("", fmt.Sprintf("%s%d-", buildPrefix, os.Getpid())); err != nil {
 		return "", err
 	}
 	bin := filepath.Join(buildDir, "svc")

@@ -15,7 +15,7 @@ import (
 // The assertions of this file hold with the engine's placeholder (which
 // refuses every config and rejects every delivery with "no_secret") and
 // with the real engine alike: they never need a delivery to verify.
-// Signature-dependent scenarios are in e2e_hooks_verified_test.go.
+// Signature-dependent scenarios are in hooks_verified_test.go.
 
 func init() {
 	n := apiv1.NewNotificationsClient

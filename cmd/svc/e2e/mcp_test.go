@@ -1,7 +1,7 @@
 package e2e
 
 // End-to-end tests of `svc mcp` (docs/MCP.md) with the MCP Go SDK's own
-// client: the test binary runs as `svc mcp` over stdio against a real
+// client: the svc binary runs as `svc mcp` over stdio against a real
 // broker, and every tool, error text, hidden tool, bound tool and
 // tools/list_changed is checked as an agent would see it.
 

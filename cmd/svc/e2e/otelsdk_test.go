@@ -6,11 +6,10 @@ package e2e
 // whose batch processor the test flushes explicitly, emitting records
 // shaped like Claude Code's (server/otlp/testdata).
 //
-// Caveat: the test binary is also the broker child, and otlploggrpc
-// registers gRPC's gzip codec in every process that links it, so the
-// grpc-gzip case proves the broker's handling once the codec is there, not
-// that the shipped svc binary has it: TestOTLPGRPCGzipShippedBinary builds
-// and runs the real binary for that.
+// The broker is the svc binary the harness builds, which does not link
+// this test's otlploggrpc (that registers gRPC's gzip codec in every
+// process that links it), so the grpc-gzip case holds for the shipped
+// binary; TestOTLPGRPCGzipShippedBinary checks that alone.
 
 import (
 	"context"
@@ -203,18 +202,15 @@ func otSDKScenario(t *testing.T, ctx context.Context, p *proc, tok, member strin
 	require.False(t, strings.Contains(string(raw), otSecret) || strings.Contains(string(raw), otEmail), "nothing private stored: %s", raw)
 }
 
-// TestOTLPGRPCGzipShippedBinary builds svc as shipped (not this test
-// binary, which links gRPC's gzip codec through otlploggrpc) and exports
-// to it over gRPC with gzip compression, which OTLP requires every server
-// to accept ("All server components MUST support ... gzip"), as
-// OTLP/HTTP here does.
+// TestOTLPGRPCGzipShippedBinary runs svc as built (not this test binary,
+// which links gRPC's gzip codec through otlploggrpc), with nothing but HOME
+// and PATH in its environment, and exports to it over gRPC with gzip
+// compression, which OTLP requires every server to accept ("All server
+// components MUST support ... gzip"), as OTLP/HTTP here does.
 func TestOTLPGRPCGzipShippedBinary(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "svc")
-	build := exec.Command("go", "build", "-tags", "sqlite_omit_load_extension", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := svcPath(t)
 
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--config-path", filepath.Join(dir, "svc.json"))
 	cmd.Dir = dir

@@ -292,7 +292,7 @@ func otEncode(t testing.TB, ct string, req proto.Message) []byte {
 // and encoding ("" sends no Content-Encoding).
 func otPost(t testing.TB, p *proc, path, ct, encoding string, body any, opts ...reqOpt) httpResp {
 	t.Helper()
-	// setHeader (e2e_fs_test.go) removes the header for "".
+	// setHeader (fs_test.go) removes the header for "".
 	all := []reqOpt{setHeader("Content-Type", ct)}
 	if encoding != "" {
 		all = append(all, setHeader("Content-Encoding", encoding))
@@ -817,7 +817,7 @@ var otTestdata = []struct {
 // OTLP/JSON, re-encoded otherwise.
 func otReplay(t *testing.T, p *proc, tok, member string, tr otTransport) {
 	for _, f := range otTestdata {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "server", "otlp", "testdata", f.file))
+		raw, err := os.ReadFile(filepath.Join("..", "..", "..", "server", "otlp", "testdata", f.file))
 		require.NoError(t, err)
 		var rej int64
 		if tr.name == "json" {

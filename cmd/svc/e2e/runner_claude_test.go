@@ -1,7 +1,7 @@
 package e2e
 
 // The whole agent side end to end: the real Claude Code (agenttest's pinned
-// release) runs under a real `svc runner` (this test binary as svc) against
+// release) runs under a real `svc runner` (the harness's svc binary) against
 // a real broker, with the stub Anthropic Messages API scripting the model.
 // A teammate's DM wakes the agent; the stub's tool_use makes Claude Code
 // call the toolbox (`svc mcp`, started by Claude Code from the runner's

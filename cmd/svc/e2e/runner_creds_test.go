@@ -272,7 +272,7 @@ func ordinaryUser(t *testing.T) (string, func()) {
 			if err != nil {
 				return err
 			}
-			if _, binary := binaries[de.Name()]; binary {
+			if _, binary := binaries[de.Name()]; binary && filepath.Dir(path) == base {
 				return nil
 			}
 			return os.Lchown(path, nobody, nobody)

@@ -5,7 +5,7 @@ package e2e
 // every way a runner can stop, a first start's backlog, the re-brief that
 // does not double the replay, and the state file of an earlier runner.
 // The same cases with the real Claude Code and Codex are in
-// e2e_runner_claude_test.go and e2e_runner_codex_test.go.
+// runner_claude_test.go and runner_codex_test.go.
 
 import (
 	"encoding/json"

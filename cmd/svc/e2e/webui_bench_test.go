@@ -27,7 +27,7 @@ import (
 //     performance.now()), both on the browser's clock, over benchMessages
 //     messages sent one after another.
 //
-// Run: go test -tags sqlite_omit_load_extension -run '^$' -bench BenchmarkWebUI -benchtime 1x ./cmd/svc/
+// Run: go test -tags sqlite_omit_load_extension -run '^$' -bench BenchmarkWebUI -benchtime 1x ./cmd/svc/e2e/
 // (part of `make bench`). The figures are in docs/WEBAPP.md.
 
 const benchMessages = 200
