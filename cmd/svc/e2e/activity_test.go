@@ -1,8 +1,7 @@
 package e2e
 
-// End-to-end tests of activity streams (core.md Activity; the table
-// "Activity, inference records, telemetry ingest"; CONTRACT §1 prune, §3
-// ActivityEvent/ActivityRow, §4 SSE, §5 kind lists; docs/TELEMETRY.md):
+// End-to-end tests of activity streams (docs/TELEMETRY.md: Activity,
+// Routes, Retention; the shapes in proto/svc/v1/activity.proto):
 // uploads and lists over REST and native gRPC, the live stream over SSE and
 // gRPC, durability across kill -9 and `svc activity prune`. Inference
 // records, traces and usage are in trace_test.go.
@@ -52,10 +51,10 @@ func init() {
 	queryOps["GetUsage"] = true
 }
 
-// activityKindList is every activity kind (core.md Activity, CONTRACT §5).
+// activityKindList is every activity kind (docs/TELEMETRY.md, Activity).
 var activityKindList = []string{"llm_exchange", "tool_action", "objective_open", "objective_close", "user_prompt", "opaque_http"}
 
-// activityRowFields are the keys an ActivityRow may carry (CONTRACT §3),
+// activityRowFields are the keys an ActivityRow may carry (proto/svc/v1),
 // and the member's id and whether it was deleted (docs/DECISIONS.md, "A
 // deleted member's data stays its own").
 var activityRowFields = []string{"data", "id", "kind", "member", "memberDeleted", "memberDeletedAt", "memberId", "objectiveId", "ts"}
@@ -84,7 +83,8 @@ func actWhole(t testing.TB, v any, what string) int64 {
 	return int64(f)
 }
 
-// requireActivityRow asserts the ActivityRow shape (CONTRACT §2, §3) and
+// requireActivityRow asserts the ActivityRow shape (proto/svc/v1; absent
+// or null optional values: docs/DECISIONS.md, Wire) and
 // returns the row.
 func requireActivityRow(t testing.TB, row obj) obj {
 	t.Helper()

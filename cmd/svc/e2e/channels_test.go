@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// channelFields are the keys of a Channel (CONTRACT §3).
+// channelFields are the keys of a Channel (proto/svc/v1).
 var channelFields = []string{"archivedAt", "createdAt", "createdBy", "id", "slug"}
 
 // requireChannel asserts the Channel shape.

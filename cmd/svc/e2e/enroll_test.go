@@ -1,8 +1,8 @@
 package e2e
 
-// End-to-end tests of device enrollment (core.md "Device enrollment";
-// CONTRACT §3 DeviceTokenResponse, Pending enrollment,
-// ApproveEnrollmentRequest; §5 the poll interval; docs/ENROLLMENT.md) over
+// End-to-end tests of device enrollment (docs/ENROLLMENT.md: the flow, the
+// poll interval; proto/svc/v1/enrollment.proto: DeviceTokenResponse,
+// PendingEnrollment, ApproveEnrollmentRequest) over
 // REST and native gRPC. Time-based rules (lifetime, hold, interval
 // growth) are unit tests on a fake clock in server/enrollment_test.go.
 
@@ -38,7 +38,7 @@ func init() {
 	}
 }
 
-// pendingFields are the keys of a Pending enrollment (CONTRACT §3).
+// pendingFields are the keys of a Pending enrollment (proto/svc/v1).
 var pendingFields = []string{"createdAt", "expiresAt", "labelHint", "sourceIp", "status", "userAgent", "userCode"}
 
 // mintEnrollment starts an enrollment anonymously and checks the

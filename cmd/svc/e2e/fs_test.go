@@ -1,7 +1,7 @@
 package e2e
 
-// End-to-end tests of the virtual filesystem (spec: Filesystem entry,
-// Filesystem (dual-auth); CONTRACT §3 FsEntry, §4 POST /fs/write).
+// End-to-end tests of the virtual filesystem (docs/DECISIONS.md,
+// Filesystem; docs/API.md, Files; the FsEntry of proto/svc/v1).
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ func init() {
 	}
 }
 
-// fsEntryFields are the keys of an FsEntry (CONTRACT §3).
+// fsEntryFields are the keys of an FsEntry (proto/svc/v1).
 var fsEntryFields = []string{"createdAt", "kind", "mimeType", "name", "owner", "path", "size", "updatedAt"}
 
 // requireFsEntry asserts the FsEntry shape and its identity.
@@ -205,7 +205,7 @@ func regularFiles(t testing.TB, dir string) []string {
 }
 
 // requirePrivateTree asserts every directory under root is 0700 and every
-// file 0600 (spec: Configuration files).
+// file 0600 (docs/DECISIONS.md, Filesystem).
 func requirePrivateTree(t testing.TB, root string) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {

@@ -61,7 +61,8 @@ const (
 	nofileEnv = "SVC_E2E_NOFILE"
 
 	startTimeout = 20 * time.Second
-	// stopTimeout is the bound on SIGTERM (docs/DECISIONS.md, Shutdown).
+	// stopTimeout bounds an exit on SIGTERM: an 8 s drain, then the stores
+	// close (docs/DECISIONS.md, Operations).
 	stopTimeout = 10 * time.Second
 	// runTimeout bounds a child expected to exit on its own.
 	runTimeout = 30 * time.Second
@@ -589,7 +590,7 @@ func (p *proc) do(t testing.TB, method, path string, body any, opts ...reqOpt) h
 	return r
 }
 
-// wireStatus is the code-to-status table of CONTRACT §2.
+// wireStatus is the code-to-status table (docs/API.md, Conventions: Errors).
 var wireStatus = map[string]int{
 	"bad_request":          http.StatusBadRequest,
 	"unsupported_protocol": http.StatusBadRequest,

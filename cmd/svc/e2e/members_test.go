@@ -341,7 +341,7 @@ func listTokens(t *testing.T, d driver, caller cred, name string, start time.Tim
 	return tokens
 }
 
-// requireTokenInfo checks the TokenInfo shape (CONTRACT §3): no plaintext,
+// requireTokenInfo checks the TokenInfo shape (proto/svc/v1): no plaintext,
 // no hash, times as epoch-ms numbers.
 func requireTokenInfo(t *testing.T, info obj, start time.Time) {
 	t.Helper()

@@ -27,7 +27,7 @@ import (
 // messageIDRE is a message id: the 16-digit commit sequence (DECISIONS).
 var messageIDRE = regexp.MustCompile(`^[0-9]{16}$`)
 
-// messageFields are the keys a Message may carry (CONTRACT §3).
+// messageFields are the keys a Message may carry (proto/svc/v1).
 // replyTo, hops and loopStopped are the reply chain the broker stamps on an
 // agent's message (docs/RUNNER.md, Loop guard).
 var messageFields = []string{"attachments", "body", "createdAt", "data", "from", "hops", "id", "level", "loopStopped", "meta", "replyTo", "title", "to"}

@@ -2,8 +2,8 @@ package e2e
 
 // Helpers of the objectives end-to-end tests: a team whose members cover
 // every gate of the objective endpoints, objectives brought into each state,
-// shape assertions for Objective and ObjectiveEvent (core.md Objective,
-// CONTRACT §3), raw filesystem calls for attachments, and a fenced watch of
+// shape assertions for Objective and ObjectiveEvent (proto/svc/v1/
+// objectives.proto), raw filesystem calls for attachments, and a fenced watch of
 // the obj:<id> thread on live streams.
 
 import (
@@ -30,7 +30,7 @@ var objectiveRequired = []string{
 	"assignee", "attachments", "createdAt", "id", "originator", "outcome", "status", "title", "updatedAt", "watchers",
 }
 
-// objEventFields are the keys of an ObjectiveEvent (CONTRACT §3); payload may be
+// objEventFields are the keys of an ObjectiveEvent (proto/svc/v1); payload may be
 // absent or null.
 var objEventFields = []string{"actor", "createdAt", "id", "kind", "objectiveId", "payload"}
 
@@ -42,7 +42,7 @@ var objEventKinds = []string{
 // objAttachmentFields are the keys of an objective Attachment.
 var objAttachmentFields = []string{"mimeType", "name", "path", "size"}
 
-// unset reports a field that is null or absent (CONTRACT §2).
+// isUnset reports a field that is null or absent (docs/DECISIONS.md, Wire).
 func isUnset(o obj, key string) bool {
 	v, ok := o[key]
 	return !ok || v == nil
@@ -309,7 +309,7 @@ func objectiveIDs(t testing.TB, os []obj) []string {
 	return out
 }
 
-// --- Filesystem (raw REST, CONTRACT §4) ------------------------------------
+// --- Filesystem (raw REST, docs/API.md Files) ------------------------------
 
 // objContentType sets (not adds) the Content-Type of a request.
 func objContentType(v string) reqOpt {

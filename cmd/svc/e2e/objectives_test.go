@@ -1,7 +1,7 @@
 package e2e
 
-// End-to-end tests of objectives (core.md Objective, States and transitions,
-// Objectives endpoints, Events; CONTRACT §3, §4, §5), black-box over REST and
+// End-to-end tests of objectives (docs/API.md, Objectives; docs/DECISIONS.md,
+// Objectives), black-box over REST and
 // native gRPC. The members of objTeam (objectives_helpers_test.go) cover
 // every gate: alice originates, bob is assigned, carol watches, dave is
 // outside, olga holds the operator leaves, mgr only members.manage, and
@@ -221,8 +221,8 @@ type objWantEvent struct {
 	has  []string // values its payload names
 }
 
-// TestObjectiveTransitions walks the Objective state table (core.md States
-// and transitions, CONTRACT §4 and §5): every trigger from every status, by
+// TestObjectiveTransitions walks the Objective state table (docs/API.md,
+// Objectives: States): every trigger from every status, by
 // every kind of caller. Each row starts from a fresh fixture objective
 // (originator alice, assignee bob, watcher carol) in status from.
 func TestObjectiveTransitions(t *testing.T) {

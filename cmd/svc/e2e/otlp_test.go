@@ -1,7 +1,7 @@
 package e2e
 
-// End-to-end tests of OTLP log ingest (docs/TELEMETRY.md "OTLP logs", spec
-// core.md "OTLP log correlation rules", CONTRACT §4 and §5): exports built
+// End-to-end tests of OTLP log ingest (docs/TELEMETRY.md "OTLP logs",
+// correlation included): exports built
 // with the OTLP protobuf types are sent to a broker child as OTLP/HTTP JSON
 // and protobuf, with and without gzip, and over the gRPC LogsService on the
 // same address; the tests read what the broker made of them from
@@ -175,7 +175,8 @@ func otUsageData(u otUsage) obj {
 
 // --- Naming ---------------------------------------------------------------
 
-// otNaming is one way a producer names its records (CONTRACT §5): the
+// otNaming is one way a producer names its records (docs/TELEMETRY.md,
+// OTLP logs): the
 // event.name attribute prefixed or bare, or only the body string.
 type otNaming struct {
 	name string

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// presenceFields are the keys a Presence may carry (spec: Presence).
+// presenceFields are the keys a Presence may carry (proto/svc/v1).
 var presenceFields = []string{"activity", "busy", "connected", "createdAt", "lastSeen", "name", "role"}
 
 // presenceOf returns the roster's Presence of name, or nil when the roster

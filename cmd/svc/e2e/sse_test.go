@@ -1,7 +1,7 @@
 package e2e
 
 // Stream clients for the end-to-end tests: an SSE client for GET /subscribe
-// (CONTRACT §4) and a gRPC Subscribe client with the same shape, so a
+// (docs/DECISIONS.md, Messaging) and a gRPC Subscribe client with the same shape, so a
 // scenario can read "the next message" from either.
 //
 // Each stream has one reader goroutine that hands events over an unbuffered

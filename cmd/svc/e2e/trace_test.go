@@ -1,9 +1,9 @@
 package e2e
 
 // End-to-end tests of GenAI inference records, objective markers, objective
-// traces and usage (core.md Activity, GenAI inference record, States and
-// transitions; CONTRACT §3; docs/TELEMETRY.md "GenAI inference records",
-// "Traces and usage"), over REST and native gRPC.
+// traces and usage (docs/TELEMETRY.md "GenAI inference records", "Traces
+// and usage"; the shapes in proto/svc/v1/activity.proto), over REST and
+// native gRPC.
 
 import (
 	"bytes"
@@ -180,7 +180,7 @@ func genaiRaw(ts int64, req, resp string) []byte {
 	return b.Bytes()
 }
 
-// genaiRecordFields are the keys of a GenAI record (CONTRACT §3); api, the
+// genaiRecordFields are the keys of a GenAI record (proto/svc/v1); api, the
 // member's id and label and the computed cost are the broker's additions
 // (proto GenAiRecord).
 var genaiRecordFields = []string{"api", "costComputed", "costUsd", "id", "inputMessages", "member", "memberDeleted", "memberDeletedAt", "memberId",
