@@ -67,3 +67,23 @@ func BenchmarkJSONValid(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRedactEchoes is BenchmarkRedactBody's body with one secret
+// and Options.Echoes, the tool-call path (a 4 MiB answer is the most a
+// tool call reads).
+func BenchmarkRedactEchoes(b *testing.B) {
+	one := claudeBody(60 << 10)
+	for _, n := range []int{1, 64} { // 60 KiB, about 4 MiB
+		body := "[" + strings.Repeat(one+",", n-1) + one + "]"
+		r := NewWith(Options{Echoes: true}, "sk-secret-value-0-Zq9")
+		b.Run(fmt.Sprintf("bytes=%d", len(body)), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if out := r.String(body); len(out) != len(body) {
+					b.Fatal("redacted what holds no secret")
+				}
+			}
+		})
+	}
+}

@@ -25,6 +25,12 @@
 //     JSON string) and percent-encoding (%2B or %2b; '+' for a space when
 //     a secret holds one), in any order.
 //
+// NewWith(Options{Echoes: true}, …) also finds what an upstream that was
+// sent a secret may echo back: the secret in any case of its ASCII
+// letters, reversed, hex-encoded, URL-encoded as the usual encoders write
+// it, and split across consecutive JSON string values (the tool-call
+// path, docs/TOOLCALL.md; telemetry keeps New's forms and cost).
+//
 // A string that looks like JSON (it starts with '{', '[' or '"') is
 // rewritten so that it stays JSON: a match inside a string becomes
 // [REDACTED] inside that string, a match in a number or another bare value

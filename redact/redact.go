@@ -2,7 +2,9 @@ package redact
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +37,9 @@ const (
 // pattern is one fixed string to find.
 type pattern struct {
 	s string
+	// fold: s is lower case and is searched for in the text with its
+	// ASCII letters lowered (Options.Echoes).
+	fold bool
 	// b64 marks an inner base64 pattern: lead and trail say whether one
 	// more alphabet character before and after holds bits of the secret,
 	// and '=' padding after it goes too.
@@ -56,26 +61,61 @@ type Redactor struct {
 	space bool
 	// wide: a secret holds a byte past ASCII, which \u escapes spell.
 	wide bool
+	// echoes: Options.Echoes.
+	echoes bool
+	// folds: some pattern is searched for case-insensitively.
+	folds bool
+}
+
+// Options widen what a Redactor looks for beyond New's forms.
+type Options struct {
+	// Echoes also finds each secret the ways an upstream that was sent it
+	// may echo it back: in any case of its ASCII letters, reversed (by
+	// characters, in any case), hex-encoded (either case), and, in a text
+	// that looks like JSON, split across consecutive string values
+	// ("abcd", "efgh" for abcdefgh; each piece is redacted in its string).
+	// These also apply behind the encodings New looks through.
+	Echoes bool
 }
 
 // New returns a Redactor of the given secret values. Values shorter than
 // MinSecretLen are ignored; a value with white space around it is also
 // found without it.
 func New(secrets ...string) *Redactor {
-	r := &Redactor{}
-	seen := map[string]bool{}
+	return NewWith(Options{}, secrets...)
+}
+
+// NewWith is New with the forms o adds.
+func NewWith(o Options, secrets ...string) *Redactor {
+	r := &Redactor{echoes: o.Echoes}
+	type key struct {
+		s    string
+		fold bool
+	}
+	seen := map[key]bool{}
 	add := func(p pattern) {
-		if !seen[p.s] {
-			seen[p.s] = true
+		if !seen[key{p.s, p.fold}] {
+			seen[key{p.s, p.fold}] = true
 			r.pats = append(r.pats, p)
+			r.folds = r.folds || p.fold
 		}
 	}
 	for _, sec := range secrets {
 		for _, v := range []string{sec, strings.TrimSpace(sec)} {
-			if len(v) < MinSecretLen || seen[v] {
+			if len(v) < MinSecretLen || seen[key{v, false}] {
 				continue
 			}
 			add(pattern{s: v})
+			if o.Echoes {
+				add(pattern{s: asciiLower(v), fold: true})
+				add(pattern{s: asciiLower(reverse(v)), fold: true})
+				add(pattern{s: hex.EncodeToString([]byte(v)), fold: true})
+				// Also as written by the usual encoders, so that a '%'
+				// just before one (read as an escape with its first
+				// two characters) does not hide it from the view.
+				add(pattern{s: asciiLower(url.QueryEscape(v)), fold: true})
+				add(pattern{s: asciiLower(url.PathEscape(v)), fold: true})
+			}
 			for k := range 3 {
 				for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
 					add(b64Pattern(v, k, enc))
@@ -101,6 +141,34 @@ func New(secrets ...string) *Redactor {
 	// Longer first: at one place the longest match is taken whole.
 	slices.SortStableFunc(r.pats, func(a, b pattern) int { return len(b.s) - len(a.s) })
 	return r
+}
+
+// asciiLower lowers the ASCII letters of s, leaving every other byte (so
+// every offset) as it is.
+func asciiLower(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+	if i < 0 {
+		return s
+	}
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if c := b[i]; c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// reverse is s with its characters in the opposite order (bytes that are
+// not UTF-8 as single characters).
+func reverse(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := len(s); i > 0; {
+		_, n := utf8.DecodeLastRuneInString(s[:i])
+		out = append(out, s[i-n:i]...)
+		i -= n
+	}
+	return string(out)
 }
 
 // Secrets reports how many patterns r searches besides tokens (for
@@ -152,7 +220,7 @@ func (r *Redactor) String(s string) string {
 	// that only reads as one once its neighbour is gone): redact until
 	// nothing matches, a few rounds at most.
 	for range maxRounds {
-		sp := r.find(s, 0, nil)
+		sp := dropInMarkers(s, r.find(s, 0, nil))
 		if len(sp) == 0 {
 			break
 		}
@@ -163,6 +231,41 @@ func (r *Redactor) String(s string) string {
 		s = apply(s, sp)
 	}
 	return s
+}
+
+// dropInMarkers drops the spans that lie inside a Redacted already in s:
+// a secret that is part of the marker (REDACTED, or redacted in any case)
+// must not rewrite it round after round.
+func dropInMarkers(s string, sp []span) []span {
+	if len(sp) == 0 || !strings.Contains(s, Redacted) {
+		return sp
+	}
+	var marks [][2]int
+	for i := 0; ; {
+		j := strings.Index(s[i:], Redacted)
+		if j < 0 {
+			break
+		}
+		marks = append(marks, [2]int{i + j, i + j + len(Redacted)})
+		i += j + len(Redacted)
+	}
+	out := sp[:0]
+	for _, x := range sp {
+		k, _ := slices.BinarySearchFunc(marks, x.a, func(m [2]int, a int) int {
+			if m[1] <= a {
+				return -1
+			}
+			if m[0] > a {
+				return 1
+			}
+			return 0
+		})
+		if k < len(marks) && marks[k][0] <= x.a && x.b <= marks[k][1] {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // maxRounds bounds the rounds of String.
@@ -181,10 +284,18 @@ func (r *Redactor) Bytes(b []byte) []byte {
 // find appends the spans of t (at the given view depth) that hold a
 // secret or a token.
 func (r *Redactor) find(t string, depth int, out []span) []span {
+	lower := t
+	if r.folds {
+		lower = asciiLower(t)
+	}
 	for _, p := range r.pats {
 		first := len(out)
+		in := t
+		if p.fold {
+			in = lower
+		}
 		for i := 0; i < len(t); {
-			j := strings.Index(t[i:], p.s)
+			j := strings.Index(in[i:], p.s)
 			if j < 0 {
 				break
 			}
@@ -231,7 +342,11 @@ func (r *Redactor) find(t string, depth int, out []span) []span {
 		}
 		_, starts := d.decode(t, true)
 		for _, s := range sub {
-			out = append(out, back(starts, s))
+			if d.pieces {
+				out = pieces(starts, s, out)
+			} else {
+				out = append(out, back(starts, s))
+			}
 		}
 	}
 	return out
@@ -298,6 +413,20 @@ func back(starts []int, s span) span {
 		k++
 	}
 	return span{a: a, b: starts[k]}
+}
+
+// pieces maps a span of a view made of pieces of the text copied as they
+// are (joinStrings) onto the text: one span for each run of bytes that
+// lie next to each other there.
+func pieces(starts []int, s span, out []span) []span {
+	a := s.a
+	for k := s.a + 1; k <= s.b; k++ {
+		if k == s.b || starts[k] != starts[k-1]+1 {
+			out = append(out, span{a: starts[a], b: starts[k-1] + 1})
+			a = k
+		}
+	}
+	return out
 }
 
 // merge sorts spans and joins those that overlap or touch.
@@ -449,6 +578,9 @@ type decoder struct {
 	// decode returns the decoded text and, when asked, where in t each
 	// byte of it comes from (one more entry: len(t)).
 	decode func(t string, starts bool) (string, []int)
+	// pieces: the view is pieces of t copied as they are, so a match in
+	// it maps back to one span per piece (pieces), not one around them.
+	pieces bool
 }
 
 var decoders = []decoder{
@@ -487,6 +619,27 @@ var decoders = []decoder{
 		applies: func(r *Redactor, t string) bool { return r.space && strings.IndexByte(t, '+') >= 0 },
 		decode:  func(t string, starts bool) (string, []int) { return unescapePercent(t, true, starts) },
 	},
+	{
+		applies: func(r *Redactor, t string) bool { return r.echoes && looksJSON(t) },
+		decode:  joinStrings,
+		pieces:  true,
+	},
+}
+
+// joinStrings is the contents of the JSON string values of t (keys left
+// out), as they are written, one after the other: a secret an upstream
+// split across consecutive strings reads whole there.
+func joinStrings(t string, track bool) (string, []int) {
+	b := newBuilder(len(t), track)
+	for _, st := range stringTokens(t) {
+		// A key is followed by ':'.
+		after := strings.TrimLeft(t[min(st[1]+1, len(t)):], " \t\r\n")
+		if strings.HasPrefix(after, ":") {
+			continue
+		}
+		b.copy(t, st[0]+1, st[1])
+	}
+	return b.done(len(t))
 }
 
 // builder collects a decoded view and, optionally, its starts.

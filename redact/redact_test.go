@@ -2,6 +2,7 @@ package redact
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -226,4 +227,48 @@ func (ss strs) Has(sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestRedactEchoes: with Options.Echoes the engine also finds a secret
+// hex-encoded, reversed, in another case, URL-encoded and split across
+// JSON string values; without it, none of those (the telemetry paths keep
+// New's forms and cost).
+func TestRedactEchoes(t *testing.T) {
+	hexed := hex.EncodeToString([]byte(secret))
+	rev := "x/+eulaV-t3rc3s"
+	for _, tc := range []struct {
+		name, in, gone string
+		json, plainToo bool // plainToo: New finds it as well
+	}{
+		{name: "upper case", in: "k=" + strings.ToUpper(secret), gone: strings.ToUpper(secret)},
+		{name: "lower case", in: "k=" + strings.ToLower(secret) + ";", gone: strings.ToLower(secret)},
+		{name: "reversed", in: "k=" + rev, gone: rev},
+		{name: "reversed upper case", in: "k=" + strings.ToUpper(rev), gone: strings.ToUpper(rev)},
+		{name: "hex", in: "k=" + hexed, gone: hexed},
+		{name: "hex upper case", in: "k=" + strings.ToUpper(hexed), gone: strings.ToUpper(hexed)},
+		{name: "hex in a JSON string", in: `{"k":"` + strings.ToUpper(hexed) + `"}`, gone: strings.ToUpper(hexed), json: true},
+		{name: "URL-encoded after a percent sign", in: "%" + url.QueryEscape(secret), gone: url.QueryEscape(secret), plainToo: true},
+		{name: "split across array strings", in: `["s3cr3t","-Value+","/x"]`, gone: `s3cr3t","-Value+","/x`, json: true},
+		{name: "split across object values", in: `{"a":"s3cr3t-Va","b":{"c":"lue+\/x"}}`, gone: `lue+\/x`, json: true},
+		{name: "split upper case", in: `["S3CR3T-VA","LUE+/X"]`, gone: `LUE+/X`, json: true},
+		{name: "as is", in: "k=" + secret, gone: secret, plainToo: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := NewWith(Options{Echoes: true}, secret).String(tc.in)
+			require.NotContains(t, out, tc.gone)
+			require.Contains(t, out, Redacted)
+			if tc.json {
+				require.True(t, json.Valid([]byte(out)), out)
+			}
+			require.Equal(t, tc.plainToo, New(secret).String(tc.in) != tc.in, "New alone")
+		})
+	}
+	t.Run("a key between pieces is not joined", func(t *testing.T) {
+		in := `{"s3cr3t-Va":"lue+/x"}`
+		require.Equal(t, in, NewWith(Options{Echoes: true}, secret).String(in))
+	})
+	t.Run("a secret the marker spells converges", func(t *testing.T) {
+		require.Equal(t, "a [REDACTED] b", NewWith(Options{Echoes: true}, "REDACTED").String("a REDACTED b"))
+		require.Equal(t, "a [REDACTED] b", NewWith(Options{Echoes: true}, "redacted").String("a [REDACTED] b"))
+	})
 }

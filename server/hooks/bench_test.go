@@ -59,3 +59,13 @@ func BenchmarkContent(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkContentDeep is the payload: 9999 nested arrays, 20 KB,
+// pretty-printed with no template.
+func BenchmarkContentDeep(b *testing.B) {
+	payload := []byte(strings.Repeat("[", 9999) + strings.Repeat("]", 9999))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Content("", payload)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"svc/server/jsondepth"
 )
 
 // MaxContent caps one delivery's rendered content: 16 KiB, a quarter of
@@ -188,15 +190,17 @@ func renderTemplate(parts []tpart, payload []byte) string {
 }
 
 // pretty is the payload indented by two spaces (key order and number
-// text kept), or the body as text when it is not JSON.
+// text kept, as json.Indent writes it), or the body as text when it is
+// not JSON or nests deeper than maxDepth (as for filters and templates).
+//
+// The indentation is written into the cap, never past it: json.Indent of
+// deeply nested arrays grows with the square of the depth (a 20 KB body
+// of 9999 nested arrays made hundreds of MiB before the cut), so the
+// depth is bounded first and indenting stops once the cap is full
+// (docs/HOOKS.md, "Pretty-printing within the cap").
 func pretty(payload []byte) string {
-	if json.Valid(payload) {
-		var b bytes.Buffer
-		if err := json.Indent(&b, bytes.TrimSpace(payload), "", "  "); err == nil {
-			var c capped
-			c.WriteString(b.String())
-			return c.String()
-		}
+	if !jsondepth.Exceeds(payload, maxDepth) && json.Valid(payload) {
+		return indentCapped(bytes.TrimSpace(payload))
 	}
 	var c capped
 	c.WriteString(string(payload[:min(len(payload), MaxContent+utf8.UTFMax)]))
@@ -204,6 +208,95 @@ func pretty(payload []byte) string {
 		c.over = true
 	}
 	return c.String()
+}
+
+// indentCapped writes what json.Indent(dst, src, "", "  ") would, for a
+// valid JSON document src, but at most MaxContent+1 bytes of it: the
+// rest is only known to exist, which is all the cut needs.
+func indentCapped(src []byte) string {
+	const limit = MaxContent + 1
+	out := make([]byte, 0, min(limit, 2*len(src)+64))
+	over := false
+	// put appends b, or what fits of it; false once the cap is full.
+	put := func(b ...byte) bool {
+		if room := limit - len(out); len(b) > room {
+			out, over = append(out, b[:room]...), true
+			return false
+		}
+		out = append(out, b...)
+		return true
+	}
+	newline := func(depth int) bool {
+		if !put('\n') {
+			return false
+		}
+		for range depth {
+			if !put(' ', ' ') {
+				return false
+			}
+		}
+		return true
+	}
+	needIndent, depth := false, 0
+	inString, escaped := false, false
+scan:
+	for _, c := range src {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			if !put(c) {
+				break scan
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		if needIndent && c != '}' && c != ']' {
+			needIndent = false
+			depth++
+			if !newline(depth) {
+				break scan
+			}
+		}
+		ok := true
+		switch c {
+		case '{', '[':
+			// Delayed, so that an empty object or array stays {} or [].
+			needIndent = true
+			ok = put(c)
+		case ',':
+			ok = put(c) && newline(depth)
+		case ':':
+			ok = put(c, ' ')
+		case '}', ']':
+			if needIndent {
+				needIndent = false
+			} else {
+				depth--
+				ok = newline(depth)
+			}
+			ok = ok && put(c)
+		case '"':
+			inString = true
+			ok = put(c)
+		default:
+			ok = put(c)
+		}
+		if !ok {
+			break scan
+		}
+	}
+	cp := capped{over: over}
+	cp.b.Write(out)
+	return cp.String()
 }
 
 // capContent cuts s to MaxContent bytes on a rune boundary, marking the

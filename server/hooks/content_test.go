@@ -1,6 +1,9 @@
 package hooks
 
 import (
+	"bytes"
+	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -79,6 +82,91 @@ func TestContentPretty(t *testing.T) {
 			require.Equal(t, tc.want, Content("", []byte(tc.payload)))
 		})
 	}
+}
+
+// prettyIndent is pretty as it was before the capped indenter: all of
+// json.Indent, then the cut. The indenter must write what it wrote for
+// every payload within the depth bound.
+func prettyIndent(payload []byte) string {
+	if json.Valid(payload) {
+		var b bytes.Buffer
+		if err := json.Indent(&b, bytes.TrimSpace(payload), "", "  "); err == nil {
+			var c capped
+			c.WriteString(b.String())
+			return c.String()
+		}
+	}
+	var c capped
+	c.WriteString(string(payload[:min(len(payload), MaxContent+utf8.UTFMax)]))
+	if len(payload) > MaxContent+utf8.UTFMax {
+		c.over = true
+	}
+	return c.String()
+}
+
+func TestContentPrettyAsIndent(t *testing.T) {
+	long := `[` + strings.Repeat(`{"k":"v","n":[1,2,{}],"e":[]},`, 2000) + `0]`
+	tests := []struct{ name, payload string }{
+		{"object", `{"b":1,"a":{"c":[1,2]}}`},
+		{"empty containers", `{"a":{},"b":[],"c":[{},[]],"d":[[[]]]}`},
+		{"brackets and quotes in strings", `{"a\"[":"]},{\\","b":"\\\"","c":"[[[{{{"}`},
+		{"white space everywhere", " \t\r\n{ \"a\" :\n[ 1 ,\t2 ] , \"b\" : { } }\n "},
+		{"literals and numbers", `[true,false,null,-1.5e+10,0]`},
+		{"unicode and invalid utf8", "{\"é\":\"\u00e9 \xff\xfe x\"}"},
+		{"over the cap", long},
+		{"cut inside an indent", `[` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `]`},
+		{"at the depth bound", strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth)},
+		{"scalar", `"x"`},
+		{"not JSON", `{"a":`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, prettyIndent([]byte(tc.payload)), Content("", []byte(tc.payload)))
+		})
+	}
+}
+
+// TestContentPrettyDeepIsCheap: a payload whose indentation grows with
+// the square of its depth costs the cap, not the square. Measured with
+// json.Indent: the issue's 20 KB payload of 9999 nested arrays allocated
+// 1.6 GB a rendering; 250 siblings nested to the depth bound (256 KiB,
+// the hook body cap) 0.97 GB.
+func TestContentPrettyDeepIsCheap(t *testing.T) {
+	sibling := strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1)
+	issue := strings.Repeat("[", 9999) + strings.Repeat("]", 9999)
+	tests := []struct {
+		name    string
+		payload []byte
+		want    string // a prefix of the content
+	}{
+		{"the issue's payload", []byte(issue), issue[:MaxContent-len(cutMarker)] + cutMarker},
+		{"deep siblings within the bound", []byte("[" + strings.Repeat(sibling+",", 250) + "0]"), "[\n  [\n    [\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got string
+			const runs = 3
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for range runs {
+				got = Content("", tc.payload)
+			}
+			runtime.ReadMemStats(&after)
+			perRun := (after.TotalAlloc - before.TotalAlloc) / runs
+			require.Less(t, perRun, uint64(4<<20), "allocated %d bytes a rendering", perRun)
+			require.True(t, strings.HasPrefix(got, tc.want), "%q", clip(got, 80))
+			require.True(t, strings.HasSuffix(got, cutMarker))
+			require.LessOrEqual(t, len(got), MaxContent)
+		})
+	}
+}
+
+func TestContentPrettyTooDeepIsText(t *testing.T) {
+	deep := strings.Repeat(`{"a":[`, maxDepth/2) + `1` + strings.Repeat(`]}`, maxDepth/2) // maxDepth levels
+	require.Equal(t, prettyIndent([]byte(deep)), Content("", []byte(deep)), "at the bound: indented")
+	deeper := `[` + deep + `]`
+	require.Equal(t, deeper, Content("", []byte(deeper)), "past the bound: the body as sent")
 }
 
 func TestContentInvalidTemplateFallsBack(t *testing.T) {

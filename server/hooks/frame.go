@@ -56,12 +56,11 @@ type Part struct {
 //
 // Content can never close the fence early or forge an opening tag or
 // attributes: every '<' (or look-alike: fullwidth, small, angle
-// brackets) that, past spaces, slashes, invisible and combining
-// characters, case, width and common homoglyphs, reads as the start of
-// "external_content" becomes "&lt;", as does one ending the content;
-// control characters but tab and newline become U+FFFD; attribute values
-// are XML-escaped. Each item's content is capped at MaxContent as
-// Content does.
+// brackets) that may read as the start of "external_content" becomes
+// "&lt;", as does one ending the content (see fenceAt for how loosely it
+// is read); control characters but tab and newline, and every bidi
+// control, become U+FFFD; attribute values are XML-escaped. Each item's
+// content is capped at MaxContent as Content does.
 //
 // Every body is at most MaxMessage bytes and no item is ever left out:
 // items that do not fit one body go on in further parts, in order, each
@@ -172,7 +171,10 @@ func renderItem(slug string, it Item) string {
 }
 
 // sanitize makes content valid UTF-8 and replaces control characters but
-// tab, newline and carriage return with U+FFFD.
+// tab, newline and carriage return, and bidi controls, with U+FFFD. A
+// bidi override reorders what follows it on screen (U+202E then
+// "<tnetnoc_lanretxe/>" displays as a closing tag), so none is kept: the
+// text shows in the order it is read.
 func sanitize(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	clean := true
@@ -194,7 +196,10 @@ func sanitize(s string) string {
 }
 
 func isBadControl(r rune) bool {
-	return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
+	if r < utf8.RuneSelf {
+		return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
+	}
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }
 
 // escapeAttr escapes s for a double-quoted attribute value and a quoted
@@ -216,7 +221,7 @@ func escapeAttr(s string) string {
 			b.WriteString("&quot;")
 		case r == '\'':
 			b.WriteString("&apos;")
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
 			fmt.Fprintf(&b, "&#x%X;", r)
 		default:
 			b.WriteRune(r)
@@ -237,10 +242,12 @@ type tok struct {
 }
 
 // fold reads s as the detector sees it: each rune compatibility-
-// normalized (NFKC: fullwidth, mathematical and circled letters become
-// ASCII), lowercased and mapped through a small homoglyph table.
+// decomposed (NFKD: fullwidth, mathematical and circled letters become
+// ASCII, and accented letters a letter and combining marks, which the
+// detector skips), lowercased and mapped through a small homoglyph table.
 func fold(s string) []tok {
 	toks := make([]tok, 0, len(s))
+	var in, out []byte
 	for i, r := range s {
 		end := i + utf8.RuneLen(r)
 		if r == utf8.RuneError {
@@ -250,7 +257,9 @@ func fold(s string) []tok {
 			toks = append(toks, tok{foldRune(r), i, end})
 			continue
 		}
-		for _, f := range norm.NFKC.String(string(r)) {
+		in = utf8.AppendRune(in[:0], r)
+		out = norm.NFKD.Append(out[:0], in...)
+		for _, f := range string(out) {
 			toks = append(toks, tok{foldRune(f), i, end})
 		}
 	}
@@ -266,7 +275,10 @@ func foldRune(r rune) rune {
 }
 
 // homoglyphs maps letters that look like the ones of "external_content"
-// (and of '<' and '/') to them.
+// to them, and look-alikes of '<' and '/'. Letters outside ASCII need no
+// entry to be caught (fenceAt reads every one as a possible letter of the
+// name), but an entry keeps the ones that look like another letter from
+// making a harmless tag read as the fence.
 var homoglyphs = map[rune]rune{
 	'а': 'a', 'α': 'a', 'ɑ': 'a', // Cyrillic a, Greek alpha, Latin alpha
 	'с': 'c', 'ϲ': 'c', 'ⅽ': 'c',
@@ -277,47 +289,67 @@ var homoglyphs = map[rune]rune{
 	'г': 'r', 'ꭇ': 'r',
 	'т': 't', 'τ': 't',
 	'х': 'x', 'χ': 'x', 'ⅹ': 'x',
+	// '<': ‹ 〈 ⟨ 〈 ˂ ᐸ ❮ ❬ ⧼ « ﹤ ＜ (the last two are also NFKD's),
+	// ◁ ⊲ ⋖ ≺ 《 ⟪ ❰ ⦉ ⦑ ⧀ ᐊ.
 	'\u2039': '<', '\u3008': '<', '\u27E8': '<', '\u2329': '<', '\u02C2': '<', '\u1438': '<', '\u276E': '<', '\u276C': '<', '\u29FC': '<', '\u00AB': '<', '\uFE64': '<', '\uFF1C': '<',
+	'\u25C1': '<', '\u22B2': '<', '\u22D6': '<', '\u227A': '<', '\u300A': '<', '\u27EA': '<', '\u2770': '<', '\u2989': '<', '\u2991': '<', '\u29C0': '<', '\u140A': '<',
 	'⁄': '/', '∕': '/', '⧸': '/', '╱': '/', '\\': '/',
 }
 
 // ignorable is what the detector skips between the bracket and the name
-// and inside the name: spaces, invisible (format) and combining
-// characters, controls, and the separators a reader would read past.
+// and inside the name: spaces, invisible (format, bidi) and combining
+// characters, controls, the separators a reader would read past, and
+// punctuation outside ASCII.
 func ignorable(r rune) bool {
 	switch r {
-	case '_', '-', '.', ':', '‐', '‑', '‒', '–', '—', '―', '\uFFFD':
+	case '_', '-', '.', ':', '\uFFFD':
 		return true
 	}
-	return unicode.IsSpace(r) || unicode.IsControl(r) ||
-		unicode.In(r, unicode.Cf, unicode.Mn, unicode.Me)
+	if r < utf8.RuneSelf {
+		return unicode.IsSpace(r) || unicode.IsControl(r)
+	}
+	return unicode.IsSpace(r) || unicode.In(r, unicode.C, unicode.M, unicode.P)
 }
 
-// maxSkip bounds the characters skipped at one place, so a fence-like
-// run stays a few dozen characters long.
+// anyLetter reports whether r, read loosely, may be any letter of the
+// name: a letter, digit or symbol outside ASCII that NFKD and the
+// homoglyph table left as it was (a small capital, a letter of another
+// script, a letter-like symbol).
+func anyLetter(r rune) bool {
+	return r >= utf8.RuneSelf && unicode.In(r, unicode.L, unicode.N, unicode.S)
+}
+
+// maxSkip bounds the characters skipped at one place. A longer run of
+// them (a hundred zero-width spaces between '<' and '/') counts as a
+// fence: it is read as what follows it would be.
 const maxSkip = 64
 
-// fenceAt reports whether the '<' at toks[i] opens something that reads
-// as an external_content tag: past slashes and ignorables, the letters of
-// fenceName, each past ignorables. Running out of text on the way also
-// counts: the text that follows (a closing tag) could complete it.
+// fenceAt reports whether the '<' at toks[i] opens something that may
+// read as an external_content tag. The name is read as an allow-list, not
+// a deny-list: past slashes and ignorables, each letter of fenceName must
+// be matched, and only an ASCII character (after folding) that is another
+// letter or a punctuation mark proves the '<' harmless; a letter, digit or
+// symbol of any other script counts as the letter wanted, since it may
+// look like it. Running out of text on the way, or skipping more than
+// maxSkip characters at one place, also counts: the text that follows
+// could complete it.
 func fenceAt(toks []tok, i int) bool {
 	j := i + 1
 	for skipped := 0; j < len(toks) && (toks[j].r == '/' || ignorable(toks[j].r)); j++ {
 		if skipped++; skipped > maxSkip {
-			return false
+			return true
 		}
 	}
 	for _, want := range fenceName {
 		for skipped := 0; j < len(toks) && ignorable(toks[j].r) && toks[j].r != want; j++ {
 			if skipped++; skipped > maxSkip {
-				return false
+				return true
 			}
 		}
 		if j >= len(toks) {
 			return true
 		}
-		if toks[j].r != want {
+		if r := toks[j].r; r != want && !anyLetter(r) {
 			return false
 		}
 		j++

@@ -10,9 +10,8 @@ import (
 	"strings"
 )
 
-// maxDepth bounds how deep a payload may nest for filters and templates:
-// a deeper one is treated as not JSON there (pretty-printing has no such
-// limit).
+// maxDepth bounds how deep a payload may nest for filters, templates and
+// pretty-printing: a deeper one is treated as not JSON there.
 const maxDepth = 512
 
 // node is one JSON value of a payload, keeping object keys in their order

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -225,6 +226,59 @@ func FuzzSubstitute(f *testing.F) {
 		wantV := string([]rune(v))
 		if body.Whole != wantV || body.Part != "["+wantV+"]" {
 			t.Fatalf("body %q for %q", r.body, v)
+		}
+	})
+}
+
+// FuzzRedactEchoes puts a credential, in one of the forms an upstream
+// may echo it in (echoForms, or split across two JSON strings), at any
+// place of any text, and checks that no form of it survives redactEchoes
+// and that JSON stays JSON.
+func FuzzRedactEchoes(f *testing.F) {
+	f.Add("some text around", echoSecret, uint(5), uint8(0))
+	f.Add(`{"a":"b"}`, "Pa55word!xyz", uint(3), uint8(6))
+	f.Add("", "ÉtéÉtéÉté-KEY", uint(0), uint8(4))
+	f.Add("AAAA", "abcdefgh", uint(1), uint8(8))
+	f.Add("x", "aaaaaaaaaaaa", uint(9), uint8(13))
+	f.Add("%%%", "a b c d e f", uint(2), uint8(11))
+	f.Add("tail", "token with ' and <", uint(4), uint8(14))
+	f.Fuzz(func(t *testing.T, text, sec string, pos uint, form uint8) {
+		if len(sec) < 8 || len(sec) > 256 || len(text) > 2048 || !utf8.ValidString(sec) || !utf8.ValidString(text) ||
+			strings.ContainsFunc(sec, func(r rune) bool { return r < ' ' || r == 0x7f || r == utf8.RuneError }) ||
+			strings.ContainsAny(sec, `[]"\`) || strings.Contains(asciiLower(sec), "redacted") {
+			return
+		}
+		forms := echoForms(sec)
+		p := int(pos % uint(len(text)+1))
+		for p > 0 && p < len(text) && !utf8.RuneStart(text[p]) {
+			p--
+		}
+		var doc string
+		isJSON := false
+		if n := int(form) % (len(forms) + 2); n < len(forms) {
+			doc = text[:p] + forms[n].s + text[p:]
+		} else {
+			// Split in two JSON strings, after a string of the text.
+			k := int(pos % uint(len(sec)))
+			for k > 0 && !utf8.RuneStart(sec[k]) {
+				k--
+			}
+			parts := []string{text, sec[:k], sec[k:]}
+			if n == len(forms)+1 {
+				parts = []string{text, reversed(sec)[:len(sec)-k], reversed(sec)[len(sec)-k:]}
+			}
+			b, err := json.Marshal(parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, isJSON = string(b), true
+		}
+		out := redactEchoes(doc, sec)
+		if l := leak(out, sec); l != "" {
+			t.Fatalf("%s survived: %q → %q", l, doc, out)
+		}
+		if isJSON && !json.Valid([]byte(out)) {
+			t.Fatalf("not JSON: %q → %q", doc, out)
 		}
 	})
 }

@@ -261,7 +261,7 @@ func (c *Caller) invokeHTTP(ctx context.Context, b Binding, args map[string]any,
 	if int64(len(data)) > max {
 		return errorResult(secret, "the upstream's answer (%d) is larger than %d bytes", resp.StatusCode, max), nil
 	}
-	text := redactString(toValidUTF8(data), secret)
+	text := redactEchoes(toValidUTF8(data), secret)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		msg := fmt.Sprintf("upstream answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 		if text != "" {
@@ -272,13 +272,8 @@ func (c *Caller) invokeHTTP(ctx context.Context, b Binding, args map[string]any,
 	res := textResult(text, false)
 	// A JSON object also goes in structuredContent.
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && json.Valid(t) {
-		d := json.NewDecoder(bytes.NewReader(t))
-		d.UseNumber()
-		var v any
-		if d.Decode(&v) == nil {
-			if sc, err := marshalJSON(Redact(v, secret)); err == nil {
-				res.StructuredContent = sc
-			}
+		if sc, err := redactJSON(t, secret); err == nil {
+			res.StructuredContent = sc
 		}
 	}
 	return res, nil
@@ -313,7 +308,7 @@ func textResult(text string, isError bool) Result {
 // errorResult is an isError result with a message from which secret is
 // removed.
 func errorResult(secret, format string, a ...any) Result {
-	return textResult(redactString(fmt.Sprintf(format, a...), secret), true)
+	return textResult(redactEchoes(fmt.Sprintf(format, a...), secret), true)
 }
 
 func toValidUTF8(b []byte) string {

@@ -181,7 +181,7 @@ func (c *Caller) describe(tctx context.Context, s *mcpSession, cred *Credential,
 	default:
 		msg = err.Error()
 	}
-	return redactString(msg, secretOf(cred))
+	return redactEchoes(msg, secretOf(cred))
 }
 
 // codeRejectedByTransport is the go-sdk's JSON-RPC code for a message its
@@ -264,20 +264,57 @@ func (c *Caller) callMCP(ctx context.Context, endpoint string, cred *Credential,
 	return out, nil
 }
 
+// joinTexts redacts the text blocks of content read one after the other,
+// as one JSON array of their texts, so that a credential split across
+// two blocks is found (each block's part redacted in it); the other
+// blocks and the order stay. content is not changed.
+func joinTexts(content []mcp.Content, secret string) []mcp.Content {
+	var texts []string
+	for _, b := range content {
+		if tc, ok := b.(*mcp.TextContent); ok {
+			texts = append(texts, tc.Text)
+		}
+	}
+	if len(texts) < 2 {
+		return content
+	}
+	raw, err := json.Marshal(texts)
+	if err != nil {
+		return content
+	}
+	var red []string
+	if json.Unmarshal([]byte(redactEchoes(string(raw), secret)), &red) != nil || len(red) != len(texts) {
+		return content
+	}
+	out := make([]mcp.Content, len(content))
+	k := 0
+	for i, b := range content {
+		out[i] = b
+		if tc, ok := b.(*mcp.TextContent); ok {
+			c := *tc
+			c.Text = red[k]
+			out[i] = &c
+			k++
+		}
+	}
+	return out
+}
+
 // convertResult maps the SDK's CallToolResult to raw JSON blocks, the
-// credential redacted from every string.
+// credential redacted from every string (redactJSON).
 func convertResult(res *mcp.CallToolResult, secret string) (Result, error) {
 	out := Result{IsError: res.IsError, Content: []json.RawMessage{}}
-	for _, block := range res.Content {
-		raw, err := json.Marshal(block)
+	if len(res.Content) > 0 {
+		raw, err := json.Marshal(joinTexts(res.Content, secret))
 		if err != nil {
 			return Result{}, err
 		}
-		raw, err = redactJSON(raw, secret)
-		if err != nil {
+		if raw, err = redactJSON(raw, secret); err != nil {
 			return Result{}, err
 		}
-		out.Content = append(out.Content, raw)
+		if err := json.Unmarshal(raw, &out.Content); err != nil {
+			return Result{}, err
+		}
 	}
 	if res.StructuredContent != nil {
 		raw, err := json.Marshal(res.StructuredContent)
@@ -291,18 +328,4 @@ func convertResult(res *mcp.CallToolResult, secret string) (Result, error) {
 		out.StructuredContent = raw
 	}
 	return out, nil
-}
-
-// redactJSON redacts secret from a JSON document's strings.
-func redactJSON(raw []byte, secret string) ([]byte, error) {
-	if secret == "" {
-		return raw, nil
-	}
-	d := json.NewDecoder(strings.NewReader(string(raw)))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return marshalJSON(Redact(v, secret))
 }

@@ -1,8 +1,11 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"sort"
 	"strings"
+
+	"svc/redact"
 )
 
 // redacted replaces a secret wherever Redact finds one.
@@ -59,4 +62,30 @@ func redactString(s string, secrets ...string) string {
 		pairs = append(pairs, sec, redacted)
 	}
 	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// redactEchoes redacts a tool source's credential from text an upstream
+// (or an error about it) wrote: the secret as it is, whatever its length
+// (redactString), then through the one redaction engine with
+// redact.Options.Echoes: its base64 (standard and URL), hex, reversed and
+// case-changed forms, behind JSON escapes or percent-encoding, split
+// across JSON string values, and any svc bearer token (docs/TOOLCALL.md,
+// "Encoded echoes of the credential").
+func redactEchoes(s, secret string) string {
+	s = redactString(s, secret)
+	return redact.NewWith(redact.Options{Echoes: true}, secret).String(s)
+}
+
+// redactJSON redacts secret from a JSON document an upstream wrote, as
+// redactEchoes does (the engine keeps JSON text JSON, a match in a
+// string redacted inside it), then from its decoded strings and keys;
+// the document comes back compact, as marshalJSON writes it.
+func redactJSON(raw []byte, secret string) ([]byte, error) {
+	d := json.NewDecoder(strings.NewReader(redactEchoes(string(raw), secret)))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return marshalJSON(Redact(v, secret))
 }

@@ -55,20 +55,7 @@ func (q queries) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]s
 	}
 	query += ` ORDER BY requested_at DESC, rowid DESC LIMIT ?`
 	args = append(args, limit)
-	rows, err := q.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, translate("list approvals", err)
-	}
-	defer rows.Close()
-	out := []store.Approval{}
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, translate("list approvals", err)
-		}
-		out = append(out, a)
-	}
-	return out, translate("list approvals", rows.Err())
+	return collect(ctx, q.r, "list approvals", scanApproval, query, args...)
 }
 
 // CountPendingApprovals counts member's pending approvals.

@@ -37,20 +37,7 @@ UNION ALL SELECT `+channelColumns+` FROM channels WHERE slug = ?1 AND id <> ?1 L
 
 // ListChannels returns every channel ordered by slug.
 func (q queries) ListChannels(ctx context.Context) ([]store.Channel, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT `+channelColumns+` FROM channels ORDER BY slug`)
-	if err != nil {
-		return nil, translate("list channels", err)
-	}
-	defer rows.Close()
-	out := []store.Channel{}
-	for rows.Next() {
-		c, err := scanChannel(rows)
-		if err != nil {
-			return nil, translate("list channels", err)
-		}
-		out = append(out, c)
-	}
-	return out, translate("list channels", rows.Err())
+	return collect(ctx, q.r, "list channels", scanChannel, `SELECT `+channelColumns+` FROM channels ORDER BY slug`)
 }
 
 // RenameChannel changes a channel's slug.

@@ -37,20 +37,7 @@ func (q queries) GetEnrollmentByUserCode(ctx context.Context, userCode string) (
 
 // ListEnrollments returns the records live at now, oldest first.
 func (q queries) ListEnrollments(ctx context.Context, now time.Time) ([]store.Enrollment, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT `+enrollmentColumns+` FROM enrollments WHERE expires_at > ? ORDER BY created_at, rowid`, now.UnixMilli())
-	if err != nil {
-		return nil, translate("list enrollments", err)
-	}
-	defer rows.Close()
-	out := []store.Enrollment{}
-	for rows.Next() {
-		e, err := scanEnrollment(rows)
-		if err != nil {
-			return nil, translate("list enrollments", err)
-		}
-		out = append(out, e)
-	}
-	return out, translate("list enrollments", rows.Err())
+	return collect(ctx, q.r, "list enrollments", scanEnrollment, `SELECT `+enrollmentColumns+` FROM enrollments WHERE expires_at > ? ORDER BY created_at, rowid`, now.UnixMilli())
 }
 
 // CountEnrollments returns how many records are live at now.
@@ -84,20 +71,7 @@ func (q queries) DeleteEnrollment(ctx context.Context, id string) error {
 // DeleteExpiredEnrollments removes the records expired at now and returns
 // them.
 func (q queries) DeleteExpiredEnrollments(ctx context.Context, now time.Time) ([]store.Enrollment, error) {
-	rows, err := q.w.QueryContext(ctx, `DELETE FROM enrollments WHERE expires_at <= ? RETURNING `+enrollmentColumns, now.UnixMilli())
-	if err != nil {
-		return nil, translate("delete expired enrollments", err)
-	}
-	defer rows.Close()
-	out := []store.Enrollment{}
-	for rows.Next() {
-		e, err := scanEnrollment(rows)
-		if err != nil {
-			return nil, translate("delete expired enrollments", err)
-		}
-		out = append(out, e)
-	}
-	return out, translate("delete expired enrollments", rows.Err())
+	return collect(ctx, q.w, "delete expired enrollments", scanEnrollment, `DELETE FROM enrollments WHERE expires_at <= ? RETURNING `+enrollmentColumns, now.UnixMilli())
 }
 
 func scanEnrollment(s scanner) (store.Enrollment, error) {

@@ -395,37 +395,11 @@ func (q queries) home(ctx context.Context, op string, h dbtx, p string) (store.F
 
 // homes returns every member's home ordered by name.
 func (q queries) homes(ctx context.Context, op string, p store.Page) ([]store.FsEntry, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT name, created_at, updated_at FROM members WHERE name > ? ORDER BY name LIMIT ?`, p.After, limitOrAll(p.Limit))
-	if err != nil {
-		return nil, translate(op, err)
-	}
-	defer rows.Close()
-	out := []store.FsEntry{}
-	for rows.Next() {
-		e, err := scanHome(rows)
-		if err != nil {
-			return nil, translate(op, err)
-		}
-		out = append(out, e)
-	}
-	return out, translate(op, rows.Err())
+	return collect(ctx, q.r, op, scanHome, `SELECT name, created_at, updated_at FROM members WHERE name > ? ORDER BY name LIMIT ?`, p.After, limitOrAll(p.Limit))
 }
 
 func (q queries) queryFsEntries(ctx context.Context, op string, h dbtx, query string, args ...any) ([]store.FsEntry, error) {
-	rows, err := h.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, translate(op, err)
-	}
-	defer rows.Close()
-	out := []store.FsEntry{}
-	for rows.Next() {
-		e, err := scanFsEntry(rows)
-		if err != nil {
-			return nil, translate(op, err)
-		}
-		out = append(out, e)
-	}
-	return out, translate(op, rows.Err())
+	return collect(ctx, h, op, scanFsEntry, query, args...)
 }
 
 func scanFsEntry(s scanner) (store.FsEntry, error) {

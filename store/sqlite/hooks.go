@@ -10,104 +10,51 @@ import (
 	"svc/store"
 )
 
-const hookEndpointColumns = `slug, display_name, targets, auth_kind, auth_header, auth_prefix, auth_profile, filters, template, policy,
-dedupe_header, enabled, level, secret, created_at, updated_at`
+// hookEndpointFields are an endpoint's columns a create fills.
+const hookEndpointFields = `slug, display_name, targets, auth_kind, auth_header, auth_prefix, auth_profile, filters, template, policy,
+dedupe_header, enabled, level, secret`
+
+// hookEndpoints' get runs on every hook delivery: a cached statement.
+var hookEndpoints = newRegistry(registry[store.HookEndpoint]{
+	noun: "hook endpoint", table: "hook_endpoints",
+	columns: hookEndpointFields + `, created_at, updated_at`,
+	scan:    scanHookEndpoint,
+	hot:     true,
+})
 
 // CreateHookEndpoint stores an endpoint.
 func (q queries) CreateHookEndpoint(ctx context.Context, e store.HookEndpoint) error {
-	created := q.orNow(e.CreatedAt)
-	updated := e.UpdatedAt
-	if updated.IsZero() {
-		updated = created
-	}
-	_, err := q.w.ExecContext(ctx, `INSERT INTO hook_endpoints (`+hookEndpointColumns+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return hookEndpoints.create(ctx, q, e.CreatedAt, e.UpdatedAt, hookEndpointFields,
 		e.Slug, e.DisplayName, jsonOr(e.Targets, "[]"), e.Auth.Kind, e.Auth.HeaderName, e.Auth.Prefix, nullString(e.AuthProfile),
-		jsonOr(e.Filters, "[]"), e.Template, jsonOr(e.Policy, "{}"), e.DedupeHeader, e.Enabled, e.Level, nullBytes(e.Secret),
-		created.UnixMilli(), updated.UnixMilli())
-	return translate("create hook endpoint", err)
+		jsonOr(e.Filters, "[]"), e.Template, jsonOr(e.Policy, "{}"), e.DedupeHeader, e.Enabled, e.Level, nullBytes(e.Secret))
 }
-
-// PruneHookDeliveries deletes old receipts that hold no pending row.
-func (q queries) PruneHookDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
-	res, err := q.w.ExecContext(ctx, `DELETE FROM hook_deliveries WHERE id IN (
-SELECT d.id FROM hook_deliveries d WHERE d.received_at < ?
-AND NOT EXISTS (SELECT 1 FROM hook_pending p WHERE p.delivery = d.id)
-ORDER BY d.received_at LIMIT ?)`, before.UnixMilli(), limit)
-	if err != nil {
-		return 0, translate("prune hook deliveries", err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), translate("prune hook deliveries", err)
-}
-
-// Statements of every delivery's transaction, prepared on the writer at
-// open (see Open).
-var (
-	addHookDeliveryQuery = `INSERT INTO hook_deliveries (` + hookDeliveryColumns + `, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	setHookMessagesQuery = `UPDATE hook_deliveries SET message_ids = ? WHERE id = ?`
-	getHookDeliveryQuery = `SELECT ` + hookDeliveryColumns + `, body FROM hook_deliveries WHERE id = ?`
-)
-
-// getHookEndpointQuery runs on every hook delivery: a cached statement.
-var getHookEndpointQuery = `SELECT ` + hookEndpointColumns + ` FROM hook_endpoints WHERE slug = ?`
 
 // GetHookEndpoint returns an endpoint.
 func (q queries) GetHookEndpoint(ctx context.Context, slug string) (store.HookEndpoint, error) {
-	st, err := q.stmt(ctx, false, getHookEndpointQuery)
-	if err != nil {
-		return store.HookEndpoint{}, translate("get hook endpoint", err)
-	}
-	e, err := scanHookEndpoint(st.QueryRowContext(ctx, slug))
-	return e, translate("get hook endpoint", err)
+	return hookEndpoints.get(ctx, q, slug)
 }
 
 // ListHookEndpoints returns every endpoint by slug.
 func (q queries) ListHookEndpoints(ctx context.Context) ([]store.HookEndpoint, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT `+hookEndpointColumns+` FROM hook_endpoints ORDER BY slug`)
-	if err != nil {
-		return nil, translate("list hook endpoints", err)
-	}
-	defer rows.Close()
-	out := []store.HookEndpoint{}
-	for rows.Next() {
-		e, err := scanHookEndpoint(rows)
-		if err != nil {
-			return nil, translate("list hook endpoints", err)
-		}
-		out = append(out, e)
-	}
-	return out, translate("list hook endpoints", rows.Err())
+	return hookEndpoints.list(ctx, q)
 }
 
 // UpdateHookEndpoint replaces an endpoint's mutable fields.
 func (q queries) UpdateHookEndpoint(ctx context.Context, e store.HookEndpoint) error {
-	res, err := q.w.ExecContext(ctx, `UPDATE hook_endpoints SET display_name = ?, targets = ?, auth_kind = ?, auth_header = ?, auth_prefix = ?,
-auth_profile = ?, filters = ?, template = ?, policy = ?, dedupe_header = ?, enabled = ?, level = ?, updated_at = ? WHERE slug = ?`,
+	return hookEndpoints.update(ctx, q, "update hook endpoint", `display_name = ?, targets = ?, auth_kind = ?, auth_header = ?, auth_prefix = ?,
+auth_profile = ?, filters = ?, template = ?, policy = ?, dedupe_header = ?, enabled = ?, level = ?`, e.Slug, e.UpdatedAt,
 		e.DisplayName, jsonOr(e.Targets, "[]"), e.Auth.Kind, e.Auth.HeaderName, e.Auth.Prefix, nullString(e.AuthProfile),
-		jsonOr(e.Filters, "[]"), e.Template, jsonOr(e.Policy, "{}"), e.DedupeHeader, e.Enabled, e.Level, q.orNow(e.UpdatedAt).UnixMilli(), e.Slug)
-	if err != nil {
-		return translate("update hook endpoint", err)
-	}
-	return notFound("update hook endpoint", res)
+		jsonOr(e.Filters, "[]"), e.Template, jsonOr(e.Policy, "{}"), e.DedupeHeader, e.Enabled, e.Level)
 }
 
 // DeleteHookEndpoint removes an endpoint; its receipts go with it.
 func (q queries) DeleteHookEndpoint(ctx context.Context, slug string) error {
-	res, err := q.w.ExecContext(ctx, `DELETE FROM hook_endpoints WHERE slug = ?`, slug)
-	if err != nil {
-		return translate("delete hook endpoint", err)
-	}
-	return notFound("delete hook endpoint", res)
+	return hookEndpoints.remove(ctx, q, slug)
 }
 
 // SetHookEndpointSecret replaces an endpoint's sealed secret.
 func (q queries) SetHookEndpointSecret(ctx context.Context, slug string, secret []byte, at time.Time) error {
-	res, err := q.w.ExecContext(ctx, `UPDATE hook_endpoints SET secret = ?, updated_at = ? WHERE slug = ?`, nullBytes(secret), q.orNow(at).UnixMilli(), slug)
-	if err != nil {
-		return translate("set hook endpoint secret", err)
-	}
-	return notFound("set hook endpoint secret", res)
+	return hookEndpoints.update(ctx, q, "set hook endpoint secret", `secret = ?`, slug, at, nullBytes(secret))
 }
 
 func scanHookEndpoint(s scanner) (store.HookEndpoint, error) {
@@ -115,70 +62,47 @@ func scanHookEndpoint(s scanner) (store.HookEndpoint, error) {
 		e                        store.HookEndpoint
 		targets, filters, policy string
 		profile                  sql.NullString
-		secret                   []byte
 		created, updated         int64
 	)
 	if err := s.Scan(&e.Slug, &e.DisplayName, &targets, &e.Auth.Kind, &e.Auth.HeaderName, &e.Auth.Prefix, &profile, &filters, &e.Template, &policy,
-		&e.DedupeHeader, &e.Enabled, &e.Level, &secret, &created, &updated); err != nil {
+		&e.DedupeHeader, &e.Enabled, &e.Level, &e.Secret, &created, &updated); err != nil {
 		return store.HookEndpoint{}, err
 	}
 	e.Targets, e.Filters, e.Policy = []byte(targets), []byte(filters), []byte(policy)
 	e.AuthProfile = profile.String
-	if len(secret) > 0 {
-		e.Secret = secret
-	}
+	e.Secret = sealed(e.Secret)
 	e.CreatedAt, e.UpdatedAt = fromMS(created), fromMS(updated)
 	return e, nil
 }
 
-const hookProfileColumns = `p.slug, p.description, p.auth_kind, p.auth_header, p.auth_prefix, p.secret, p.created_at, p.updated_at,
-(SELECT count(*) FROM hook_endpoints e WHERE e.auth_profile = p.slug)`
+// hookProfiles read a profile with its endpoint count.
+var hookProfiles = newRegistry(registry[store.HookProfile]{
+	noun: "hook profile", table: "hook_profiles", alias: "p",
+	columns: `p.slug, p.description, p.auth_kind, p.auth_header, p.auth_prefix, p.secret, p.created_at, p.updated_at,
+(SELECT count(*) FROM hook_endpoints e WHERE e.auth_profile = p.slug)`,
+	scan: scanHookProfile,
+})
 
 // CreateHookProfile stores a profile.
 func (q queries) CreateHookProfile(ctx context.Context, p store.HookProfile) error {
-	created := q.orNow(p.CreatedAt)
-	updated := p.UpdatedAt
-	if updated.IsZero() {
-		updated = created
-	}
-	_, err := q.w.ExecContext(ctx, `INSERT INTO hook_profiles (slug, description, auth_kind, auth_header, auth_prefix, secret, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, p.Slug, p.Description, p.Auth.Kind, p.Auth.HeaderName, p.Auth.Prefix, nullBytes(p.Secret),
-		created.UnixMilli(), updated.UnixMilli())
-	return translate("create hook profile", err)
+	return hookProfiles.create(ctx, q, p.CreatedAt, p.UpdatedAt, `slug, description, auth_kind, auth_header, auth_prefix, secret`,
+		p.Slug, p.Description, p.Auth.Kind, p.Auth.HeaderName, p.Auth.Prefix, nullBytes(p.Secret))
 }
 
 // GetHookProfile returns a profile with its endpoint count.
 func (q queries) GetHookProfile(ctx context.Context, slug string) (store.HookProfile, error) {
-	p, err := scanHookProfile(q.r.QueryRowContext(ctx, `SELECT `+hookProfileColumns+` FROM hook_profiles p WHERE p.slug = ?`, slug))
-	return p, translate("get hook profile", err)
+	return hookProfiles.get(ctx, q, slug)
 }
 
 // ListHookProfiles returns every profile by slug.
 func (q queries) ListHookProfiles(ctx context.Context) ([]store.HookProfile, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT `+hookProfileColumns+` FROM hook_profiles p ORDER BY p.slug`)
-	if err != nil {
-		return nil, translate("list hook profiles", err)
-	}
-	defer rows.Close()
-	out := []store.HookProfile{}
-	for rows.Next() {
-		p, err := scanHookProfile(rows)
-		if err != nil {
-			return nil, translate("list hook profiles", err)
-		}
-		out = append(out, p)
-	}
-	return out, translate("list hook profiles", rows.Err())
+	return hookProfiles.list(ctx, q)
 }
 
 // UpdateHookProfile replaces a profile's description and auth.
 func (q queries) UpdateHookProfile(ctx context.Context, p store.HookProfile) error {
-	res, err := q.w.ExecContext(ctx, `UPDATE hook_profiles SET description = ?, auth_kind = ?, auth_header = ?, auth_prefix = ?, updated_at = ? WHERE slug = ?`,
-		p.Description, p.Auth.Kind, p.Auth.HeaderName, p.Auth.Prefix, q.orNow(p.UpdatedAt).UnixMilli(), p.Slug)
-	if err != nil {
-		return translate("update hook profile", err)
-	}
-	return notFound("update hook profile", res)
+	return hookProfiles.update(ctx, q, "update hook profile", `description = ?, auth_kind = ?, auth_header = ?, auth_prefix = ?`, p.Slug, p.UpdatedAt,
+		p.Description, p.Auth.Kind, p.Auth.HeaderName, p.Auth.Prefix)
 }
 
 // DeleteHookProfile removes a profile no endpoint references; when none
@@ -202,30 +126,44 @@ AND NOT EXISTS (SELECT 1 FROM hook_endpoints WHERE auth_profile = ?)`, slug, slu
 
 // SetHookProfileSecret replaces a profile's sealed secret.
 func (q queries) SetHookProfileSecret(ctx context.Context, slug string, secret []byte, at time.Time) error {
-	res, err := q.w.ExecContext(ctx, `UPDATE hook_profiles SET secret = ?, updated_at = ? WHERE slug = ?`, nullBytes(secret), q.orNow(at).UnixMilli(), slug)
-	if err != nil {
-		return translate("set hook profile secret", err)
-	}
-	return notFound("set hook profile secret", res)
+	return hookProfiles.update(ctx, q, "set hook profile secret", `secret = ?`, slug, at, nullBytes(secret))
 }
 
 func scanHookProfile(s scanner) (store.HookProfile, error) {
 	var (
 		p                store.HookProfile
-		secret           []byte
 		created, updated int64
 	)
-	if err := s.Scan(&p.Slug, &p.Description, &p.Auth.Kind, &p.Auth.HeaderName, &p.Auth.Prefix, &secret, &created, &updated, &p.EndpointCount); err != nil {
+	if err := s.Scan(&p.Slug, &p.Description, &p.Auth.Kind, &p.Auth.HeaderName, &p.Auth.Prefix, &p.Secret, &created, &updated, &p.EndpointCount); err != nil {
 		return store.HookProfile{}, err
 	}
-	if len(secret) > 0 {
-		p.Secret = secret
-	}
+	p.Secret = sealed(p.Secret)
 	p.CreatedAt, p.UpdatedAt = fromMS(created), fromMS(updated)
 	return p, nil
 }
 
 const hookDeliveryColumns = `id, endpoint, status, reason, dedupe_key, message_ids, received_at, size, if_offline, if_busy, level`
+
+// PruneHookDeliveries deletes old receipts that hold no pending row.
+func (q queries) PruneHookDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	res, err := q.w.ExecContext(ctx, `DELETE FROM hook_deliveries WHERE id IN (
+SELECT d.id FROM hook_deliveries d WHERE d.received_at < ?
+AND NOT EXISTS (SELECT 1 FROM hook_pending p WHERE p.delivery = d.id)
+ORDER BY d.received_at LIMIT ?)`, before.UnixMilli(), limit)
+	if err != nil {
+		return 0, translate("prune hook deliveries", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), translate("prune hook deliveries", err)
+}
+
+// Statements of every delivery's transaction, prepared on the writer at
+// open (see Open).
+var (
+	addHookDeliveryQuery = `INSERT INTO hook_deliveries (` + hookDeliveryColumns + `, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	setHookMessagesQuery = `UPDATE hook_deliveries SET message_ids = ? WHERE id = ?`
+	getHookDeliveryQuery = `SELECT ` + hookDeliveryColumns + `, body FROM hook_deliveries WHERE id = ?`
+)
 
 // AddHookDelivery stores a receipt.
 func (q queries) AddHookDelivery(ctx context.Context, d store.HookDelivery) error {
@@ -287,21 +225,9 @@ func (q queries) ListHookDeliveries(ctx context.Context, f store.HookDeliveryFil
 	if f.WithBody {
 		cols += ", body"
 	}
-	rows, err := q.r.QueryContext(ctx, `SELECT `+cols+` FROM hook_deliveries WHERE endpoint = ? AND received_at < ?
+	scan := func(s scanner) (store.HookDelivery, error) { return scanHookDelivery(s, f.WithBody) }
+	return collect(ctx, q.r, "list hook deliveries", scan, `SELECT `+cols+` FROM hook_deliveries WHERE endpoint = ? AND received_at < ?
 ORDER BY received_at DESC, rowid DESC LIMIT ?`, f.Endpoint, before, limit)
-	if err != nil {
-		return nil, translate("list hook deliveries", err)
-	}
-	defer rows.Close()
-	out := []store.HookDelivery{}
-	for rows.Next() {
-		d, err := scanHookDelivery(rows, f.WithBody)
-		if err != nil {
-			return nil, translate("list hook deliveries", err)
-		}
-		out = append(out, d)
-	}
-	return out, translate("list hook deliveries", rows.Err())
 }
 
 // hookDedupeSeenQuery repeats the partial index's condition (no empty

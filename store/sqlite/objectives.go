@@ -81,20 +81,7 @@ func (q queries) ListObjectives(ctx context.Context, f store.ObjectiveFilter) ([
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
-	rows, err := q.r.QueryContext(ctx, query+" ORDER BY created_at DESC, rowid DESC", args...)
-	if err != nil {
-		return nil, translate("list objectives", err)
-	}
-	defer rows.Close()
-	out := []store.Objective{}
-	for rows.Next() {
-		o, err := scanObjective(rows)
-		if err != nil {
-			return nil, translate("list objectives", err)
-		}
-		out = append(out, o)
-	}
-	return out, translate("list objectives", rows.Err())
+	return collect(ctx, q.r, "list objectives", scanObjective, query+" ORDER BY created_at DESC, rowid DESC", args...)
 }
 
 // UpdateObjective replaces the mutable fields of an objective.

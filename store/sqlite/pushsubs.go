@@ -43,20 +43,7 @@ func (q queries) MovePushSubscription(ctx context.Context, endpoint, member stri
 // ListPushSubscriptions returns the member's subscriptions, or everyone's
 // when member is empty, oldest first.
 func (q queries) ListPushSubscriptions(ctx context.Context, member string) ([]store.PushSubscription, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT `+pushSubColumns+` FROM push_subscriptions WHERE ?1 = '' OR member = ?1 ORDER BY created_at, id`, member)
-	if err != nil {
-		return nil, translate("list push subscriptions", err)
-	}
-	defer rows.Close()
-	out := []store.PushSubscription{}
-	for rows.Next() {
-		s, err := scanPushSub(rows)
-		if err != nil {
-			return nil, translate("list push subscriptions", err)
-		}
-		out = append(out, s)
-	}
-	return out, translate("list push subscriptions", rows.Err())
+	return collect(ctx, q.r, "list push subscriptions", scanPushSub, `SELECT `+pushSubColumns+` FROM push_subscriptions WHERE ?1 = '' OR member = ?1 ORDER BY created_at, id`, member)
 }
 
 // DeletePushSubscription removes a subscription of member (of anyone when

@@ -38,20 +38,7 @@ func (q queries) GetSession(ctx context.Context, h store.SessionHash) (store.Ses
 
 // ListSessions returns the member's sessions, oldest first.
 func (q queries) ListSessions(ctx context.Context, member string) ([]store.Session, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE member = ? ORDER BY created_at, id`, member)
-	if err != nil {
-		return nil, translate("list sessions", err)
-	}
-	defer rows.Close()
-	out := []store.Session{}
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, translate("list sessions", err)
-		}
-		out = append(out, s)
-	}
-	return out, translate("list sessions", rows.Err())
+	return collect(ctx, q.r, "list sessions", scanSession, `SELECT `+sessionColumns+` FROM sessions WHERE member = ? ORDER BY created_at, id`, member)
 }
 
 // DeleteSessionByID removes the member's session with that id and returns

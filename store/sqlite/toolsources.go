@@ -9,67 +9,43 @@ import (
 	"svc/store"
 )
 
-// toolSourceColumns read a source with its bindings and tools in one
-// statement, so a read never sees a source half changed.
-const toolSourceColumns = `s.slug, s.kind, s.display_name, s.config, s.enabled, s.all_members, s.cred_kind, s.cred_header, s.cred_secret, s.created_at, s.updated_at,
-(SELECT json_group_array(member) FROM (SELECT member FROM tool_bindings b WHERE b.slug = s.slug ORDER BY member)),
+// toolSources read a source with its bindings and tools in one statement,
+// so a read never sees a source half changed.
+var toolSources = newRegistry(registry[store.ToolSource]{
+	noun: "tool source", table: "tool_sources", alias: "s",
+	columns: `s.slug, s.kind, s.display_name, s.config, s.enabled, s.all_members, s.cred_kind, s.cred_header, s.cred_secret, s.created_at, s.updated_at,
+` + boundColumn("tool_bindings", "s") + `,
 (SELECT json_group_array(json_object('name', name, 'description', description, 'inputSchema', json(input_schema), 'binding', json(binding)))
- FROM (SELECT * FROM tools t WHERE t.slug = s.slug ORDER BY name))`
+ FROM (SELECT * FROM tools t WHERE t.slug = s.slug ORDER BY name))`,
+	scan:     scanToolSource,
+	bindings: "tool_bindings", bindNoun: "tool binding",
+})
 
 // CreateToolSource stores a source.
 func (q queries) CreateToolSource(ctx context.Context, s store.ToolSource) error {
-	created := q.orNow(s.CreatedAt)
-	updated := s.UpdatedAt
-	if updated.IsZero() {
-		updated = created
-	}
-	_, err := q.w.ExecContext(ctx, `INSERT INTO tool_sources (slug, kind, display_name, config, enabled, all_members, cred_kind, cred_header, cred_secret, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.Slug, s.Kind, s.DisplayName, jsonObject(s.Config), s.Enabled, s.AllMembers,
-		s.Credential.Kind, s.Credential.HeaderName, nullBytes(s.Credential.Secret), created.UnixMilli(), updated.UnixMilli())
-	return translate("create tool source", err)
+	return toolSources.create(ctx, q, s.CreatedAt, s.UpdatedAt, `slug, kind, display_name, config, enabled, all_members, cred_kind, cred_header, cred_secret`,
+		s.Slug, s.Kind, s.DisplayName, jsonObject(s.Config), s.Enabled, s.AllMembers, s.Credential.Kind, s.Credential.HeaderName, nullBytes(s.Credential.Secret))
 }
 
 // GetToolSource returns a source with its bindings and tools.
 func (q queries) GetToolSource(ctx context.Context, slug string) (store.ToolSource, error) {
-	s, err := scanToolSource(q.r.QueryRowContext(ctx, `SELECT `+toolSourceColumns+` FROM tool_sources s WHERE s.slug = ?`, slug))
-	return s, translate("get tool source", err)
+	return toolSources.get(ctx, q, slug)
 }
 
 // ListToolSources returns every source, by slug.
 func (q queries) ListToolSources(ctx context.Context) ([]store.ToolSource, error) {
-	rows, err := q.r.QueryContext(ctx, `SELECT `+toolSourceColumns+` FROM tool_sources s ORDER BY s.slug`)
-	if err != nil {
-		return nil, translate("list tool sources", err)
-	}
-	defer rows.Close()
-	out := []store.ToolSource{}
-	for rows.Next() {
-		s, err := scanToolSource(rows)
-		if err != nil {
-			return nil, translate("list tool sources", err)
-		}
-		out = append(out, s)
-	}
-	return out, translate("list tool sources", rows.Err())
+	return toolSources.list(ctx, q)
 }
 
 // UpdateToolSource replaces a source's mutable fields.
 func (q queries) UpdateToolSource(ctx context.Context, s store.ToolSource) error {
-	res, err := q.w.ExecContext(ctx, `UPDATE tool_sources SET display_name = ?, config = ?, enabled = ?, all_members = ?, updated_at = ? WHERE slug = ?`,
-		s.DisplayName, jsonObject(s.Config), s.Enabled, s.AllMembers, q.orNow(s.UpdatedAt).UnixMilli(), s.Slug)
-	if err != nil {
-		return translate("update tool source", err)
-	}
-	return notFound("update tool source", res)
+	return toolSources.update(ctx, q, "update tool source", `display_name = ?, config = ?, enabled = ?, all_members = ?`, s.Slug, s.UpdatedAt,
+		s.DisplayName, jsonObject(s.Config), s.Enabled, s.AllMembers)
 }
 
 // DeleteToolSource removes a source; bindings and tools go with it.
 func (q queries) DeleteToolSource(ctx context.Context, slug string) error {
-	res, err := q.w.ExecContext(ctx, `DELETE FROM tool_sources WHERE slug = ?`, slug)
-	if err != nil {
-		return translate("delete tool source", err)
-	}
-	return notFound("delete tool source", res)
+	return toolSources.remove(ctx, q, slug)
 }
 
 // SetToolCredential replaces a source's credential.
@@ -77,26 +53,18 @@ func (q queries) SetToolCredential(ctx context.Context, slug string, c store.Too
 	if c.Kind == "" {
 		c = store.ToolCredential{}
 	}
-	res, err := q.w.ExecContext(ctx, `UPDATE tool_sources SET cred_kind = ?, cred_header = ?, cred_secret = ?, updated_at = ? WHERE slug = ?`,
-		c.Kind, c.HeaderName, nullBytes(c.Secret), q.orNow(at).UnixMilli(), slug)
-	if err != nil {
-		return translate("set tool credential", err)
-	}
-	return notFound("set tool credential", res)
+	return toolSources.update(ctx, q, "set tool credential", `cred_kind = ?, cred_header = ?, cred_secret = ?`, slug, at,
+		c.Kind, c.HeaderName, nullBytes(c.Secret))
 }
 
 // PutToolBinding binds a member to a source.
 func (q queries) PutToolBinding(ctx context.Context, slug, member string) error {
-	return putBinding(ctx, q, "tool_sources", "tool_bindings", slug, member)
+	return toolSources.bind(ctx, q, slug, member)
 }
 
 // DeleteToolBinding removes a binding.
 func (q queries) DeleteToolBinding(ctx context.Context, slug, member string) error {
-	res, err := q.w.ExecContext(ctx, `DELETE FROM tool_bindings WHERE slug = ? AND member = ?`, slug, member)
-	if err != nil {
-		return translate("delete tool binding", err)
-	}
-	return notFound("delete tool binding", res)
+	return toolSources.unbind(ctx, q, slug, member)
 }
 
 // PutTool defines or replaces one tool and touches its source.
@@ -142,11 +110,7 @@ func (q queries) ReplaceTools(ctx context.Context, slug string, tools []store.To
 // touchToolSource moves a source's updatedAt: ErrNotFound when there is
 // no such source.
 func (q queries) touchToolSource(ctx context.Context, op, slug string, at time.Time) error {
-	res, err := q.w.ExecContext(ctx, `UPDATE tool_sources SET updated_at = ? WHERE slug = ?`, q.orNow(at).UnixMilli(), slug)
-	if err != nil {
-		return translate(op, err)
-	}
-	return notFound(op, res)
+	return toolSources.update(ctx, q, op, "", slug, at)
 }
 
 // toolJSON is one tool as toolSourceColumns aggregate it.
@@ -161,20 +125,18 @@ func scanToolSource(s scanner) (store.ToolSource, error) {
 	var (
 		out                  store.ToolSource
 		config, bound, tools string
-		secret               []byte
 		created, updated     int64
+		err                  error
 	)
 	if err := s.Scan(&out.Slug, &out.Kind, &out.DisplayName, &config, &out.Enabled, &out.AllMembers,
-		&out.Credential.Kind, &out.Credential.HeaderName, &secret, &created, &updated, &bound, &tools); err != nil {
+		&out.Credential.Kind, &out.Credential.HeaderName, &out.Credential.Secret, &created, &updated, &bound, &tools); err != nil {
 		return store.ToolSource{}, err
 	}
 	out.Config = []byte(config)
-	if len(secret) > 0 {
-		out.Credential.Secret = secret
-	}
+	out.Credential.Secret = sealed(out.Credential.Secret)
 	out.CreatedAt, out.UpdatedAt = fromMS(created), fromMS(updated)
-	if err := json.Unmarshal([]byte(bound), &out.Bound); err != nil {
-		return store.ToolSource{}, fmt.Errorf("tool bindings: %w", err)
+	if out.Bound, err = decodeBound("tool bindings", bound); err != nil {
+		return store.ToolSource{}, err
 	}
 	var ts []toolJSON
 	if err := json.Unmarshal([]byte(tools), &ts); err != nil {
@@ -208,24 +170,20 @@ func nullText(b []byte) any {
 
 // PutToolBinding runs its two statements in one transaction.
 func (db *DB) PutToolBinding(ctx context.Context, slug, member string) error {
-	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.PutToolBinding(ctx, slug, member) })
-	return err
+	return inTxErr(ctx, db, func(q queries) error { return q.PutToolBinding(ctx, slug, member) })
 }
 
 // PutTool runs its two statements in one transaction.
 func (db *DB) PutTool(ctx context.Context, slug string, t store.Tool, at time.Time) error {
-	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.PutTool(ctx, slug, t, at) })
-	return err
+	return inTxErr(ctx, db, func(q queries) error { return q.PutTool(ctx, slug, t, at) })
 }
 
 // DeleteTool runs its two statements in one transaction.
 func (db *DB) DeleteTool(ctx context.Context, slug, name string, at time.Time) error {
-	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.DeleteTool(ctx, slug, name, at) })
-	return err
+	return inTxErr(ctx, db, func(q queries) error { return q.DeleteTool(ctx, slug, name, at) })
 }
 
 // ReplaceTools runs its statements in one transaction.
 func (db *DB) ReplaceTools(ctx context.Context, slug string, tools []store.Tool, at time.Time) error {
-	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.ReplaceTools(ctx, slug, tools, at) })
-	return err
+	return inTxErr(ctx, db, func(q queries) error { return q.ReplaceTools(ctx, slug, tools, at) })
 }

@@ -1,4 +1,5 @@
-// Widgets every page shares: a status line, labelled fields, forms that
+// Widgets every page shares: a status line, labelled fields and their
+// controls (text, select, checkbox, write-only secret, fieldset), forms that
 // call the API and show its error, a confirm dialog, tables and times.
 // Everything is built with h(), so data is always text.
 import {h, replace} from './h.js';
@@ -30,6 +31,48 @@ export function field(label, control, hint) {
   const hintNode = hint ? h('span', {class: 'hint', id: control.id + '-hint'}, hint) : null;
   if (hintNode) control.setAttribute('aria-describedby', hintNode.id);
   return h('div', {class: 'field'}, h('label', {for: control.id}, label), control, hintNode);
+}
+
+// input is a text control (props may make it a number, url…) holding value
+// as text; null and undefined show empty.
+export function input(name, value, props = {}) {
+  return h('input', {name, value: value === undefined || value === null ? '' : String(value), ...props});
+}
+
+// select is a <select> of options (each its own value and text) with value
+// selected.
+export function select(name, options, value) {
+  return h('select', {name}, options.map((v) => h('option', {value: v, selected: v === value}, v)));
+}
+
+// check is a labelled checkbox: box is the control, node the row to place.
+export function check(label, name, checked) {
+  const box = h('input', {type: 'checkbox', name, checked: !!checked, id: uid('c')});
+  return {box, node: h('div', {class: 'check'}, box, h('label', {for: box.id}, label))};
+}
+
+// secretInput is a write-only field: never filled from the broker, never
+// autocompleted; the caller empties it after use.
+export function secretInput(name, id) {
+  return h('input', {type: 'password', name, id, autocomplete: 'new-password', spellcheck: 'false', value: ''});
+}
+
+// secretField is a write-only secret's field and, when one is set (isSet),
+// the box that removes it: {input, drop (the box), nodes (to place)}.
+export function secretField({name, id, label, hint, isSet, drop, dropName}) {
+  const input = secretInput(name, id);
+  const remove = check(drop, dropName, false);
+  return {input, drop: remove.box, nodes: [field(label, input, hint), isSet ? remove.node : null]};
+}
+
+// fieldset groups controls under a legend.
+export function fieldset(legend, ...children) {
+  return h('fieldset', {}, h('legend', {}, legend), children);
+}
+
+// button is a plain button (not a submit): button('Close', fn, {class: 'quiet'}).
+export function button(text, onclick, props = {}) {
+  return h('button', {type: 'button', ...props, onclick}, text);
 }
 
 // form builds a form whose submit runs action(form) with the submit button
