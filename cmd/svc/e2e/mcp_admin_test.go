@@ -334,7 +334,7 @@ func inspect(t *testing.T, p *proc, token string, args ...string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	build := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector-cli", "build")
-	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(build, "cli.js"), "--cli", svc.Path}, args...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(build, "cli.js"), "--cli", svc.Path, "mcp"}, args...)...)
 	// The CLI finds its own package.json relative to the working directory.
 	cmd.Env, cmd.Dir = svc.Env, build
 	var stdout, stderr bytes.Buffer
