@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TOTP failure limits (spec: Limits).
+// TOTP failure limits (docs/API.md, POST /session/totp).
 const (
 	TOTPWindow         = 15 * time.Minute
 	TOTPMemberFailures = 5
@@ -14,7 +14,7 @@ const (
 
 // FailureLimiter counts failed logins in a sliding window, per member and
 // globally. While a limit is reached every attempt it covers is refused, even
-// one with a correct code (CONTRACT §5).
+// one with a correct code: a limit is a lockout, not a delay.
 type FailureLimiter struct {
 	mu        sync.Mutex
 	now       func() time.Time
