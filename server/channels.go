@@ -21,7 +21,7 @@ const (
 	roleMember = "member"
 )
 
-// slugRE is the channel slug grammar (spec: Channel): 1 to 32 characters of
+// slugRE is the channel slug grammar (the Channel message in proto/svc/v1): 1 to 32 characters of
 // lowercase letters, digits and dashes, alphanumeric at both ends, no double
 // dash.
 var slugRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)

@@ -24,7 +24,7 @@ import (
 	"svc/store"
 )
 
-// Device enrollment limits (spec: Limits; docs/ENROLLMENT.md).
+// Device enrollment limits (docs/ENROLLMENT.md).
 const (
 	// enrollLifetime is how long a minted code pair may be approved.
 	enrollLifetime = 300 * time.Second

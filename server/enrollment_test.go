@@ -126,7 +126,7 @@ func TestEnrollmentMint(t *testing.T) {
 }
 
 // The server enforces the interval per device code from the previous poll;
-// every slow_down adds 5 s (CONTRACT §5).
+// every slow_down adds 5 s (docs/ENROLLMENT.md).
 func TestEnrollmentPollInterval(t *testing.T) {
 	f := mustEnrollment(t, true)
 	code := f.mint(t).GetDeviceCode()

@@ -32,7 +32,7 @@ const (
 	dirMimeType = "inode/directory"
 )
 
-// Collision strategies of a write (CONTRACT §4).
+// Collision strategies of a write (docs/API.md, "Files": collide=).
 const (
 	CollideError     = "error"
 	CollideOverwrite = "overwrite"
@@ -40,7 +40,7 @@ const (
 )
 
 // errFsDisabled answers every filesystem call when the team config has no
-// files block (spec: absent optional blocks disable the feature).
+// files block (an absent optional config block disables its feature).
 var errFsDisabled = apierr.Errorf(apierr.CodeNotFound, "the filesystem is disabled: the team config has no files block")
 
 // Fs implements apiv1.FsServer, the virtual filesystem, and the byte-level
@@ -760,7 +760,7 @@ func normalizeMimeType(s string) (string, error) {
 	return out, nil
 }
 
-// fsEntryToProto renders an entry (CONTRACT §3 FsEntry).
+// fsEntryToProto renders an entry (FsEntry in proto/svc/v1).
 func FsEntryToProto(e store.FsEntry) *apiv1.FsEntry {
 	pe := &apiv1.FsEntry{
 		Path: e.Path, Name: e.Name(), Kind: e.Kind, Size: float64(e.Size), MimeType: e.MimeType,

@@ -29,7 +29,7 @@ const (
 	maxThreadID = 256
 )
 
-// History page bounds (spec: Limits).
+// History page bounds (docs/API.md, "Chat": 50 by default, at most 500).
 const (
 	defaultHistoryLimit = 50
 	maxHistoryLimit     = 500
@@ -41,7 +41,7 @@ const (
 	generalThread = "chan:" + generalID
 )
 
-// levels are the LogLevels of a message (spec: Message).
+// levels are the LogLevels of a message (the Message in proto/svc/v1).
 var levels = map[string]bool{"debug": true, "info": true, "notice": true, "warning": true, "error": true, "critical": true}
 
 // brokerMessages serves chat: push, history and the live stream.

@@ -27,7 +27,7 @@ const (
 	maxWatchers         = 256
 )
 
-// Audit event kinds (spec: ObjectiveEvent).
+// Audit event kinds (ObjectiveEvent in proto/svc/v1).
 const (
 	evAssigned       = "assigned"
 	evBlocked        = "blocked"

@@ -247,7 +247,8 @@ func (t *Team) changeMember(ctx context.Context, name string, fn func(m *teamcon
 	}, mirror)
 }
 
-// errLastAdmin is the last-admin invariant (spec: Authentication rule 3).
+// errLastAdmin is the last-admin invariant: no change may leave the team
+// without a member who can manage members.
 var errLastAdmin = apierr.Errorf(apierr.CodeBadRequest, "at least one member must keep members.manage")
 
 func checkAdminRemains(f *teamconfig.File) error {
