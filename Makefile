@@ -40,11 +40,11 @@ lint: ## buf lint, buf format, gofmt and go vet.
 test: check-generated lint test-unit ## Everything CI runs.
 
 test-unit: chromium ## Go tests with the race detector.
-	@# cmd/svc's end-to-end tests (real agents, Chromium) take longer than
+	@# The end-to-end tests (cmd/svc/e2e: real agents, Chromium) take longer than
 	@# go test's default 10-minute limit on a 2-core machine.
 	$(GO) test -race -count=1 -timeout 45m -tags $(TAGS) ./...
 	@# Resident memory only means something without the race detector.
-	$(GO) test -count=1 -tags $(TAGS) ./cmd/svc -run '^TestStalledGRPCSubscribersAreReleased$$'
+	$(GO) test -count=1 -tags $(TAGS) ./cmd/svc/e2e -run '^TestStalledGRPCSubscribersAreReleased$$'
 
 # The web app's tests drive Debian's chromium (cmd/svc/internal/browsertest).
 # Installed only when missing; quiet unless apt-get fails.

@@ -17,7 +17,7 @@ import (
 	"svc/server/hub"
 )
 
-// SSE timing (CONTRACT §4: a ping every 15 s).
+// SSE timing: a ping every 15 s (docs/DECISIONS.md, Messaging).
 const (
 	pingInterval = 15 * time.Second
 	// writeTimeout bounds one write to a subscriber: a peer that stops

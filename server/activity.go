@@ -56,28 +56,6 @@ func (m activityMembers) Label(name, id string) (bool, time.Time) {
 // after a change to a secret commits, never before.
 func (c *core) secretsChanged() { c.act.SecretsChanged() }
 
-// teamSecretValues decrypts every secret value the team holds. A value
-// the active KEK cannot open is left out (memberSecrets warns of it).
-func (c *core) teamSecretValues(ctx context.Context) ([]string, error) {
-	if c.kek == nil {
-		return nil, nil
-	}
-	list, err := c.store.ListSecrets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, x := range list {
-		if len(x.Value) == 0 {
-			continue
-		}
-		if v, err := c.open(x.Value, secretPurpose(x.Slug)); err == nil {
-			out = append(out, string(v))
-		}
-	}
-	return out, nil
-}
-
 // activityFeeds opens activity streams as Feeds over h, the activity hub,
 // so they are counted, cut and bounded as chat streams are.
 type activityFeeds struct {

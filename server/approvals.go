@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"svc/server/apierr"
 	"sync"
 	"time"
 	"unicode"
@@ -296,7 +297,7 @@ func (s *Approvals) ListApprovals(ctx context.Context, req *apiv1.ListApprovalsR
 		statuses = []string{store.ApprovalAllowed, store.ApprovalDenied, store.ApprovalExpired}
 	case "all":
 	default:
-		return nil, invalid("status", "must be pending, decided or all")
+		return nil, apierr.Invalid("status", "must be pending, decided or all")
 	}
 	list, err := s.store.ListApprovals(ctx, store.ApprovalFilter{Statuses: statuses, Limit: maxListedApprovals})
 	if err != nil {
@@ -327,11 +328,11 @@ func (s *Approvals) ListApprovals(ctx context.Context, req *apiv1.ListApprovalsR
 // be its requester.
 func (s *Approvals) visibleApproval(ctx context.Context, p *auth.Principal, id string) (store.Approval, string, bool, error) {
 	if id == "" {
-		return store.Approval{}, "", false, invalid("id", "is required")
+		return store.Approval{}, "", false, apierr.Invalid("id", "is required")
 	}
 	a, err := s.store.GetApproval(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return a, "", false, Errorf(CodeNotFound, "no approval %q", id)
+		return a, "", false, apierr.Errorf(apierr.CodeNotFound, "no approval %q", id)
 	}
 	if err != nil {
 		return a, "", false, err
@@ -351,18 +352,18 @@ func (s *Approvals) GetApproval(ctx context.Context, req *apiv1.GetApprovalReque
 		return nil, err
 	}
 	if !decider && a.Member != p.Member {
-		return nil, Errorf(CodeNotFound, "no approval %q", req.GetId())
+		return nil, apierr.Errorf(apierr.CodeNotFound, "no approval %q", req.GetId())
 	}
 	return &apiv1.GetApprovalResponse{Approval: approvalToProto(a)}, nil
 }
 
 // validToolName checks the tool an approval names: one line of UTF-8.
 func validToolName(tool string) error {
-	if err := validText("tool", tool, maxApprovalTool, true); err != nil {
+	if err := apierr.ValidText("tool", tool, maxApprovalTool, true); err != nil {
 		return err
 	}
 	if strings.ContainsFunc(tool, unicode.IsControl) {
-		return invalid("tool", "must be one line without control characters")
+		return apierr.Invalid("tool", "must be one line without control characters")
 	}
 	return nil
 }
@@ -380,25 +381,25 @@ func (s *Approvals) CreateApproval(ctx context.Context, req *apiv1.CreateApprova
 	if req.GetInput() != nil {
 		var err error
 		if input, err = protojson.Marshal(req.GetInput()); err != nil {
-			return nil, invalid("input", "must be JSON")
+			return nil, apierr.Invalid("input", "must be JSON")
 		}
 	}
 	input = s.redactForMember(ctx, p.Member, input)
 	if len(input) > maxApprovalInput {
-		return nil, invalid("input", "at most %d bytes of JSON", maxApprovalInput)
+		return nil, apierr.Invalid("input", "at most %d bytes of JSON", maxApprovalInput)
 	}
 	objective := req.GetObjective()
 	originator := ""
 	if objective != "" {
 		o, err := s.store.GetObjective(ctx, objective)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, invalid("objective", "no objective %q", objective)
+			return nil, apierr.Invalid("objective", "no objective %q", objective)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if o.Assignee != p.Member || (o.Status != store.StatusActive && o.Status != store.StatusBlocked) {
-			return nil, invalid("objective", "must be an open objective assigned to you")
+			return nil, apierr.Invalid("objective", "must be an open objective assigned to you")
 		}
 		originator = o.Originator
 	}
@@ -415,7 +416,7 @@ func (s *Approvals) CreateApproval(ctx context.Context, req *apiv1.CreateApprova
 			return nil, err
 		}
 		if n >= maxPendingApprovals {
-			return nil, &Error{Code: CodeRateLimited, RetryAfter: time.Minute,
+			return nil, &apierr.Error{Code: apierr.CodeRateLimited, RetryAfter: time.Minute,
 				Message: fmt.Sprintf("%d approvals wait for a decision already; wait for them", n)}
 		}
 		if err := tx.CreateApproval(ctx, a); err != nil {
@@ -459,9 +460,9 @@ func (c *core) redactForMember(ctx context.Context, member string, input []byte)
 // the member to each approver, so each sees it in the conversation with
 // the agent.
 func approvalRequests(a store.Approval, approvers []string, exp time.Duration) ([]store.Message, error) {
-	title := truncateUTF8(fmt.Sprintf("%s asks to use %s", a.Member, a.Tool), maxTitle)
+	title := apierr.TruncateUTF8(fmt.Sprintf("%s asks to use %s", a.Member, a.Tool), maxTitle)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s asks for approval to use %s.\n\nInput: %s\n", a.Member, a.Tool, truncateUTF8(string(a.Input), approvalBodyInput))
+	fmt.Fprintf(&b, "%s asks for approval to use %s.\n\nInput: %s\n", a.Member, a.Tool, apierr.TruncateUTF8(string(a.Input), approvalBodyInput))
 	if a.Objective != "" {
 		fmt.Fprintf(&b, "Objective: %s\n", a.Objective)
 	}
@@ -573,7 +574,7 @@ func approvalDecidedMessage(a store.Approval, actor string, recipients []string)
 		}
 	}
 	return store.Message{
-		From: from, Thread: thread, Title: truncateUTF8(describeDecision(a), maxTitle), Body: body,
+		From: from, Thread: thread, Title: apierr.TruncateUTF8(describeDecision(a), maxTitle), Body: body,
 		Level: "info", Data: b, Recipients: to,
 	}, nil
 }
@@ -617,9 +618,9 @@ func (s *Approvals) DecideApproval(ctx context.Context, req *apiv1.DecideApprova
 	case "deny":
 		status = store.ApprovalDenied
 	default:
-		return nil, invalid("decision", "must be allow or deny")
+		return nil, apierr.Invalid("decision", "must be allow or deny")
 	}
-	if err := validText("reason", req.GetReason(), maxApprovalReason, false); err != nil {
+	if err := apierr.ValidText("reason", req.GetReason(), maxApprovalReason, false); err != nil {
 		return nil, err
 	}
 	a, _, decider, err := s.visibleApproval(ctx, p, req.GetId())
@@ -630,7 +631,7 @@ func (s *Approvals) DecideApproval(ctx context.Context, req *apiv1.DecideApprova
 		return nil, fmt.Errorf("%w: only members.manage holders, the objective's originator and %s's named approvers decide its approvals", auth.ErrForbidden, a.Member)
 	}
 	if a.Status != store.ApprovalPending {
-		return nil, Errorf(CodeConflict, "approval %s is %s already", a.ID, a.Status)
+		return nil, apierr.Errorf(apierr.CodeConflict, "approval %s is %s already", a.ID, a.Status)
 	}
 	decided, err := s.settleApproval(ctx, a.ID, store.ApprovalDecision{Status: status, DecidedBy: p.Member, Reason: req.GetReason()}, p.Member)
 	if err != nil {
@@ -643,9 +644,9 @@ func (s *Approvals) DecideApproval(ctx context.Context, req *apiv1.DecideApprova
 func approvalSettleError(id string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return Errorf(CodeConflict, "approval %s was decided meanwhile", id)
+		return apierr.Errorf(apierr.CodeConflict, "approval %s was decided meanwhile", id)
 	case errors.Is(err, store.ErrNotFound):
-		return Errorf(CodeNotFound, "no approval %q", id)
+		return apierr.Errorf(apierr.CodeNotFound, "no approval %q", id)
 	}
 	return err
 }
@@ -653,7 +654,7 @@ func approvalSettleError(id string, err error) error {
 // WithdrawApproval implements apiv1.ApprovalsServer.
 func (s *Approvals) WithdrawApproval(ctx context.Context, req *apiv1.WithdrawApprovalRequest) (*apiv1.WithdrawApprovalResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := validText("reason", req.GetReason(), maxApprovalReason, false); err != nil {
+	if err := apierr.ValidText("reason", req.GetReason(), maxApprovalReason, false); err != nil {
 		return nil, err
 	}
 	a, _, decider, err := s.visibleApproval(ctx, p, req.GetId())
@@ -664,16 +665,16 @@ func (s *Approvals) WithdrawApproval(ctx context.Context, req *apiv1.WithdrawApp
 		if decider {
 			return nil, fmt.Errorf("%w: only %s withdraws its approvals; decide it instead", auth.ErrForbidden, a.Member)
 		}
-		return nil, Errorf(CodeNotFound, "no approval %q", req.GetId())
+		return nil, apierr.Errorf(apierr.CodeNotFound, "no approval %q", req.GetId())
 	}
 	if a.Status != store.ApprovalPending {
-		return nil, Errorf(CodeConflict, "approval %s is %s already", a.ID, a.Status)
+		return nil, apierr.Errorf(apierr.CodeConflict, "approval %s is %s already", a.ID, a.Status)
 	}
 	reason := "withdrawn: nothing waits for the decision any more"
 	if r := req.GetReason(); r != "" {
 		reason = "withdrawn: " + r
 	}
-	decided, err := s.settleApproval(ctx, a.ID, store.ApprovalDecision{Status: store.ApprovalExpired, Reason: truncateUTF8(reason, maxApprovalReason)}, "")
+	decided, err := s.settleApproval(ctx, a.ID, store.ApprovalDecision{Status: store.ApprovalExpired, Reason: apierr.TruncateUTF8(reason, maxApprovalReason)}, "")
 	if err != nil {
 		return nil, approvalSettleError(a.ID, err)
 	}
@@ -694,10 +695,10 @@ func (s *Approvals) GetApprovers(ctx context.Context, req *apiv1.GetApproversReq
 func (s *Approvals) SetApprovers(ctx context.Context, req *apiv1.SetApproversRequest) (*apiv1.SetApproversResponse, error) {
 	name := req.GetName()
 	if _, ok := s.team.Member(name); !ok {
-		return nil, Errorf(CodeNotFound, "member %q not found", name)
+		return nil, apierr.Errorf(apierr.CodeNotFound, "member %q not found", name)
 	}
 	if len(req.GetApprovers()) > teamconfig.MaxApprovers {
-		return nil, invalid("approvers", "at most %d names", teamconfig.MaxApprovers)
+		return nil, apierr.Invalid("approvers", "at most %d names", teamconfig.MaxApprovers)
 	}
 	seen := map[string]bool{}
 	for _, a := range req.GetApprovers() {
@@ -705,10 +706,10 @@ func (s *Approvals) SetApprovers(ctx context.Context, req *apiv1.SetApproversReq
 			return nil, err
 		}
 		if a == name {
-			return nil, invalid("approvers", "a member cannot approve its own requests")
+			return nil, apierr.Invalid("approvers", "a member cannot approve its own requests")
 		}
 		if seen[a] {
-			return nil, invalid("approvers", "%q named twice", a)
+			return nil, apierr.Invalid("approvers", "%q named twice", a)
 		}
 		seen[a] = true
 	}
@@ -723,7 +724,7 @@ func (s *Approvals) SetApprovers(ctx context.Context, req *apiv1.SetApproversReq
 	}, nil); err != nil {
 		var ee *teamconfig.EntryError
 		if errors.As(err, &ee) {
-			return nil, invalid("approvers", "%v", ee.Err)
+			return nil, apierr.Invalid("approvers", "%v", ee.Err)
 		}
 		return nil, err
 	}

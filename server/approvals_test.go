@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"svc/server/apierr"
 	"testing"
 	"time"
 
@@ -214,14 +215,14 @@ func TestApprovalDecisionRules(t *testing.T) {
 		name string
 		ctx  context.Context
 		req  *apiv1.DecideApprovalRequest
-		code Code
+		code apierr.Code
 	}{
-		{"bad decision", apprAdmin(), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "maybe"}, CodeBadRequest},
-		{"reason too long", apprAdmin(), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "deny", Reason: ptr(string(make([]byte, maxApprovalReason+1)))}, CodeBadRequest},
-		{"unknown id", apprAdmin(), &apiv1.DecideApprovalRequest{Id: "nope", Decision: "allow"}, CodeNotFound},
-		{"nobody to the agent", as("bob"), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"}, CodeForbidden},
-		{"the agent itself", apprAgent(), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"}, CodeForbidden},
-		{"objectives.create alone is no approver", as("orig", auth.ObjectivesCreate), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"}, CodeForbidden},
+		{"bad decision", apprAdmin(), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "maybe"}, apierr.CodeBadRequest},
+		{"reason too long", apprAdmin(), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "deny", Reason: ptr(string(make([]byte, maxApprovalReason+1)))}, apierr.CodeBadRequest},
+		{"unknown id", apprAdmin(), &apiv1.DecideApprovalRequest{Id: "nope", Decision: "allow"}, apierr.CodeNotFound},
+		{"nobody to the agent", as("bob"), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"}, apierr.CodeForbidden},
+		{"the agent itself", apprAgent(), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"}, apierr.CodeForbidden},
+		{"objectives.create alone is no approver", as("orig", auth.ObjectivesCreate), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"}, apierr.CodeForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.svc.DecideApproval(tc.ctx, tc.req)
@@ -239,9 +240,9 @@ func TestApprovalDecisionRules(t *testing.T) {
 	require.False(t, e.srv.core.presence.blocked("agent"), "unblocked by the decision")
 
 	_, err = e.svc.DecideApproval(apprAdmin(), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"})
-	requireCode(t, err, CodeConflict, "decided once")
+	requireCode(t, err, apierr.CodeConflict, "decided once")
 	_, err = e.svc.DecideApproval(as("bob"), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"})
-	requireCode(t, err, CodeForbidden, "403 before 409 for a caller who may not decide")
+	requireCode(t, err, apierr.CodeForbidden, "403 before 409 for a caller who may not decide")
 
 	ms := e.messagesOn(t, approvalThreadPrefix+a.GetId())
 	require.Len(t, ms, 1)
@@ -299,10 +300,10 @@ func TestApprovalListVisibility(t *testing.T) {
 		})
 	}
 	_, err = e.svc.ListApprovals(apprAdmin(), &apiv1.ListApprovalsRequest{Status: "open"})
-	requireCode(t, err, CodeBadRequest)
+	requireCode(t, err, apierr.CodeBadRequest)
 
 	_, err = e.svc.GetApproval(as("bob"), &apiv1.GetApprovalRequest{Id: second.GetId()})
-	requireCode(t, err, CodeNotFound, "hidden from who may neither decide nor asked")
+	requireCode(t, err, apierr.CodeNotFound, "hidden from who may neither decide nor asked")
 	got, err := e.svc.GetApproval(apprAgent(), &apiv1.GetApprovalRequest{Id: second.GetId()})
 	require.NoError(t, err)
 	require.Equal(t, second.GetId(), got.GetApproval().GetId())
@@ -318,15 +319,15 @@ func TestApprovalCreateRefusals(t *testing.T) {
 		name string
 		ctx  context.Context
 		req  *apiv1.CreateApprovalRequest
-		code Code
+		code apierr.Code
 	}{
-		{"no tool", apprAgent(), &apiv1.CreateApprovalRequest{Tool: " "}, CodeBadRequest},
-		{"tool with a newline", apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash\nrm"}, CodeBadRequest},
-		{"tool too long", apprAgent(), &apiv1.CreateApprovalRequest{Tool: repeat("t", maxApprovalTool+1)}, CodeBadRequest},
-		{"input too large", apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash", Input: mustInput(t, big)}, CodeBadRequest},
-		{"unknown objective", apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash", Objective: ptr("nope")}, CodeBadRequest},
-		{"someone else's objective", apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash", Objective: &bobs}, CodeBadRequest},
-		{"session plane", asSession("agent"), &apiv1.CreateApprovalRequest{Tool: "Bash"}, CodeForbidden},
+		{"no tool", apprAgent(), &apiv1.CreateApprovalRequest{Tool: " "}, apierr.CodeBadRequest},
+		{"tool with a newline", apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash\nrm"}, apierr.CodeBadRequest},
+		{"tool too long", apprAgent(), &apiv1.CreateApprovalRequest{Tool: repeat("t", maxApprovalTool+1)}, apierr.CodeBadRequest},
+		{"input too large", apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash", Input: mustInput(t, big)}, apierr.CodeBadRequest},
+		{"unknown objective", apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash", Objective: ptr("nope")}, apierr.CodeBadRequest},
+		{"someone else's objective", apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash", Objective: &bobs}, apierr.CodeBadRequest},
+		{"session plane", asSession("agent"), &apiv1.CreateApprovalRequest{Tool: "Bash"}, apierr.CodeForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.svc.CreateApproval(tc.ctx, tc.req)
@@ -341,7 +342,7 @@ func TestApprovalCreateRefusals(t *testing.T) {
 		e.ask(t, "Bash", `{}`, nil)
 	}
 	_, err = e.svc.CreateApproval(apprAgent(), &apiv1.CreateApprovalRequest{Tool: "Bash"})
-	requireCode(t, err, CodeRateLimited, "past the pending bound")
+	requireCode(t, err, apierr.CodeRateLimited, "past the pending bound")
 }
 
 func repeat(s string, n int) string {
@@ -356,9 +357,9 @@ func TestApprovalWithdraw(t *testing.T) {
 	e := startApprovals(t, mustMemStore(t), approvalTeam(""))
 	a := e.ask(t, "Bash", `{}`, nil)
 	_, err := e.svc.WithdrawApproval(apprAdmin(), &apiv1.WithdrawApprovalRequest{Id: a.GetId()})
-	requireCode(t, err, CodeForbidden, "an approver decides, never withdraws")
+	requireCode(t, err, apierr.CodeForbidden, "an approver decides, never withdraws")
 	_, err = e.svc.WithdrawApproval(as("bob"), &apiv1.WithdrawApprovalRequest{Id: a.GetId()})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 	res, err := e.svc.WithdrawApproval(apprAgent(), &apiv1.WithdrawApprovalRequest{Id: a.GetId(), Reason: ptr("the runner restarted")})
 	require.NoError(t, err)
 	require.Equal(t, store.ApprovalExpired, res.GetApproval().GetStatus())
@@ -366,9 +367,9 @@ func TestApprovalWithdraw(t *testing.T) {
 	require.IsType(t, &structpb.Value_NullValue{}, res.GetApproval().GetDecidedBy().GetKind())
 	require.False(t, e.srv.core.presence.blocked("agent"))
 	_, err = e.svc.WithdrawApproval(apprAgent(), &apiv1.WithdrawApprovalRequest{Id: a.GetId()})
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 	_, err = e.svc.DecideApproval(apprAdmin(), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"})
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 }
 
 // waitApproval polls the store until the approval has status (bounded: a
@@ -427,12 +428,12 @@ func TestApproversNamedByTheTeam(t *testing.T) {
 		name      string
 		member    string
 		approvers []string
-		code      Code
+		code      apierr.Code
 	}{
-		{"unknown member", "ghost", []string{"alice"}, CodeNotFound},
-		{"unknown approver", "agent", []string{"ghost"}, CodeBadRequest},
-		{"itself", "agent", []string{"agent"}, CodeBadRequest},
-		{"twice", "agent", []string{"bob", "bob"}, CodeBadRequest},
+		{"unknown member", "ghost", []string{"alice"}, apierr.CodeNotFound},
+		{"unknown approver", "agent", []string{"ghost"}, apierr.CodeBadRequest},
+		{"itself", "agent", []string{"agent"}, apierr.CodeBadRequest},
+		{"twice", "agent", []string{"bob", "bob"}, apierr.CodeBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.svc.SetApprovers(apprAdmin(), &apiv1.SetApproversRequest{Name: tc.member, Approvers: tc.approvers})
@@ -446,7 +447,7 @@ func TestApproversNamedByTheTeam(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"agent"}, got.GetApproverOf())
 	_, err = e.svc.GetApprovers(as("bob"), &apiv1.GetApproversRequest{Name: "agent"})
-	requireCode(t, err, CodeForbidden, "manage or self")
+	requireCode(t, err, apierr.CodeForbidden, "manage or self")
 
 	a := e.ask(t, "Bash", `{}`, nil)
 	_, err = e.svc.DecideApproval(as("bob"), &apiv1.DecideApprovalRequest{Id: a.GetId(), Decision: "allow"})

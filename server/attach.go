@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"svc/server/apierr"
 
 	"svc/server/auth"
 	"svc/server/vfs"
@@ -23,27 +24,27 @@ const (
 // or not it exists), 400 when it is malformed, absent or a directory.
 func (c *core) attachments(ctx context.Context, p *auth.Principal, paths []string) ([]store.Attachment, error) {
 	if len(paths) > maxAttachments {
-		return nil, invalid("attachments", "at most %d", maxAttachments)
+		return nil, apierr.Invalid("attachments", "at most %d", maxAttachments)
 	}
 	out := make([]store.Attachment, 0, len(paths))
 	for i, a := range paths {
 		field := fmt.Sprintf("attachments[%d]", i)
 		if len(a) > maxAttachmentPath {
-			return nil, invalid(field, "at most %d bytes", maxAttachmentPath)
+			return nil, apierr.Invalid(field, "at most %d bytes", maxAttachmentPath)
 		}
 		e, err := c.readableFile(ctx, p, a)
-		var se *Error
+		var se *apierr.Error
 		switch {
-		case errors.As(err, &se) && se.Code == CodeNotFound:
-			return nil, invalid(field, "attachment not found: %s", a)
-		case errors.As(err, &se) && se.Code == CodeBadRequest:
-			return nil, invalid(field, "%s", se.Message)
+		case errors.As(err, &se) && se.Code == apierr.CodeNotFound:
+			return nil, apierr.Invalid(field, "attachment not found: %s", a)
+		case errors.As(err, &se) && se.Code == apierr.CodeBadRequest:
+			return nil, apierr.Invalid(field, "%s", se.Message)
 		case errors.Is(err, auth.ErrForbidden):
 			return nil, fmt.Errorf("%w: attachment %s is not readable by you", auth.ErrForbidden, a)
 		case err != nil:
 			return nil, err
 		case e.Kind != store.FsFile:
-			return nil, invalid(field, "attachment is a directory: %s", a)
+			return nil, apierr.Invalid(field, "attachment is a directory: %s", a)
 		}
 		out = append(out, store.Attachment{Path: e.Path, Name: e.Name(), Size: e.Size, MimeType: e.MimeType, EntryID: e.ID})
 	}
@@ -70,7 +71,7 @@ func (c *core) readableFile(ctx context.Context, p *auth.Principal, path string)
 		return store.FsEntry{}, err
 	}
 	if vp.IsRoot() {
-		return store.FsEntry{}, invalid("path", "must name an entry inside a home")
+		return store.FsEntry{}, apierr.Invalid("path", "must name an entry inside a home")
 	}
 	return c.entryFor(ctx, p, vp, func(ctx context.Context, member, path string) (bool, error) {
 		return c.store.HasGrant(ctx, path, member)

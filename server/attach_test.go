@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"svc/server/apierr"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,22 +48,22 @@ func TestAttachmentsNeedReadAccess(t *testing.T) {
 		name string
 		p    *auth.Principal
 		path string
-		want Code // "" admits
+		want apierr.Code // "" admits
 	}{
 		{"own file", bob, "/bob/x.txt", ""},
 		{"shared with the caller", bob, "/admin/shared.txt", ""},
 		{"manager reads any home", admin, "/bob/x.txt", ""},
-		{"another member's private file", bob, "/admin/secret.txt", CodeForbidden},
-		{"absent in another home is just as forbidden", bob, "/admin/nothing.txt", CodeForbidden},
-		{"absent in own home", bob, "/bob/nothing.txt", CodeBadRequest},
-		{"directory", bob, "/bob/d", CodeBadRequest},
-		{"home itself", bob, "/bob", CodeBadRequest},
-		{"relative", bob, "bob/x.txt", CodeBadRequest},
-		{"dot dot", bob, "/bob/../admin/secret.txt", CodeBadRequest},
-		{"dot", bob, "/bob/./x.txt", CodeBadRequest},
-		{"double slash", bob, "/bob//x.txt", CodeBadRequest},
-		{"nul", bob, "/bob/x.txt\x00", CodeBadRequest},
-		{"too long", bob, "/bob/" + strings.Repeat("a", maxAttachmentPath), CodeBadRequest},
+		{"another member's private file", bob, "/admin/secret.txt", apierr.CodeForbidden},
+		{"absent in another home is just as forbidden", bob, "/admin/nothing.txt", apierr.CodeForbidden},
+		{"absent in own home", bob, "/bob/nothing.txt", apierr.CodeBadRequest},
+		{"directory", bob, "/bob/d", apierr.CodeBadRequest},
+		{"home itself", bob, "/bob", apierr.CodeBadRequest},
+		{"relative", bob, "bob/x.txt", apierr.CodeBadRequest},
+		{"dot dot", bob, "/bob/../admin/secret.txt", apierr.CodeBadRequest},
+		{"dot", bob, "/bob/./x.txt", apierr.CodeBadRequest},
+		{"double slash", bob, "/bob//x.txt", apierr.CodeBadRequest},
+		{"nul", bob, "/bob/x.txt\x00", apierr.CodeBadRequest},
+		{"too long", bob, "/bob/" + strings.Repeat("a", maxAttachmentPath), apierr.CodeBadRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,14 +76,14 @@ func TestAttachmentsNeedReadAccess(t *testing.T) {
 				require.Equal(t, "text/plain", got[0].MimeType)
 				return
 			}
-			require.Equal(t, tc.want, classify(err).Code, "%v", err)
+			require.Equal(t, tc.want, apierr.Classify(err).Code, "%v", err)
 		})
 	}
 	t.Run("at most 64", func(t *testing.T) {
 		_, err := b.attachments(context.Background(), bob, slices.Repeat([]string{"/bob/x.txt"}, maxAttachments))
 		require.NoError(t, err)
 		_, err = b.attachments(context.Background(), bob, slices.Repeat([]string{"/bob/x.txt"}, maxAttachments+1))
-		require.Equal(t, CodeBadRequest, classify(err).Code)
+		require.Equal(t, apierr.CodeBadRequest, apierr.Classify(err).Code)
 	})
 }
 

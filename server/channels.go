@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"svc/server/apierr"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
@@ -20,7 +21,7 @@ const (
 	roleMember = "member"
 )
 
-// slugRE is the channel slug grammar (spec: Channel): 1 to 32 characters of
+// slugRE is the channel slug grammar (the Channel message in proto/svc/v1): 1 to 32 characters of
 // lowercase letters, digits and dashes, alphanumeric at both ends, no double
 // dash.
 var slugRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)
@@ -29,11 +30,13 @@ var slugRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9])*$`)
 func ValidSlug(s string) bool { return len(s) <= 32 && slugRE.MatchString(s) }
 
 var (
-	errGeneralFixed    = Errorf(CodeConflict, "general is fixed: it cannot be renamed, archived or have its membership changed")
+	errGeneralFixed    = apierr.Errorf(apierr.CodeConflict, "general is fixed: it cannot be renamed, archived or have its membership changed")
 	errNotChannelAdmin = fmt.Errorf("%w: requires channel admin or members.manage", auth.ErrForbidden)
 )
 
-func errArchived(ch store.Channel) error { return Errorf(CodeGone, "channel #%s is archived", ch.Slug) }
+func errArchived(ch store.Channel) error {
+	return apierr.Errorf(apierr.CodeGone, "channel #%s is archived", ch.Slug)
+}
 
 func errNotMember(ch store.Channel) error {
 	return fmt.Errorf("%w: you are not a member of #%s", auth.ErrForbidden, ch.Slug)
@@ -111,12 +114,12 @@ func (b *brokerChannels) ListChannels(ctx context.Context, _ *apiv1.ListChannels
 func (b *brokerChannels) CreateChannel(ctx context.Context, req *apiv1.CreateChannelRequest) (*apiv1.CreateChannelResponse, error) {
 	p := mustPrincipal(ctx)
 	if !ValidSlug(req.GetSlug()) {
-		return nil, invalid("slug", "1 to 32 lowercase letters, digits and single dashes, starting and ending alphanumeric")
+		return nil, apierr.Invalid("slug", "1 to 32 lowercase letters, digits and single dashes, starting and ending alphanumeric")
 	}
 	c := store.Channel{ID: newID(), Slug: req.GetSlug(), CreatedAt: b.now(), CreatedBy: p.Member}
 	err := b.store.CreateChannel(ctx, c)
 	if errors.Is(err, store.ErrConflict) {
-		return nil, Errorf(CodeConflict, "channel slug %q is taken", c.Slug)
+		return nil, apierr.Errorf(apierr.CodeConflict, "channel slug %q is taken", c.Slug)
 	}
 	if err != nil {
 		return nil, err
@@ -174,7 +177,7 @@ func (b *brokerChannels) changeableChannel(ctx context.Context, idOrSlug string)
 func (b *brokerChannels) RenameChannel(ctx context.Context, req *apiv1.RenameChannelRequest) (*apiv1.RenameChannelResponse, error) {
 	p := mustPrincipal(ctx)
 	if !ValidSlug(req.GetSlug()) {
-		return nil, invalid("slug", "1 to 32 lowercase letters, digits and single dashes, starting and ending alphanumeric")
+		return nil, apierr.Invalid("slug", "1 to 32 lowercase letters, digits and single dashes, starting and ending alphanumeric")
 	}
 	ch, _, err := b.administrable(ctx, p, req.GetChannel())
 	if err != nil {
@@ -182,7 +185,7 @@ func (b *brokerChannels) RenameChannel(ctx context.Context, req *apiv1.RenameCha
 	}
 	ch, err = b.store.RenameChannel(ctx, ch.ID, req.GetSlug())
 	if errors.Is(err, store.ErrConflict) {
-		return nil, Errorf(CodeConflict, "channel slug %q is taken", req.GetSlug())
+		return nil, apierr.Errorf(apierr.CodeConflict, "channel slug %q is taken", req.GetSlug())
 	}
 	if err != nil {
 		return nil, err
@@ -212,7 +215,7 @@ func (b *brokerChannels) AddChannelMember(ctx context.Context, req *apiv1.AddCha
 		role = req.GetRole()
 	}
 	if role != roleAdmin && role != roleMember {
-		return nil, invalid("role", "must be admin or member")
+		return nil, apierr.Invalid("role", "must be admin or member")
 	}
 	ch, members, err := b.changeableChannel(ctx, req.GetChannel())
 	if err != nil {
@@ -225,14 +228,14 @@ func (b *brokerChannels) AddChannelMember(ctx context.Context, req *apiv1.AddCha
 		return nil, errNotChannelAdmin
 	}
 	if !teamconfig.ValidName(req.GetMember()) {
-		return nil, invalid("member", "must be a member name")
+		return nil, apierr.Invalid("member", "must be a member name")
 	}
 	if _, ok := b.team.Member(req.GetMember()); !ok {
-		return nil, invalid("member", "no member %q", req.GetMember())
+		return nil, apierr.Invalid("member", "no member %q", req.GetMember())
 	}
 	err = b.store.PutChannelMember(ctx, store.ChannelMember{Channel: ch.ID, Member: req.GetMember(), Role: role})
 	if errors.Is(err, store.ErrPrecondition) {
-		return nil, invalid("member", "no member %q", req.GetMember())
+		return nil, apierr.Invalid("member", "no member %q", req.GetMember())
 	}
 	if err != nil {
 		return nil, err
@@ -267,7 +270,7 @@ func (b *brokerChannels) RemoveChannelMember(ctx context.Context, req *apiv1.Rem
 	}
 	err = b.store.DeleteChannelMember(ctx, ch.ID, req.GetName())
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "%s is not a member of #%s", req.GetName(), ch.Slug)
+		return nil, apierr.Errorf(apierr.CodeNotFound, "%s is not a member of #%s", req.GetName(), ch.Slug)
 	}
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"svc/server/apierr"
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
@@ -13,7 +14,6 @@ import (
 	"svc/server/clientaddr"
 	"svc/server/hub"
 	"svc/server/kek"
-	"svc/server/registry"
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
@@ -44,8 +44,6 @@ type core struct {
 	// redacting what the member's agent sends (the secrets capability's
 	// MemberValues).
 	secretValues func(ctx context.Context, member string) ([]string, error)
-	// reg is the registry kit the slug registries change their entries on.
-	reg *registry.Kit
 	// hooks is what the core asks of the inbound-hook capability.
 	hooks inboundHooks
 	// approvals indexes the pending approvals: presence reads a member
@@ -113,7 +111,7 @@ func (c *core) memberSince(ctx context.Context, name string) (int64, error) {
 func (c *core) channel(ctx context.Context, idOrSlug string) (store.Channel, error) {
 	ch, err := c.store.GetChannel(ctx, idOrSlug)
 	if errors.Is(err, store.ErrNotFound) {
-		return ch, Errorf(CodeNotFound, "no channel %q", idOrSlug)
+		return ch, apierr.Errorf(apierr.CodeNotFound, "no channel %q", idOrSlug)
 	}
 	return ch, err
 }
@@ -134,13 +132,13 @@ func (c *core) holders(leaf string) []string {
 // knownMember checks that name names a member.
 func (c *core) knownMember(field, name string) error {
 	if name == "" {
-		return invalid(field, "is required")
+		return apierr.Invalid(field, "is required")
 	}
 	if !teamconfig.ValidName(name) {
-		return invalid(field, "must be a member name")
+		return apierr.Invalid(field, "must be a member name")
 	}
 	if _, ok := c.team.Member(name); !ok {
-		return invalid(field, "no member %q", name)
+		return apierr.Invalid(field, "no member %q", name)
 	}
 	return nil
 }
@@ -183,7 +181,7 @@ func (c *core) manageOrSelf(p *auth.Principal, name string) error {
 		return fmt.Errorf("%w: requires members.manage or being %s", auth.ErrForbidden, name)
 	}
 	if _, ok := c.team.Member(name); !ok {
-		return Errorf(CodeNotFound, "member %q not found", name)
+		return apierr.Errorf(apierr.CodeNotFound, "member %q not found", name)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"svc/server/apierr"
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
@@ -65,10 +66,10 @@ func (b *brokerDelivery) UpdateDelivery(ctx context.Context, req *apiv1.UpdateDe
 	case apiv1.TurnPhase_TURN_PHASE_ENDED:
 		u.Turn = store.TurnEnded
 	default:
-		return nil, invalid("turn", "must be TURN_PHASE_STARTED, TURN_PHASE_ENDED or absent")
+		return nil, apierr.Invalid("turn", "must be TURN_PHASE_STARTED, TURN_PHASE_ENDED or absent")
 	}
 	if req.GetTurnMessageId() != "" && u.Turn != store.TurnStarted {
-		return nil, invalid("turnMessageId", "is given only with turn TURN_PHASE_STARTED")
+		return nil, apierr.Invalid("turnMessageId", "is given only with turn TURN_PHASE_STARTED")
 	}
 	var err error
 	if u.Position, err = b.knownMessage(ctx, "position", req.GetPosition()); err != nil {
@@ -84,7 +85,7 @@ func (b *brokerDelivery) UpdateDelivery(ctx context.Context, req *apiv1.UpdateDe
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "member %q not found", p.Member) // deleted meanwhile
+		return nil, apierr.Errorf(apierr.CodeNotFound, "member %q not found", p.Member) // deleted meanwhile
 	}
 	if err != nil {
 		return nil, err
@@ -104,14 +105,14 @@ func (b *brokerDelivery) knownMessage(ctx context.Context, field, id string) (in
 	}
 	seq, err := ParseMessageID(id)
 	if err != nil || seq == 0 {
-		return 0, invalid(field, "must be a message id")
+		return 0, apierr.Invalid(field, "must be a message id")
 	}
 	newest, err := b.store.LastMessageSeq(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if seq > newest {
-		return 0, invalid(field, "no message %s", id)
+		return 0, apierr.Invalid(field, "no message %s", id)
 	}
 	return seq, nil
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"svc/server/apierr"
 	"sync"
 	"testing"
 	"time"
@@ -78,48 +79,48 @@ func TestDeliveryRefusals(t *testing.T) {
 	tests := []struct {
 		name string
 		call func() error
-		code Code
+		code apierr.Code
 	}{
 		{"read another's", func() error {
 			_, err := f.b.GetDelivery(as("alice"), &apiv1.GetDeliveryRequest{Name: "agent"})
 			return err
-		}, CodeForbidden},
+		}, apierr.CodeForbidden},
 		{"read an unknown member", func() error {
 			_, err := f.b.GetDelivery(as("admin", auth.MembersManage), &apiv1.GetDeliveryRequest{Name: "nobody"})
 			return err
-		}, CodeNotFound},
+		}, apierr.CodeNotFound},
 		{"update another's, even with members.manage", func() error {
 			_, err := f.b.UpdateDelivery(as("admin", auth.MembersManage), &apiv1.UpdateDeliveryRequest{Name: "agent", Position: id})
 			return err
-		}, CodeForbidden},
+		}, apierr.CodeForbidden},
 		{"update with a session", func() error {
 			_, err := f.b.UpdateDelivery(session, &apiv1.UpdateDeliveryRequest{Name: "agent", Position: id})
 			return err
-		}, CodeForbidden},
+		}, apierr.CodeForbidden},
 		{"position not an id", func() error {
 			_, err := f.b.UpdateDelivery(as("agent"), &apiv1.UpdateDeliveryRequest{Name: "agent", Position: "x1"})
 			return err
-		}, CodeBadRequest},
+		}, apierr.CodeBadRequest},
 		{"position zero", func() error {
 			_, err := f.b.UpdateDelivery(as("agent"), &apiv1.UpdateDeliveryRequest{Name: "agent", Position: "0"})
 			return err
-		}, CodeBadRequest},
+		}, apierr.CodeBadRequest},
 		{"position past the newest message", func() error {
 			_, err := f.b.UpdateDelivery(as("agent"), &apiv1.UpdateDeliveryRequest{Name: "agent", Position: formatMessageID(1000)})
 			return err
-		}, CodeBadRequest},
+		}, apierr.CodeBadRequest},
 		{"turn message past the newest message", func() error {
 			_, err := f.b.UpdateDelivery(as("agent"), &apiv1.UpdateDeliveryRequest{Name: "agent", Turn: apiv1.TurnPhase_TURN_PHASE_STARTED, TurnMessageId: formatMessageID(1000)})
 			return err
-		}, CodeBadRequest},
+		}, apierr.CodeBadRequest},
 		{"turn message without a start", func() error {
 			_, err := f.b.UpdateDelivery(as("agent"), &apiv1.UpdateDeliveryRequest{Name: "agent", Turn: apiv1.TurnPhase_TURN_PHASE_ENDED, TurnMessageId: id})
 			return err
-		}, CodeBadRequest},
+		}, apierr.CodeBadRequest},
 		{"unknown turn phase", func() error {
 			_, err := f.b.UpdateDelivery(as("agent"), &apiv1.UpdateDeliveryRequest{Name: "agent", Turn: apiv1.TurnPhase(7)})
 			return err
-		}, CodeBadRequest},
+		}, apierr.CodeBadRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"svc/server/apierr"
+	"svc/server/registry"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -22,7 +24,7 @@ import (
 	"svc/store"
 )
 
-// Device enrollment limits (spec: Limits; docs/ENROLLMENT.md).
+// Device enrollment limits (docs/ENROLLMENT.md).
 const (
 	// enrollLifetime is how long a minted code pair may be approved.
 	enrollLifetime = 300 * time.Second
@@ -90,12 +92,12 @@ func newEnrollment(c *core, publicURL string) *Enrollment {
 func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnrollmentRequest) (*apiv1.StartEnrollmentResponse, error) {
 	label := req.GetLabelHint()
 	if len(label) > maxEnrollLabel {
-		return nil, invalid("labelHint", "at most %d bytes", maxEnrollLabel)
+		return nil, apierr.Invalid("labelHint", "at most %d bytes", maxEnrollLabel)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	ip := e.clientIP(ctx, md)
 	if wait := e.mints.Allow(mintKey(ip)); wait > 0 {
-		return nil, &Error{Code: CodeRateLimited, Message: "enrollment mint limit reached for this address", RetryAfter: wait}
+		return nil, &apierr.Error{Code: apierr.CodeRateLimited, Message: "enrollment mint limit reached for this address", RetryAfter: wait}
 	}
 	deviceCode, err := randomDeviceCode()
 	if err != nil {
@@ -127,7 +129,7 @@ func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnroll
 				if err != nil {
 					return err
 				}
-				return &Error{Code: CodeRateLimited, Message: "too many pending enrollments", RetryAfter: live[0].ExpiresAt.Sub(now)}
+				return &apierr.Error{Code: apierr.CodeRateLimited, Message: "too many pending enrollments", RetryAfter: live[0].ExpiresAt.Sub(now)}
 			}
 			return tx.CreateEnrollment(ctx, rec)
 		})
@@ -151,7 +153,7 @@ func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnroll
 
 // pollOutcome is what a poll found, decided inside its transaction.
 type pollOutcome struct {
-	err    *Error
+	err    *apierr.Error
 	token  string
 	member string
 }
@@ -160,17 +162,17 @@ type pollOutcome struct {
 func (e *Enrollment) PollEnrollment(ctx context.Context, req *apiv1.PollEnrollmentRequest) (*apiv1.PollEnrollmentResponse, error) {
 	code := req.GetDeviceCode()
 	if code == "" {
-		return nil, invalid("deviceCode", "is required")
+		return nil, apierr.Invalid("deviceCode", "is required")
 	}
 	if len(code) > maxDeviceCode {
-		return nil, invalid("deviceCode", "at most %d bytes", maxDeviceCode)
+		return nil, apierr.Invalid("deviceCode", "at most %d bytes", maxDeviceCode)
 	}
 	h := store.DeviceCodeHash(sha256.Sum256([]byte(code)))
 	now := e.now()
 	// Polls are public: a code that names no record is answered from the
 	// read pool, so guessing never queues behind the one writer.
 	if _, err := e.store.GetEnrollmentByDeviceHash(ctx, h); errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(CodeExpiredToken, "the device code is unknown, expired or already used")
+		return nil, apierr.Errorf(apierr.CodeExpiredToken, "the device code is unknown, expired or already used")
 	} else if err != nil {
 		return nil, err
 	}
@@ -182,7 +184,7 @@ func (e *Enrollment) PollEnrollment(ctx context.Context, req *apiv1.PollEnrollme
 		}
 		rec, err := tx.GetEnrollmentByDeviceHash(ctx, h)
 		if errors.Is(err, store.ErrNotFound) || err == nil && !rec.Live(now) {
-			out.err = Errorf(CodeExpiredToken, "the device code is unknown, expired or already used")
+			out.err = apierr.Errorf(apierr.CodeExpiredToken, "the device code is unknown, expired or already used")
 			return nil
 		}
 		if err != nil {
@@ -191,14 +193,14 @@ func (e *Enrollment) PollEnrollment(ctx context.Context, req *apiv1.PollEnrollme
 		if !rec.LastPollAt.IsZero() && now.Sub(rec.LastPollAt) < rec.Interval {
 			rec.Interval += enrollSlowDown
 			rec.LastPollAt = now
-			out.err = Errorf(CodeSlowDown, "polled before the interval elapsed; poll every %d s", int(rec.Interval/time.Second))
+			out.err = apierr.Errorf(apierr.CodeSlowDown, "polled before the interval elapsed; poll every %d s", int(rec.Interval/time.Second))
 			return tx.UpdateEnrollment(ctx, rec)
 		}
 		rec.LastPollAt = now
 		switch rec.Status {
 		case store.EnrollmentApproved:
 			plain, err := e.open([]byte(rec.SealedToken), enrollTokenPurpose(rec.ID))
-			if errors.Is(err, errNoKEK) {
+			if errors.Is(err, registry.ErrNoKEK) {
 				return err
 			}
 			if err != nil {
@@ -209,9 +211,9 @@ func (e *Enrollment) PollEnrollment(ctx context.Context, req *apiv1.PollEnrollme
 			// transaction that read it.
 			return tx.DeleteEnrollment(ctx, rec.ID)
 		case store.EnrollmentRejected:
-			out.err = &Error{Code: CodeAccessDenied, Message: "the enrollment was rejected", Description: rec.Reason}
+			out.err = &apierr.Error{Code: apierr.CodeAccessDenied, Message: "the enrollment was rejected", Description: rec.Reason}
 		default:
-			out.err = Errorf(CodeAuthorizationPending, "waiting for approval")
+			out.err = apierr.Errorf(apierr.CodeAuthorizationPending, "waiting for approval")
 		}
 		return tx.UpdateEnrollment(ctx, rec)
 	})
@@ -244,17 +246,17 @@ func (e *Enrollment) ListPendingEnrollments(ctx context.Context, _ *apiv1.ListPe
 func (e *Enrollment) ApproveEnrollment(ctx context.Context, req *apiv1.ApproveEnrollmentRequest) (*apiv1.ApproveEnrollmentResponse, error) {
 	p := mustPrincipal(ctx)
 	if e.kek == nil {
-		return nil, errNoKEK
+		return nil, registry.ErrNoKEK
 	}
 	code, err := parseUserCodeField(req.GetUserCode())
 	if err != nil {
 		return nil, err
 	}
 	if (req.Member == nil) == (req.NewMember == nil) {
-		return nil, invalid("member", "exactly one of member and newMember is required")
+		return nil, apierr.Invalid("member", "exactly one of member and newMember is required")
 	}
 	if req.Label != nil && (req.GetLabel() == "" || len(req.GetLabel()) > maxEnrollLabel) {
-		return nil, invalid("label", "must be 1 to %d bytes", maxEnrollLabel)
+		return nil, apierr.Invalid("label", "must be 1 to %d bytes", maxEnrollLabel)
 	}
 	if req.Member != nil {
 		if err := e.knownMember("member", req.GetMember()); err != nil {
@@ -290,7 +292,7 @@ func (e *Enrollment) ApproveEnrollment(ctx context.Context, req *apiv1.ApproveEn
 			return err
 		}
 		if cur.ID != rec.ID {
-			return Errorf(CodeNotFound, "no pending enrollment %s", FormatUserCode(code))
+			return apierr.Errorf(apierr.CodeNotFound, "no pending enrollment %s", FormatUserCode(code))
 		}
 		cur.Status, cur.Member, cur.TokenID, cur.SealedToken = store.EnrollmentApproved, member, tok.ID, string(sealedJSON)
 		cur.ExpiresAt = now.Add(enrollHold)
@@ -314,7 +316,7 @@ func (e *Enrollment) ApproveEnrollment(ctx context.Context, req *apiv1.ApproveEn
 		err := e.store.WithTx(ctx, func(tx store.Tx) error {
 			if err := tx.CreateToken(ctx, tok); err != nil {
 				if errors.Is(err, store.ErrPrecondition) {
-					return invalid("member", "no member %q", name)
+					return apierr.Invalid("member", "no member %q", name)
 				}
 				return err
 			}
@@ -325,7 +327,7 @@ func (e *Enrollment) ApproveEnrollment(ctx context.Context, req *apiv1.ApproveEn
 		}
 		m, ok := e.team.Member(name)
 		if !ok {
-			return nil, invalid("member", "no member %q", name)
+			return nil, apierr.Invalid("member", "no member %q", name)
 		}
 		member = teammateToProto(m)
 	}
@@ -341,7 +343,7 @@ func (e *Enrollment) RejectEnrollment(ctx context.Context, req *apiv1.RejectEnro
 		return nil, err
 	}
 	if len(req.GetReason()) > maxEnrollReason {
-		return nil, invalid("reason", "at most %d bytes", maxEnrollReason)
+		return nil, apierr.Invalid("reason", "at most %d bytes", maxEnrollReason)
 	}
 	now := e.now()
 	err = e.store.WithTx(ctx, func(tx store.Tx) error {
@@ -376,7 +378,7 @@ type enrollmentReader interface {
 func (e *Enrollment) decidable(ctx context.Context, r enrollmentReader, p *auth.Principal, code string, now time.Time) (store.Enrollment, error) {
 	rec, err := r.GetEnrollmentByUserCode(ctx, code)
 	if errors.Is(err, store.ErrNotFound) || err == nil && !rec.Live(now) {
-		return rec, Errorf(CodeNotFound, "no pending enrollment %s", FormatUserCode(code))
+		return rec, apierr.Errorf(apierr.CodeNotFound, "no pending enrollment %s", FormatUserCode(code))
 	}
 	if err != nil {
 		return rec, err
@@ -385,7 +387,7 @@ func (e *Enrollment) decidable(ctx context.Context, r enrollmentReader, p *auth.
 		return rec, fmt.Errorf("%w: a device cannot decide its own enrollment", auth.ErrForbidden)
 	}
 	if rec.Status != store.EnrollmentPending {
-		return rec, Errorf(CodeConflict, "enrollment %s is already %s", FormatUserCode(code), rec.Status)
+		return rec, apierr.Errorf(apierr.CodeConflict, "enrollment %s is already %s", FormatUserCode(code), rec.Status)
 	}
 	return rec, nil
 }
@@ -536,7 +538,7 @@ func userAgent(ctx context.Context, md metadata.MD) string {
 	if len(v) == 0 {
 		return ""
 	}
-	return truncateUTF8(strings.ToValidUTF8(v[0], "\uFFFD"), maxUserAgent)
+	return apierr.TruncateUTF8(strings.ToValidUTF8(v[0], "\uFFFD"), maxUserAgent)
 }
 
 func randomDeviceCode() (string, error) {
@@ -606,11 +608,11 @@ func FormatUserCode(code string) string {
 
 func parseUserCodeField(s string) (string, error) {
 	if s == "" {
-		return "", invalid("userCode", "is required")
+		return "", apierr.Invalid("userCode", "is required")
 	}
 	code, ok := ParseUserCode(s)
 	if !ok {
-		return "", invalid("userCode", "must be 8 letters from %s, as XXXX-XXXX or without the dash", userCodeAlphabet)
+		return "", apierr.Invalid("userCode", "must be 8 letters from %s, as XXXX-XXXX or without the dash", userCodeAlphabet)
 	}
 	return code, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"svc/server/apierr"
 	"sync"
 	"testing"
 	"time"
@@ -121,11 +122,11 @@ func TestEnrollmentMint(t *testing.T) {
 	require.Equal(t, "https://svc.example.org/ui/enroll", r2.GetVerificationUri())
 
 	_, err = f.StartEnrollment(from("192.0.2.10:5555"), &apiv1.StartEnrollmentRequest{LabelHint: ptr(strings.Repeat("x", maxEnrollLabel+1))})
-	requireCode(t, err, CodeBadRequest)
+	requireCode(t, err, apierr.CodeBadRequest)
 }
 
 // The server enforces the interval per device code from the previous poll;
-// every slow_down adds 5 s (CONTRACT §5).
+// every slow_down adds 5 s (docs/ENROLLMENT.md).
 func TestEnrollmentPollInterval(t *testing.T) {
 	f := mustEnrollment(t, true)
 	code := f.mint(t).GetDeviceCode()
@@ -133,14 +134,14 @@ func TestEnrollmentPollInterval(t *testing.T) {
 	steps := []struct {
 		name  string
 		after time.Duration
-		want  Code
+		want  apierr.Code
 	}{
-		{"first poll any time", 0, CodeAuthorizationPending},
-		{"too early", 4 * time.Second, CodeSlowDown},                  // interval now 10 s
-		{"early for the new interval", 9 * time.Second, CodeSlowDown}, // now 15 s
-		{"waited the interval", 15 * time.Second, CodeAuthorizationPending},
-		{"a hair early", 15*time.Second - time.Millisecond, CodeSlowDown}, // now 20 s
-		{"waited again", 20 * time.Second, CodeAuthorizationPending},
+		{"first poll any time", 0, apierr.CodeAuthorizationPending},
+		{"too early", 4 * time.Second, apierr.CodeSlowDown},
+		{"early for the new interval", 9 * time.Second, apierr.CodeSlowDown},
+		{"waited the interval", 15 * time.Second, apierr.CodeAuthorizationPending},
+		{"a hair early", 15*time.Second - time.Millisecond, apierr.CodeSlowDown},
+		{"waited again", 20 * time.Second, apierr.CodeAuthorizationPending},
 	}
 	for _, s := range steps {
 		f.clock.Add(s.after)
@@ -161,20 +162,20 @@ func TestEnrollmentLifetime(t *testing.T) {
 	r := f.mint(t)
 	f.clock.Add(300*time.Second - time.Millisecond)
 	_, err := f.poll(r.GetDeviceCode())
-	requireCode(t, err, CodeAuthorizationPending)
+	requireCode(t, err, apierr.CodeAuthorizationPending)
 	f.clock.Add(time.Millisecond)
 	_, err = f.poll(r.GetDeviceCode())
-	requireCode(t, err, CodeExpiredToken)
+	requireCode(t, err, apierr.CodeExpiredToken)
 	_, err = f.ApproveEnrollment(f.admin, &apiv1.ApproveEnrollmentRequest{UserCode: r.GetUserCode(), Member: ptr("bob")})
-	requireCode(t, err, CodeNotFound)
+	requireCode(t, err, apierr.CodeNotFound)
 	list, err := f.ListPendingEnrollments(f.admin, nil)
 	require.NoError(t, err)
 	require.Empty(t, list.GetPending())
 
 	_, err = f.poll("never-minted")
-	requireCode(t, err, CodeExpiredToken)
+	requireCode(t, err, apierr.CodeExpiredToken)
 	_, err = f.poll("")
-	requireCode(t, err, CodeBadRequest)
+	requireCode(t, err, apierr.CodeBadRequest)
 }
 
 func TestEnrollmentApproveExisting(t *testing.T) {
@@ -194,9 +195,9 @@ func TestEnrollmentApproveExisting(t *testing.T) {
 	require.Equal(t, "approved", list.GetPending()[0].GetStatus())
 
 	_, err = f.ApproveEnrollment(f.admin, &apiv1.ApproveEnrollmentRequest{UserCode: typed, Member: ptr("bob")})
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 	_, err = f.RejectEnrollment(f.admin, &apiv1.RejectEnrollmentRequest{UserCode: typed})
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 
 	got, err := f.poll(r.GetDeviceCode())
 	require.NoError(t, err)
@@ -208,7 +209,7 @@ func TestEnrollmentApproveExisting(t *testing.T) {
 
 	f.clock.Add(time.Minute)
 	_, err = f.poll(r.GetDeviceCode())
-	requireCode(t, err, CodeExpiredToken, "one read")
+	requireCode(t, err, apierr.CodeExpiredToken, "one read")
 }
 
 // The issued token waits 5 minutes; unread, it is revoked with the record.
@@ -225,7 +226,7 @@ func TestEnrollmentHoldExpiry(t *testing.T) {
 	require.Len(t, list.GetPending(), 1, "still held")
 	f.clock.Add(time.Millisecond)
 	_, err = f.poll(r.GetDeviceCode())
-	requireCode(t, err, CodeExpiredToken)
+	requireCode(t, err, apierr.CodeExpiredToken)
 
 	tokens, err := f.store.ListTokens(context.Background(), "bob")
 	require.NoError(t, err)
@@ -275,7 +276,7 @@ func TestEnrollmentApproveNewMember(t *testing.T) {
 	// A name taken is 409 and leaves the record pending.
 	req.NewMember.Name = "bob"
 	_, err := f.ApproveEnrollment(f.admin, req)
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 	req.NewMember.Name = "carol"
 	resp, err := f.ApproveEnrollment(f.admin, req)
 	require.NoError(t, err)
@@ -299,17 +300,17 @@ func TestEnrollmentApproveBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		req  *apiv1.ApproveEnrollmentRequest
-		want Code
+		want apierr.Code
 	}{
-		{"neither", &apiv1.ApproveEnrollmentRequest{UserCode: code}, CodeBadRequest},
-		{"both", &apiv1.ApproveEnrollmentRequest{UserCode: code, Member: ptr("bob"), NewMember: &apiv1.NewEnrollmentMember{Name: "x"}}, CodeBadRequest},
-		{"unknown member", &apiv1.ApproveEnrollmentRequest{UserCode: code, Member: ptr("nobody")}, CodeBadRequest},
-		{"bad new name", &apiv1.ApproveEnrollmentRequest{UserCode: code, NewMember: &apiv1.NewEnrollmentMember{Name: "bad name"}}, CodeBadRequest},
-		{"unknown preset", &apiv1.ApproveEnrollmentRequest{UserCode: code, NewMember: &apiv1.NewEnrollmentMember{Name: "dave", Permissions: []string{"nope"}}}, CodeBadRequest},
-		{"no user code", &apiv1.ApproveEnrollmentRequest{Member: ptr("bob")}, CodeBadRequest},
-		{"malformed user code", &apiv1.ApproveEnrollmentRequest{UserCode: "AAAA-AAAA", Member: ptr("bob")}, CodeBadRequest},
-		{"unknown user code", &apiv1.ApproveEnrollmentRequest{UserCode: "BBBB-BBBB", Member: ptr("bob")}, CodeNotFound},
-		{"empty label", &apiv1.ApproveEnrollmentRequest{UserCode: code, Member: ptr("bob"), Label: ptr("")}, CodeBadRequest},
+		{"neither", &apiv1.ApproveEnrollmentRequest{UserCode: code}, apierr.CodeBadRequest},
+		{"both", &apiv1.ApproveEnrollmentRequest{UserCode: code, Member: ptr("bob"), NewMember: &apiv1.NewEnrollmentMember{Name: "x"}}, apierr.CodeBadRequest},
+		{"unknown member", &apiv1.ApproveEnrollmentRequest{UserCode: code, Member: ptr("nobody")}, apierr.CodeBadRequest},
+		{"bad new name", &apiv1.ApproveEnrollmentRequest{UserCode: code, NewMember: &apiv1.NewEnrollmentMember{Name: "bad name"}}, apierr.CodeBadRequest},
+		{"unknown preset", &apiv1.ApproveEnrollmentRequest{UserCode: code, NewMember: &apiv1.NewEnrollmentMember{Name: "dave", Permissions: []string{"nope"}}}, apierr.CodeBadRequest},
+		{"no user code", &apiv1.ApproveEnrollmentRequest{Member: ptr("bob")}, apierr.CodeBadRequest},
+		{"malformed user code", &apiv1.ApproveEnrollmentRequest{UserCode: "AAAA-AAAA", Member: ptr("bob")}, apierr.CodeBadRequest},
+		{"unknown user code", &apiv1.ApproveEnrollmentRequest{UserCode: "BBBB-BBBB", Member: ptr("bob")}, apierr.CodeNotFound},
+		{"empty label", &apiv1.ApproveEnrollmentRequest{UserCode: code, Member: ptr("bob"), Label: ptr("")}, apierr.CodeBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := f.ApproveEnrollment(f.admin, tc.req)
@@ -333,11 +334,11 @@ func TestEnrollmentSelfApproval(t *testing.T) {
 		Member: "dev", Permissions: []string{auth.MembersManage}, Via: auth.ViaBearer, TokenID: resp.GetTokenInfo().GetId(),
 	})
 	_, err = f.ApproveEnrollment(device, &apiv1.ApproveEnrollmentRequest{UserCode: r.GetUserCode(), Member: ptr("dev")})
-	requireCode(t, err, CodeForbidden)
+	requireCode(t, err, apierr.CodeForbidden)
 	_, err = f.RejectEnrollment(device, &apiv1.RejectEnrollmentRequest{UserCode: r.GetUserCode()})
-	requireCode(t, err, CodeForbidden)
+	requireCode(t, err, apierr.CodeForbidden)
 	_, err = f.ApproveEnrollment(f.admin, &apiv1.ApproveEnrollmentRequest{UserCode: r.GetUserCode(), Member: ptr("dev")})
-	requireCode(t, err, CodeConflict, "another approver learns it is decided")
+	requireCode(t, err, apierr.CodeConflict, "another approver learns it is decided")
 }
 
 func TestEnrollmentReject(t *testing.T) {
@@ -347,17 +348,17 @@ func TestEnrollmentReject(t *testing.T) {
 	require.NoError(t, err)
 	for range 2 { // until the lifetime ends, every poll is told
 		_, err = f.poll(r.GetDeviceCode())
-		requireCode(t, err, CodeAccessDenied)
-		require.Equal(t, "unknown laptop", Render(err).Body.ErrorDescription)
+		requireCode(t, err, apierr.CodeAccessDenied)
+		require.Equal(t, "unknown laptop", apierr.Render(err).Body.ErrorDescription)
 		f.clock.Add(10 * time.Second)
 	}
 	_, err = f.RejectEnrollment(f.admin, &apiv1.RejectEnrollmentRequest{UserCode: r.GetUserCode()})
-	requireCode(t, err, CodeConflict)
+	requireCode(t, err, apierr.CodeConflict)
 	_, err = f.RejectEnrollment(f.admin, &apiv1.RejectEnrollmentRequest{UserCode: r.GetUserCode(), Reason: ptr(strings.Repeat("x", maxEnrollReason+1))})
-	requireCode(t, err, CodeBadRequest)
+	requireCode(t, err, apierr.CodeBadRequest)
 	f.clock.Add(enrollLifetime)
 	_, err = f.poll(r.GetDeviceCode())
-	requireCode(t, err, CodeExpiredToken)
+	requireCode(t, err, apierr.CodeExpiredToken)
 }
 
 func TestEnrollmentRateLimit(t *testing.T) {
@@ -369,8 +370,8 @@ func TestEnrollmentRateLimit(t *testing.T) {
 	}
 	// Another address in the same /64 shares the count.
 	_, err := f.StartEnrollment(from("[2001:db8:1:2::99]:4000"), &apiv1.StartEnrollmentRequest{})
-	requireCode(t, err, CodeRateLimited)
-	require.Equal(t, 50*time.Minute, Render(err).RetryAfter)
+	requireCode(t, err, apierr.CodeRateLimited)
+	require.Equal(t, 50*time.Minute, apierr.Render(err).RetryAfter)
 	_, err = f.StartEnrollment(from("[2001:db8:1:3::1]:4000"), &apiv1.StartEnrollmentRequest{})
 	require.NoError(t, err, "another /64 is another client")
 	_, err = f.StartEnrollment(from("198.51.100.1:4000"), &apiv1.StartEnrollmentRequest{})
@@ -393,8 +394,8 @@ func TestEnrollmentLiveCap(t *testing.T) {
 		require.NoError(t, f.store.CreateEnrollment(ctx, rec))
 	}
 	_, err := f.StartEnrollment(from("203.0.113.5:1"), &apiv1.StartEnrollmentRequest{})
-	requireCode(t, err, CodeRateLimited)
-	require.Equal(t, enrollLifetime, Render(err).RetryAfter)
+	requireCode(t, err, apierr.CodeRateLimited)
+	require.Equal(t, enrollLifetime, apierr.Render(err).RetryAfter)
 	f.clock.Add(enrollLifetime)
 	_, err = f.StartEnrollment(from("203.0.113.6:1"), &apiv1.StartEnrollmentRequest{})
 	require.NoError(t, err, "expired records are swept and make room")
@@ -417,10 +418,10 @@ func TestEnrollmentWithoutKEK(t *testing.T) {
 	f := mustEnrollment(t, false)
 	r := f.mint(t) // minting needs no KEK
 	_, err := f.ApproveEnrollment(f.admin, &apiv1.ApproveEnrollmentRequest{UserCode: r.GetUserCode(), Member: ptr("bob")})
-	requireCode(t, err, CodeUnavailable)
-	require.Equal(t, 503, Render(err).HTTPStatus)
+	requireCode(t, err, apierr.CodeUnavailable)
+	require.Equal(t, 503, apierr.Render(err).HTTPStatus)
 	_, err = f.poll(r.GetDeviceCode())
-	requireCode(t, err, CodeAuthorizationPending, "nothing was approved")
+	requireCode(t, err, apierr.CodeAuthorizationPending, "nothing was approved")
 	tokens, err := f.store.ListTokens(context.Background(), "bob")
 	require.NoError(t, err)
 	require.Empty(t, tokens, "a refused approve stores nothing")

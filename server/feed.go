@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"svc/server/apierr"
 	"sync/atomic"
 	"time"
 
@@ -23,11 +24,11 @@ const replayPage = 100
 const streamRetryAfter = 5 * time.Second
 
 // errFellBehind ends a stream the hub cut off.
-var errFellBehind = Errorf(CodeUnavailable, "subscriber fell behind; resume with the last id")
+var errFellBehind = apierr.Errorf(apierr.CodeUnavailable, "subscriber fell behind; resume with the last id")
 
 // errCredentialExpired ends a stream whose credential (a federation JWT)
 // reached its exp.
-var errCredentialExpired = Errorf(CodeUnauthenticated, "the credential this stream was opened with expired: reconnect with a fresh one")
+var errCredentialExpired = apierr.Errorf(apierr.CodeUnauthenticated, "the credential this stream was opened with expired: reconnect with a fresh one")
 
 // Feed is one live stream of committed items (a member's messages, a
 // member's activity): the items after a position, replayed from the store
@@ -162,7 +163,7 @@ func (c *core) subscribe(h *hub.Hub, key string, p *auth.Principal) (*hub.Subscr
 	case errors.Is(err, hub.ErrClosed):
 		return nil, errShuttingDown
 	case errors.Is(err, hub.ErrTooMany):
-		return nil, &Error{Code: CodeRateLimited, RetryAfter: streamRetryAfter,
+		return nil, &apierr.Error{Code: apierr.CodeRateLimited, RetryAfter: streamRetryAfter,
 			Message: fmt.Sprintf("%s holds %d live streams of this kind, the most one member may: close one first", p.Member, c.maxStreams)}
 	}
 	return sub, err

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"svc/server/apierr"
 	"unicode/utf8"
 
 	apiv1 "svc/gen/svc/v1"
@@ -31,7 +32,7 @@ const (
 	dirMimeType = "inode/directory"
 )
 
-// Collision strategies of a write (CONTRACT §4).
+// Collision strategies of a write (docs/API.md, "Files": collide=).
 const (
 	CollideError     = "error"
 	CollideOverwrite = "overwrite"
@@ -39,8 +40,8 @@ const (
 )
 
 // errFsDisabled answers every filesystem call when the team config has no
-// files block (spec: absent optional blocks disable the feature).
-var errFsDisabled = Errorf(CodeNotFound, "the filesystem is disabled: the team config has no files block")
+// files block (an absent optional config block disables its feature).
+var errFsDisabled = apierr.Errorf(apierr.CodeNotFound, "the filesystem is disabled: the team config has no files block")
 
 // Fs implements apiv1.FsServer, the virtual filesystem, and the byte-level
 // Read and Write that the hand-written gateway routes call.
@@ -134,13 +135,13 @@ func (f *Fs) MakeDir(ctx context.Context, req *apiv1.MakeDirRequest) (*apiv1.Mak
 		return nil, err
 	}
 	if vp.IsRoot() {
-		return nil, invalid("path", "must be inside a home")
+		return nil, apierr.Invalid("path", "must be inside a home")
 	}
 	if err := f.checkWrite(p, vp); err != nil {
 		return nil, err
 	}
 	if vp.IsHome() {
-		return nil, Errorf(CodeConflict, "%s exists", vp)
+		return nil, apierr.Errorf(apierr.CodeConflict, "%s exists", vp)
 	}
 	var out store.FsEntry
 	err = f.commit(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -173,7 +174,7 @@ func (f *Fs) Remove(ctx context.Context, req *apiv1.RemoveRequest) (*apiv1.Remov
 		return nil, err
 	}
 	if vp.IsRoot() || vp.IsHome() {
-		return nil, invalid("path", "the root and homes cannot be removed; remove what they hold")
+		return nil, apierr.Invalid("path", "the root and homes cannot be removed; remove what they hold")
 	}
 	if err := f.checkOwn(p, vp); err != nil {
 		return nil, err
@@ -190,7 +191,7 @@ func (f *Fs) Remove(ctx context.Context, req *apiv1.RemoveRequest) (*apiv1.Remov
 	}
 	switch {
 	case errors.Is(err, store.ErrPrecondition):
-		return nil, Errorf(CodeConflict, "%s is a directory with content; remove it with recursive", vp)
+		return nil, apierr.Errorf(apierr.CodeConflict, "%s is a directory with content; remove it with recursive", vp)
 	case err != nil:
 		return nil, notFound(vp, err)
 	}
@@ -216,10 +217,10 @@ func (f *Fs) Move(ctx context.Context, req *apiv1.MoveRequest) (*apiv1.MoveRespo
 		return nil, err
 	}
 	if from.IsRoot() || from.IsHome() {
-		return nil, invalid("from", "directory moves are not supported")
+		return nil, apierr.Invalid("from", "directory moves are not supported")
 	}
 	if to.IsRoot() {
-		return nil, invalid("to", "must be inside a home")
+		return nil, apierr.Invalid("to", "must be inside a home")
 	}
 	if err := f.checkOwn(p, from); err != nil {
 		return nil, err
@@ -232,10 +233,10 @@ func (f *Fs) Move(ctx context.Context, req *apiv1.MoveRequest) (*apiv1.MoveRespo
 		return nil, notFound(from, err)
 	}
 	if src.Kind != store.FsFile {
-		return nil, invalid("from", "directory moves are not supported")
+		return nil, apierr.Invalid("from", "directory moves are not supported")
 	}
 	if to.IsHome() {
-		return nil, Errorf(CodeConflict, "%s exists", to)
+		return nil, apierr.Errorf(apierr.CodeConflict, "%s exists", to)
 	}
 	var out store.FsEntry
 	err = f.commit(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -257,11 +258,11 @@ func (f *Fs) Move(ctx context.Context, req *apiv1.MoveRequest) (*apiv1.MoveRespo
 		out, err = tx.MoveEntry(ctx, store.FsMove{From: from.String(), To: to.String(), Owner: to.Home()})
 		switch {
 		case errors.Is(err, store.ErrConflict):
-			return Errorf(CodeConflict, "%s exists", to)
+			return apierr.Errorf(apierr.CodeConflict, "%s exists", to)
 		case errors.Is(err, store.ErrPrecondition):
 			// The source turned into a directory meanwhile, or a parent of
 			// the destination into a file.
-			return Errorf(CodeConflict, "cannot move %s to %s", from, to)
+			return apierr.Errorf(apierr.CodeConflict, "cannot move %s to %s", from, to)
 		case err != nil:
 			return notFound(from, err)
 		}
@@ -327,7 +328,7 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		return none, false, err
 	}
 	if vp.IsRoot() {
-		return none, false, invalid("path", "must name a file inside a home")
+		return none, false, apierr.Invalid("path", "must name a file inside a home")
 	}
 	collide := w.Collide
 	switch collide {
@@ -335,7 +336,7 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		collide = CollideError
 	case CollideError, CollideOverwrite, CollideSuffix:
 	default:
-		return none, false, invalid("collide", "must be error, overwrite or suffix")
+		return none, false, apierr.Invalid("collide", "must be error, overwrite or suffix")
 	}
 	mimeType, err := normalizeMimeType(w.MimeType)
 	if err != nil {
@@ -345,7 +346,7 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		return none, false, err
 	}
 	if vp.IsHome() {
-		return none, false, Errorf(CodeConflict, "%s is a directory", vp)
+		return none, false, apierr.Errorf(apierr.CodeConflict, "%s is a directory", vp)
 	}
 	if w.Size > f.maxFileSize {
 		return none, false, errTooLarge(f.maxFileSize)
@@ -357,9 +358,9 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 	case err != nil:
 		return none, false, err
 	case cur.Kind == store.FsDir:
-		return none, false, Errorf(CodeConflict, "%s is a directory", vp)
+		return none, false, apierr.Errorf(apierr.CodeConflict, "%s is a directory", vp)
 	case collide == CollideError:
-		return none, false, Errorf(CodeConflict, "%s exists; write with collide=overwrite or collide=suffix", vp)
+		return none, false, apierr.Errorf(apierr.CodeConflict, "%s exists; write with collide=overwrite or collide=suffix", vp)
 	case collide == CollideOverwrite:
 		replaced = cur.Size
 	}
@@ -390,7 +391,7 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 	case err != nil:
 		// The body's reader may refuse the client (it sent too slowly):
 		// that answer wins over the cancellation it causes.
-		var refused *Error
+		var refused *apierr.Error
 		if errors.As(err, &refused) {
 			return none, false, refused
 		}
@@ -398,7 +399,7 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 			return none, false, ctxErr
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return none, false, invalid("body", "ended before its declared length")
+			return none, false, apierr.Invalid("body", "ended before its declared length")
 		}
 		return none, false, fmt.Errorf("store file content: %w", err)
 	}
@@ -422,11 +423,11 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		case err != nil:
 			return err
 		case cur.Kind == store.FsDir:
-			return Errorf(CodeConflict, "%s is a directory", vp)
+			return apierr.Errorf(apierr.CodeConflict, "%s is a directory", vp)
 		case collide == CollideOverwrite:
 			out, purged, err = tx.ReplaceFile(ctx, vp.String(), store.FsContent{Blob: placed.SHA, Size: placed.Size, MimeType: mimeType})
 			if errors.Is(err, store.ErrPrecondition) {
-				return Errorf(CodeConflict, "%s is a directory", vp)
+				return apierr.Errorf(apierr.CodeConflict, "%s is a directory", vp)
 			}
 			return err
 		case collide == CollideSuffix:
@@ -435,7 +436,7 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 			}
 			renamed = true
 		default:
-			return Errorf(CodeConflict, "%s exists; write with collide=overwrite or collide=suffix", vp)
+			return apierr.Errorf(apierr.CodeConflict, "%s exists; write with collide=overwrite or collide=suffix", vp)
 		}
 		out, err = tx.CreateEntry(ctx, store.FsEntry{
 			Path: target.String(), Owner: target.Home(), Kind: store.FsFile,
@@ -471,7 +472,7 @@ func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.Fs
 			return e, nil, err
 		}
 		if e.Kind != store.FsFile {
-			return e, nil, invalid("path", "%s is a directory", e.Path)
+			return e, nil, apierr.Invalid("path", "%s is a directory", e.Path)
 		}
 		r, err := f.blobs.Read(e.Blob, e.Size)
 		switch {
@@ -507,7 +508,7 @@ func (f *Fs) checkWrite(p *auth.Principal, vp vfs.Path) error {
 		return err
 	}
 	if _, ok := f.team.Member(vp.Home()); !ok {
-		return Errorf(CodeNotFound, "no member %q owns %s", vp.Home(), vp.HomePath())
+		return apierr.Errorf(apierr.CodeNotFound, "no member %q owns %s", vp.Home(), vp.HomePath())
 	}
 	return nil
 }
@@ -550,7 +551,7 @@ func (f *Fs) list(ctx context.Context, p *auth.Principal, vp vfs.Path, page stor
 		switch {
 		case errors.Is(err, store.ErrPrecondition):
 			// A directory turned into a file since the lookup.
-			return nil, false, Errorf(CodeConflict, "%s is not a directory", vp)
+			return nil, false, apierr.Errorf(apierr.CodeConflict, "%s is not a directory", vp)
 		case err != nil:
 			return nil, false, notFound(vp, err)
 		}
@@ -597,12 +598,12 @@ func listPage(limit *int32, after string) (store.Page, error) {
 	p := store.Page{After: after, Limit: defaultListLimit}
 	if limit != nil {
 		if *limit < 1 {
-			return p, invalid("limit", "must be at least 1")
+			return p, apierr.Invalid("limit", "must be at least 1")
 		}
 		p.Limit = int(min(*limit, maxListLimit))
 	}
 	if len(after) > vfs.MaxPathLen || !utf8.ValidString(after) {
-		return p, invalid("after", "must be a name or path from a previous page")
+		return p, apierr.Invalid("after", "must be a name or path from a previous page")
 	}
 	return p, nil
 }
@@ -610,15 +611,15 @@ func listPage(limit *int32, after string) (store.Page, error) {
 // parseFsPath validates a virtual path from a request field.
 func parseFsPath(field, raw string) (vfs.Path, error) {
 	if raw == "" {
-		return vfs.Path{}, invalid(field, "is required")
+		return vfs.Path{}, apierr.Invalid(field, "is required")
 	}
 	vp, err := vfs.Parse(raw)
 	if err != nil {
 		var pe *vfs.PathError
 		if errors.As(err, &pe) {
-			return vfs.Path{}, invalid(field, "invalid path: %s", pe.Reason)
+			return vfs.Path{}, apierr.Invalid(field, "invalid path: %s", pe.Reason)
 		}
-		return vfs.Path{}, invalid(field, "invalid path")
+		return vfs.Path{}, apierr.Invalid(field, "invalid path")
 	}
 	return vp, nil
 }
@@ -631,7 +632,7 @@ func ensureParents(ctx context.Context, tx store.Tx, vp vfs.Path) error {
 	for _, seg := range segs[1 : len(segs)-1] {
 		var err error
 		if dir, err = dir.Join(seg); err != nil {
-			return invalid("path", "invalid path")
+			return apierr.Invalid("path", "invalid path")
 		}
 		e, err := tx.GetEntry(ctx, dir.String())
 		switch {
@@ -642,7 +643,7 @@ func ensureParents(ctx context.Context, tx store.Tx, vp vfs.Path) error {
 		case err != nil:
 			return err
 		case e.Kind != store.FsDir:
-			return Errorf(CodeConflict, "%s is a file", dir)
+			return apierr.Errorf(apierr.CodeConflict, "%s is a file", dir)
 		}
 	}
 	return nil
@@ -654,11 +655,11 @@ func requireParentDir(ctx context.Context, tx store.Tx, vp vfs.Path) error {
 	e, err := tx.GetEntry(ctx, parent.String())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return Errorf(CodeNotFound, "%s does not exist; create it first or pass recursive", parent)
+		return apierr.Errorf(apierr.CodeNotFound, "%s does not exist; create it first or pass recursive", parent)
 	case err != nil:
 		return err
 	case e.Kind != store.FsDir:
-		return Errorf(CodeConflict, "%s is a file", parent)
+		return apierr.Errorf(apierr.CodeConflict, "%s is a file", parent)
 	}
 	return nil
 }
@@ -668,7 +669,7 @@ func freeSuffix(ctx context.Context, tx store.Tx, vp vfs.Path) (vfs.Path, error)
 	for n := 1; n <= maxSuffix; n++ {
 		cand, err := vp.Suffixed(n)
 		if err != nil {
-			return vfs.Path{}, invalid("path", "no room for a suffix: %v", err)
+			return vfs.Path{}, apierr.Invalid("path", "no room for a suffix: %v", err)
 		}
 		switch _, err := tx.GetEntry(ctx, cand.String()); {
 		case errors.Is(err, store.ErrNotFound):
@@ -677,7 +678,7 @@ func freeSuffix(ctx context.Context, tx store.Tx, vp vfs.Path) (vfs.Path, error)
 			return vfs.Path{}, err
 		}
 	}
-	return vfs.Path{}, Errorf(CodeConflict, "%s and its first %d suffixed names exist", vp, maxSuffix)
+	return vfs.Path{}, apierr.Errorf(apierr.CodeConflict, "%s and its first %d suffixed names exist", vp, maxSuffix)
 }
 
 // createErr maps a CreateEntry error at vp.
@@ -686,9 +687,9 @@ func createErr(vp vfs.Path, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrConflict):
-		return Errorf(CodeConflict, "%s exists", vp)
+		return apierr.Errorf(apierr.CodeConflict, "%s exists", vp)
 	case errors.Is(err, store.ErrPrecondition):
-		return Errorf(CodeConflict, "the parent of %s is not a directory", vp)
+		return apierr.Errorf(apierr.CodeConflict, "the parent of %s is not a directory", vp)
 	}
 	return err
 }
@@ -696,7 +697,7 @@ func createErr(vp vfs.Path, err error) error {
 // notFound maps the store's ErrNotFound at vp to a 404 naming it.
 func notFound(vp vfs.Path, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return Errorf(CodeNotFound, "no such file or directory: %s", vp)
+		return apierr.Errorf(apierr.CodeNotFound, "no such file or directory: %s", vp)
 	}
 	return err
 }
@@ -733,13 +734,13 @@ func (f *Fs) withinQuota(ctx context.Context, tx store.Tx, home string, size int
 // not known.
 func (f *Fs) errOverQuota(home string, used, needs int64) error {
 	if used < 0 {
-		return Errorf(CodePayloadTooLarge, "/%s is over its quota of %d bytes (files.quotaBytes): the body is larger than what is left", home, f.quotaBytes)
+		return apierr.Errorf(apierr.CodePayloadTooLarge, "/%s is over its quota of %d bytes (files.quotaBytes): the body is larger than what is left", home, f.quotaBytes)
 	}
-	return Errorf(CodePayloadTooLarge, "/%s would be over its quota of %d bytes (files.quotaBytes): %d used, this needs %d more", home, f.quotaBytes, used, needs)
+	return apierr.Errorf(apierr.CodePayloadTooLarge, "/%s would be over its quota of %d bytes (files.quotaBytes): %d used, this needs %d more", home, f.quotaBytes, used, needs)
 }
 
 func errTooLarge(limit int64) error {
-	return Errorf(CodePayloadTooLarge, "a file holds at most %d bytes (files.maxFileSize)", limit)
+	return apierr.Errorf(apierr.CodePayloadTooLarge, "a file holds at most %d bytes (files.maxFileSize)", limit)
 }
 
 // normalizeMimeType validates a Content-Type and returns its canonical
@@ -750,16 +751,16 @@ func normalizeMimeType(s string) (string, error) {
 	}
 	mt, params, err := mime.ParseMediaType(s)
 	if err != nil || !strings.Contains(mt, "/") {
-		return "", invalid("Content-Type", "must be a media type such as text/plain")
+		return "", apierr.Invalid("Content-Type", "must be a media type such as text/plain")
 	}
 	out := mime.FormatMediaType(mt, params)
 	if out == "" || len(out) > maxMimeType {
-		return "", invalid("Content-Type", "must be a media type of at most %d bytes", maxMimeType)
+		return "", apierr.Invalid("Content-Type", "must be a media type of at most %d bytes", maxMimeType)
 	}
 	return out, nil
 }
 
-// fsEntryToProto renders an entry (CONTRACT §3 FsEntry).
+// fsEntryToProto renders an entry (FsEntry in proto/svc/v1).
 func FsEntryToProto(e store.FsEntry) *apiv1.FsEntry {
 	pe := &apiv1.FsEntry{
 		Path: e.Path, Name: e.Name(), Kind: e.Kind, Size: float64(e.Size), MimeType: e.MimeType,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"svc/server/apierr"
 	"sync"
 	"testing"
 
@@ -72,11 +73,11 @@ func (e *fsEnv) blobFiles(t *testing.T) int {
 }
 
 // codeOf is the wire code of err, "" for nil.
-func codeOf(err error) Code {
+func codeOf(err error) apierr.Code {
 	if err == nil {
 		return ""
 	}
-	return classify(err).Code
+	return apierr.Classify(err).Code
 }
 
 // TestReadableFile pins the contract the attachment checks rely on: 400 for
@@ -96,31 +97,31 @@ func TestReadableFile(t *testing.T) {
 		name string
 		as   string
 		path string
-		code Code
+		code apierr.Code
 		kind string // of the entry when allowed
 	}{
-		{name: "relative", as: "alice", path: "alice/a.txt", code: CodeBadRequest},
-		{name: "empty", as: "alice", path: "", code: CodeBadRequest},
-		{name: "root", as: "admin", path: "/", code: CodeBadRequest},
-		{name: "dot dot", as: "alice", path: "/alice/../bob/x", code: CodeBadRequest},
-		{name: "double slash", as: "alice", path: "/alice//a.txt", code: CodeBadRequest},
-		{name: "NUL", as: "alice", path: "/alice/a\x00.txt", code: CodeBadRequest},
+		{name: "relative", as: "alice", path: "alice/a.txt", code: apierr.CodeBadRequest},
+		{name: "empty", as: "alice", path: "", code: apierr.CodeBadRequest},
+		{name: "root", as: "admin", path: "/", code: apierr.CodeBadRequest},
+		{name: "dot dot", as: "alice", path: "/alice/../bob/x", code: apierr.CodeBadRequest},
+		{name: "double slash", as: "alice", path: "/alice//a.txt", code: apierr.CodeBadRequest},
+		{name: "NUL", as: "alice", path: "/alice/a\x00.txt", code: apierr.CodeBadRequest},
 		{name: "own file", as: "alice", path: "/alice/a.txt", kind: store.FsFile},
 		{name: "own dir", as: "alice", path: "/alice/d", kind: store.FsDir},
 		{name: "own home", as: "alice", path: "/alice", kind: store.FsDir},
-		{name: "own absent", as: "alice", path: "/alice/nope", code: CodeNotFound},
-		{name: "other's private file", as: "bob", path: "/alice/a.txt", code: CodeForbidden},
-		{name: "other's absent file", as: "bob", path: "/alice/nope", code: CodeForbidden},
-		{name: "other's dir", as: "bob", path: "/alice/d", code: CodeForbidden},
-		{name: "other's home", as: "bob", path: "/alice", code: CodeForbidden},
+		{name: "own absent", as: "alice", path: "/alice/nope", code: apierr.CodeNotFound},
+		{name: "other's private file", as: "bob", path: "/alice/a.txt", code: apierr.CodeForbidden},
+		{name: "other's absent file", as: "bob", path: "/alice/nope", code: apierr.CodeForbidden},
+		{name: "other's dir", as: "bob", path: "/alice/d", code: apierr.CodeForbidden},
+		{name: "other's home", as: "bob", path: "/alice", code: apierr.CodeForbidden},
 		{name: "granted file", as: "bob", path: "/alice/g.txt", kind: store.FsFile},
-		{name: "granted to another", as: "carol", path: "/alice/g.txt", code: CodeForbidden},
+		{name: "granted to another", as: "carol", path: "/alice/g.txt", code: apierr.CodeForbidden},
 		{name: "granted to everyone", as: "carol", path: "/alice/all.txt", kind: store.FsFile},
 		{name: "manager reads any file", as: "admin", path: "/alice/a.txt", kind: store.FsFile},
 		{name: "manager reads any dir", as: "admin", path: "/alice/d", kind: store.FsDir},
-		{name: "manager absent", as: "admin", path: "/alice/nope", code: CodeNotFound},
-		{name: "manager, no such home", as: "admin", path: "/ghost/x", code: CodeNotFound},
-		{name: "no such home", as: "alice", path: "/ghost/x", code: CodeForbidden},
+		{name: "manager absent", as: "admin", path: "/alice/nope", code: apierr.CodeNotFound},
+		{name: "manager, no such home", as: "admin", path: "/ghost/x", code: apierr.CodeNotFound},
+		{name: "no such home", as: "alice", path: "/ghost/x", code: apierr.CodeForbidden},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,7 +157,7 @@ func TestNormalizeMimeType(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := normalizeMimeType(tc.in)
 			if tc.bad {
-				require.Equal(t, CodeBadRequest, codeOf(err))
+				require.Equal(t, apierr.CodeBadRequest, codeOf(err))
 				return
 			}
 			require.NoError(t, err)
@@ -174,17 +175,17 @@ func TestWriteRefusalsKeepNothing(t *testing.T) {
 	tests := []struct {
 		name string
 		w    FileWrite
-		code Code
+		code apierr.Code
 	}{
-		{name: "parent is a file", w: FileWrite{Path: "/alice/f/x", Body: strings.NewReader("new bytes"), Size: -1}, code: CodeConflict},
-		{name: "over the limit, streamed", w: FileWrite{Path: "/alice/big", Body: strings.NewReader(strings.Repeat("x", 17)), Size: -1}, code: CodePayloadTooLarge},
-		{name: "over the limit, declared", w: FileWrite{Path: "/alice/big", Body: failReader{t}, Size: 17}, code: CodePayloadTooLarge},
-		{name: "exists", w: FileWrite{Path: "/alice/f", Body: failReader{t}, Size: -1}, code: CodeConflict},
-		{name: "directory", w: FileWrite{Path: "/alice", Body: failReader{t}, Size: -1, Collide: CollideOverwrite}, code: CodeConflict},
-		{name: "another home", w: FileWrite{Path: "/bob/x", Body: failReader{t}, Size: -1}, code: CodeForbidden},
-		{name: "bad collide", w: FileWrite{Path: "/alice/x", Body: failReader{t}, Size: -1, Collide: "replace"}, code: CodeBadRequest},
-		{name: "bad type", w: FileWrite{Path: "/alice/x", Body: failReader{t}, Size: -1, MimeType: "nonsense"}, code: CodeBadRequest},
-		{name: "cut short", w: FileWrite{Path: "/alice/short", Body: io.MultiReader(strings.NewReader("ab"), errReader{io.ErrUnexpectedEOF}), Size: -1}, code: CodeBadRequest},
+		{name: "parent is a file", w: FileWrite{Path: "/alice/f/x", Body: strings.NewReader("new bytes"), Size: -1}, code: apierr.CodeConflict},
+		{name: "over the limit, streamed", w: FileWrite{Path: "/alice/big", Body: strings.NewReader(strings.Repeat("x", 17)), Size: -1}, code: apierr.CodePayloadTooLarge},
+		{name: "over the limit, declared", w: FileWrite{Path: "/alice/big", Body: failReader{t}, Size: 17}, code: apierr.CodePayloadTooLarge},
+		{name: "exists", w: FileWrite{Path: "/alice/f", Body: failReader{t}, Size: -1}, code: apierr.CodeConflict},
+		{name: "directory", w: FileWrite{Path: "/alice", Body: failReader{t}, Size: -1, Collide: CollideOverwrite}, code: apierr.CodeConflict},
+		{name: "another home", w: FileWrite{Path: "/bob/x", Body: failReader{t}, Size: -1}, code: apierr.CodeForbidden},
+		{name: "bad collide", w: FileWrite{Path: "/alice/x", Body: failReader{t}, Size: -1, Collide: "replace"}, code: apierr.CodeBadRequest},
+		{name: "bad type", w: FileWrite{Path: "/alice/x", Body: failReader{t}, Size: -1, MimeType: "nonsense"}, code: apierr.CodeBadRequest},
+		{name: "cut short", w: FileWrite{Path: "/alice/short", Body: io.MultiReader(strings.NewReader("ab"), errReader{io.ErrUnexpectedEOF}), Size: -1}, code: apierr.CodeBadRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,7 +263,7 @@ func TestListVisibility(t *testing.T) {
 	e.write(t, "alice", "/alice/top.txt", []byte("t"))
 	require.NoError(t, storetest.GrantPaths(ctx, e.st, []string{"/alice/a/b/shared.txt"}, []string{"bob"}))
 
-	ls := func(as, path string) ([]string, Code) {
+	ls := func(as, path string) ([]string, apierr.Code) {
 		resp, err := e.fs.ListFiles(e.ctx(as), &apiv1.ListFilesRequest{Path: path})
 		if err != nil {
 			return nil, codeOf(err)
@@ -278,7 +279,7 @@ func TestListVisibility(t *testing.T) {
 		as   string
 		path string
 		want []string
-		code Code
+		code apierr.Code
 	}{
 		{name: "root, with a share", as: "bob", path: "/", want: []string{"/alice", "/bob"}},
 		{name: "root, none", as: "carol", path: "/", want: []string{"/carol"}},
@@ -287,9 +288,9 @@ func TestListVisibility(t *testing.T) {
 		{name: "way down", as: "bob", path: "/alice/a", want: []string{"/alice/a/b"}},
 		{name: "shared dir", as: "bob", path: "/alice/a/b", want: []string{"/alice/a/b/shared.txt"}},
 		{name: "the file", as: "bob", path: "/alice/a/b/shared.txt", want: []string{"/alice/a/b/shared.txt"}},
-		{name: "off the way", as: "bob", path: "/alice/a/c", code: CodeForbidden},
-		{name: "absent off the way", as: "bob", path: "/alice/zzz", code: CodeForbidden},
-		{name: "no share", as: "carol", path: "/alice", code: CodeForbidden},
+		{name: "off the way", as: "bob", path: "/alice/a/c", code: apierr.CodeForbidden},
+		{name: "absent off the way", as: "bob", path: "/alice/zzz", code: apierr.CodeForbidden},
+		{name: "no share", as: "carol", path: "/alice", code: apierr.CodeForbidden},
 		{name: "owner sees all", as: "alice", path: "/alice/a/b", want: []string{"/alice/a/b/private.txt", "/alice/a/b/shared.txt"}},
 	}
 	for _, tc := range tests {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"svc/server/apierr"
 	"sync"
 
 	"svc/server/vfs"
@@ -50,8 +51,8 @@ func (f *Fs) blobDamaged(ctx context.Context, e store.FsEntry, err error) error 
 	if f.metrics != nil {
 		f.metrics.storage.blobDamaged(kind)
 	}
-	return &Error{
-		Code:    CodeDataLoss,
+	return &apierr.Error{
+		Code:    apierr.CodeDataLoss,
 		Message: "the content of " + e.Path + " is damaged or missing on the broker's disk; its operator must restore it (see the broker's log)",
 		Err:     err,
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"svc/server/apierr"
 	"sync"
 	"testing"
 
@@ -55,9 +56,9 @@ func TestReadReportsDamage(t *testing.T) {
 
 			_, f, err := e.fs.Read(context.Background(), e.principal("alice"), "/alice/report.bin")
 			if tc.atStart {
-				r := Render(err)
+				r := apierr.Render(err)
 				require.Equal(t, 500, r.HTTPStatus)
-				require.Equal(t, CodeDataLoss, r.Body.Error)
+				require.Equal(t, apierr.CodeDataLoss, r.Body.Error)
 				require.Contains(t, r.Body.Message, "/alice/report.bin")
 				require.NotContains(t, r.Body.Message, entry.Blob, "the client learns the path, not the disk layout")
 				// stat still says the file exists: the damage is the broker's.

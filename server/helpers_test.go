@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"svc/server/apierr"
 	"testing"
 	"time"
 
@@ -99,8 +100,8 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func ptr[T any](v T) *T { return &v }
 
 // requireCode asserts that err is answered with code.
-func requireCode(t *testing.T, err error, code Code, msg ...any) {
+func requireCode(t *testing.T, err error, code apierr.Code, msg ...any) {
 	t.Helper()
 	require.Error(t, err, msg...)
-	require.Equal(t, code, Render(err).Body.Error, "%v %v", err, msg)
+	require.Equal(t, code, apierr.Render(err).Body.Error, "%v %v", err, msg)
 }

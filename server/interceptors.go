@@ -87,7 +87,7 @@ func (c *chain) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 // comes before credentials, in admit and in preauth alike.
 func checkProtocol(md metadata.MD) error {
 	if v := md.Get(protocolMD); len(v) > 0 && v[0] != ProtocolVersion {
-		return Errorf(CodeUnsupportedProtocol, "unsupported X-SVC-Protocol %q; this server speaks %s", v[0], ProtocolVersion)
+		return apierr.Errorf(apierr.CodeUnsupportedProtocol, "unsupported X-SVC-Protocol %q; this server speaks %s", v[0], ProtocolVersion)
 	}
 	return nil
 }
@@ -136,7 +136,7 @@ func connKey(ctx context.Context, md metadata.MD) string {
 
 func (c *chain) panicked(ctx context.Context, method string, r any) error {
 	c.log.ErrorContext(ctx, "panic in handler", "method", method, "panic", r, "stack", string(debug.Stack()))
-	return Errorf(CodeInternal, "internal error")
+	return apierr.Errorf(apierr.CodeInternal, "internal error")
 }
 
 // finish maps the error to a status and logs the call.
@@ -145,8 +145,8 @@ func (c *chain) finish(ctx context.Context, method string, start time.Time, err 
 		c.log.DebugContext(ctx, "rpc", "method", method, "duration", time.Since(start))
 		return nil
 	}
-	st := ToStatus(err)
-	if IsInternal(err) {
+	st := apierr.ToStatus(err)
+	if apierr.IsInternal(err) {
 		c.log.ErrorContext(ctx, "rpc failed", "method", method, "err", err)
 	} else {
 		c.log.DebugContext(ctx, "rpc refused", "method", method, "code", st.Code().String(), "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"svc/server/apierr"
 	"testing"
 	"time"
 
@@ -64,13 +65,13 @@ func newChainEnv(t *testing.T) *chainEnv {
 }
 
 // reason returns the svc ErrorInfo reason of err's status.
-func reason(t *testing.T, err error) Code {
+func reason(t *testing.T, err error) apierr.Code {
 	t.Helper()
 	st, ok := status.FromError(err)
 	require.True(t, ok, "interceptors return statuses: %v", err)
 	for _, d := range st.Details() {
 		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == "svc" {
-			return Code(ei.GetReason())
+			return apierr.Code(ei.GetReason())
 		}
 	}
 	return ""
@@ -86,35 +87,35 @@ func TestUnaryInterceptor(t *testing.T) {
 		md            metadata.MD
 		handler       grpc.UnaryHandler
 		wantCode      codes.Code
-		wantReason    Code   // checked when set
-		wantPrincipal string // member seen by the handler; "" for none
+		wantReason    apierr.Code // checked when set
+		wantPrincipal string      // member seen by the handler; "" for none
 	}{
 		{name: "public without credentials", method: apiv1.Broker_Health_FullMethodName, wantCode: codes.OK},
 		{name: "public with protocol 1", method: apiv1.Broker_Health_FullMethodName, md: metadata.Pairs("x-svc-protocol", "1"), wantCode: codes.OK},
-		{name: "protocol 2 refused", method: apiv1.Broker_Health_FullMethodName, md: metadata.Pairs("x-svc-protocol", "2"), wantCode: codes.InvalidArgument, wantReason: CodeUnsupportedProtocol},
-		{name: "empty protocol refused", method: apiv1.Broker_Health_FullMethodName, md: metadata.Pairs("x-svc-protocol", ""), wantCode: codes.InvalidArgument, wantReason: CodeUnsupportedProtocol},
-		{name: "protocol checked before auth", method: apiv1.Broker_CreateMember_FullMethodName, md: metadata.Pairs("x-svc-protocol", "2"), wantCode: codes.InvalidArgument, wantReason: CodeUnsupportedProtocol},
-		{name: "unknown method fails closed", method: "/svc.v1.Broker/Secret", md: metadata.Pairs("authorization", "Bearer "+env.root), wantCode: codes.PermissionDenied, wantReason: CodeForbidden},
-		{name: "member method without credentials", method: apiv1.Broker_GetBriefing_FullMethodName, wantCode: codes.Unauthenticated, wantReason: CodeUnauthenticated},
-		{name: "member method with bad bearer", method: apiv1.Broker_GetBriefing_FullMethodName, md: metadata.Pairs("authorization", "Bearer svc_nope"), wantCode: codes.Unauthenticated, wantReason: CodeUnauthenticated},
+		{name: "protocol 2 refused", method: apiv1.Broker_Health_FullMethodName, md: metadata.Pairs("x-svc-protocol", "2"), wantCode: codes.InvalidArgument, wantReason: apierr.CodeUnsupportedProtocol},
+		{name: "empty protocol refused", method: apiv1.Broker_Health_FullMethodName, md: metadata.Pairs("x-svc-protocol", ""), wantCode: codes.InvalidArgument, wantReason: apierr.CodeUnsupportedProtocol},
+		{name: "protocol checked before auth", method: apiv1.Broker_CreateMember_FullMethodName, md: metadata.Pairs("x-svc-protocol", "2"), wantCode: codes.InvalidArgument, wantReason: apierr.CodeUnsupportedProtocol},
+		{name: "unknown method fails closed", method: "/svc.v1.Broker/Secret", md: metadata.Pairs("authorization", "Bearer "+env.root), wantCode: codes.PermissionDenied, wantReason: apierr.CodeForbidden},
+		{name: "member method without credentials", method: apiv1.Broker_GetBriefing_FullMethodName, wantCode: codes.Unauthenticated, wantReason: apierr.CodeUnauthenticated},
+		{name: "member method with bad bearer", method: apiv1.Broker_GetBriefing_FullMethodName, md: metadata.Pairs("authorization", "Bearer svc_nope"), wantCode: codes.Unauthenticated, wantReason: apierr.CodeUnauthenticated},
 		{name: "member method with bearer", method: apiv1.Broker_GetBriefing_FullMethodName, md: metadata.Pairs("authorization", "Bearer "+env.alice), wantCode: codes.OK, wantPrincipal: "alice"},
-		{name: "leaf method lacking leaf", method: apiv1.Broker_CreateMember_FullMethodName, md: metadata.Pairs("authorization", "Bearer "+env.alice), wantCode: codes.PermissionDenied, wantReason: CodeForbidden},
+		{name: "leaf method lacking leaf", method: apiv1.Broker_CreateMember_FullMethodName, md: metadata.Pairs("authorization", "Bearer "+env.alice), wantCode: codes.PermissionDenied, wantReason: apierr.CodeForbidden},
 		{name: "leaf method holding leaf", method: apiv1.Broker_CreateMember_FullMethodName, md: metadata.Pairs("authorization", "Bearer "+env.root), wantCode: codes.OK, wantPrincipal: "root"},
 		{name: "public method ignores bad credentials", method: apiv1.Broker_Health_FullMethodName, md: metadata.Pairs("authorization", "Bearer svc_nope"), wantCode: codes.OK},
 		{
 			name: "handler store error mapped", method: apiv1.Broker_Health_FullMethodName,
 			handler:  func(context.Context, any) (any, error) { return nil, store.ErrNotFound },
-			wantCode: codes.NotFound, wantReason: CodeNotFound,
+			wantCode: codes.NotFound, wantReason: apierr.CodeNotFound,
 		},
 		{
 			name: "handler internal error hidden", method: apiv1.Broker_Health_FullMethodName,
 			handler:  func(context.Context, any) (any, error) { return nil, errors.New("secret path /x") },
-			wantCode: codes.Internal, wantReason: CodeInternal,
+			wantCode: codes.Internal, wantReason: apierr.CodeInternal,
 		},
 		{
 			name: "handler panic recovered", method: apiv1.Broker_Health_FullMethodName,
 			handler:  func(context.Context, any) (any, error) { panic("boom") },
-			wantCode: codes.Internal, wantReason: CodeInternal,
+			wantCode: codes.Internal, wantReason: apierr.CodeInternal,
 		},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/hub"
 )
@@ -41,7 +42,7 @@ func TestJWTStreamEndsAtExp(t *testing.T) {
 				defer cancel()
 				_, err := f.Next(ctx, nil)
 				require.ErrorIs(t, err, errCredentialExpired)
-				require.Equal(t, CodeUnauthenticated, err.(*Error).Code)
+				require.Equal(t, apierr.CodeUnauthenticated, err.(*apierr.Error).Code)
 				require.Zero(t, b.hub.Connected("bob"), "the expired stream still counts as connected")
 				return
 			}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/apierr"
 	"svc/server/auth"
 )
 
@@ -56,19 +57,19 @@ func TestLoginLimitsByMemberAndSource(t *testing.T) {
 		// then the right code for admin, from ip, naming admin or not
 		ip       string
 		codeless bool
-		want     Code // "" for a session
+		want     apierr.Code // "" for a session
 	}{
 		{name: "made-up names past the global limit do not lock admin out", failures: spread(3*auth.TOTPGlobalFailures, ghosts), ip: "203.0.113.7"},
 		{name: "codeless failures past the global limit do not lock admin out", failures: spread(3*auth.TOTPGlobalFailures, codeless), ip: "203.0.113.7"},
-		{name: "the codeless form keeps the global limit", failures: spread(auth.TOTPGlobalFailures, ghosts), ip: "203.0.113.7", codeless: true, want: CodeRateLimited},
+		{name: "the codeless form keeps the global limit", failures: spread(auth.TOTPGlobalFailures, ghosts), ip: "203.0.113.7", codeless: true, want: apierr.CodeRateLimited},
 		{name: "below the global limit the codeless form works", failures: spread(auth.TOTPGlobalFailures-1, ghosts), ip: "203.0.113.7", codeless: true},
-		{name: "admin's own failures lock admin", failures: spread(auth.TOTPMemberFailures, func(int) *string { return named("admin") }), ip: "203.0.113.7", want: CodeRateLimited},
-		{name: "admin's own failures lock the codeless form for admin", failures: spread(auth.TOTPMemberFailures, func(int) *string { return named("admin") }), ip: "203.0.113.7", codeless: true, want: CodeRateLimited},
+		{name: "admin's own failures lock admin", failures: spread(auth.TOTPMemberFailures, func(int) *string { return named("admin") }), ip: "203.0.113.7", want: apierr.CodeRateLimited},
+		{name: "admin's own failures lock the codeless form for admin", failures: spread(auth.TOTPMemberFailures, func(int) *string { return named("admin") }), ip: "203.0.113.7", codeless: true, want: apierr.CodeRateLimited},
 		{name: "bob's failures do not lock admin", failures: spread(3*auth.TOTPMemberFailures, func(int) *string { return named("bob") }), ip: "203.0.113.7"},
-		{name: "an address's failures lock that address", failures: oneSource("203.0.113.7", auth.TOTPSourceFailures, ghosts), ip: "203.0.113.7", want: CodeRateLimited},
+		{name: "an address's failures lock that address", failures: oneSource("203.0.113.7", auth.TOTPSourceFailures, ghosts), ip: "203.0.113.7", want: apierr.CodeRateLimited},
 		{name: "an address's failures do not lock another", failures: oneSource("203.0.113.7", auth.TOTPSourceFailures, ghosts), ip: "203.0.113.8"},
 		{name: "below the address limit", failures: oneSource("203.0.113.7", auth.TOTPSourceFailures-1, ghosts), ip: "203.0.113.7"},
-		{name: "an IPv6 /64 counts as one address", failures: spread6("2001:db8:1:2::", auth.TOTPSourceFailures, ghosts), ip: "2001:db8:1:2::ffff", want: CodeRateLimited},
+		{name: "an IPv6 /64 counts as one address", failures: spread6("2001:db8:1:2::", auth.TOTPSourceFailures, ghosts), ip: "2001:db8:1:2::ffff", want: apierr.CodeRateLimited},
 		{name: "another /64 is another address", failures: spread6("2001:db8:1:2::", auth.TOTPSourceFailures, ghosts), ip: "2001:db8:1:3::1"},
 	}
 	for _, tt := range tests {
@@ -79,7 +80,7 @@ func TestLoginLimitsByMemberAndSource(t *testing.T) {
 				_, err := b.CreateSession(fromIP(f.ip), &apiv1.CreateSessionRequest{Code: bad, Member: f.member})
 				// Past a limit that covers them, the failures are refused
 				// (and counted no more): either way, no session.
-				require.Contains(t, []Code{CodeUnauthenticated, CodeRateLimited}, rendered(err), "failure %d", i+1)
+				require.Contains(t, []apierr.Code{apierr.CodeUnauthenticated, apierr.CodeRateLimited}, rendered(err), "failure %d", i+1)
 			}
 			req := &apiv1.CreateSessionRequest{Code: code(t, time.Now())}
 			if !tt.codeless {
@@ -92,8 +93,8 @@ func TestLoginLimitsByMemberAndSource(t *testing.T) {
 				return
 			}
 			require.Equal(t, tt.want, rendered(err))
-			require.Positive(t, Render(err).RetryAfter)
-			require.LessOrEqual(t, Render(err).RetryAfter, auth.TOTPWindow)
+			require.Positive(t, apierr.Render(err).RetryAfter)
+			require.LessOrEqual(t, apierr.Render(err).RetryAfter, auth.TOTPWindow)
 		})
 	}
 }

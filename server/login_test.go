@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"svc/server/apierr"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func wrongCode(t *testing.T) string {
 	return ""
 }
 
-func rendered(err error) Code { return Render(err).Body.Error }
+func rendered(err error) apierr.Code { return apierr.Render(err).Body.Error }
 
 // A burst of parallel wrong codes must not get more than the global limit of
 // failures through: check and count are one step.
@@ -48,7 +49,7 @@ func TestLoginLimitHoldsUnderConcurrency(t *testing.T) {
 	b, _ := mustBroker(t)
 	bad := wrongCode(t)
 	var mu sync.Mutex
-	counts := map[Code]int{}
+	counts := map[apierr.Code]int{}
 	var wg sync.WaitGroup
 	for range 60 {
 		wg.Go(func() {
@@ -59,7 +60,7 @@ func TestLoginLimitHoldsUnderConcurrency(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Equal(t, map[Code]int{CodeUnauthenticated: auth.TOTPGlobalFailures, CodeRateLimited: 60 - auth.TOTPGlobalFailures}, counts)
+	require.Equal(t, map[apierr.Code]int{apierr.CodeUnauthenticated: auth.TOTPGlobalFailures, apierr.CodeRateLimited: 60 - auth.TOTPGlobalFailures}, counts)
 }
 
 // CONTRACT §5: a member locked out by named failures cannot log in through
@@ -71,11 +72,11 @@ func TestCodelessLoginHonoursMemberLockout(t *testing.T) {
 	member := "admin"
 	for range auth.TOTPMemberFailures {
 		_, err := b.CreateSession(ctx, &apiv1.CreateSessionRequest{Code: bad, Member: &member})
-		require.Equal(t, CodeUnauthenticated, rendered(err))
+		require.Equal(t, apierr.CodeUnauthenticated, rendered(err))
 	}
 	_, err := b.CreateSession(ctx, &apiv1.CreateSessionRequest{Code: code(t, time.Now())})
-	require.Equal(t, CodeRateLimited, rendered(err))
-	require.Positive(t, Render(err).RetryAfter)
+	require.Equal(t, apierr.CodeRateLimited, rendered(err))
+	require.Positive(t, apierr.Render(err).RetryAfter)
 }
 
 // A failed config write must leave the store as it was: rotating keeps the

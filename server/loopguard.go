@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"svc/server/apierr"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -119,7 +120,7 @@ func (g *loopGuard) allow(member string) time.Duration {
 
 // errAgentPushLimit answers a push over the agent push limit.
 func errAgentPushLimit(wait time.Duration) error {
-	return &Error{Code: CodeRateLimited, RetryAfter: wait,
+	return &apierr.Error{Code: apierr.CodeRateLimited, RetryAfter: wait,
 		Message: "this agent pushes faster than the team's agent push limit allows; retry later (docs/RUNNER.md, Loop guard)"}
 }
 
@@ -205,7 +206,7 @@ func (g *loopGuard) notice(ctx context.Context, tx store.Tx, stopped store.Messa
 		"Message %s and every later reply of this chain are stored but wake no agent. A person's message starts a new chain.",
 		names, stopped.Thread, stopped.Hops, g.maxHops, id)
 	return &store.Message{
-		From: loopSender, Thread: thread, Title: truncateUTF8("Agent loop stopped: "+names, maxTitle),
+		From: loopSender, Thread: thread, Title: apierr.TruncateUTF8("Agent loop stopped: "+names, maxTitle),
 		Body: body, Level: "warning", Data: data, Recipients: to,
 		// People read it; no agent makes a turn of it: an agent of the
 		// loop that holds members.manage would otherwise start the loop

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"strings"
+	"svc/server/apierr"
 	"sync"
 	"testing"
 	"time"
@@ -380,7 +381,7 @@ func TestLoopGuardNotice(t *testing.T) {
 					require.NoError(t, err, m)
 					require.Len(t, h.GetMessages(), 1, m)
 				} else {
-					requireCode(t, err, CodeForbidden, m)
+					requireCode(t, err, apierr.CodeForbidden, m)
 				}
 			}
 
@@ -439,10 +440,10 @@ func TestAgentPushLimit(t *testing.T) {
 	before, err := f.srv.core.store.LastMessageSeq(context.Background())
 	require.NoError(t, err)
 	err = push("alpha")
-	requireCode(t, err, CodeRateLimited)
-	require.Equal(t, time.Second, Render(err).RetryAfter, "one token a second")
+	requireCode(t, err, apierr.CodeRateLimited)
+	require.Equal(t, time.Second, apierr.Render(err).RetryAfter, "one token a second")
 	_, err = f.obj.DiscussObjective(as("alpha"), &apiv1.DiscussObjectiveRequest{Id: f.objID, Body: "x"})
-	requireCode(t, err, CodeRateLimited, "an objective post is a push too")
+	requireCode(t, err, apierr.CodeRateLimited, "an objective post is a push too")
 	after, err := f.srv.core.store.LastMessageSeq(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, before, after, "a refused push stores nothing")
@@ -451,7 +452,7 @@ func TestAgentPushLimit(t *testing.T) {
 	require.NoError(t, push("alice"), "people are never limited")
 	f.advance(time.Second)
 	require.NoError(t, push("alpha"), "a token is back after Retry-After")
-	requireCode(t, push("alpha"), CodeRateLimited)
+	requireCode(t, push("alpha"), apierr.CodeRateLimited)
 	f.run(t, "alpha.")
 	require.NoError(t, push("alpha"), "the turn ended: not counted")
 }
@@ -499,8 +500,8 @@ func FuzzLoopGuardAttribution(f *testing.F) {
 			}
 			r, err := fx.b.Push(as(tc.from), req)
 			if err != nil {
-				require.NotEqual(t, CodeInternal, Render(err).Body.Error, "%v", err)
-				require.NotEqual(t, CodeRateLimited, Render(err).Body.Error, "%v", err)
+				require.NotEqual(t, apierr.CodeInternal, apierr.Render(err).Body.Error, "%v", err)
+				require.NotEqual(t, apierr.CodeRateLimited, apierr.Render(err).Body.Error, "%v", err)
 				continue // refused for its content, whoever sent it
 			}
 			s := fx.stored(t, r.GetMessage().GetId())

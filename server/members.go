@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"svc/server/apierr"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -56,13 +57,13 @@ func (b *brokerMembers) CreateMember(ctx context.Context, req *apiv1.CreateMembe
 // token is stored. Every path that creates a member goes through it.
 func (c *core) createMember(ctx context.Context, req *apiv1.CreateMemberRequest, tok store.Token, inConfig bool, extra mirrorFunc) (teamconfig.Member, error) {
 	if !teamconfig.ValidName(req.GetName()) {
-		return teamconfig.Member{}, invalid("name", "must be 1 to 64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")
+		return teamconfig.Member{}, apierr.Invalid("name", "must be 1 to 64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")
 	}
 	if err := validateRole(req.GetRole()); err != nil {
 		return teamconfig.Member{}, err
 	}
 	if len(req.GetInstructions()) > maxInstructions {
-		return teamconfig.Member{}, invalid("instructions", "at most %d bytes", maxInstructions)
+		return teamconfig.Member{}, apierr.Invalid("instructions", "at most %d bytes", maxInstructions)
 	}
 	_, presets := c.team.Info()
 	perms, err := resolvePermissions(req.GetPermissions(), presets)
@@ -84,7 +85,7 @@ func (c *core) createMember(ctx context.Context, req *apiv1.CreateMemberRequest,
 	now := c.now()
 	err = c.team.change(ctx, func(f *teamconfig.File) error {
 		if f.MemberIndex(entry.Name) >= 0 {
-			return Errorf(CodeConflict, "member %q already exists", entry.Name)
+			return apierr.Errorf(apierr.CodeConflict, "member %q already exists", entry.Name)
 		}
 		f.Store.Members = append(f.Store.Members, entry)
 		return nil
@@ -118,14 +119,14 @@ func (b *brokerMembers) UpdateMember(ctx context.Context, req *apiv1.UpdateMembe
 		return nil, err
 	}
 	if len(req.GetInstructions()) > maxInstructions {
-		return nil, invalid("instructions", "at most %d bytes", maxInstructions)
+		return nil, apierr.Invalid("instructions", "at most %d bytes", maxInstructions)
 	}
 	var perms, raw []string
 	if req.Permissions != nil {
 		for i, v := range req.GetPermissions().GetValues() {
 			s, ok := v.GetKind().(*structpb.Value_StringValue)
 			if !ok {
-				return nil, invalid(fmt.Sprintf("permissions[%d]", i), "must be a string")
+				return nil, apierr.Invalid(fmt.Sprintf("permissions[%d]", i), "must be a string")
 			}
 			raw = append(raw, s.StringValue)
 		}
@@ -139,7 +140,7 @@ func (b *brokerMembers) UpdateMember(ctx context.Context, req *apiv1.UpdateMembe
 	err := b.team.change(ctx, func(f *teamconfig.File) error {
 		i := f.MemberIndex(req.GetName())
 		if i < 0 {
-			return Errorf(CodeNotFound, "member %q not found", req.GetName())
+			return apierr.Errorf(apierr.CodeNotFound, "member %q not found", req.GetName())
 		}
 		m := &f.Store.Members[i]
 		if req.Role != nil {
@@ -182,7 +183,7 @@ func (b *brokerMembers) DeleteMember(ctx context.Context, req *apiv1.DeleteMembe
 	err := b.team.change(ctx, func(f *teamconfig.File) error {
 		i := f.MemberIndex(req.GetName())
 		if i < 0 {
-			return Errorf(CodeNotFound, "member %q not found", req.GetName())
+			return apierr.Errorf(apierr.CodeNotFound, "member %q not found", req.GetName())
 		}
 		gone = store.FormerMember{ID: f.Store.Members[i].ID, Name: req.GetName(), DeletedAt: b.now(), DeletedBy: p.Member}
 		// Known as deleted before the config says so: a row written for
@@ -409,7 +410,7 @@ func (b *brokerMembers) RevokeToken(ctx context.Context, req *apiv1.RevokeTokenR
 	if err := b.manageOrSelf(mustPrincipal(ctx), req.GetName()); err != nil {
 		return nil, err
 	}
-	notFound := Errorf(CodeNotFound, "no active token %q for member %q", req.GetId(), req.GetName())
+	notFound := apierr.Errorf(apierr.CodeNotFound, "no active token %q for member %q", req.GetId(), req.GetName())
 	tokens, err := b.store.ListTokens(ctx, req.GetName())
 	if err != nil {
 		return nil, err
@@ -445,22 +446,22 @@ func validateRole(r *apiv1.Role) error {
 		return nil
 	}
 	if len(r.GetTitle()) > maxRoleField {
-		return invalid("role.title", "at most %d bytes", maxRoleField)
+		return apierr.Invalid("role.title", "at most %d bytes", maxRoleField)
 	}
 	if len(r.GetDescription()) > maxInstructions {
-		return invalid("role.description", "at most %d bytes", maxInstructions)
+		return apierr.Invalid("role.description", "at most %d bytes", maxInstructions)
 	}
 	return nil
 }
 
 func resolvePermissions(entries []string, presets map[string][]string) ([]string, error) {
 	if len(entries) > maxPermissionArg {
-		return nil, invalid("permissions", "at most %d entries", maxPermissionArg)
+		return nil, apierr.Invalid("permissions", "at most %d entries", maxPermissionArg)
 	}
 	perms, err := auth.Resolve(entries, presets)
 	var unknown *auth.UnknownPermissionError
 	if errors.As(err, &unknown) {
-		return nil, invalid("permissions", "unknown permission or preset %q", unknown.Name)
+		return nil, apierr.Invalid("permissions", "unknown permission or preset %q", unknown.Name)
 	}
 	return perms, err
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"svc/server/apierr"
 	"time"
 	"unicode/utf8"
 
@@ -28,7 +29,7 @@ const (
 	maxThreadID = 256
 )
 
-// History page bounds (spec: Limits).
+// History page bounds (docs/API.md, "Chat": 50 by default, at most 500).
 const (
 	defaultHistoryLimit = 50
 	maxHistoryLimit     = 500
@@ -40,7 +41,7 @@ const (
 	generalThread = "chan:" + generalID
 )
 
-// levels are the LogLevels of a message (spec: Message).
+// levels are the LogLevels of a message (the Message in proto/svc/v1).
 var levels = map[string]bool{"debug": true, "info": true, "notice": true, "warning": true, "error": true, "critical": true}
 
 // brokerMessages serves chat: push, history and the live stream.
@@ -86,10 +87,10 @@ func (b *brokerMessages) Push(ctx context.Context, req *apiv1.PushRequest) (*api
 // of its attachments.
 func (b *brokerMessages) route(ctx context.Context, p *auth.Principal, req *apiv1.PushRequest) (store.Message, *apiv1.Message, int, []int64, error) {
 	var msg store.Message
-	if err := validText("body", req.GetBody(), maxBody, true); err != nil {
+	if err := apierr.ValidText("body", req.GetBody(), maxBody, true); err != nil {
 		return msg, nil, 0, nil, err
 	}
-	if err := validText("title", req.GetTitle(), maxTitle, false); err != nil {
+	if err := apierr.ValidText("title", req.GetTitle(), maxTitle, false); err != nil {
 		return msg, nil, 0, nil, err
 	}
 	level := req.GetLevel()
@@ -97,7 +98,7 @@ func (b *brokerMessages) route(ctx context.Context, p *auth.Principal, req *apiv
 		level = "info"
 	}
 	if !levels[level] {
-		return msg, nil, 0, nil, invalid("level", "must be one of debug, info, notice, warning, error, critical")
+		return msg, nil, 0, nil, apierr.Invalid("level", "must be one of debug, info, notice, warning, error, critical")
 	}
 	attachments, err := b.attachments(ctx, p, req.GetAttachments())
 	if err != nil {
@@ -111,7 +112,7 @@ func (b *brokerMessages) route(ctx context.Context, p *auth.Principal, req *apiv
 	if v, ok := req.GetData().GetFields()["thread"]; ok {
 		sv, isString := v.GetKind().(*structpb.Value_StringValue)
 		if !isString {
-			return msg, nil, 0, nil, invalid("data.thread", "must be a string")
+			return msg, nil, 0, nil, apierr.Invalid("data.thread", "must be a string")
 		}
 		thread, hasThread = sv.StringValue, true
 	}
@@ -120,19 +121,19 @@ func (b *brokerMessages) route(ctx context.Context, p *auth.Principal, req *apiv
 	switch to := req.GetTo(); {
 	case to != "":
 		if !teamconfig.ValidName(to) {
-			return msg, nil, 0, nil, invalid("to", "must be a member name")
+			return msg, nil, 0, nil, apierr.Invalid("to", "must be a member name")
 		}
 		if _, ok := b.team.Member(to); !ok {
-			return msg, nil, 0, nil, invalid("to", "no member %q", to)
+			return msg, nil, 0, nil, apierr.Invalid("to", "no member %q", to)
 		}
 		if hasThread {
-			return msg, nil, 0, nil, invalid("data.thread", "a DM has no thread")
+			return msg, nil, 0, nil, apierr.Invalid("data.thread", "a DM has no thread")
 		}
 		msg.To, msg.Thread, msg.Recipients, targets = to, dmThread(p.Member, to), []string{to}, 1
 	case hasThread && !strings.HasPrefix(thread, "chan:"):
 		// A mistyped thread must not turn a private post into a broadcast;
 		// obj:, hook:, tool: and secret: threads are written by the broker.
-		return msg, nil, 0, nil, invalid("data.thread", "must be chan:<channel id> (other threads are written by the broker)")
+		return msg, nil, 0, nil, apierr.Invalid("data.thread", "must be chan:<channel id> (other threads are written by the broker)")
 	case hasThread && thread != generalThread:
 		ch, members, err := b.postableChannel(ctx, p, strings.TrimPrefix(thread, "chan:"))
 		if err != nil {
@@ -154,10 +155,10 @@ func (b *brokerMessages) route(ctx context.Context, p *auth.Principal, req *apiv
 	if req.GetData() != nil {
 		var err error
 		if msg.Data, err = protojson.Marshal(req.GetData()); err != nil {
-			return msg, nil, 0, nil, invalid("data", "must be a JSON object")
+			return msg, nil, 0, nil, apierr.Invalid("data", "must be a JSON object")
 		}
 		if len(msg.Data) > maxData {
-			return msg, nil, 0, nil, invalid("data", "at most %d bytes of JSON", maxData)
+			return msg, nil, 0, nil, apierr.Invalid("data", "at most %d bytes of JSON", maxData)
 		}
 	}
 	pm := &apiv1.Message{
@@ -245,33 +246,33 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 		}
 	}
 	if n > 1 {
-		return nil, invalid("with", "give at most one of with, channel and thread")
+		return nil, apierr.Invalid("with", "give at most one of with, channel and thread")
 	}
 	var err error
 	f := store.MessageFilter{Limit: defaultHistoryLimit}
 	if req.Limit != nil {
 		if req.GetLimit() < 1 {
-			return nil, invalid("limit", "must be at least 1")
+			return nil, apierr.Invalid("limit", "must be at least 1")
 		}
 		f.Limit = int(min(req.GetLimit(), maxHistoryLimit))
 	}
 	if req.Before != nil {
 		if req.GetBefore() <= 0 || req.GetBefore() > 1e15 {
-			return nil, invalid("before", "must be epoch milliseconds")
+			return nil, apierr.Invalid("before", "must be epoch milliseconds")
 		}
 		f.Before = time.UnixMilli(int64(req.GetBefore()))
 	}
 	if req.GetBeforeId() != "" {
 		seq, perr := ParseMessageID(req.GetBeforeId())
 		if perr != nil || seq == 0 {
-			return nil, invalid("beforeId", "must be a message id")
+			return nil, apierr.Invalid("beforeId", "must be a message id")
 		}
 		f.BeforeSeq = seq
 	}
 	switch {
 	case req.GetWith() != "":
 		if !teamconfig.ValidName(req.GetWith()) {
-			return nil, invalid("with", "must be a member name")
+			return nil, apierr.Invalid("with", "must be a member name")
 		}
 		f.Thread = dmThread(p.Member, req.GetWith())
 		if f.AfterSeq, err = b.memberSince(ctx, p.Member); err != nil {
@@ -289,7 +290,7 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 		f.Thread = "chan:" + ch.ID
 	case req.GetThread() != "":
 		if len(req.GetThread()) > maxThreadID || !utf8.ValidString(req.GetThread()) {
-			return nil, invalid("thread", "at most %d bytes", maxThreadID)
+			return nil, apierr.Invalid("thread", "at most %d bytes", maxThreadID)
 		}
 		if err := b.threadReadable(ctx, p, req.GetThread()); err != nil {
 			return nil, err
@@ -337,7 +338,7 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 	case "dm":
 		x, y, ok := strings.Cut(id, ":")
 		if !ok || !teamconfig.ValidName(x) || !teamconfig.ValidName(y) {
-			return invalid("thread", "a DM thread is dm:<member>:<member>")
+			return apierr.Invalid("thread", "a DM thread is dm:<member>:<member>")
 		}
 		if p.Member != x && p.Member != y {
 			return fmt.Errorf("%w: you are not in the thread %s", auth.ErrForbidden, thread)
@@ -349,7 +350,7 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 	if _, ok := registry.KindOfThread(kind); ok {
 		return b.registryThreadReadable(ctx, p, kind, thread)
 	}
-	return invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, hook-profile:<slug>, tool:<slug>, secret:<slug> or loop:<id>")
+	return apierr.Invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, hook-profile:<slug>, tool:<slug>, secret:<slug> or loop:<id>")
 }
 
 // readableChannel returns a channel whose history the caller may read.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"svc/server/apierr"
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
@@ -25,7 +26,7 @@ const (
 )
 
 // errShuttingDown answers pushes that arrive after the committer stopped.
-var errShuttingDown = Errorf(CodeUnavailable, "the broker is shutting down")
+var errShuttingDown = apierr.Errorf(apierr.CodeUnavailable, "the broker is shutting down")
 
 // stopped maps a group-commit loop's ErrStopped to errShuttingDown.
 func stopped(err error) error {
@@ -327,11 +328,11 @@ func ParseMessageID(s string) (int64, error) {
 		return 0, nil
 	}
 	if len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, invalid("lastEventId", "must be a message id")
+		return 0, apierr.Invalid("lastEventId", "must be a message id")
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, invalid("lastEventId", "must be a message id")
+		return 0, apierr.Invalid("lastEventId", "must be a message id")
 	}
 	// Past every id this store can hold: Attach resumes from the start.
 	return int64(min(n, math.MaxInt64)), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"svc/server/apierr"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,7 +153,7 @@ func TestChangeFailingApplyRollsBackAlone(t *testing.T) {
 			return []store.Message{msg}, nil
 		}
 	}
-	refused := Errorf(CodeConflict, "refused")
+	refused := apierr.Errorf(apierr.CodeConflict, "refused")
 	results := make([]committed, 3)
 	var wg sync.WaitGroup
 	for i, apply := range []func(ctx context.Context, tx store.Tx) ([]store.Message, error){
@@ -240,7 +241,7 @@ func TestParseMessageID(t *testing.T) {
 			got, err := ParseMessageID(tc.in)
 			if tc.wantErr {
 				require.Error(t, err)
-				require.Equal(t, CodeBadRequest, classify(err).Code)
+				require.Equal(t, apierr.CodeBadRequest, apierr.Classify(err).Code)
 				return
 			}
 			require.NoError(t, err)

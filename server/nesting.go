@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
+	"svc/server/apierr"
 )
 
 // maxNesting bounds how deeply JSON values in a request (message data,
@@ -14,7 +15,7 @@ import (
 const maxNesting = 64
 
 // errTooDeep answers a request whose JSON values nest too deeply.
-var errTooDeep = invalid("request", "JSON values nest more than %d levels deep", maxNesting)
+var errTooDeep = apierr.Invalid("request", "JSON values nest more than %d levels deep", maxNesting)
 
 // checkNesting refuses a request whose JSON values (Struct and ListValue
 // fields) nest more than maxNesting levels; other messages do not count.

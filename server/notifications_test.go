@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
+	"svc/server/apierr"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -198,7 +199,7 @@ func TestHookWiringEvents(t *testing.T) {
 		if tc.ok {
 			require.NoError(t, err, tc.who)
 		} else {
-			requireCode(t, err, CodeForbidden, tc.who)
+			requireCode(t, err, apierr.CodeForbidden, tc.who)
 		}
 	}
 	// A profile's thread is the managers'.
@@ -207,7 +208,7 @@ func TestHookWiringEvents(t *testing.T) {
 	_, err = e.broker.History(a, &apiv1.HistoryRequest{Thread: "hook-profile:gh"})
 	require.NoError(t, err)
 	_, err = e.broker.History(e.as("alice"), &apiv1.HistoryRequest{Thread: "hook-profile:gh"})
-	requireCode(t, err, CodeForbidden)
+	requireCode(t, err, apierr.CodeForbidden)
 	// No event carries the secret.
 	msgs, err := e.st.MessagesFor(context.Background(), "admin", 0, 500)
 	require.NoError(t, err)

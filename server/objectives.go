@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"svc/server/apierr"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -26,7 +27,7 @@ const (
 	maxWatchers         = 256
 )
 
-// Audit event kinds (spec: ObjectiveEvent).
+// Audit event kinds (ObjectiveEvent in proto/svc/v1).
 const (
 	evAssigned       = "assigned"
 	evBlocked        = "blocked"
@@ -69,11 +70,11 @@ type event struct {
 func (s *Objectives) ListObjectives(ctx context.Context, req *apiv1.ListObjectivesRequest) (*apiv1.ListObjectivesResponse, error) {
 	f := store.ObjectiveFilter{Assignee: req.GetAssignee()}
 	if f.Assignee != "" && !teamconfig.ValidName(f.Assignee) {
-		return nil, invalid("assignee", "must be a member name")
+		return nil, apierr.Invalid("assignee", "must be a member name")
 	}
 	if st := req.GetStatus(); st != "" {
 		if !validStatus(st) {
-			return nil, invalid("status", "must be one of active, blocked, done, cancelled")
+			return nil, apierr.Invalid("status", "must be one of active, blocked, done, cancelled")
 		}
 		f.Statuses = []string{st}
 	}
@@ -91,16 +92,16 @@ func (s *Objectives) ListObjectives(ctx context.Context, req *apiv1.ListObjectiv
 // CreateObjective implements apiv1.ObjectivesServer.
 func (s *Objectives) CreateObjective(ctx context.Context, req *apiv1.CreateObjectiveRequest) (*apiv1.CreateObjectiveResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := firstErr(
-		validText("title", req.GetTitle(), maxObjectiveTitle, true),
-		validText("outcome", req.GetOutcome(), maxObjectiveOutcome, true),
-		validText("body", req.GetBody(), maxObjectiveBody, false),
+	if err := apierr.FirstErr(
+		apierr.ValidText("title", req.GetTitle(), maxObjectiveTitle, true),
+		apierr.ValidText("outcome", req.GetOutcome(), maxObjectiveOutcome, true),
+		apierr.ValidText("body", req.GetBody(), maxObjectiveBody, false),
 		s.knownMember("assignee", req.GetAssignee()),
 	); err != nil {
 		return nil, err
 	}
 	if len(req.GetWatchers()) > maxWatchers {
-		return nil, invalid("watchers", "at most %d", maxWatchers)
+		return nil, apierr.Invalid("watchers", "at most %d", maxWatchers)
 	}
 	var watchers []string
 	for i, w := range req.GetWatchers() {
@@ -176,25 +177,25 @@ func (s *Objectives) UpdateObjective(ctx context.Context, req *apiv1.UpdateObjec
 		}
 		switch req.GetStatus() {
 		case store.StatusBlocked:
-			if err := validText("blockReason", req.GetBlockReason(), maxObjectiveNote, true); err != nil {
+			if err := apierr.ValidText("blockReason", req.GetBlockReason(), maxObjectiveNote, true); err != nil {
 				return nil, err
 			}
 			if o.Status != store.StatusActive {
-				return nil, Errorf(CodeConflict, "objective %s is already blocked", o.ID)
+				return nil, apierr.Errorf(apierr.CodeConflict, "objective %s is already blocked", o.ID)
 			}
 			reason := req.GetBlockReason()
 			o.Status, o.BlockReason = store.StatusBlocked, &reason
 			return []event{{kind: evBlocked, payload: map[string]any{"reason": reason}}}, nil
 		case store.StatusActive:
 			if o.Status != store.StatusBlocked {
-				return nil, Errorf(CodeConflict, "objective %s is not blocked", o.ID)
+				return nil, apierr.Errorf(apierr.CodeConflict, "objective %s is not blocked", o.ID)
 			}
 			o.Status, o.BlockReason = store.StatusActive, nil
 			return []event{{kind: evUnblocked, payload: map[string]any{}}}, nil
 		case "":
-			return nil, invalid("status", "is required: active or blocked")
+			return nil, apierr.Invalid("status", "is required: active or blocked")
 		default:
-			return nil, invalid("status", "must be active or blocked (complete and cancel have their own calls)")
+			return nil, apierr.Invalid("status", "must be active or blocked (complete and cancel have their own calls)")
 		}
 	})
 	if err != nil {
@@ -214,7 +215,7 @@ func (s *Objectives) CompleteObjective(ctx context.Context, req *apiv1.CompleteO
 		if err := notTerminal(*o); err != nil {
 			return nil, err
 		}
-		if err := validText("result", req.GetResult(), maxObjectiveNote, true); err != nil {
+		if err := apierr.ValidText("result", req.GetResult(), maxObjectiveNote, true); err != nil {
 			return nil, err
 		}
 		result := req.GetResult()
@@ -239,7 +240,7 @@ func (s *Objectives) CancelObjective(ctx context.Context, req *apiv1.CancelObjec
 		if err := notTerminal(*o); err != nil {
 			return nil, err
 		}
-		if err := validText("reason", req.GetReason(), maxObjectiveNote, false); err != nil {
+		if err := apierr.ValidText("reason", req.GetReason(), maxObjectiveNote, false); err != nil {
 			return nil, err
 		}
 		o.Status, o.BlockReason = store.StatusCancelled, nil
@@ -260,9 +261,9 @@ func (s *Objectives) CancelObjective(ctx context.Context, req *apiv1.CancelObjec
 // already demands members.manage.
 func (s *Objectives) ReassignObjective(ctx context.Context, req *apiv1.ReassignObjectiveRequest) (*apiv1.ReassignObjectiveResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := firstErr(
+	if err := apierr.FirstErr(
 		s.knownMember("to", req.GetTo()),
-		validText("note", req.GetNote(), maxObjectiveNote, false),
+		apierr.ValidText("note", req.GetNote(), maxObjectiveNote, false),
 	); err != nil {
 		return nil, err
 	}
@@ -273,7 +274,7 @@ func (s *Objectives) ReassignObjective(ctx context.Context, req *apiv1.ReassignO
 			return nil, err
 		}
 		if isAssignee(*o, req.GetTo(), to) {
-			return nil, Errorf(CodeConflict, "objective %s is already assigned to %s", o.ID, o.Assignee)
+			return nil, apierr.Errorf(apierr.CodeConflict, "objective %s is already assigned to %s", o.ID, o.Assignee)
 		}
 		old = o.Assignee
 		o.Assignee, o.AssigneeID, o.Status, o.BlockReason = req.GetTo(), to, store.StatusActive, nil
@@ -296,10 +297,10 @@ func (s *Objectives) ReassignObjective(ctx context.Context, req *apiv1.ReassignO
 func (s *Objectives) UpdateWatchers(ctx context.Context, req *apiv1.UpdateWatchersRequest) (*apiv1.UpdateWatchersResponse, error) {
 	p := mustPrincipal(ctx)
 	if len(req.GetAdd()) == 0 && len(req.GetRemove()) == 0 {
-		return nil, invalid("add", "at least one of add and remove is required")
+		return nil, apierr.Invalid("add", "at least one of add and remove is required")
 	}
 	if len(req.GetAdd())+len(req.GetRemove()) > maxWatchers {
-		return nil, invalid("add", "at most %d names in one call", maxWatchers)
+		return nil, apierr.Invalid("add", "at most %d names in one call", maxWatchers)
 	}
 	for i, n := range req.GetAdd() {
 		if err := s.knownMember(fmt.Sprintf("add[%d]", i), n); err != nil {
@@ -320,7 +321,7 @@ func (s *Objectives) UpdateWatchers(ctx context.Context, req *apiv1.UpdateWatche
 		for _, n := range req.GetAdd() {
 			if !slices.Contains(o.Watchers, n) {
 				if len(o.Watchers) >= maxWatchers {
-					return nil, invalid("add", "an objective has at most %d watchers", maxWatchers)
+					return nil, apierr.Invalid("add", "an objective has at most %d watchers", maxWatchers)
 				}
 				o.Watchers = append(o.Watchers, n)
 				evs = append(evs, event{kind: evWatcherAdded, payload: map[string]any{"watcher": n}})
@@ -345,9 +346,9 @@ func (s *Objectives) UpdateWatchers(ctx context.Context, req *apiv1.UpdateWatche
 // not an audit event.
 func (s *Objectives) DiscussObjective(ctx context.Context, req *apiv1.DiscussObjectiveRequest) (*apiv1.DiscussObjectiveResponse, error) {
 	p := mustPrincipal(ctx)
-	if err := firstErr(
-		validText("body", req.GetBody(), maxBody, true),
-		validText("title", req.GetTitle(), maxTitle, false),
+	if err := apierr.FirstErr(
+		apierr.ValidText("body", req.GetBody(), maxBody, true),
+		apierr.ValidText("title", req.GetTitle(), maxTitle, false),
 	); err != nil {
 		return nil, err
 	}
@@ -486,7 +487,7 @@ func record(ctx context.Context, tx store.Tx, o store.Objective, managers []stri
 func eventMessage(o store.Objective, actor string, e event, recipients []string) (store.Message, error) {
 	thread := objectiveThread(o.ID)
 	msg := store.Message{
-		From: actor, Thread: thread, Title: truncateUTF8(o.Title, maxTitle), Level: "info",
+		From: actor, Thread: thread, Title: apierr.TruncateUTF8(o.Title, maxTitle), Level: "info",
 		Recipients: recipients,
 	}
 	str := func(k string) string { v, _ := e.payload[k].(string); return v }
@@ -519,7 +520,7 @@ func eventMessage(o store.Objective, actor string, e event, recipients []string)
 	case evWatcherRemoved:
 		msg.Body = fmt.Sprintf("%s removed %s as a watcher of %q", actor, str("watcher"), o.Title)
 	}
-	msg.Body = truncateUTF8(msg.Body, maxBody)
+	msg.Body = apierr.TruncateUTF8(msg.Body, maxBody)
 	data, err := json.Marshal(map[string]any{
 		"thread": thread, "kind": "objective_event", "event": e.kind,
 		"objectiveId": o.ID, "status": o.Status, "assignee": o.Assignee, "payload": e.payload,
@@ -620,7 +621,7 @@ func (c *core) markAs(ctx context.Context, o store.Objective, member, id, kind, 
 // {path} objects.
 func attachmentPaths(vs []*structpb.Value) ([]string, error) {
 	if len(vs) > maxAttachments {
-		return nil, invalid("attachments", "at most %d", maxAttachments)
+		return nil, apierr.Invalid("attachments", "at most %d", maxAttachments)
 	}
 	paths := make([]string, len(vs))
 	for i, v := range vs {
@@ -630,11 +631,11 @@ func attachmentPaths(vs []*structpb.Value) ([]string, error) {
 		case *structpb.Value_StructValue:
 			pv, ok := k.StructValue.GetFields()["path"].GetKind().(*structpb.Value_StringValue)
 			if !ok {
-				return nil, invalid(fmt.Sprintf("attachments[%d].path", i), "is required")
+				return nil, apierr.Invalid(fmt.Sprintf("attachments[%d].path", i), "is required")
 			}
 			paths[i] = pv.StringValue
 		default:
-			return nil, invalid(fmt.Sprintf("attachments[%d]", i), "must be a path or {path}")
+			return nil, apierr.Invalid(fmt.Sprintf("attachments[%d]", i), "must be a path or {path}")
 		}
 	}
 	return paths, nil
@@ -653,14 +654,14 @@ func validStatus(s string) bool {
 // notTerminal refuses changes to done and cancelled objectives.
 func notTerminal(o store.Objective) error {
 	if o.Status == store.StatusDone || o.Status == store.StatusCancelled {
-		return Errorf(CodeConflict, "objective %s is %s", o.ID, o.Status)
+		return apierr.Errorf(apierr.CodeConflict, "objective %s is %s", o.ID, o.Status)
 	}
 	return nil
 }
 
 func objectiveErr(err error, id string) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return Errorf(CodeNotFound, "no objective %q", id)
+		return apierr.Errorf(apierr.CodeNotFound, "no objective %q", id)
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"svc/server/apierr"
 	"sync"
 	"testing"
 	"time"
@@ -102,9 +103,9 @@ func TestRefusedChangesWriteNoMarker(t *testing.T) {
 	e := newObjectivesEnv(t)
 	o := e.create(t, "bob")
 	_, err := e.s.CompleteObjective(e.as("carol"), &apiv1.CompleteObjectiveRequest{Id: o.Id, Result: "x"})
-	require.Equal(t, CodeForbidden, classify(err).Code)
+	require.Equal(t, apierr.CodeForbidden, apierr.Classify(err).Code)
 	_, err = e.s.ReassignObjective(e.as("admin"), &apiv1.ReassignObjectiveRequest{Id: o.Id, To: "bob"})
-	require.Equal(t, CodeConflict, classify(err).Code)
+	require.Equal(t, apierr.CodeConflict, apierr.Classify(err).Code)
 	require.Equal(t, []string{"objective_open " + o.Id + " "}, e.markers(t, "bob"))
 }
 
@@ -134,7 +135,7 @@ func TestConcurrentClosesCommitOnce(t *testing.T) {
 			wins++
 			continue
 		}
-		require.Equal(t, CodeConflict, classify(err).Code, "%v", err)
+		require.Equal(t, apierr.CodeConflict, apierr.Classify(err).Code, "%v", err)
 	}
 	require.Equal(t, 1, wins)
 	got, err := e.s.GetObjective(e.as("carol"), &apiv1.GetObjectiveRequest{Id: o.Id})

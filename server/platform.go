@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"svc/server/apierr"
 	"sync"
 	"time"
 
@@ -78,16 +79,16 @@ func (s *Platform) CreatePairingCode(ctx context.Context, req *apiv1.CreatePairi
 	case req.Issuer == nil && req.Audience == nil && req.JwksUrl == nil:
 		cur := s.fed.verifier.Config()
 		if cur == nil {
-			return nil, Errorf(CodeBadRequest, "this broker has no jwt config to pass on: give issuer, audience and jwksUrl")
+			return nil, apierr.Errorf(apierr.CodeBadRequest, "this broker has no jwt config to pass on: give issuer, audience and jwksUrl")
 		}
 		cfg = *cur
 	case req.Issuer != nil && req.Audience != nil && req.JwksUrl != nil:
 		cfg = federation.Config{Issuer: req.GetIssuer(), Audience: req.GetAudience(), JWKSURL: req.GetJwksUrl()}
 	default:
-		return nil, Errorf(CodeBadRequest, "give issuer, audience and jwksUrl together, or none of them")
+		return nil, apierr.Errorf(apierr.CodeBadRequest, "give issuer, audience and jwksUrl together, or none of them")
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, invalid("jwt", "%v", err)
+		return nil, apierr.Invalid("jwt", "%v", err)
 	}
 	var raw [20]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -101,7 +102,7 @@ func (s *Platform) CreatePairingCode(ctx context.Context, req *apiv1.CreatePairi
 	}
 	err := s.store.CreatePairingCode(ctx, pc, maxPairingCodes)
 	if errors.Is(err, store.ErrPrecondition) {
-		return nil, &Error{Code: CodeRateLimited, RetryAfter: PairingCodeTTL,
+		return nil, &apierr.Error{Code: apierr.CodeRateLimited, RetryAfter: PairingCodeTTL,
 			Message: fmt.Sprintf("%d pairing codes are outstanding, the most there may be: wait for one to be used or expire", maxPairingCodes)}
 	}
 	if err != nil {
@@ -118,16 +119,16 @@ func pairingHash(code string) store.PairingHash { return sha256.Sum256([]byte(co
 func (s *Platform) LookupPairingCode(ctx context.Context, req *apiv1.LookupPairingCodeRequest) (*apiv1.LookupPairingCodeResponse, error) {
 	code := req.GetCode()
 	if code == "" {
-		return nil, invalid("code", "is required")
+		return nil, apierr.Invalid("code", "is required")
 	}
 	if len(code) > maxPairingCodeLen {
-		return nil, invalid("code", "is longer than %d bytes", maxPairingCodeLen)
+		return nil, apierr.Invalid("code", "is longer than %d bytes", maxPairingCodeLen)
 	}
 	// The lookup is by the code's hash through the primary key: no code is
 	// compared, so none leaks through timing.
 	pc, err := s.store.ConsumePairingCode(ctx, pairingHash(code), s.now())
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no such pairing code: unknown, already used or expired")
+		return nil, apierr.Errorf(apierr.CodeNotFound, "no such pairing code: unknown, already used or expired")
 	}
 	if err != nil {
 		return nil, err
@@ -145,18 +146,18 @@ func (s *Platform) Bind(ctx context.Context, req *apiv1.BindRequest) (*apiv1.Bin
 	code := req.GetPairingCode()
 	switch {
 	case code == "":
-		return nil, invalid("pairingCode", "is required")
+		return nil, apierr.Invalid("pairingCode", "is required")
 	case len(code) > maxPairingCodeLen:
-		return nil, invalid("pairingCode", "is longer than %d bytes", maxPairingCodeLen)
+		return nil, apierr.Invalid("pairingCode", "is longer than %d bytes", maxPairingCodeLen)
 	case strings.ContainsFunc(code, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return nil, invalid("pairingCode", "holds control characters")
+		return nil, apierr.Invalid("pairingCode", "holds control characters")
 	}
 	lookup, err := lookupURL(req.GetPlatformUrl())
 	if err != nil {
 		return nil, err
 	}
 	if s.fed.overlay == "" {
-		return nil, Errorf(CodeUnavailable, "this broker has no config file to write the jwt block to")
+		return nil, apierr.Errorf(apierr.CodeUnavailable, "this broker has no config file to write the jwt block to")
 	}
 	cfg, err := s.fetchLookup(ctx, lookup, code)
 	if err != nil {
@@ -182,20 +183,20 @@ func (s *Platform) Bind(ctx context.Context, req *apiv1.BindRequest) (*apiv1.Bin
 // (without the code).
 func lookupURL(platform string) (*url.URL, error) {
 	if platform == "" {
-		return nil, invalid("platformUrl", "is required")
+		return nil, apierr.Invalid("platformUrl", "is required")
 	}
 	if len(platform) > maxPlatformURLLen {
-		return nil, invalid("platformUrl", "is longer than %d bytes", maxPlatformURLLen)
+		return nil, apierr.Invalid("platformUrl", "is longer than %d bytes", maxPlatformURLLen)
 	}
 	if err := federation.ValidateURL(platform); err != nil {
-		return nil, invalid("platformUrl", "%v", err)
+		return nil, apierr.Invalid("platformUrl", "%v", err)
 	}
 	u, err := url.Parse(platform)
 	if err != nil {
-		return nil, invalid("platformUrl", "not a URL")
+		return nil, apierr.Invalid("platformUrl", "not a URL")
 	}
 	if u.RawQuery != "" || u.ForceQuery {
-		return nil, invalid("platformUrl", "must not carry a query")
+		return nil, apierr.Invalid("platformUrl", "must not carry a query")
 	}
 	if u.Path == "" {
 		u.Path, u.RawPath = "/", ""
@@ -213,7 +214,7 @@ func (s *Platform) fetchLookup(ctx context.Context, lookup *url.URL, code string
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return federation.Config{}, invalid("platformUrl", "not a URL")
+		return federation.Config{}, apierr.Invalid("platformUrl", "not a URL")
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-SVC-Protocol", ProtocolVersion)
@@ -221,23 +222,23 @@ func (s *Platform) fetchLookup(ctx context.Context, lookup *url.URL, code string
 	if err != nil {
 		// The cause names the address, never the code (the URL is not
 		// logged either: its query holds the code).
-		return federation.Config{}, &Error{Code: CodeBadGateway, Message: "the platform could not be reached", Err: scrub(err, code)}
+		return federation.Config{}, &apierr.Error{Code: apierr.CodeBadGateway, Message: "the platform could not be reached", Err: scrub(err, code)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxLookupBody))
-		return federation.Config{}, Errorf(CodeBadGateway, "the platform answered the lookup with status %d", resp.StatusCode)
+		return federation.Config{}, apierr.Errorf(apierr.CodeBadGateway, "the platform answered the lookup with status %d", resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxLookupBody+1))
 	if err != nil {
-		return federation.Config{}, &Error{Code: CodeBadGateway, Message: "the platform's answer could not be read", Err: scrub(err, code)}
+		return federation.Config{}, &apierr.Error{Code: apierr.CodeBadGateway, Message: "the platform's answer could not be read", Err: scrub(err, code)}
 	}
 	if len(body) > maxLookupBody {
-		return federation.Config{}, Errorf(CodeBadRequest, "the platform's answer is over %d bytes", maxLookupBody)
+		return federation.Config{}, apierr.Errorf(apierr.CodeBadRequest, "the platform's answer is over %d bytes", maxLookupBody)
 	}
 	cfg, err := parseLookup(body)
 	if err != nil {
-		return federation.Config{}, Errorf(CodeBadRequest, "the platform's answer is not platform info: %v", err)
+		return federation.Config{}, apierr.Errorf(apierr.CodeBadRequest, "the platform's answer is not platform info: %v", err)
 	}
 	return cfg, nil
 }

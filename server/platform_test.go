@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"svc/server/apierr"
 	"sync"
 	"testing"
 	"time"
@@ -108,29 +109,29 @@ func TestBindRefusals(t *testing.T) {
 		url    string
 		status int
 		body   string
-		want   Code
+		want   apierr.Code
 	}{
-		{name: "bearer token", via: auth.ViaBearer, code: "c", url: okPlat.URL + "/base", want: CodeForbidden},
-		{name: "federation JWT", via: auth.ViaJWT, code: "c", url: okPlat.URL + "/base", want: CodeForbidden},
-		{name: "no code", via: auth.ViaSession, url: okPlat.URL + "/base", want: CodeBadRequest},
-		{name: "long code", via: auth.ViaSession, code: strings.Repeat("c", 300), url: okPlat.URL + "/base", want: CodeBadRequest},
-		{name: "control in code", via: auth.ViaSession, code: "a\nb", url: okPlat.URL + "/base", want: CodeBadRequest},
-		{name: "no url", via: auth.ViaSession, code: "c", want: CodeBadRequest},
-		{name: "ftp url", via: auth.ViaSession, code: "c", url: "ftp://x/", want: CodeBadRequest},
-		{name: "relative url", via: auth.ViaSession, code: "c", url: "/x", want: CodeBadRequest},
-		{name: "url with query", via: auth.ViaSession, code: "c", url: okPlat.URL + "/base?a=b", want: CodeBadRequest},
-		{name: "url with credentials", via: auth.ViaSession, code: "c", url: "http://u:p@" + strings.TrimPrefix(okPlat.URL, "http://"), want: CodeBadRequest},
-		{name: "unreachable", via: auth.ViaSession, code: "c", url: "http://127.0.0.1:1/base", want: CodeBadGateway},
-		{name: "non-2xx", via: auth.ViaSession, code: "c", status: http.StatusNotFound, body: `{"error":"not_found"}`, want: CodeBadGateway},
-		{name: "5xx", via: auth.ViaSession, code: "c", status: http.StatusInternalServerError, body: goodLookup, want: CodeBadGateway},
-		{name: "not JSON", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `<html>`, want: CodeBadRequest},
-		{name: "array", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `[]`, want: CodeBadRequest},
-		{name: "missing jwksUrl", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":"i","audience":"a"}`, want: CodeBadRequest},
-		{name: "empty issuer", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":"","audience":"a","jwksUrl":"https://p/j"}`, want: CodeBadRequest},
-		{name: "issuer not a string", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":1,"audience":"a","jwksUrl":"https://p/j"}`, want: CodeBadRequest},
-		{name: "file jwksUrl", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":"i","audience":"a","jwksUrl":"file:///etc/passwd"}`, want: CodeBadRequest},
-		{name: "trailing data", via: auth.ViaSession, code: "c", status: http.StatusOK, body: goodLookup + `{}`, want: CodeBadRequest},
-		{name: "too large", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":"` + strings.Repeat("i", maxLookupBody) + `"}`, want: CodeBadRequest},
+		{name: "bearer token", via: auth.ViaBearer, code: "c", url: okPlat.URL + "/base", want: apierr.CodeForbidden},
+		{name: "federation JWT", via: auth.ViaJWT, code: "c", url: okPlat.URL + "/base", want: apierr.CodeForbidden},
+		{name: "no code", via: auth.ViaSession, url: okPlat.URL + "/base", want: apierr.CodeBadRequest},
+		{name: "long code", via: auth.ViaSession, code: strings.Repeat("c", 300), url: okPlat.URL + "/base", want: apierr.CodeBadRequest},
+		{name: "control in code", via: auth.ViaSession, code: "a\nb", url: okPlat.URL + "/base", want: apierr.CodeBadRequest},
+		{name: "no url", via: auth.ViaSession, code: "c", want: apierr.CodeBadRequest},
+		{name: "ftp url", via: auth.ViaSession, code: "c", url: "ftp://x/", want: apierr.CodeBadRequest},
+		{name: "relative url", via: auth.ViaSession, code: "c", url: "/x", want: apierr.CodeBadRequest},
+		{name: "url with query", via: auth.ViaSession, code: "c", url: okPlat.URL + "/base?a=b", want: apierr.CodeBadRequest},
+		{name: "url with credentials", via: auth.ViaSession, code: "c", url: "http://u:p@" + strings.TrimPrefix(okPlat.URL, "http://"), want: apierr.CodeBadRequest},
+		{name: "unreachable", via: auth.ViaSession, code: "c", url: "http://127.0.0.1:1/base", want: apierr.CodeBadGateway},
+		{name: "non-2xx", via: auth.ViaSession, code: "c", status: http.StatusNotFound, body: `{"error":"not_found"}`, want: apierr.CodeBadGateway},
+		{name: "5xx", via: auth.ViaSession, code: "c", status: http.StatusInternalServerError, body: goodLookup, want: apierr.CodeBadGateway},
+		{name: "not JSON", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `<html>`, want: apierr.CodeBadRequest},
+		{name: "array", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `[]`, want: apierr.CodeBadRequest},
+		{name: "missing jwksUrl", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":"i","audience":"a"}`, want: apierr.CodeBadRequest},
+		{name: "empty issuer", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":"","audience":"a","jwksUrl":"https://p/j"}`, want: apierr.CodeBadRequest},
+		{name: "issuer not a string", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":1,"audience":"a","jwksUrl":"https://p/j"}`, want: apierr.CodeBadRequest},
+		{name: "file jwksUrl", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":"i","audience":"a","jwksUrl":"file:///etc/passwd"}`, want: apierr.CodeBadRequest},
+		{name: "trailing data", via: auth.ViaSession, code: "c", status: http.StatusOK, body: goodLookup + `{}`, want: apierr.CodeBadRequest},
+		{name: "too large", via: auth.ViaSession, code: "c", status: http.StatusOK, body: `{"issuer":"` + strings.Repeat("i", maxLookupBody) + `"}`, want: apierr.CodeBadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,7 +157,7 @@ func TestBindRespectsEgressPolicy(t *testing.T) {
 	e := newPlatformEnv(t, egress.Policy{}, nil)
 	plat, gotCode := fakePlatform(t, http.StatusOK, goodLookup)
 	_, err := e.p.Bind(asAdmin(auth.ViaSession), &apiv1.BindRequest{PairingCode: "secret-code", PlatformUrl: plat.URL + "/base"})
-	require.Equal(t, CodeBadGateway, codeOf(err))
+	require.Equal(t, apierr.CodeBadGateway, codeOf(err))
 	require.NotContains(t, err.Error(), "secret-code")
 	require.Empty(t, *gotCode, "loopback is refused at dial time")
 }
@@ -166,7 +167,7 @@ func TestBindWithoutOverlay(t *testing.T) {
 	e.p.fed.overlay = ""
 	plat, gotCode := fakePlatform(t, http.StatusOK, goodLookup)
 	_, err := e.p.Bind(asAdmin(auth.ViaSession), &apiv1.BindRequest{PairingCode: "c", PlatformUrl: plat.URL + "/base"})
-	require.Equal(t, CodeUnavailable, codeOf(err))
+	require.Equal(t, apierr.CodeUnavailable, codeOf(err))
 	require.Empty(t, *gotCode, "the code is not spent when nothing can be written")
 	require.Nil(t, e.p.fed.verifier.Config())
 }
@@ -187,7 +188,7 @@ func TestPairingCodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &apiv1.LookupPairingCodeResponse{Issuer: "https://p/", Audience: "team", JwksUrl: "https://p/jwks"}, got)
 	_, err = e.p.LookupPairingCode(context.Background(), &apiv1.LookupPairingCodeRequest{Code: resp.GetCode()})
-	require.Equal(t, CodeNotFound, codeOf(err), "answered once")
+	require.Equal(t, apierr.CodeNotFound, codeOf(err), "answered once")
 
 	// Given explicitly.
 	given, err := e.p.CreatePairingCode(ctx, &apiv1.CreatePairingCodeRequest{Issuer: ptr("https://q/"), Audience: ptr("other"), JwksUrl: ptr("http://q.internal/jwks")})
@@ -202,7 +203,7 @@ func TestPairingCodes(t *testing.T) {
 	require.NoError(t, err)
 	e.clock.Advance(PairingCodeTTL)
 	_, err = e.p.LookupPairingCode(context.Background(), &apiv1.LookupPairingCodeRequest{Code: late.GetCode()})
-	require.Equal(t, CodeNotFound, codeOf(err), "expired")
+	require.Equal(t, apierr.CodeNotFound, codeOf(err), "expired")
 
 	for name, req := range map[string]*apiv1.CreatePairingCodeRequest{
 		"partial":     {Issuer: ptr("https://q/")},
@@ -210,20 +211,20 @@ func TestPairingCodes(t *testing.T) {
 		"empty issue": {Issuer: ptr(""), Audience: ptr("a"), JwksUrl: ptr("https://q/")},
 	} {
 		_, err := e.p.CreatePairingCode(ctx, req)
-		require.Equal(t, CodeBadRequest, codeOf(err), name)
+		require.Equal(t, apierr.CodeBadRequest, codeOf(err), name)
 	}
 	for name, code := range map[string]string{"empty": "", "long": strings.Repeat("a", 300)} {
 		_, err := e.p.LookupPairingCode(context.Background(), &apiv1.LookupPairingCodeRequest{Code: code})
-		require.Equal(t, CodeBadRequest, codeOf(err), name)
+		require.Equal(t, apierr.CodeBadRequest, codeOf(err), name)
 	}
 	_, err = e.p.LookupPairingCode(context.Background(), &apiv1.LookupPairingCodeRequest{Code: "never-minted"})
-	require.Equal(t, CodeNotFound, codeOf(err))
+	require.Equal(t, apierr.CodeNotFound, codeOf(err))
 }
 
 func TestPairingCodeNeedsAConfig(t *testing.T) {
 	e := newPlatformEnv(t, egress.AllowAll, nil)
 	_, err := e.p.CreatePairingCode(asAdmin(auth.ViaSession), &apiv1.CreatePairingCodeRequest{})
-	require.Equal(t, CodeBadRequest, codeOf(err))
+	require.Equal(t, apierr.CodeBadRequest, codeOf(err))
 }
 
 func TestPairingCodesBounded(t *testing.T) {
@@ -233,8 +234,8 @@ func TestPairingCodesBounded(t *testing.T) {
 		require.NoError(t, err)
 	}
 	_, err := e.p.CreatePairingCode(asAdmin(auth.ViaSession), &apiv1.CreatePairingCodeRequest{})
-	require.Equal(t, CodeRateLimited, codeOf(err))
-	require.Equal(t, PairingCodeTTL, classify(err).RetryAfter)
+	require.Equal(t, apierr.CodeRateLimited, codeOf(err))
+	require.Equal(t, PairingCodeTTL, apierr.Classify(err).RetryAfter)
 	e.clock.Advance(PairingCodeTTL)
 	_, err = e.p.CreatePairingCode(asAdmin(auth.ViaSession), &apiv1.CreatePairingCodeRequest{})
 	require.NoError(t, err, "expired codes free their places")
@@ -268,7 +269,7 @@ func FuzzLookupURL(f *testing.F) {
 		u, err := lookupURL(s)
 		if err != nil {
 			require.Nil(t, u)
-			require.Equal(t, CodeBadRequest, codeOf(err))
+			require.Equal(t, apierr.CodeBadRequest, codeOf(err))
 			return
 		}
 		require.Contains(t, []string{"http", "https"}, u.Scheme)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"svc/server/apierr"
 	"sync"
 	"time"
 
@@ -44,7 +45,7 @@ func newPreauth(authn *auth.Authenticator, now func() time.Time) *preauth {
 // handle implements tap.ServerInHandle.
 func (a *preauth) handle(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if err := checkProtocol(info.Header); err != nil {
-		return ctx, ToStatus(err).Err()
+		return ctx, apierr.ToStatus(err).Err()
 	}
 	rule, known := auth.RuleFor(info.FullMethodName)
 	if !known || rule.Public {
@@ -60,7 +61,7 @@ func (a *preauth) handle(ctx context.Context, info *tap.Info) (context.Context, 
 		return ctx, nil
 	}
 	if _, err := a.authn.Verify(ctx, creds); err != nil {
-		return ctx, ToStatus(err).Err()
+		return ctx, apierr.ToStatus(err).Err()
 	}
 	a.mu.Lock()
 	if len(a.good) >= preauthMax {

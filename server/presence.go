@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"svc/server/apierr"
 	"sync"
 	"time"
 
@@ -194,7 +195,7 @@ func (b *brokerPresence) SetActivity(ctx context.Context, req *apiv1.SetActivity
 	case req.State != nil:
 		state = req.GetState()
 		if state != stateIdle && state != stateWorking && state != stateBlocked {
-			return nil, invalid("state", "must be idle, working or blocked")
+			return nil, apierr.Invalid("state", "must be idle, working or blocked")
 		}
 	case req.Busy != nil:
 		state = stateIdle
@@ -202,7 +203,7 @@ func (b *brokerPresence) SetActivity(ctx context.Context, req *apiv1.SetActivity
 			state = stateWorking
 		}
 	default:
-		return nil, invalid("state", "is required")
+		return nil, apierr.Invalid("state", "is required")
 	}
 	b.presence.setActivity(p.Member, state)
 	setHTTPStatus(ctx, 204)

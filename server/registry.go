@@ -9,21 +9,6 @@ import (
 	"svc/store"
 )
 
-// The root's names for the registry kit (package registry), for the code
-// that has not moved to it yet.
-var (
-	errNoKEK          = registry.ErrNoKEK
-	sealWith          = registry.Seal
-	openWith          = registry.Open
-	validRegistrySlug = registry.ValidSlug
-)
-
-// secretPurpose binds a sealed secret value to its secret.
-func secretPurpose(slug string) string { return registry.Secrets.PurposeOf(slug) }
-
-// maxRegistryDescription bounds a description of a registry entry.
-const maxRegistryDescription = registry.MaxDescription
-
 // memberNames are the names of the team's members, sorted.
 func (c *core) memberNames() []string {
 	ms := c.team.Members()

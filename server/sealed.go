@@ -47,7 +47,7 @@ func openStored(k *kek.KEK, v store.SealedValue) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	pt, err := openWith(k, v.Value, purpose)
+	pt, err := registry.Open(k, v.Value, purpose)
 	if err != nil {
 		return nil, &SealedValueError{Kind: v.Kind, Key: v.Key, Err: err}
 	}
@@ -85,7 +85,7 @@ func Reseal(ctx context.Context, tx store.Tx, from, to *kek.KEK) (int, error) {
 			return 0, err
 		}
 		purpose, _ := sealedPurpose(v)
-		sealed, err := sealWith(to, pt, purpose)
+		sealed, err := registry.Seal(to, pt, purpose)
 		if err != nil {
 			return 0, err
 		}

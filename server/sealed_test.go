@@ -31,12 +31,12 @@ func mustSealedStore(t *testing.T, k *kek.KEK) (store.Store, map[store.SealedKin
 	ctx := t.Context()
 	st := mustMemStore(t)
 	seal := func(plain, purpose string) []byte {
-		b, err := sealWith(k, []byte(plain), purpose)
+		b, err := registry.Seal(k, []byte(plain), purpose)
 		require.NoError(t, err)
 		return b
 	}
 	require.NoError(t, st.PutMember(ctx, store.Member{Name: "alice", Permissions: []string{}}))
-	require.NoError(t, st.CreateSecret(ctx, store.Secret{Slug: "gh", EnvName: "GH", Enabled: true, Value: seal("secret value", secretPurpose("gh"))}))
+	require.NoError(t, st.CreateSecret(ctx, store.Secret{Slug: "gh", EnvName: "GH", Enabled: true, Value: seal("secret value", registry.Secrets.PurposeOf("gh"))}))
 	require.NoError(t, st.CreateToolSource(ctx, store.ToolSource{Slug: "api", Kind: "custom", Config: []byte(`{}`), Enabled: true,
 		Credential: store.ToolCredential{Kind: "bearer", Secret: seal("tool secret", registry.ToolSources.PurposeOf("api"))}}))
 	require.NoError(t, st.CreateHookProfile(ctx, store.HookProfile{Slug: "p", Auth: store.HookAuth{Kind: "header-secret"}, Secret: seal("profile secret", notify.ProfilePurpose("p"))}))
@@ -98,7 +98,7 @@ func TestResealRefusesAValueItCannotOpen(t *testing.T) {
 	ctx := t.Context()
 	from, to := randomKEK(t), randomKEK(t)
 	st, _ := mustSealedStore(t, from)
-	stranger, err := sealWith(randomKEK(t), []byte("x"), secretPurpose("other"))
+	stranger, err := registry.Seal(randomKEK(t), []byte("x"), registry.Secrets.PurposeOf("other"))
 	require.NoError(t, err)
 	require.NoError(t, st.CreateSecret(ctx, store.Secret{Slug: "other", EnvName: "OTHER", Enabled: true, Value: stranger}))
 	before, err := st.ListSealed(ctx)
@@ -144,5 +144,5 @@ func TestDropSealed(t *testing.T) {
 
 func TestOpenStoredWithoutKEK(t *testing.T) {
 	_, err := openStored(nil, store.SealedValue{Kind: store.SealedSecretValue, Key: "gh", Value: []byte(`{}`)})
-	require.True(t, errors.Is(err, errNoKEK))
+	require.True(t, errors.Is(err, registry.ErrNoKEK))
 }

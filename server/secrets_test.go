@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"svc/server/apierr"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,9 +73,9 @@ func TestRegistryThreadHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, h.GetMessages(), 1, "bob sees what was addressed to him")
 	_, err = e.broker.History(e.as("alice"), &apiv1.HistoryRequest{Thread: "secret:gh"})
-	requireCode(t, err, CodeForbidden)
+	requireCode(t, err, apierr.CodeForbidden)
 	_, err = e.broker.History(e.as("alice"), &apiv1.HistoryRequest{Thread: "tool:gh"})
-	requireCode(t, err, CodeForbidden)
+	requireCode(t, err, apierr.CodeForbidden)
 	h, err = e.broker.History(admin, &apiv1.HistoryRequest{Thread: "tool:none"})
 	require.NoError(t, err)
 	require.Empty(t, h.GetMessages())

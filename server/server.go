@@ -191,7 +191,9 @@ func New(d Deps, opts ...Option) *Server {
 			o.log.Error("pending approvals not loaded: they neither expire nor block presence until decided", "err", err)
 		}
 	}
-	c.reg = newRegistryKit(c)
+	// The registry kit the slug registries (notify, secrets, tool sources)
+	// change their entries on; the core itself holds none of them.
+	kit := newRegistryKit(c)
 	hooked := notify.New(notify.Deps{
 		Store: d.Store,
 		Commit: notify.Committer{
@@ -207,7 +209,7 @@ func New(d Deps, opts ...Option) *Server {
 			Online: func(name string) bool { return c.hub.Connected(name) > 0 },
 			Busy:   func(name string) (bool, time.Time) { return c.presence.busy(name) },
 		},
-		Registry: c.reg, KEK: d.KEK,
+		Registry: kit, KEK: d.KEK,
 		Count: func(status string) {
 			if c.metrics != nil {
 				c.metrics.hooked(status)
@@ -230,9 +232,13 @@ func New(d Deps, opts ...Option) *Server {
 	actHub := hub.New(hub.WithMaxPerMember(o.maxStreams))
 	c.metrics = newMetrics(c.hub, actHub, o.storeCommits)
 	c.msgs.met, push.met = c.metrics, c.metrics
+	// Secrets before activity: ingest redaction reads the team's values.
+	// A secret change tells the redactors through c.act, set below before
+	// any request is served.
+	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: kit, Changed: c.secretsChanged, Now: o.now, Log: o.log})
 	act := activity.New(activity.Deps{
 		Store: d.Activity, Hub: actHub, Streams: activityFeeds{c, actHub},
-		Members: activityMembers{c}, Secrets: c.teamSecretValues, Objective: c.objectiveForTrace,
+		Members: activityMembers{c}, Secrets: s.secrets.TeamValues, Objective: c.objectiveForTrace,
 		Prices: o.prices, FlushAfter: o.otlpFlush,
 		Observe: func(n int, start time.Time) { commitTimer(c.metrics.actBatch, c.metrics.actCommit, n, start) },
 		Exported: func(stored, rejected int64) {
@@ -244,7 +250,6 @@ func New(d Deps, opts ...Option) *Server {
 	c.act, s.act = act, act
 	s.run = append(s.run, act.Run)
 
-	s.secrets = secrets.New(secrets.Deps{Store: d.Store, Registry: c.reg, Changed: c.secretsChanged, Now: o.now, Log: o.log})
 	c.secretValues = s.secrets.MemberValues
 	engine := toolsources.NewEngine(toolcall.New(egress.NewClient(egress.Options{Policy: o.egress, Timeout: toolcall.DefaultTimeout}), toolcall.Options{}))
 	var record func(ctx context.Context, ev store.ActivityEvent) error
@@ -255,7 +260,7 @@ func New(d Deps, opts ...Option) *Server {
 		}
 	}
 	s.tools = toolsources.New(toolsources.Deps{
-		Store: d.Store, Registry: c.reg, Engine: engine, SecretValues: s.secrets.MemberValues, Record: record,
+		Store: d.Store, Registry: kit, Engine: engine, SecretValues: s.secrets.MemberValues, Record: record,
 		Now: o.now, Log: o.log,
 	})
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"svc/server/apierr"
 	"sync"
 	"time"
 
@@ -56,7 +57,7 @@ func (b *brokerSessions) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRe
 		return nil, err
 	}
 	if b.kek == nil {
-		return nil, Errorf(CodeUnavailable, "no active KEK: TOTP secrets cannot be stored")
+		return nil, apierr.Errorf(apierr.CodeUnavailable, "no active KEK: TOTP secrets cannot be stored")
 	}
 	team, _ := b.team.Info()
 	key, err := totp.Generate(totp.GenerateOpts{
@@ -96,7 +97,7 @@ var totpCodeRE = regexp.MustCompile(`^[0-9]{6}$`)
 // CreateSession implements apiv1.BrokerServer.
 func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSessionRequest) (*apiv1.CreateSessionResponse, error) {
 	if !totpCodeRE.MatchString(req.GetCode()) {
-		return nil, invalid("code", "must be 6 digits")
+		return nil, apierr.Invalid("code", "must be 6 digits")
 	}
 	id, hash, err := auth.NewSessionID()
 	if err != nil {
@@ -154,8 +155,8 @@ func (b *brokerSessions) login(req *apiv1.CreateSessionRequest, source string) (
 			continue
 		}
 		// The codeless form is covered by the matched member's limit too
-		// (CONTRACT §5): a locked-out member cannot log in by leaving out
-		// the name.
+		// (docs/DECISIONS.md, Sessions and TOTP): a locked-out member
+		// cannot log in by leaving out the name.
 		if wait := b.limiter.Check(auth.Attempt{Member: m.Name}); wait > 0 {
 			return "", rateLimited(wait)
 		}
@@ -166,7 +167,7 @@ func (b *brokerSessions) login(req *apiv1.CreateSessionRequest, source string) (
 }
 
 func rateLimited(wait time.Duration) error {
-	return &Error{Code: CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: wait}
+	return &apierr.Error{Code: apierr.CodeRateLimited, Message: "too many failed logins; retry later", RetryAfter: wait}
 }
 
 // verifyTOTP checks code against the member's secret for the current step
@@ -250,7 +251,7 @@ func (b *brokerSessions) RevokeSession(ctx context.Context, req *apiv1.RevokeSes
 	}
 	s, err := b.store.DeleteSessionByID(ctx, req.GetName(), req.GetId())
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no session %q of member %q", req.GetId(), req.GetName())
+		return nil, apierr.Errorf(apierr.CodeNotFound, "no session %q of member %q", req.GetId(), req.GetName())
 	}
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net"
+	"svc/server/apierr"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,7 @@ const sendTimeout = 10 * time.Second
 
 // errWriteTimeout ends a stream whose client did not take a message in
 // time.
-var errWriteTimeout = Errorf(CodeUnavailable, "stream write timed out; resume with the last id")
+var errWriteTimeout = apierr.Errorf(apierr.CodeUnavailable, "stream write timed out; resume with the last id")
 
 // A Send blocked on flow control (the client stopped reading) returns only
 // when the stream's transport gives up on it, and grpc-go gives a handler

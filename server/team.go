@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"svc/server/apierr"
 	"sync"
 	"time"
 
@@ -240,14 +241,15 @@ func (t *Team) changeMember(ctx context.Context, name string, fn func(m *teamcon
 	return t.change(ctx, func(f *teamconfig.File) error {
 		i := f.MemberIndex(name)
 		if i < 0 {
-			return Errorf(CodeNotFound, "member %q not found", name)
+			return apierr.Errorf(apierr.CodeNotFound, "member %q not found", name)
 		}
 		return fn(&f.Store.Members[i])
 	}, mirror)
 }
 
-// errLastAdmin is the last-admin invariant (spec: Authentication rule 3).
-var errLastAdmin = Errorf(CodeBadRequest, "at least one member must keep members.manage")
+// errLastAdmin is the last-admin invariant: no change may leave the team
+// without a member who can manage members.
+var errLastAdmin = apierr.Errorf(apierr.CodeBadRequest, "at least one member must keep members.manage")
 
 func checkAdminRemains(f *teamconfig.File) error {
 	if !f.HasManager() {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"svc/server/apierr"
 	"sync"
 	"time"
 
@@ -229,9 +230,9 @@ func pushPayload(m store.Message) []byte {
 		// Cut the longer of body and title, on rune boundaries.
 		over := len(b) - webpush.MaxPayload
 		if len(p.Body) >= len(p.Title) {
-			p.Body = truncateUTF8(p.Body, len(p.Body)-over-8)
+			p.Body = apierr.TruncateUTF8(p.Body, len(p.Body)-over-8)
 		} else {
-			p.Title = truncateUTF8(p.Title, len(p.Title)-over-8)
+			p.Title = apierr.TruncateUTF8(p.Title, len(p.Title)-over-8)
 		}
 	}
 }
@@ -252,7 +253,7 @@ type brokerWebPush struct {
 func (b *brokerWebPush) GetVapidPublicKey(context.Context, *apiv1.GetVapidPublicKeyRequest) (*apiv1.GetVapidPublicKeyResponse, error) {
 	w := b.team.WebPush()
 	if w == nil || w.VAPIDPublicKey == "" {
-		return nil, Errorf(CodeNotFound, "web push is not configured")
+		return nil, apierr.Errorf(apierr.CodeNotFound, "web push is not configured")
 	}
 	return &apiv1.GetVapidPublicKeyResponse{PublicKey: w.VAPIDPublicKey}, nil
 }
@@ -261,13 +262,13 @@ func (b *brokerWebPush) GetVapidPublicKey(context.Context, *apiv1.GetVapidPublic
 func (b *brokerWebPush) CreatePushSubscription(ctx context.Context, req *apiv1.CreatePushSubscriptionRequest) (*apiv1.CreatePushSubscriptionResponse, error) {
 	p := mustPrincipal(ctx)
 	if b.team.WebPush() == nil {
-		return nil, Errorf(CodeNotFound, "web push is not configured")
+		return nil, apierr.Errorf(apierr.CodeNotFound, "web push is not configured")
 	}
 	if err := webpush.ValidateEndpoint(req.GetEndpoint(), b.push.allowHTTP); err != nil {
-		return nil, invalid("endpoint", "%v", err)
+		return nil, apierr.Invalid("endpoint", "%v", err)
 	}
 	if err := webpush.ValidateKeys(req.GetKeys().GetP256Dh(), req.GetKeys().GetAuth()); err != nil {
-		return nil, invalid("keys", "%v", err)
+		return nil, apierr.Invalid("keys", "%v", err)
 	}
 	prev, err := b.store.ListPushSubscriptions(ctx, p.Member)
 	if err != nil {
@@ -275,7 +276,7 @@ func (b *brokerWebPush) CreatePushSubscription(ctx context.Context, req *apiv1.C
 	}
 	known := slices.ContainsFunc(prev, func(o store.PushSubscription) bool { return o.Endpoint == req.GetEndpoint() })
 	if len(prev) >= maxPushSubscriptions && !known {
-		return nil, Errorf(CodeConflict, "at most %d push subscriptions per member; delete one first", maxPushSubscriptions)
+		return nil, apierr.Errorf(apierr.CodeConflict, "at most %d push subscriptions per member; delete one first", maxPushSubscriptions)
 	}
 	s, err := b.store.PutPushSubscription(ctx, store.PushSubscription{
 		ID: newID(), Member: p.Member, Endpoint: req.GetEndpoint(),
@@ -314,7 +315,7 @@ func (b *brokerWebPush) takeOver(ctx context.Context, member string, req *apiv1.
 	same := subtle.ConstantTimeCompare([]byte(cur.P256dh), []byte(req.GetKeys().GetP256Dh())) &
 		subtle.ConstantTimeCompare([]byte(cur.Auth), []byte(req.GetKeys().GetAuth()))
 	if same != 1 {
-		return cur, Errorf(CodeConflict, "this push endpoint is registered by another member")
+		return cur, apierr.Errorf(apierr.CodeConflict, "this push endpoint is registered by another member")
 	}
 	moved, err := b.store.MovePushSubscription(ctx, req.GetEndpoint(), member)
 	if err != nil {
@@ -330,7 +331,7 @@ func (b *brokerWebPush) DeletePushSubscription(ctx context.Context, req *apiv1.D
 	p := mustPrincipal(ctx)
 	err := b.store.DeletePushSubscription(ctx, p.Member, req.GetId())
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no push subscription %q", req.GetId())
+		return nil, apierr.Errorf(apierr.CodeNotFound, "no push subscription %q", req.GetId())
 	}
 	if err != nil {
 		return nil, err

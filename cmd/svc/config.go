@@ -18,7 +18,7 @@ import (
 	"svc/server/teamconfig"
 )
 
-// Defaults of `svc serve` (CONTRACT §1).
+// Defaults of `svc serve`.
 const (
 	defaultConfigPath = "./svc.json"
 	// defaultAddr is loopback: exposing the broker is an explicit choice.
@@ -89,7 +89,8 @@ type Config struct {
 	MinFreeMiB int
 }
 
-// KEKPath is the KEK file beside the config (CONTRACT §5: svc.json.kek).
+// KEKPath is the KEK file beside the config, <config>.kek
+// (docs/DECISIONS.md, The KEK a store was sealed under).
 func (c Config) KEKPath() string { return c.ConfigPath + ".kek" }
 
 // JWTOverlayPath is the overlay file platform connect writes beside the

@@ -17,7 +17,7 @@ import (
 )
 
 // prune deletes what the activity store holds older than --older-than
-// (spec: Retention): activity rows and inference records by event time,
+// (docs/TELEMETRY.md, Retention): activity rows and inference records by event time,
 // the raw uploads no record references any more, stale correlation state.
 func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("activity prune", flag.ContinueOnError)
@@ -97,7 +97,7 @@ func isTerminal(r io.Reader) bool {
 		return false
 	}
 	// /dev/null is a character device but no terminal: a cron job or
-	// `< /dev/null` run must be refused like a pipe (CONTRACT §1: exit 2).
+	// `< /dev/null` run must be refused like a pipe (exit 2, a usage error).
 	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(info, null) {
 		return false
 	}

@@ -32,7 +32,7 @@ import (
 )
 
 // shutdownTimeout bounds the drain on SIGTERM; the process ends within 10 s
-// (CONTRACT §5) with time left to close the stores.
+// with time left to close the stores (docs/DECISIONS.md, Operations).
 const shutdownTimeout = 8 * time.Second
 
 // readHeaderTimeout bounds slow headers. No Read/WriteTimeout: they would cut
@@ -78,7 +78,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if b.firstToken != "" {
 		// Printed as soon as the config holding its hash is durable, so a
 		// later failure cannot lose it (the address was bound first). The
-		// only time a token is ever printed.
+		// only time a token is ever printed (docs/DECISIONS.md, What a boot
+		// may assume).
 		fmt.Fprintf(stdout, "admin token: %s\n", b.firstToken)
 	}
 	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Activity), sqlite.WithStartupCheck(cfg.StartupCheck))

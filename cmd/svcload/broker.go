@@ -18,8 +18,9 @@ import (
 
 const (
 	startTimeout = 30 * time.Second
-	// stopTimeout exceeds the 10 s within which SIGTERM must end svc
-	// (CONTRACT §5), so a kill after it is a broker fault.
+	// stopTimeout exceeds the 10 s within which SIGTERM must end svc (an
+	// 8 s drain, then the stores close: docs/DECISIONS.md, Operations), so
+	// a kill after it is a broker fault.
 	stopTimeout = 15 * time.Second
 	tailLines   = 40
 )

@@ -58,7 +58,8 @@ func (lg *loadgen) files(ctx context.Context) error {
 }
 
 // filesRoot is files.root from the broker's config, or the first-boot
-// default beside the config (CONTRACT §1) when the file has no files block.
+// default beside the config (docs/DECISIONS.md, Filesystem) when the file
+// has no files block.
 func filesRoot(configPath string) (string, error) {
 	raw, err := os.ReadFile(configPath)
 	if err != nil {

@@ -25,7 +25,8 @@ var (
 	ErrForbidden = errors.New("forbidden")
 )
 
-// SessionTTL is the sliding lifetime of a session (spec: Limits).
+// SessionTTL is the sliding lifetime of a session (docs/DECISIONS.md,
+// Sessions and TOTP).
 const SessionTTL = 7 * 24 * time.Hour
 
 // Session refresh and token lastUsedAt writes are coalesced to one per this

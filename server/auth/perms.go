@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// Permission leaves (spec: Permission leaves).
+// Permission leaves (docs/API.md, Conventions).
 const (
 	TeamManage          = "team.manage"
 	MembersManage       = "members.manage"
@@ -24,7 +24,8 @@ const (
 )
 
 // Leaves lists the specification's permission leaves in a stable order:
-// the admin preset written at first boot is exactly these (CONTRACT §1).
+// the admin preset written at first boot is exactly these (docs/API.md,
+// Conventions).
 var Leaves = []string{
 	TeamManage, MembersManage, ObjectivesCreate, ObjectivesCancel,
 	ObjectivesReassign, ObjectivesWatch, ActivityRead, ToolsManage,
@@ -40,7 +41,8 @@ var ExtraLeaves = []string{MetricsRead}
 // IsLeaf reports whether p is a permission leaf.
 func IsLeaf(p string) bool { return slices.Contains(Leaves, p) || slices.Contains(ExtraLeaves, p) }
 
-// DefaultPresets returns the presets written at first boot (CONTRACT §1).
+// DefaultPresets returns the presets written at first boot (admin,
+// operator, member: docs/API.md, Conventions).
 func DefaultPresets() map[string][]string {
 	return map[string][]string{
 		"admin":    slices.Clone(Leaves),

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// TOTP failure limits (spec: Limits), and the per-address one
-// (docs/DECISIONS.md, "Login limits: strangers cannot lock a member out").
+// TOTP failure limits (docs/API.md, POST /session/totp), and the
+// per-address one (docs/DECISIONS.md, "Login limits: strangers cannot lock
+// a member out").
 const (
 	TOTPWindow         = 15 * time.Minute
 	TOTPMemberFailures = 5
@@ -35,7 +36,8 @@ type Attempt struct {
 
 // FailureLimiter counts failed logins in a sliding window: globally, per
 // member and per client address. While a limit is reached every attempt it
-// covers is refused, even one with a correct code (CONTRACT §5).
+// covers is refused, even one with a correct code: a limit is a lockout, not
+// a delay.
 type FailureLimiter struct {
 	mu         sync.Mutex
 	now        func() time.Time

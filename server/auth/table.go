@@ -95,7 +95,7 @@ var methodRules = map[string]Rule{
 	apiv1.Activity_GetObjectiveTrace_FullMethodName: AnyMember, // activity.read or a holder of the objective
 	apiv1.Activity_GetObjectiveUsage_FullMethodName: AnyMember, // activity.read or a holder of the objective
 
-	// Device enrollment (spec: Authentication rules 6 and 7).
+	// Device enrollment: start and poll need no credential (docs/ENROLLMENT.md).
 	apiv1.Enrollment_StartEnrollment_FullMethodName:        Public,
 	apiv1.Enrollment_PollEnrollment_FullMethodName:         Public,
 	apiv1.Enrollment_ListPendingEnrollments_FullMethodName: Require(MembersManage),

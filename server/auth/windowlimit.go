@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Enrollment mint limit (spec: Limits): 10 per client address per hour.
+// Enrollment mint limit: 10 per client address per hour
+// (docs/ENROLLMENT.md, Limits).
 const (
 	EnrollMintWindow = time.Hour
 	EnrollMintLimit  = 10

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Filter ops (CONTRACT: Hook filters).
+// Filter ops (docs/HOOKS.md, Resources: filters).
 const (
 	OpEq       = "eq"
 	OpNe       = "ne"
@@ -29,12 +29,12 @@ const (
 	MaxFilterValue = 8 << 10
 )
 
-// Filter is one drop rule (CONTRACT: eq/ne JSON equality; in: value is an
+// Filter is one drop rule (eq/ne: JSON equality; in: value is an
 // array holding the payload value; exists: value true = path present,
 // false = absent; contains: substring of a string or element of an array).
 //
-// Path is dotted; a numeric segment indexes an array. Beyond the
-// CONTRACT: a missing path holds for ne (absent is unequal to anything)
+// Path is dotted; a numeric segment indexes an array. Beyond those
+// rules: a missing path holds for ne (absent is unequal to anything)
 // and for exists:false, and fails every other op; exists with no value
 // means true; null is present (exists holds, eq null holds).
 type Filter struct {

@@ -24,7 +24,7 @@ const (
 // receivedLayout is MM/DD/YY HH:MM:SS, always in UTC.
 const receivedLayout = "01/02/06 15:04:05"
 
-// Frame is one message a hook delivers (spec: Rendering of delivered messages).
+// Frame is one message a hook delivers, as docs/HOOKS.md (Ingress) renders it.
 type Frame struct {
 	Slug, DisplayName string
 	Items             []Item        // newest first; more than one when coalesced

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// Verification kinds (spec: Verification config; standard-webhooks and
-// stripe go beyond it).
+// Verification kinds (docs/HOOKS-PROVIDERS.md, Verification kinds:
+// standard-webhooks and stripe go beyond the specification's two).
 const (
 	KindHMACSHA256       = "hmac-sha256"
 	KindHeaderSecret     = "header-secret"
@@ -82,7 +82,7 @@ const (
 	ReasonSecretUnusable = "secret_unusable"
 )
 
-// Auth is a verification config (spec: Verification config).
+// Auth is a verification config (docs/HOOKS-PROVIDERS.md).
 type Auth struct {
 	Kind       string `json:"kind"`                 // hmac-sha256 | header-secret | standard-webhooks | stripe
 	HeaderName string `json:"headerName,omitempty"` // hmac-sha256 and header-secret

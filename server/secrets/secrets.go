@@ -349,3 +349,27 @@ func (s *Service) MemberValues(ctx context.Context, member string) ([]string, er
 	}
 	return out, nil
 }
+
+// TeamValues are the values of every secret the team holds, bound or not,
+// enabled or not: what ingested telemetry is redacted of (docs/TELEMETRY.md,
+// "Redaction at ingest"). A value the active KEK cannot open is left out
+// (MemberSecrets warns of it); without a KEK there are none.
+func (s *Service) TeamValues(ctx context.Context) ([]string, error) {
+	if s.d.Registry.Sealing() != nil {
+		return nil, nil
+	}
+	list, err := s.d.Store.ListSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, x := range list {
+		if len(x.Value) == 0 {
+			continue
+		}
+		if v, err := s.d.Registry.Open(x.Value, registry.Secrets.PurposeOf(x.Slug)); err == nil {
+			out = append(out, string(v))
+		}
+	}
+	return out, nil
+}

@@ -23,7 +23,8 @@ import (
 	"svc/server/kek"
 )
 
-// DefaultMaxFileSize is files.maxFileSize when unset: 64 MiB (CONTRACT §4).
+// DefaultMaxFileSize is files.maxFileSize when unset: 64 MiB
+// (docs/DECISIONS.md, Filesystem).
 const DefaultMaxFileSize = 64 << 20
 
 // File is the team config file.
@@ -165,7 +166,7 @@ type Files struct {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// ValidName reports whether s is a valid member name (CONTRACT §2).
+// ValidName reports whether s is a valid member name.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // EntryError names the config entry that is wrong.

@@ -16,15 +16,16 @@ import (
 	"time"
 )
 
-// Credential is a tool source's decrypted credential (spec: Tool source).
+// Credential is a tool source's decrypted credential (docs/API.md, Tool
+// sources: PUT /tool-sources/:slug/credential).
 type Credential struct {
 	Kind       string // "bearer" or "header"
 	HeaderName string // with "header": the header it is sent in
 	Secret     string
 }
 
-// Binding is a custom tool's HTTP binding (CONTRACT: { method, url,
-// headers?, body? }). {{args.<path>}} may appear in the URL's path and
+// Binding is a custom tool's HTTP binding ({ method, url, headers?, body? }:
+// docs/TOOLCALL.md, Bindings). {{args.<path>}} may appear in the URL's path and
 // query, in header values and in strings of the body; never in the
 // scheme, host or port.
 type Binding struct {

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// memberNameRE mirrors teamconfig.ValidName (CONTRACT §2), the oracle for
+// memberNameRE mirrors teamconfig.ValidName, the oracle for
 // home segments. It is copied rather than imported so that this package's
 // tests do not depend on the config package.
 var memberNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)

@@ -19,7 +19,7 @@ const CacheSchema = 1
 // brokers is far below it; a larger file is not ours.
 const maxCacheBytes = 1 << 20
 
-// EnvAuthConfigPath names the token cache file (spec: Configuration files).
+// EnvAuthConfigPath names the token cache file (docs/CLIENT.md).
 const EnvAuthConfigPath = "SVC_AUTH_CONFIG_PATH"
 
 // Cache is the client token cache file: { schema: 1, entries: [ { url,
@@ -39,7 +39,8 @@ type CacheEntry struct {
 }
 
 // CachePath is where the token cache lives: $SVC_AUTH_CONFIG_PATH, else
-// $XDG_CONFIG_HOME/svc/auth.json, else ~/.config/svc/auth.json (CONTRACT §1).
+// $XDG_CONFIG_HOME/svc/auth.json, else ~/.config/svc/auth.json
+// (docs/CLIENT.md).
 func CachePath(getenv func(string) string) (string, error) {
 	if p := getenv(EnvAuthConfigPath); p != "" {
 		return p, nil

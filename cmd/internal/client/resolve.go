@@ -8,10 +8,10 @@ import (
 )
 
 // DefaultURL is the broker a client talks to when neither --url nor SVC_URL
-// names one: the default address of `svc serve` (CONTRACT §1).
+// names one: the default address of `svc serve` (docs/CLIENT.md).
 const DefaultURL = "http://127.0.0.1:7433"
 
-// Environment variables of the client (CONTRACT §1, spec: Configuration).
+// Environment variables of the client (docs/CLIENT.md).
 const (
 	EnvURL   = "SVC_URL"
 	EnvToken = "SVC_TOKEN"
@@ -47,7 +47,7 @@ const (
 	SourceCache TokenSource = "token cache"
 )
 
-// ResolveToken applies the credential order of the spec: the --token flag,
+// ResolveToken applies the credential order of docs/CLIENT.md: the --token flag,
 // then $SVC_TOKEN, then the cache entry for exactly brokerURL. The cache is
 // only read when the first two are empty, so a corrupt cache does not break
 // an explicit token.

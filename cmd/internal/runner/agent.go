@@ -108,7 +108,7 @@ type Turn struct {
 }
 
 // EventKind is what an agent event means to the runner's state machine
-// (spec: Live activity state).
+// (docs/RUNNER.md).
 type EventKind int
 
 const (

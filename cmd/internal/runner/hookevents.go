@@ -32,7 +32,7 @@ type claudeHook struct {
 }
 
 // ParseHook maps one Claude Code shaped hook payload to the events it means
-// (spec: Live activity state):
+// (docs/RUNNER.md):
 //
 //	UserPromptSubmit                           TurnStart
 //	Stop                                       TurnEnd

@@ -13,7 +13,7 @@ import (
 // Timings of the loop.
 const (
 	// plateDebounce: the open plate is refetched at most once per 150 ms
-	// after obj: events (spec: Events).
+	// after obj: events (docs/RUNNER.md).
 	plateDebounce = 150 * time.Millisecond
 	// turnStartWait: after a delivery the runner waits for the agent to
 	// report the turn's start; an agent that reports no turns at all

@@ -25,7 +25,7 @@ import (
 
 // Timings of the runner.
 const (
-	// heartbeat: a non-idle state is re-posted every 10 s (spec: Limits).
+	// heartbeat: a non-idle state is re-posted every 10 s (docs/RUNNER.md).
 	heartbeat = 10 * time.Second
 	// stopGrace: after SIGTERM the agent has this long before SIGKILL.
 	stopGrace = 5 * time.Second

@@ -1,6 +1,7 @@
 package runner
 
-// ActivityState is a member's live activity (spec: Live activity state).
+// ActivityState is a member's live activity (docs/RUNNER.md: idle, working,
+// blocked).
 type ActivityState string
 
 // The three activity states.

@@ -113,8 +113,8 @@ func (t *Toolbox) Self() string {
 }
 
 // hiddenTools lets a static tool hidden from tools/list still be called by
-// name: the call goes to the broker, which refuses it (spec: "the server
-// enforces independently").
+// name: the call goes to the broker, which refuses it: the server enforces
+// permissions whatever the list shows (docs/MCP.md, Hidden tools).
 func (t *Toolbox) hiddenTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		t.inflight.Add(1)

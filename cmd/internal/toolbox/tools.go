@@ -304,7 +304,7 @@ func runChannelsPost(ctx context.Context, c *call) (string, error) {
 	return c.push(ctx, map[string]any{"data": map[string]string{"thread": "chan:" + ch.Channel.ID}})
 }
 
-// History page bounds (spec: Limits).
+// History page bounds (docs/MCP.md, recent).
 const (
 	defaultLimit = 50
 	maxLimit     = 500
@@ -359,7 +359,7 @@ func runObjectivesUpdate(ctx context.Context, c *call) (string, error) {
 }
 
 // isTextType says whether a MIME type is returned by fs_read as text
-// (spec: text/*, application/json, application/xml).
+// (text/*, application/json, application/xml: docs/MCP.md, fs_read).
 func isTextType(mt string) bool {
 	mt = strings.ToLower(strings.TrimSpace(mt))
 	if i := strings.IndexByte(mt, ';'); i >= 0 {
