@@ -19,7 +19,7 @@ import (
 
 // kindToolAction is the kind of the rows the core records of a tool call
 // or an approval decision.
-const kindToolAction = activity.KindToolAction
+const kindToolAction = store.KindToolAction
 
 // activityLog is what the core asks of the activity capability
 // (activity.Service): to record rows (objective markers, approval

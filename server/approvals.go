@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"sync"
 	"time"
 	"unicode"
@@ -746,11 +747,11 @@ func approvalToProto(a store.Approval) *apiv1.Approval {
 	}
 	decidedAt := structpb.NewNullValue()
 	if !a.DecidedAt.IsZero() {
-		decidedAt = structpb.NewNumberValue(ms(a.DecidedAt))
+		decidedAt = structpb.NewNumberValue(wire.MS(a.DecidedAt))
 	}
 	return &apiv1.Approval{
 		Id: a.ID, Member: a.Member, Tool: a.Tool, Input: input, Objective: nullable(a.Objective),
-		Status: a.Status, RequestedAt: ms(a.RequestedAt), DecidedAt: decidedAt,
-		DecidedBy: nullable(a.DecidedBy), Reason: nullable(a.Reason), ExpiresAt: ms(a.ExpiresAt),
+		Status: a.Status, RequestedAt: wire.MS(a.RequestedAt), DecidedAt: decidedAt,
+		DecidedBy: nullable(a.DecidedBy), Reason: nullable(a.Reason), ExpiresAt: wire.MS(a.ExpiresAt),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"svc/server/apierr"
+	"svc/server/wire"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
@@ -68,7 +69,7 @@ func (b *brokerChannels) channelMembers(ctx context.Context, ch store.Channel) (
 }
 
 func channelToProto(c store.Channel) *apiv1.Channel {
-	return &apiv1.Channel{Id: c.ID, Slug: c.Slug, CreatedAt: ms(c.CreatedAt), CreatedBy: c.CreatedBy, ArchivedAt: optMS(c.ArchivedAt)}
+	return &apiv1.Channel{Id: c.ID, Slug: c.Slug, CreatedAt: wire.MS(c.CreatedAt), CreatedBy: c.CreatedBy, ArchivedAt: wire.OptMS(c.ArchivedAt)}
 }
 
 // brokerChannels serves channels and their membership.
@@ -101,7 +102,7 @@ func (b *brokerChannels) ListChannels(ctx context.Context, _ *apiv1.ListChannels
 	})
 	resp := &apiv1.ListChannelsResponse{Channels: make([]*apiv1.ChannelSummary, 0, len(chans))}
 	for _, c := range chans {
-		s := &apiv1.ChannelSummary{Id: c.ID, Slug: c.Slug, CreatedAt: ms(c.CreatedAt), CreatedBy: c.CreatedBy, ArchivedAt: optMS(c.ArchivedAt)}
+		s := &apiv1.ChannelSummary{Id: c.ID, Slug: c.Slug, CreatedAt: wire.MS(c.CreatedAt), CreatedBy: c.CreatedBy, ArchivedAt: wire.OptMS(c.ArchivedAt)}
 		if r, ok := roles[c.ID]; ok {
 			s.Joined, s.MyRole = true, &r
 		}

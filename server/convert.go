@@ -1,24 +1,12 @@
 package server
 
 import (
-	"time"
+	"svc/server/wire"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/teamconfig"
 	"svc/store"
 )
-
-// ms renders a time as epoch milliseconds.
-func ms(t time.Time) float64 { return float64(t.UnixMilli()) }
-
-// optMS renders a time that may be zero as an absent value.
-func optMS(t time.Time) *float64 {
-	if t.IsZero() {
-		return nil
-	}
-	v := ms(t)
-	return &v
-}
 
 func roleToProto(r *teamconfig.Role) *apiv1.Role {
 	if r == nil {
@@ -49,8 +37,8 @@ func memberToProto(m teamconfig.Member, withPrivate bool) *apiv1.Member {
 
 func tokenToProto(t store.Token) *apiv1.TokenInfo {
 	return &apiv1.TokenInfo{
-		Id: t.ID, Label: t.Label, Origin: t.Origin, CreatedAt: ms(t.CreatedAt),
-		LastUsedAt: optMS(t.LastUsedAt), ExpiresAt: optMS(t.ExpiresAt), CreatedBy: t.CreatedBy,
+		Id: t.ID, Label: t.Label, Origin: t.Origin, CreatedAt: wire.MS(t.CreatedAt),
+		LastUsedAt: wire.OptMS(t.LastUsedAt), ExpiresAt: wire.OptMS(t.ExpiresAt), CreatedBy: t.CreatedBy,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
@@ -130,11 +131,11 @@ func (b *brokerDelivery) deliveryState(ctx context.Context, d store.Delivery) (*
 		st.TurnMessageId = &id
 	}
 	if !d.TurnStartedAt.IsZero() {
-		at := ms(d.TurnStartedAt)
+		at := wire.MS(d.TurnStartedAt)
 		st.TurnStartedAt = &at
 	}
 	if !d.FirstAttachedAt.IsZero() {
-		at := ms(d.FirstAttachedAt)
+		at := wire.MS(d.FirstAttachedAt)
 		st.FirstAttachedAt = &at
 	}
 	if d.Position == 0 {

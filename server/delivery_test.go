@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"sync"
 	"testing"
 	"time"
@@ -148,7 +149,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 	one := f.dm(t, "alice", "agent", "one")
 	two := f.dm(t, "alice", "agent", "two")
 
-	attachedAt := ms(f.now())
+	attachedAt := wire.MS(f.now())
 	st = f.update(t, &apiv1.UpdateDeliveryRequest{})
 	require.Equal(t, attachedAt, st.GetFirstAttachedAt(), "an empty update records the attach")
 	require.Nil(t, st.Position)
@@ -158,7 +159,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 	st = f.update(t, &apiv1.UpdateDeliveryRequest{Turn: apiv1.TurnPhase_TURN_PHASE_STARTED, TurnMessageId: one})
 	require.True(t, st.GetTurnActive())
 	require.Equal(t, one, st.GetTurnMessageId())
-	require.Equal(t, ms(f.now()), st.GetTurnStartedAt())
+	require.Equal(t, wire.MS(f.now()), st.GetTurnStartedAt())
 	require.Equal(t, attachedAt, st.GetFirstAttachedAt())
 
 	st = f.update(t, &apiv1.UpdateDeliveryRequest{Turn: apiv1.TurnPhase_TURN_PHASE_ENDED, Position: one})

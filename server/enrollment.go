@@ -13,6 +13,7 @@ import (
 	"strings"
 	"svc/server/apierr"
 	"svc/server/registry"
+	"svc/server/wire"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -236,7 +237,7 @@ func (e *Enrollment) ListPendingEnrollments(ctx context.Context, _ *apiv1.ListPe
 	for _, r := range recs {
 		resp.Pending = append(resp.Pending, &apiv1.PendingEnrollment{
 			UserCode: FormatUserCode(r.UserCode), LabelHint: r.LabelHint, SourceIp: r.SourceIP,
-			UserAgent: r.UserAgent, CreatedAt: ms(r.CreatedAt), ExpiresAt: ms(r.ExpiresAt), Status: r.Status,
+			UserAgent: r.UserAgent, CreatedAt: wire.MS(r.CreatedAt), ExpiresAt: wire.MS(r.ExpiresAt), Status: r.Status,
 		})
 	}
 	return resp, nil

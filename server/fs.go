@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"unicode/utf8"
 
 	apiv1 "svc/gen/svc/v1"
@@ -764,7 +765,7 @@ func normalizeMimeType(s string) (string, error) {
 func FsEntryToProto(e store.FsEntry) *apiv1.FsEntry {
 	pe := &apiv1.FsEntry{
 		Path: e.Path, Name: e.Name(), Kind: e.Kind, Size: float64(e.Size), MimeType: e.MimeType,
-		Owner: e.Owner, CreatedAt: ms(e.CreatedAt), UpdatedAt: ms(e.UpdatedAt),
+		Owner: e.Owner, CreatedAt: wire.MS(e.CreatedAt), UpdatedAt: wire.MS(e.UpdatedAt),
 	}
 	if e.Path == "/" {
 		pe.Name = "/"

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"time"
 	"unicode/utf8"
 
@@ -195,14 +196,14 @@ func (b *brokerMessages) postableChannel(ctx context.Context, p *auth.Principal,
 func messageToProto(m store.Message) *apiv1.Message {
 	pm := &apiv1.Message{
 		Id: formatMessageID(m.Seq), From: m.From, Title: m.Title, Body: m.Body, Level: m.Level,
-		Attachments: nonNil(m.Attachments), CreatedAt: ms(m.CreatedAt),
+		Attachments: nonNil(m.Attachments), CreatedAt: wire.MS(m.CreatedAt),
 	}
 	if m.To != "" {
 		to := m.To
 		pm.To = &to
 	}
-	pm.Data = jsonStruct(m.Data)
-	pm.Meta = jsonStruct(m.Meta)
+	pm.Data = wire.Struct(m.Data)
+	pm.Meta = wire.Struct(m.Meta)
 	setReplyChain(pm, m)
 	return pm
 }
@@ -223,17 +224,6 @@ func setReplyChain(pm *apiv1.Message, m store.Message) {
 		stopped := true
 		pm.LoopStopped = &stopped
 	}
-}
-
-func jsonStruct(b []byte) *structpb.Struct {
-	if b == nil {
-		return nil
-	}
-	s := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, s); err != nil {
-		return nil
-	}
-	return s
 }
 
 // History implements apiv1.BrokerServer.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
@@ -266,7 +267,7 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 			if i == 0 && o.msg != nil {
 				pm = o.proto
 				pm.Id = formatMessageID(s.Seq)
-				pm.CreatedAt = ms(s.CreatedAt)
+				pm.CreatedAt = wire.MS(s.CreatedAt)
 				setReplyChain(pm, s)
 				r.live = m.hub.Live(s.All, s.From, s.Recipients)
 			} else {

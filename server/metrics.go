@@ -1,7 +1,6 @@
 package server
 
 import (
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"svc/server/hub"
-	"svc/server/notify"
 	"svc/store"
 )
 
@@ -41,7 +39,8 @@ type metrics struct {
 
 	otlpStored, otlpRejected prometheus.Counter
 	// hooks counts inbound hook requests by status, resolved once.
-	hooks map[string]prometheus.Counter
+	hooks   map[string]prometheus.Counter
+	hookVec *prometheus.CounterVec
 
 	pushSent, pushFailed, pushGone prometheus.Counter
 
@@ -105,10 +104,8 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 	hooks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "svc_hook_deliveries_total", Help: "Inbound hook requests, by the status their receipt was given on arrival.",
 	}, []string{"status"})
-	m.hooks = map[string]prometheus.Counter{}
-	for _, st := range append(slices.Clone(notify.Statuses), "other") {
-		m.hooks[st] = hooks.WithLabelValues(st)
-	}
+	m.hookVec = hooks
+	m.hooks = map[string]prometheus.Counter{"other": hooks.WithLabelValues("other")}
 	webpush := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "svc_webpush_total", Help: "Browser push sends, by result: sent, failed, or gone (the subscription expired and was removed).",
 	}, []string{"result"})
@@ -159,6 +156,15 @@ func (m *metrics) pushed(s *store.Message, push bool) {
 }
 
 // hooked counts an inbound hook request whose receipt got status.
+// hookStatuses names the statuses an inbound hook receipt can be given
+// (the notify capability's), so each has its series from the start; any
+// other status counts as "other". New calls it before serving.
+func (m *metrics) hookStatuses(statuses []string) {
+	for _, st := range statuses {
+		m.hooks[st] = m.hookVec.WithLabelValues(st)
+	}
+}
+
 func (m *metrics) hooked(status string) {
 	c, ok := m.hooks[status]
 	if !ok {

@@ -222,6 +222,7 @@ func cutTotal(t *testing.T, m *metrics) float64 {
 // results count by kind.
 func TestMetricsHooksAndWebPush(t *testing.T) {
 	m := newMetrics(hub.New(), hub.New(), nil)
+	m.hookStatuses(notify.Statuses)
 	m.hooked(notify.StatusDelivered)
 	m.hooked(notify.StatusRejected)
 	m.hooked(notify.StatusRejected)

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	apiv1 "svc/gen/svc/v1"
-	"svc/server/activity"
 	"svc/server/auth"
 	"svc/server/teamconfig"
 	"svc/store"
@@ -42,8 +42,8 @@ const (
 // Activity markers (docs/TELEMETRY.md): the rows that say who held an
 // objective when.
 const (
-	activityOpen  = activity.KindObjectiveOpen
-	activityClose = activity.KindObjectiveClose
+	activityOpen  = store.KindObjectiveOpen
+	activityClose = store.KindObjectiveClose
 )
 
 // Objectives implements apiv1.ObjectivesServer. Every change runs on the
@@ -670,7 +670,7 @@ func objectiveToProto(o store.Objective) *apiv1.Objective {
 	po := &apiv1.Objective{
 		Id: o.ID, Title: o.Title, Outcome: o.Outcome, Body: o.Body, Status: o.Status,
 		Assignee: o.Assignee, Originator: o.Originator, Watchers: nonNil(o.Watchers),
-		CreatedAt: ms(o.CreatedAt), UpdatedAt: ms(o.UpdatedAt), CompletedAt: optMS(o.CompletedAt),
+		CreatedAt: wire.MS(o.CreatedAt), UpdatedAt: wire.MS(o.UpdatedAt), CompletedAt: wire.OptMS(o.CompletedAt),
 		Result: o.Result, BlockReason: o.BlockReason, Attachments: []*apiv1.Attachment{},
 	}
 	for _, a := range o.Attachments {
@@ -682,6 +682,6 @@ func objectiveToProto(o store.Objective) *apiv1.Objective {
 func objectiveEventToProto(e store.ObjectiveEvent) *apiv1.ObjectiveEvent {
 	return &apiv1.ObjectiveEvent{
 		Id: fmt.Sprint(e.ID), ObjectiveId: e.ObjectiveID, Kind: e.Kind, Actor: e.Actor,
-		CreatedAt: ms(e.CreatedAt), Payload: jsonStruct(e.Payload),
+		CreatedAt: wire.MS(e.CreatedAt), Payload: wire.Struct(e.Payload),
 	}
 }

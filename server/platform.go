@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"sync"
 	"time"
 
@@ -109,7 +110,7 @@ func (s *Platform) CreatePairingCode(ctx context.Context, req *apiv1.CreatePairi
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "pairing code created", "member", p.Member, "issuer", cfg.Issuer, "expires_at", pc.ExpiresAt)
-	return &apiv1.CreatePairingCodeResponse{Code: code, ExpiresAt: ms(pc.ExpiresAt), Jwt: jwtToProto(cfg)}, nil
+	return &apiv1.CreatePairingCodeResponse{Code: code, ExpiresAt: wire.MS(pc.ExpiresAt), Jwt: jwtToProto(cfg)}, nil
 }
 
 // pairingHash is the stored form of a code.
@@ -176,7 +177,7 @@ func (s *Platform) Bind(ctx context.Context, req *apiv1.BindRequest) (*apiv1.Bin
 	now := s.now()
 	s.log.InfoContext(ctx, "platform connect bound", "member", p.Member, "platform", req.GetPlatformUrl(),
 		"issuer", cfg.Issuer, "audience", cfg.Audience, "jwks_url", cfg.JWKSURL)
-	return &apiv1.BindResponse{Bound: true, PlatformUrl: req.GetPlatformUrl(), Jwt: jwtToProto(cfg), BoundAt: ms(now)}, nil
+	return &apiv1.BindResponse{Bound: true, PlatformUrl: req.GetPlatformUrl(), Jwt: jwtToProto(cfg), BoundAt: wire.MS(now)}, nil
 }
 
 // lookupURL checks a bind's platform URL and returns its lookup endpoint

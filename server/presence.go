@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"sync"
 	"time"
 
@@ -149,7 +150,7 @@ func (pr *presence) list(connected func(string) int, role func(string) (*apiv1.R
 		if !ok {
 			continue // deleted since
 		}
-		p := &apiv1.Presence{Name: name, Connected: int32(connected(name)), CreatedAt: ms(s.createdAt), LastSeen: ms(s.lastSeen), Role: r}
+		p := &apiv1.Presence{Name: name, Connected: int32(connected(name)), CreatedAt: wire.MS(s.createdAt), LastSeen: wire.MS(s.lastSeen), Role: r}
 		switch {
 		case p.Connected > 0 && pr.blocked != nil && pr.blocked(name):
 			// Only while connected: a runner gone (a crash) leaves its

@@ -231,6 +231,7 @@ func New(d Deps, opts ...Option) *Server {
 	s := &Server{core: c, notify: hooked, run: []func(context.Context){c.msgs.run, push.run}}
 	actHub := hub.New(hub.WithMaxPerMember(o.maxStreams))
 	c.metrics = newMetrics(c.hub, actHub, o.storeCommits)
+	c.metrics.hookStatuses(notify.Statuses)
 	c.msgs.met, push.met = c.metrics, c.metrics
 	// Secrets before activity: ingest redaction reads the team's values.
 	// A secret change tells the redactors through c.act, set below before

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"sync"
 	"time"
 
@@ -235,7 +236,7 @@ func (b *brokerSessions) ListSessions(ctx context.Context, req *apiv1.ListSessio
 			continue // expired; the hourly sweep deletes it
 		}
 		resp.Sessions = append(resp.Sessions, &apiv1.SessionInfo{
-			Id: s.ID, CreatedAt: ms(s.CreatedAt), LastSeenAt: ms(s.LastSeenAt), ExpiresAt: optMS(s.ExpiresAt),
+			Id: s.ID, CreatedAt: wire.MS(s.CreatedAt), LastSeenAt: wire.MS(s.LastSeenAt), ExpiresAt: wire.OptMS(s.ExpiresAt),
 			Current: p.Via == auth.ViaSession && p.Session == s.Hash,
 		})
 	}
@@ -281,5 +282,5 @@ func (b *brokerSessions) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*a
 }
 
 func sessionToProto(m teamconfig.Member, expires time.Time) *apiv1.Session {
-	return &apiv1.Session{Member: m.Name, Role: roleToProto(m.Role), Permissions: nonNil(m.Permissions), ExpiresAt: optMS(expires)}
+	return &apiv1.Session{Member: m.Name, Role: roleToProto(m.Role), Permissions: nonNil(m.Permissions), ExpiresAt: wire.OptMS(expires)}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"svc/server/apierr"
+	"svc/server/wire"
 	"sync"
 	"time"
 
@@ -291,7 +292,7 @@ func (b *brokerWebPush) CreatePushSubscription(ctx context.Context, req *apiv1.C
 	if !known {
 		b.push.added(p.Member)
 	}
-	return &apiv1.CreatePushSubscriptionResponse{Subscription: &apiv1.PushSubscription{Id: s.ID, Endpoint: s.Endpoint, CreatedAt: ms(s.CreatedAt)}}, nil
+	return &apiv1.CreatePushSubscriptionResponse{Subscription: &apiv1.PushSubscription{Id: s.ID, Endpoint: s.Endpoint, CreatedAt: wire.MS(s.CreatedAt)}}, nil
 }
 
 // takeOver moves another member's subscription of the same endpoint to

@@ -5,6 +5,17 @@ import (
 	"time"
 )
 
+// Activity kinds, the Kind of a row (docs/TELEMETRY.md): what the
+// activity capability ingests and what the core records of objectives.
+const (
+	KindLLMExchange    = "llm_exchange"
+	KindToolAction     = "tool_action"
+	KindUserPrompt     = "user_prompt"
+	KindOpaqueHTTP     = "opaque_http"
+	KindObjectiveOpen  = "objective_open"
+	KindObjectiveClose = "objective_close"
+)
+
 // ActivityEvent is one row of a member's append-only activity stream.
 type ActivityEvent struct {
 	ID     int64 // assigned by the store

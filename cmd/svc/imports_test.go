@@ -35,7 +35,7 @@ type importRule struct {
 // Capabilities and shared packages). The other subpackages of server are
 // engines: pure mechanisms that know nothing of the services.
 var (
-	sharedPackages      = []string{"svc/server/apierr", "svc/server/registry"}
+	sharedPackages      = []string{"svc/server/apierr", "svc/server/registry", "svc/server/wire"}
 	capabilityPackages  = []string{"svc/server/notify", "svc/server/toolsources", "svc/server/secrets", "svc/server/activity"}
 	plannedCapabilities = []string{}
 )

@@ -209,7 +209,7 @@ func TestRedactionOTLPEveryEncoding(t *testing.T) {
 			for _, r := range rows {
 				kinds[r.Kind] = true
 			}
-			require.Equal(t, map[string]bool{KindLLMExchange: true, KindToolAction: true, KindUserPrompt: true, KindOpaqueHTTP: true}, kinds,
+			require.Equal(t, map[string]bool{store.KindLLMExchange: true, store.KindToolAction: true, store.KindUserPrompt: true, store.KindOpaqueHTTP: true}, kinds,
 				"every kind of row was stored, so every one was checked")
 			requireRedacted(t, texts)
 		})
@@ -242,8 +242,8 @@ func TestRedactionActivityUpload(t *testing.T) {
 	require.NoError(t, err)
 	oid := "obj-" + redSecret
 	_, err = s.UploadActivity(bearerCtx("alice"), &apiv1.UploadActivityRequest{Name: "alice", Events: []*apiv1.ActivityEventInput{
-		{Kind: KindToolAction, Data: d, ObjectiveId: &oid},
-		{Kind: KindLLMExchange, Data: exch},
+		{Kind: store.KindToolAction, Data: d, ObjectiveId: &oid},
+		{Kind: store.KindLLMExchange, Data: exch},
 	}})
 	require.NoError(t, err)
 	texts := stored(t, act, "alice")
@@ -251,7 +251,7 @@ func TestRedactionActivityUpload(t *testing.T) {
 	for _, r := range mustRows(t, act, "alice") {
 		var d map[string]any
 		require.NoError(t, json.Unmarshal(r.Data, &d), "the data stays a JSON object")
-		if r.Kind == KindToolAction {
+		if r.Kind == store.KindToolAction {
 			require.Equal(t, "[REDACTED]", d["pin"], "the number became the marker")
 			require.Equal(t, "obj-[REDACTED]", r.ObjectiveID)
 		}
@@ -316,7 +316,7 @@ func TestRedactionFollowsSecretChanges(t *testing.T) {
 		t.Helper()
 		d, err := structpb.NewStruct(map[string]any{"text": text})
 		require.NoError(t, err)
-		_, err = s.UploadActivity(bearerCtx(member), &apiv1.UploadActivityRequest{Name: member, Events: []*apiv1.ActivityEventInput{{Kind: KindToolAction, Data: d}}})
+		_, err = s.UploadActivity(bearerCtx(member), &apiv1.UploadActivityRequest{Name: member, Events: []*apiv1.ActivityEventInput{{Kind: store.KindToolAction, Data: d}}})
 		require.NoError(t, err)
 		rows := mustRows(t, act, member)
 		return string(rows[0].Data) // newest first

@@ -15,6 +15,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"svc/server/wire"
 	"sync"
 	"time"
 	"unicode"
@@ -32,19 +33,9 @@ import (
 	"svc/store"
 )
 
-// Activity kinds (docs/TELEMETRY.md).
-const (
-	KindLLMExchange    = "llm_exchange"
-	KindToolAction     = "tool_action"
-	KindUserPrompt     = "user_prompt"
-	KindOpaqueHTTP     = "opaque_http"
-	KindObjectiveOpen  = "objective_open"
-	KindObjectiveClose = "objective_close"
-)
-
 // activityKinds are every kind a row may have, and so every kind filter
 // value.
-var activityKinds = []string{KindLLMExchange, KindToolAction, KindObjectiveOpen, KindObjectiveClose, KindUserPrompt, KindOpaqueHTTP}
+var activityKinds = []string{store.KindLLMExchange, store.KindToolAction, store.KindObjectiveOpen, store.KindObjectiveClose, store.KindUserPrompt, store.KindOpaqueHTTP}
 
 // closeReasons are the terminal reasons of an objective_close marker.
 var closeReasons = []string{"done", "cancelled", "reassigned", "runner_shutdown"}
@@ -353,15 +344,15 @@ func eventFromProto(field string, e *apiv1.ActivityEventInput, now time.Time) (s
 		return ev, apierr.Invalid(field+".data", "is required: a JSON object")
 	}
 	switch ev.Kind {
-	case KindObjectiveOpen, KindObjectiveClose:
+	case store.KindObjectiveOpen, store.KindObjectiveClose:
 		if ev.ObjectiveID == "" {
 			return ev, apierr.Invalid(field+".objectiveId", "is required for %s", ev.Kind)
 		}
-		if ev.Kind == KindObjectiveClose && !slices.Contains(closeReasons, e.GetData().GetFields()["reason"].GetStringValue()) {
+		if ev.Kind == store.KindObjectiveClose && !slices.Contains(closeReasons, e.GetData().GetFields()["reason"].GetStringValue()) {
 			return ev, apierr.Invalid(field+".data.reason", "must be one of %s", strings.Join(closeReasons, ", "))
 		}
 	}
-	if ev.Kind == KindLLMExchange {
+	if ev.Kind == store.KindLLMExchange {
 		ev.ResponseID = e.GetData().GetFields()["responseId"].GetStringValue()
 	}
 	data, err := protojson.Marshal(e.GetData())
@@ -625,7 +616,7 @@ func (s *Service) GetGenAi(ctx context.Context, req *apiv1.GetGenAiRequest) (*ap
 // message arrays. RawSHA never crosses the wire.
 func genaiToProto(r store.GenAIRecord) *apiv1.GenAiRecord {
 	out := &apiv1.GenAiRecord{
-		Id: r.ID, Member: r.Member, Ts: ms(r.TS), Provider: r.Provider, Api: r.API, Model: r.Model, ResponseId: r.ResponseID,
+		Id: r.ID, Member: r.Member, Ts: wire.MS(r.TS), Provider: r.Provider, Api: r.API, Model: r.Model, ResponseId: r.ResponseID,
 		Usage: &apiv1.GenAiUsage{
 			InputTokens: float64(r.Usage.InputTokens), OutputTokens: float64(r.Usage.OutputTokens),
 			CacheReadTokens: float64(r.Usage.CacheReadTokens), CacheCreationTokens: float64(r.Usage.CacheCreationTokens),
@@ -675,16 +666,4 @@ func (s *Service) GetUsage(ctx context.Context, req *apiv1.GetUsageRequest) (*ap
 		sum.member(req.GetName(), cur)
 	}
 	return &apiv1.GetUsageResponse{Usage: sum.total, Models: modelList(sum.models), Members: s.memberList(sum)}, nil
-}
-
-// ms renders a time as epoch milliseconds.
-func ms(t time.Time) float64 { return float64(t.UnixMilli()) }
-
-// optMS renders a time that may be zero as an absent value.
-func optMS(t time.Time) *float64 {
-	if t.IsZero() {
-		return nil
-	}
-	v := ms(t)
-	return &v
 }

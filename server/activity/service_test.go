@@ -3,6 +3,7 @@ package activity
 import (
 	"math"
 	"strings"
+	"svc/store"
 	"testing"
 	"time"
 
@@ -26,25 +27,25 @@ func TestEventFromProto(t *testing.T) {
 		wantErr string // a substring of the error; "" is accepted
 		wantTS  time.Time
 	}{
-		{"every field", &apiv1.ActivityEventInput{Kind: KindToolAction, Ts: ptr(1.5e12), ObjectiveId: ptr("o1"), Data: data(map[string]any{"tool": "Bash"})}, "", time.UnixMilli(1.5e12)},
-		{"absent ts is now", &apiv1.ActivityEventInput{Kind: KindUserPrompt, Data: data(nil)}, "", now},
-		{"each kind: llm_exchange", &apiv1.ActivityEventInput{Kind: KindLLMExchange, Data: data(nil)}, "", now},
-		{"each kind: opaque_http", &apiv1.ActivityEventInput{Kind: KindOpaqueHTTP, Data: data(nil)}, "", now},
-		{"objective_open", &apiv1.ActivityEventInput{Kind: KindObjectiveOpen, ObjectiveId: ptr("o1"), Data: data(nil)}, "", now},
-		{"objective_close with a reason", &apiv1.ActivityEventInput{Kind: KindObjectiveClose, ObjectiveId: ptr("o1"), Data: data(map[string]any{"reason": "runner_shutdown"})}, "", now},
+		{"every field", &apiv1.ActivityEventInput{Kind: store.KindToolAction, Ts: ptr(1.5e12), ObjectiveId: ptr("o1"), Data: data(map[string]any{"tool": "Bash"})}, "", time.UnixMilli(1.5e12)},
+		{"absent ts is now", &apiv1.ActivityEventInput{Kind: store.KindUserPrompt, Data: data(nil)}, "", now},
+		{"each kind: llm_exchange", &apiv1.ActivityEventInput{Kind: store.KindLLMExchange, Data: data(nil)}, "", now},
+		{"each kind: opaque_http", &apiv1.ActivityEventInput{Kind: store.KindOpaqueHTTP, Data: data(nil)}, "", now},
+		{"objective_open", &apiv1.ActivityEventInput{Kind: store.KindObjectiveOpen, ObjectiveId: ptr("o1"), Data: data(nil)}, "", now},
+		{"objective_close with a reason", &apiv1.ActivityEventInput{Kind: store.KindObjectiveClose, ObjectiveId: ptr("o1"), Data: data(map[string]any{"reason": "runner_shutdown"})}, "", now},
 		{"unknown kind", &apiv1.ActivityEventInput{Kind: "llm", Data: data(nil)}, "e.kind: must be one of", now},
 		{"empty kind", &apiv1.ActivityEventInput{Data: data(nil)}, "e.kind", now},
-		{"no data", &apiv1.ActivityEventInput{Kind: KindToolAction}, "e.data: is required", now},
-		{"negative ts", &apiv1.ActivityEventInput{Kind: KindToolAction, Ts: ptr(-1.0), Data: data(nil)}, "e.ts", now},
-		{"NaN ts", &apiv1.ActivityEventInput{Kind: KindToolAction, Ts: ptr(math.NaN()), Data: data(nil)}, "e.ts", now},
-		{"ts past year 9999", &apiv1.ActivityEventInput{Kind: KindToolAction, Ts: ptr(float64(maxTS) + 1), Data: data(nil)}, "e.ts", now},
-		{"empty objectiveId", &apiv1.ActivityEventInput{Kind: KindToolAction, ObjectiveId: ptr(""), Data: data(nil)}, "e.objectiveId", now},
-		{"objectiveId with a control character", &apiv1.ActivityEventInput{Kind: KindToolAction, ObjectiveId: ptr("o\n1"), Data: data(nil)}, "e.objectiveId", now},
-		{"objectiveId too long", &apiv1.ActivityEventInput{Kind: KindToolAction, ObjectiveId: ptr(strings.Repeat("o", maxObjectiveIDLen+1)), Data: data(nil)}, "e.objectiveId", now},
-		{"marker without objectiveId", &apiv1.ActivityEventInput{Kind: KindObjectiveOpen, Data: data(nil)}, "e.objectiveId: is required", now},
-		{"close without a reason", &apiv1.ActivityEventInput{Kind: KindObjectiveClose, ObjectiveId: ptr("o1"), Data: data(nil)}, "e.data.reason", now},
-		{"close with an unknown reason", &apiv1.ActivityEventInput{Kind: KindObjectiveClose, ObjectiveId: ptr("o1"), Data: data(map[string]any{"reason": "bored"})}, "e.data.reason", now},
-		{"data over the cap", &apiv1.ActivityEventInput{Kind: KindToolAction, Data: big}, "e.data: over", now},
+		{"no data", &apiv1.ActivityEventInput{Kind: store.KindToolAction}, "e.data: is required", now},
+		{"negative ts", &apiv1.ActivityEventInput{Kind: store.KindToolAction, Ts: ptr(-1.0), Data: data(nil)}, "e.ts", now},
+		{"NaN ts", &apiv1.ActivityEventInput{Kind: store.KindToolAction, Ts: ptr(math.NaN()), Data: data(nil)}, "e.ts", now},
+		{"ts past year 9999", &apiv1.ActivityEventInput{Kind: store.KindToolAction, Ts: ptr(float64(maxTS) + 1), Data: data(nil)}, "e.ts", now},
+		{"empty objectiveId", &apiv1.ActivityEventInput{Kind: store.KindToolAction, ObjectiveId: ptr(""), Data: data(nil)}, "e.objectiveId", now},
+		{"objectiveId with a control character", &apiv1.ActivityEventInput{Kind: store.KindToolAction, ObjectiveId: ptr("o\n1"), Data: data(nil)}, "e.objectiveId", now},
+		{"objectiveId too long", &apiv1.ActivityEventInput{Kind: store.KindToolAction, ObjectiveId: ptr(strings.Repeat("o", maxObjectiveIDLen+1)), Data: data(nil)}, "e.objectiveId", now},
+		{"marker without objectiveId", &apiv1.ActivityEventInput{Kind: store.KindObjectiveOpen, Data: data(nil)}, "e.objectiveId: is required", now},
+		{"close without a reason", &apiv1.ActivityEventInput{Kind: store.KindObjectiveClose, ObjectiveId: ptr("o1"), Data: data(nil)}, "e.data.reason", now},
+		{"close with an unknown reason", &apiv1.ActivityEventInput{Kind: store.KindObjectiveClose, ObjectiveId: ptr("o1"), Data: data(map[string]any{"reason": "bored"})}, "e.data.reason", now},
+		{"data over the cap", &apiv1.ActivityEventInput{Kind: store.KindToolAction, Data: big}, "e.data: over", now},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -251,7 +251,7 @@ func (t *telemetry) batch(member string, evs []otlp.Event, committed []byte) (st
 			return b, nil, fmt.Errorf("encode %s row: %w", ev.Kind, err)
 		}
 		row := store.ActivityEvent{Member: member, Kind: ev.Kind, TS: ev.TS, Data: data}
-		if ev.Kind == KindLLMExchange {
+		if ev.Kind == store.KindLLMExchange {
 			row.ResponseID, _ = ev.Data["responseId"].(string)
 		}
 		b.Events = append(b.Events, row)

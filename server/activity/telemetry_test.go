@@ -79,7 +79,7 @@ func startTelemetry(t *testing.T, st store.ActivityStore, flushAfter time.Durati
 
 func exchanges(t *testing.T, st store.ActivityStore, member string) []map[string]any {
 	t.Helper()
-	rows, err := st.ListActivity(context.Background(), store.ActivityFilter{Member: member, Kinds: []string{KindLLMExchange}, OldestFirst: true})
+	rows, err := st.ListActivity(context.Background(), store.ActivityFilter{Member: member, Kinds: []string{store.KindLLMExchange}, OldestFirst: true})
 	require.NoError(t, err)
 	out := make([]map[string]any, len(rows))
 	for i, r := range rows {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"svc/server/wire"
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
@@ -51,11 +52,11 @@ func holdings(o store.Objective, markers []store.ActivityEvent, now time.Time) [
 	for _, m := range markers {
 		w := who{m.Member, m.MemberUID}
 		switch m.Kind {
-		case KindObjectiveOpen:
+		case store.KindObjectiveOpen:
 			if _, ok := open[w]; !ok {
 				open[w] = m.TS
 			}
-		case KindObjectiveClose:
+		case store.KindObjectiveClose:
 			from, ok := open[w]
 			if !ok {
 				// Its open marker is gone (pruned): from the start.
@@ -177,7 +178,7 @@ func (s *Service) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, 
 	}
 	var missing []string
 	for i, a := range acts {
-		if a.Kind != KindLLMExchange {
+		if a.Kind != store.KindLLMExchange {
 			continue
 		}
 		_ = json.Unmarshal(a.Data, &refs[i])
@@ -205,7 +206,7 @@ func (s *Service) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, 
 	taken := make([]bool, len(recs))
 	joined := make([]int, len(acts)) // index in recs + 1; 0 is none
 	for i, a := range acts {
-		if a.Kind != KindLLMExchange || refs[i].ResponseID == "" {
+		if a.Kind != store.KindLLMExchange || refs[i].ResponseID == "" {
 			continue
 		}
 		if j, ok := byResp[refs[i].ResponseID]; ok && !taken[j] {
@@ -216,7 +217,7 @@ func (s *Service) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, 
 	// by id takes the nearest record of its model captured within its
 	// window, when the two share no response id to go by.
 	for i, a := range acts {
-		if a.Kind != KindLLMExchange || joined[i] != 0 {
+		if a.Kind != store.KindLLMExchange || joined[i] != 0 {
 			continue
 		}
 		dur := min(max(time.Duration(refs[i].DurationMs*float64(time.Millisecond)), 0), store.MaxJoinDuration)
@@ -239,7 +240,7 @@ func (s *Service) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, 
 
 	out := make([]*apiv1.TraceRow, 0, len(acts)+len(recs))
 	for i, a := range acts {
-		row := &apiv1.TraceRow{Member: h.member, Ts: ms(a.TS), Activity: s.activityRow(a)}
+		row := &apiv1.TraceRow{Member: h.member, Ts: wire.MS(a.TS), Activity: s.activityRow(a)}
 		if j := joined[i]; j != 0 {
 			row.Inference = s.genaiRecord(recs[j-1])
 		}
@@ -248,7 +249,7 @@ func (s *Service) traceRows(ctx context.Context, h holding) ([]*apiv1.TraceRow, 
 	}
 	for j, r := range recs {
 		if !taken[j] && !r.TS.Before(h.from) && !r.TS.After(h.to) {
-			row := &apiv1.TraceRow{Member: h.member, Ts: ms(r.TS), Inference: s.genaiRecord(r)}
+			row := &apiv1.TraceRow{Member: h.member, Ts: wire.MS(r.TS), Inference: s.genaiRecord(r)}
 			row.MemberId, row.MemberDeleted, row.MemberDeletedAt = r.MemberUID, row.Inference.MemberDeleted, row.Inference.MemberDeletedAt
 			out = append(out, row)
 		}

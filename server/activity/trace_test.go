@@ -38,36 +38,36 @@ func TestHoldings(t *testing.T) {
 		{"no markers, done: createdAt to completedAt", done, nil, []holding{hold("ann", at(0), at(50))}},
 		{"no markers, cancelled: createdAt to its last change", cancelled, nil, []holding{hold("ann", at(0), at(70))}},
 		{"open and close", done, []store.ActivityEvent{
-			mark(1, "ann", KindObjectiveOpen, 1), mark(2, "ann", KindObjectiveClose, 50),
+			mark(1, "ann", store.KindObjectiveOpen, 1), mark(2, "ann", store.KindObjectiveClose, 50),
 		}, []holding{hold("ann", at(1), at(50))}},
-		{"open only, live: to now", live, []store.ActivityEvent{mark(1, "ann", KindObjectiveOpen, 1)}, []holding{hold("ann", at(1), now)}},
-		{"open only, done: to completedAt", done, []store.ActivityEvent{mark(1, "ann", KindObjectiveOpen, 1)}, []holding{hold("ann", at(1), at(50))}},
+		{"open only, live: to now", live, []store.ActivityEvent{mark(1, "ann", store.KindObjectiveOpen, 1)}, []holding{hold("ann", at(1), now)}},
+		{"open only, done: to completedAt", done, []store.ActivityEvent{mark(1, "ann", store.KindObjectiveOpen, 1)}, []holding{hold("ann", at(1), at(50))}},
 		{"reassigned: one interval per holder", live, []store.ActivityEvent{
-			mark(1, "ann", KindObjectiveOpen, 1), mark(2, "ann", KindObjectiveClose, 10), mark(3, "bob", KindObjectiveOpen, 10),
+			mark(1, "ann", store.KindObjectiveOpen, 1), mark(2, "ann", store.KindObjectiveClose, 10), mark(3, "bob", store.KindObjectiveOpen, 10),
 		}, []holding{hold("ann", at(1), at(10)), hold("bob", at(10), now)}},
 		{"runner restart: the same holder's intervals, disjoint", done, []store.ActivityEvent{
-			mark(1, "ann", KindObjectiveOpen, 1), mark(2, "ann", KindObjectiveClose, 10),
-			mark(3, "ann", KindObjectiveOpen, 20), mark(4, "ann", KindObjectiveClose, 30),
+			mark(1, "ann", store.KindObjectiveOpen, 1), mark(2, "ann", store.KindObjectiveClose, 10),
+			mark(3, "ann", store.KindObjectiveOpen, 20), mark(4, "ann", store.KindObjectiveClose, 30),
 		}, []holding{hold("ann", at(1), at(10)), hold("ann", at(20), at(30))}},
 		{"handed back and forth: overlapping intervals of one member merge", done, []store.ActivityEvent{
-			mark(1, "ann", KindObjectiveOpen, 1), mark(2, "ann", KindObjectiveClose, 10),
-			mark(3, "ann", KindObjectiveOpen, 10), mark(4, "ann", KindObjectiveClose, 20),
+			mark(1, "ann", store.KindObjectiveOpen, 1), mark(2, "ann", store.KindObjectiveClose, 10),
+			mark(3, "ann", store.KindObjectiveOpen, 10), mark(4, "ann", store.KindObjectiveClose, 20),
 		}, []holding{hold("ann", at(1), at(20))}},
 		{"a second open while open changes nothing", done, []store.ActivityEvent{
-			mark(1, "ann", KindObjectiveOpen, 1), mark(2, "ann", KindObjectiveOpen, 5), mark(3, "ann", KindObjectiveClose, 9),
+			mark(1, "ann", store.KindObjectiveOpen, 1), mark(2, "ann", store.KindObjectiveOpen, 5), mark(3, "ann", store.KindObjectiveClose, 9),
 		}, []holding{hold("ann", at(1), at(9))}},
 		{"a close whose open was pruned runs from createdAt", done, []store.ActivityEvent{
-			mark(1, "ann", KindObjectiveClose, 9),
+			mark(1, "ann", store.KindObjectiveClose, 9),
 		}, []holding{hold("ann", at(0), at(9))}},
 		{"markers out of order are sorted by time, then id", done, []store.ActivityEvent{
-			mark(2, "ann", KindObjectiveClose, 9), mark(1, "ann", KindObjectiveOpen, 1),
+			mark(2, "ann", store.KindObjectiveClose, 9), mark(1, "ann", store.KindObjectiveOpen, 1),
 		}, []holding{hold("ann", at(1), at(9))}},
 		{"a name deleted and created again holds as another member", done, []store.ActivityEvent{
-			markOf(1, "ann", "ann-1", KindObjectiveOpen, 1), markOf(2, "ann", "ann-1", KindObjectiveClose, 10),
-			markOf(3, "ann", "ann-2", KindObjectiveOpen, 10), markOf(4, "ann", "ann-2", KindObjectiveClose, 20),
+			markOf(1, "ann", "ann-1", store.KindObjectiveOpen, 1), markOf(2, "ann", "ann-1", store.KindObjectiveClose, 10),
+			markOf(3, "ann", "ann-2", store.KindObjectiveOpen, 10), markOf(4, "ann", "ann-2", store.KindObjectiveClose, 20),
 		}, []holding{holdOf("ann", "ann-1", at(1), at(10)), holdOf("ann", "ann-2", at(10), at(20))}},
 		{"a clock step back never gives an interval ending before it starts", live, []store.ActivityEvent{
-			mark(1, "ann", KindObjectiveOpen, 2000),
+			mark(1, "ann", store.KindObjectiveOpen, 2000),
 		}, []holding{hold("ann", at(2000), at(2000))}},
 	}
 	for _, tc := range tests {

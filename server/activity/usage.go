@@ -3,6 +3,7 @@ package activity
 import (
 	"cmp"
 	"slices"
+	"svc/server/wire"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -19,7 +20,7 @@ func (s *Service) activityRow(r store.ActivityEvent) *apiv1.ActivityRow {
 	row := activityRowToProto(r)
 	row.MemberId = r.MemberUID
 	row.MemberDeleted, row.MemberDeletedAt = s.memberLabel(r.Member, r.MemberUID)
-	if r.Kind == KindLLMExchange {
+	if r.Kind == store.KindLLMExchange {
 		s.priceExchange(row.Data)
 	}
 	return row
@@ -45,7 +46,7 @@ func (s *Service) genaiRecord(r store.GenAIRecord) *apiv1.GenAiRecord {
 // deleted when that is known.
 func (s *Service) memberLabel(name, id string) (bool, *float64) {
 	deleted, at := s.d.Members.Label(name, id)
-	return deleted, optMS(at)
+	return deleted, wire.OptMS(at)
 }
 
 // priceExchange sets costUsd and costComputed on an exchange's data that

@@ -64,7 +64,7 @@ func TestActivityWriterSharesWrites(t *testing.T) {
 	w, g, _, stop := startWriter(t)
 	first := make(chan error, 1)
 	go func() {
-		_, err := w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("bob", KindObjectiveOpen, 0)}})
+		_, err := w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("bob", store.KindObjectiveOpen, 0)}})
 		first <- err
 	}()
 	require.Eventually(t, func() bool { return g.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
@@ -76,11 +76,11 @@ func TestActivityWriterSharesWrites(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rows, err := w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("bob", KindObjectiveOpen, i+1), row("bob", KindObjectiveClose, i+1)}})
+			rows, err := w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("bob", store.KindObjectiveOpen, i+1), row("bob", store.KindObjectiveClose, i+1)}})
 			require.NoError(t, err)
 			require.Len(t, rows, 2, "each writer gets its own rows back")
-			require.Equal(t, KindObjectiveOpen, rows[0].Kind)
-			require.Equal(t, KindObjectiveClose, rows[1].Kind)
+			require.Equal(t, store.KindObjectiveOpen, rows[0].Kind)
+			require.Equal(t, store.KindObjectiveClose, rows[1].Kind)
 			ids[i] = []int64{rows[0].ID, rows[1].ID}
 		}()
 	}
@@ -97,7 +97,7 @@ func TestActivityWriterSharesWrites(t *testing.T) {
 	require.Len(t, rows, 2*waiting+1)
 
 	stop()
-	_, err = w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("bob", KindObjectiveOpen, 99)}})
+	_, err = w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("bob", store.KindObjectiveOpen, 99)}})
 	require.ErrorIs(t, err, ErrShuttingDown)
 }
 
@@ -105,11 +105,11 @@ func TestActivityWriterIsolatesARefusedBatch(t *testing.T) {
 	w, g, _, stop := startWriter(t)
 	defer stop()
 	go func() {
-		_, _ = w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("bob", KindObjectiveOpen, 0)}})
+		_, _ = w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("bob", store.KindObjectiveOpen, 0)}})
 	}()
 	require.Eventually(t, func() bool { return g.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
 
-	kinds := []string{KindObjectiveOpen, "poison", KindObjectiveClose}
+	kinds := []string{store.KindObjectiveOpen, "poison", store.KindObjectiveClose}
 	errs := make([]error, len(kinds))
 	var wg sync.WaitGroup
 	for i, k := range kinds {
@@ -128,7 +128,7 @@ func TestActivityWriterIsolatesARefusedBatch(t *testing.T) {
 	rows, err := g.ListActivity(context.Background(), store.ActivityFilter{Member: "ann", OldestFirst: true})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
-	require.Equal(t, []string{KindObjectiveOpen, KindObjectiveClose}, []string{rows[0].Kind, rows[1].Kind})
+	require.Equal(t, []string{store.KindObjectiveOpen, store.KindObjectiveClose}, []string{rows[0].Kind, rows[1].Kind})
 }
 
 func TestActivityWriterPublishesToTheMembersStreams(t *testing.T) {
@@ -139,13 +139,13 @@ func TestActivityWriterPublishesToTheMembersStreams(t *testing.T) {
 	require.NoError(t, err)
 	defer bob.Close()
 
-	rows, err := w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("carl", KindObjectiveOpen, 0), row("bob", KindObjectiveClose, 1)}})
+	rows, err := w.write(context.Background(), store.ActivityBatch{Events: []store.ActivityEvent{row("carl", store.KindObjectiveOpen, 0), row("bob", store.KindObjectiveClose, 1)}})
 	require.NoError(t, err)
 	if ev := nextEvent(t, bob, 5*time.Second); ev != nil {
 		require.Equal(t, rows[1].ID, ev.Seq)
 		r := ev.Value.(*apiv1.ActivityRow)
 		require.Equal(t, "bob", r.GetMember())
-		require.Equal(t, KindObjectiveClose, r.GetKind())
+		require.Equal(t, store.KindObjectiveClose, r.GetKind())
 		require.Equal(t, "o", r.GetObjectiveId())
 		require.InDelta(t, 1, r.GetData().AsMap()["i"], 0)
 		require.Equal(t, float64(rows[1].ID), r.GetId())

@@ -12,9 +12,6 @@ import (
 	"regexp"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
-
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/registry"
 	"svc/server/toolcall"
@@ -131,16 +128,4 @@ func New(d Deps) *Service {
 			return tx.DeleteToolBinding(ctx, slug, m)
 		},
 	}}
-}
-
-// jsonStruct renders stored JSON as a Struct; nil when it is none.
-func jsonStruct(b []byte) *structpb.Struct {
-	if b == nil {
-		return nil
-	}
-	s := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, s); err != nil {
-		return nil
-	}
-	return s
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"svc/server/wire"
 	"unicode"
 
 	"golang.org/x/net/http/httpguts"
@@ -27,7 +28,7 @@ import (
 // custom tools' bindings.
 func toolSourceToProto(s store.ToolSource, p *auth.Principal, detail bool) *apiv1.ToolSource {
 	out := &apiv1.ToolSource{
-		Slug: s.Slug, Kind: s.Kind, DisplayName: s.DisplayName, Config: jsonStruct(s.Config),
+		Slug: s.Slug, Kind: s.Kind, DisplayName: s.DisplayName, Config: wire.Struct(s.Config),
 		Enabled: s.Enabled, AllMembers: s.AllMembers, Bound: slices.Contains(s.Bound, p.Member),
 		ToolCount: int32(len(s.Tools)), HasCredential: s.Credential.Kind != "",
 		CreatedAt: float64(s.CreatedAt.UnixMilli()), UpdatedAt: float64(s.UpdatedAt.UnixMilli()),

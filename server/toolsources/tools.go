@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"svc/server/wire"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -21,7 +22,7 @@ import (
 
 // toolToProto renders a tool; the binding only when withBinding.
 func toolToProto(t store.Tool, withBinding bool) *apiv1.ToolDefinition {
-	out := &apiv1.ToolDefinition{Name: t.Name, Description: t.Description, InputSchema: jsonStruct(t.InputSchema)}
+	out := &apiv1.ToolDefinition{Name: t.Name, Description: t.Description, InputSchema: wire.Struct(t.InputSchema)}
 	if withBinding && len(t.Binding) > 0 {
 		var b toolcall.Binding
 		if err := json.Unmarshal(t.Binding, &b); err == nil {
