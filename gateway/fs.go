@@ -61,6 +61,43 @@ var inlineTypes = map[string]bool{
 	"video/webm":               true,
 }
 
+// subresourceTypes are the MIME types a browser runs or applies when a
+// page loads them as a script, worker, module or stylesheet, even with
+// nosniff and an attachment disposition (neither stops <script src>).
+// A stored file of one of these types is sent as application/octet-stream,
+// which nosniff makes unusable as any of them; its stored type is still in
+// its entry (docs/DECISIONS.md, "Stored files never run as the app").
+var subresourceTypes = map[string]bool{
+	"application/ecmascript":   true,
+	"application/javascript":   true,
+	"application/x-ecmascript": true,
+	"application/x-javascript": true,
+	"text/ecmascript":          true,
+	"text/javascript":          true,
+	"text/javascript1.0":       true,
+	"text/javascript1.1":       true,
+	"text/javascript1.2":       true,
+	"text/javascript1.3":       true,
+	"text/javascript1.4":       true,
+	"text/javascript1.5":       true,
+	"text/jscript":             true,
+	"text/livescript":          true,
+	"text/x-ecmascript":        true,
+	"text/x-javascript":        true,
+	"text/css":                 true,
+}
+
+// servedType is the Content-Type /fs/read sends for a stored MIME type: the
+// stored one, except a script or style type, or one that does not parse
+// (a browser's lenient parser might still read a script type into it).
+func servedType(stored string) string {
+	mt, _, err := mime.ParseMediaType(stored)
+	if err != nil || subresourceTypes[mt] {
+		return "application/octet-stream"
+	}
+	return stored
+}
+
 // withFsRead routes GET and HEAD /fs/read/<path> to read before the mux:
 // the mux would clean "..", "." and "//" out of the URL and redirect, while
 // a path that is not canonical must be refused (400), never resolved.
@@ -89,7 +126,7 @@ func (g *Gateway) handleFsRead(w http.ResponseWriter, r *http.Request, p *auth.P
 	defer f.Close()
 
 	h := w.Header()
-	h.Set("Content-Type", entry.MimeType)
+	h.Set("Content-Type", servedType(entry.MimeType))
 	h.Set("Content-Length", strconv.FormatInt(entry.Size, 10))
 	h.Set("X-Content-Type-Options", "nosniff")
 	// Defence in depth for whatever a browser does render: no script, no

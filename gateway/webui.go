@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/pquerna/otp"
@@ -30,13 +31,34 @@ import (
 //go:embed ui/static
 var uiFiles embed.FS
 
-// uiCSP is the Content-Security-Policy of every /ui/ response. Nothing
-// inline runs or styles (the app sets no style attribute), nothing loads
-// from another origin; img-src allows blob: for the TOTP QR image, which
-// the app fetches with its credential and shows from a blob URL.
-const uiCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob:; " +
-	"connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; " +
-	"frame-ancestors 'none'; form-action 'self'; worker-src 'self'; manifest-src 'self'"
+// uiCSP is the Content-Security-Policy of every /ui/ response, for the
+// host the browser reached. Nothing inline runs or styles (the app sets no
+// style attribute), nothing loads from another origin; img-src allows blob:
+// for the TOTP QR image, which the app fetches with its credential and shows
+// from a blob URL. Scripts and workers come only from the app's own static
+// path, never from elsewhere on the origin: /fs/read serves bytes members
+// uploaded, and a <script src=/fs/read/...> must not run (docs/DECISIONS.md,
+// "Stored files never run as the app").
+func uiCSP(host string) string {
+	scripts := "'none'"
+	if cspHost.MatchString(host) {
+		scripts = host + uiStaticPath
+	}
+	return "default-src 'self'; script-src " + scripts + "; style-src 'self'; img-src 'self' blob:; " +
+		"connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; " +
+		"frame-ancestors 'none'; form-action 'self'; worker-src " + scripts + "; manifest-src 'self'"
+}
+
+// uiStaticPath is where the app's scripts live; a CSP source ending in "/"
+// matches every path below it.
+const uiStaticPath = "/ui/static/"
+
+// cspHost is a Host header that can stand in a CSP source expression as it
+// is: a DNS name, IPv4 or bracketed IPv6 address and an optional port. A
+// host with no port there matches only the scheme's default port, which is
+// exactly when a browser leaves the port out of Host. Anything else (no
+// browser sends it) gets no scripts rather than a header it could bend.
+var cspHost = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$`)
 
 // uiAsset is one embedded file, ready to serve.
 type uiAsset struct {
@@ -103,8 +125,8 @@ func loadUIAssets() (*uiAssets, error) {
 
 // setUIHeaders sets the security headers of every /ui/ response, errors
 // included.
-func setUIHeaders(h http.Header) {
-	h.Set("Content-Security-Policy", uiCSP)
+func setUIHeaders(h http.Header, host string) {
+	h.Set("Content-Security-Policy", uiCSP(host))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
@@ -118,7 +140,7 @@ func setUIHeaders(h http.Header) {
 // last segment has an extension is taken for a file and never gets the
 // shell, so a mistyped asset is a 404 and not HTML.
 func (g *Gateway) handleUI(w http.ResponseWriter, r *http.Request, _ *auth.Principal) error {
-	setUIHeaders(w.Header())
+	setUIHeaders(w.Header(), r.Host)
 	rest := strings.TrimPrefix(r.URL.Path, "/ui/")
 	var a *uiAsset
 	switch {
@@ -262,7 +284,7 @@ func (g *Gateway) handleQR(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		return err
 	}
 	h := w.Header()
-	setUIHeaders(h)
+	setUIHeaders(h, r.Host)
 	h.Set("Content-Type", "image/png")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", fmt.Sprint(out.Len()))

@@ -26,5 +26,5 @@ func TestWebUIServiceWorkerScope(t *testing.T) {
 	rec := httptest.NewRecorder()
 	g.ServeHTTP(rec, req)
 	require.Equal(t, "text/javascript; charset=utf-8", rec.Header().Get("Content-Type"))
-	require.Contains(t, rec.Header().Get("Content-Security-Policy"), "worker-src 'self'")
+	require.Contains(t, rec.Header().Get("Content-Security-Policy"), "worker-src example.com/ui/static/;")
 }

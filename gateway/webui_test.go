@@ -89,7 +89,7 @@ func TestWebUIServing(t *testing.T) {
 				require.NotEmpty(t, body.Message)
 			}
 			if tt.wantUI {
-				require.Equal(t, uiCSP, h.Get("Content-Security-Policy"))
+				require.Equal(t, uiCSP(req.Host), h.Get("Content-Security-Policy"))
 				require.Equal(t, "nosniff", h.Get("X-Content-Type-Options"))
 				require.Equal(t, "no-referrer", h.Get("Referrer-Policy"))
 				require.Equal(t, "DENY", h.Get("X-Frame-Options"))

@@ -26,6 +26,10 @@ const streamRetryAfter = 5 * time.Second
 // errFellBehind ends a stream the hub cut off.
 var errFellBehind = apierr.Errorf(apierr.CodeUnavailable, "subscriber fell behind; resume with the last id")
 
+// errCredentialExpired ends a stream whose credential (a federation JWT)
+// reached its exp.
+var errCredentialExpired = apierr.Errorf(apierr.CodeUnauthenticated, "the credential this stream was opened with expired: reconnect with a fresh one")
+
 // Feed is one live stream of committed items (a member's messages, a
 // member's activity): the items after a position, replayed from the store
 // in order, then live ones from the hub, each exactly once.
@@ -150,6 +154,11 @@ func (c *core) attach(ctx context.Context, p *auth.Principal, after int64, resum
 // refusals.
 func (c *core) subscribe(h *hub.Hub, key string, p *auth.Principal) (*hub.Subscription, error) {
 	sub, err := h.SubscribeAs(key, p.Member, streamCred(p))
+	if err == nil && p.Via == auth.ViaJWT && !p.ExpiresAt.IsZero() {
+		// Nothing revokes a JWT: its exp is the one bound on what it can
+		// read (docs/FEDERATION.md, "Token lifetime").
+		sub.EndAt(p.ExpiresAt)
+	}
 	switch {
 	case errors.Is(err, hub.ErrClosed):
 		return nil, errShuttingDown
@@ -262,6 +271,9 @@ func (f *Feed) Next(ctx context.Context, tick <-chan time.Time) (*hub.Event, err
 		case !open:
 			if f.sub.FellBehind() {
 				return nil, errFellBehind
+			}
+			if f.sub.Expired() {
+				return nil, errCredentialExpired
 			}
 			return nil, errShuttingDown
 		}

@@ -104,8 +104,10 @@ func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSes
 	if err != nil {
 		return nil, err
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	source := mintKey(b.clientIP(ctx, md))
 	b.loginMu.Lock()
-	matched, err := b.login(req)
+	matched, err := b.login(req, source)
 	if err != nil {
 		b.loginMu.Unlock()
 		return nil, err
@@ -122,11 +124,18 @@ func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSes
 	return &apiv1.CreateSessionResponse{Session: sessionToProto(m, s.ExpiresAt)}, nil
 }
 
-// login matches a TOTP code to a member under the failure limits. The
-// caller holds loginMu: check, verification and the failure count happen
-// under it, so a burst of parallel attempts cannot slip past a limit
-// between check and count.
-func (b *brokerSessions) login(req *apiv1.CreateSessionRequest) (string, error) {
+// login matches a TOTP code to a member under the failure limits; source
+// is the client's address key ("" when unknown). The caller holds loginMu:
+// check, verification and the failure count happen under it, so a burst
+// of parallel attempts cannot slip past a limit between check and count.
+//
+// Every failure counts globally, for the member named (when it is one) and
+// for the source. The global limit covers the codeless form and names that
+// are no member's; an attempt naming a real member is covered by that
+// member's limit and the source's, so strangers' failures elsewhere cannot
+// lock a member out (docs/DECISIONS.md, "Login limits: strangers cannot
+// lock a member out").
+func (b *brokerSessions) login(req *apiv1.CreateSessionRequest, source string) (string, error) {
 	named := ""
 	var candidates []teamconfig.Member
 	if req.Member != nil {
@@ -138,7 +147,8 @@ func (b *brokerSessions) login(req *apiv1.CreateSessionRequest) (string, error) 
 	} else {
 		candidates = b.team.Members()
 	}
-	if wait := b.limiter.Check(named); wait > 0 {
+	attempt := auth.Attempt{Member: named, Source: source, Global: named == ""}
+	if wait := b.limiter.Check(attempt); wait > 0 {
 		return "", rateLimited(wait)
 	}
 	for _, m := range candidates {
@@ -146,14 +156,14 @@ func (b *brokerSessions) login(req *apiv1.CreateSessionRequest) (string, error) 
 			continue
 		}
 		// The codeless form is covered by the matched member's limit too
-		// (CONTRACT §5): a locked-out member cannot log in by leaving out
-		// the name.
-		if wait := b.limiter.Check(m.Name); wait > 0 {
+		// (docs/DECISIONS.md, Sessions and TOTP): a locked-out member
+		// cannot log in by leaving out the name.
+		if wait := b.limiter.Check(auth.Attempt{Member: m.Name}); wait > 0 {
 			return "", rateLimited(wait)
 		}
 		return m.Name, nil
 	}
-	b.limiter.Fail(named)
+	b.limiter.Fail(attempt)
 	return "", fmt.Errorf("%w: invalid code", auth.ErrUnauthenticated)
 }
 

@@ -141,6 +141,8 @@ func (g *sendGuard) endErr() error {
 		return errFellBehind
 	case g.f.cutReason() == cutWriteTimeout:
 		return errWriteTimeout
+	case g.f.sub.Expired():
+		return errCredentialExpired
 	}
 	return errShuttingDown
 }

@@ -6,10 +6,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"svc/cmd/internal/cli"
@@ -68,12 +70,95 @@ commands:
                                              run an agent as your member: wake it per message
   hook                                       (run by an agent's hooks) report to its runner
   mcp [--url U] [--token T]                  the agent toolbox as an MCP server on stdio
-
-client commands take --url (else SVC_URL, else http://127.0.0.1:7433) and,
-except login, --token (else SVC_TOKEN, else the token cache entry of the URL).
-`
+` + clientNote + "\n"
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 1 && wantsHelp(args[1:]) {
+		return commandHelp(ctx, args, stdin, stdout)
+	}
+	return dispatch(ctx, args, stdin, stdout, stderr)
+}
+
+// wantsHelp reports whether a command's arguments ask for its help: -h,
+// -help or --help before any "--" (after it, they are the agent's).
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// commandHelp answers `svc <command> ... --help` on stdout with exit 0: the
+// command's lines of the usage, then what the command's own flag parsing
+// says (its flags and their defaults, or its usage line). The command is
+// run only as far as its flag parsing, which stops at the help flag; a
+// command with no flag set (hook) is not run at all.
+func commandHelp(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	known := false
+	for line := range strings.Lines(usage) {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(line, "  ") && line[2] != ' ' && f[0] == args[0] {
+			if !known {
+				fmt.Fprint(stdout, "usage: svc ")
+			} else {
+				fmt.Fprint(stdout, "       svc ")
+			}
+			fmt.Fprintln(stdout, strings.TrimSpace(line))
+			known = true
+		}
+	}
+	if !known {
+		return dispatch(ctx, args, stdin, stdout, io.Discard)
+	}
+	if args[0] == "hook" {
+		fmt.Fprintln(stdout, "\nRun by an agent's hooks with the hook's JSON on stdin; it reports to the agent's runner and always exits 0. It takes no arguments or flags.")
+		return nil
+	}
+	var flags strings.Builder
+	err := dispatch(ctx, append([]string{args[0]}, helpArgs(args[1:])...), strings.NewReader(""), io.Discard, &flags)
+	if flags.Len() > 0 {
+		fmt.Fprintf(stdout, "\nflags:\n%s", flags.String())
+	}
+	var cu *cli.UsageError
+	var tu *toolbox.UsageError
+	switch {
+	case errors.As(err, &cu):
+		fmt.Fprintf(stdout, "\n%s\n", strings.TrimSuffix(cu.Error(), ": "+flag.ErrHelp.Error()))
+	case errors.As(err, &tu):
+		fmt.Fprintf(stdout, "\n%s\n", strings.TrimSuffix(tu.Error(), ": "+flag.ErrHelp.Error()))
+	}
+	switch args[0] {
+	case "login", "whoami", "send", "tail", "approve", "deny", "approvals", "runner", "mcp":
+		fmt.Fprintln(stdout, clientNote)
+	}
+	return nil
+}
+
+// helpArgs keeps a command's subcommand words (kek rotate, activity prune)
+// and asks its flag parsing for help.
+func helpArgs(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		out = append(out, a)
+	}
+	return append(out, "-h")
+}
+
+// clientNote is the usage's closing note on where client commands find the
+// broker and token.
+const clientNote = `
+client commands take --url (else SVC_URL, else http://127.0.0.1:7433) and,
+except login, --token (else SVC_TOKEN, else the token cache entry of the URL).`
+
+// dispatch runs the command args name.
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return &exitError{code: 2, err: errors.New("no command")}

@@ -50,6 +50,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	raiseFileLimit(log)
+	// Bind before anything is created: a first run on a taken port fails
+	// before it makes the team and prints an admin token for a broker that
+	// never started.
+	lis, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	defer func() { _ = lis.Close() }() // on a failed start; servers close it too
 	// A price override that does not read refuses the start before
 	// anything is written: a typo must never price every exchange at $0.
 	prices, err := pricing.Load(cfg.PricesPath())
@@ -69,9 +77,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	file, k := b.file, b.kek
 	if b.firstToken != "" {
 		// Printed as soon as the config holding its hash is durable, so a
-		// later failure (say, the address is taken) cannot lose it. The only
-		// time a token is ever printed (docs/DECISIONS.md, What a boot may
-		// assume).
+		// later failure cannot lose it (the address was bound first). The
+		// only time a token is ever printed (docs/DECISIONS.md, What a boot
+		// may assume).
 		fmt.Fprintf(stdout, "admin token: %s\n", b.firstToken)
 	}
 	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Activity), sqlite.WithStartupCheck(cfg.StartupCheck))
@@ -125,10 +133,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	lis, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
-	}
 	var pprofLis net.Listener
 	if cfg.PprofAddr != "" {
 		if pprofLis, err = listenPprof(cfg.PprofAddr); err != nil {

@@ -16,21 +16,21 @@ func TestFailureLimiterMember(t *testing.T) {
 	l := auth.NewFailureLimiter(clk.Now)
 
 	for i := range auth.TOTPMemberFailures - 1 {
-		l.Fail("alice")
-		require.Zero(t, l.Check("alice"), "after %d failures", i+1)
+		l.Fail(auth.Attempt{Member: "alice"})
+		require.Zero(t, l.Check(auth.Attempt{Member: "alice", Global: true}), "after %d failures", i+1)
 	}
-	l.Fail("alice")
-	wait := l.Check("alice")
+	l.Fail(auth.Attempt{Member: "alice"})
+	wait := l.Check(auth.Attempt{Member: "alice", Global: true})
 	require.Positive(t, wait)
 	require.LessOrEqual(t, wait, auth.TOTPWindow)
 	require.Equal(t, auth.TOTPWindow, wait, "all failures at the same instant: wait the full window")
 
 	// Other members and the codeless form are not covered by alice's limit.
-	require.Zero(t, l.Check("bob"))
-	require.Zero(t, l.Check(""))
+	require.Zero(t, l.Check(auth.Attempt{Member: "bob", Global: true}))
+	require.Zero(t, l.Check(auth.Attempt{Global: true}))
 
 	// Checking again does not count as a failure.
-	require.Equal(t, wait, l.Check("alice"))
+	require.Equal(t, wait, l.Check(auth.Attempt{Member: "alice", Global: true}))
 }
 
 func TestFailureLimiterGlobal(t *testing.T) {
@@ -40,17 +40,17 @@ func TestFailureLimiterGlobal(t *testing.T) {
 	// 5 for alice (her limit), then failures spread over others until the
 	// global limit.
 	for range auth.TOTPMemberFailures {
-		l.Fail("alice")
+		l.Fail(auth.Attempt{Member: "alice"})
 	}
-	require.Positive(t, l.Check("alice"))
+	require.Positive(t, l.Check(auth.Attempt{Member: "alice", Global: true}))
 	for i := auth.TOTPMemberFailures; i < auth.TOTPGlobalFailures-1; i++ {
-		l.Fail(fmt.Sprintf("m%d", i))
-		require.Zero(t, l.Check("bob"), "bob is unaffected below the global limit (failure %d)", i+1)
-		require.Zero(t, l.Check(""))
+		l.Fail(auth.Attempt{Member: fmt.Sprintf("m%d", i)})
+		require.Zero(t, l.Check(auth.Attempt{Member: "bob", Global: true}), "bob is unaffected below the global limit (failure %d)", i+1)
+		require.Zero(t, l.Check(auth.Attempt{Global: true}))
 	}
-	l.Fail("") // the codeless form counts globally
+	l.Fail(auth.Attempt{}) // the codeless form counts globally
 	for _, who := range []string{"", "bob", "carol", "alice"} {
-		w := l.Check(who)
+		w := l.Check(auth.Attempt{Member: who, Global: true})
 		require.Positive(t, w, who)
 		require.LessOrEqual(t, w, auth.TOTPWindow, who)
 	}
@@ -60,12 +60,12 @@ func TestFailureLimiterCodelessOnly(t *testing.T) {
 	clk := newFakeClock()
 	l := auth.NewFailureLimiter(clk.Now)
 	for range auth.TOTPGlobalFailures - 1 {
-		l.Fail("")
+		l.Fail(auth.Attempt{})
 	}
-	require.Zero(t, l.Check(""))
-	l.Fail("")
-	require.Positive(t, l.Check(""))
-	require.Positive(t, l.Check("anyone"))
+	require.Zero(t, l.Check(auth.Attempt{Global: true}))
+	l.Fail(auth.Attempt{})
+	require.Positive(t, l.Check(auth.Attempt{Global: true}))
+	require.Positive(t, l.Check(auth.Attempt{Member: "anyone", Global: true}))
 }
 
 func TestFailureLimiterSlidingWindow(t *testing.T) {
@@ -78,24 +78,24 @@ func TestFailureLimiterSlidingWindow(t *testing.T) {
 		if i > 0 {
 			clk.Advance(time.Minute)
 		}
-		l.Fail("alice")
+		l.Fail(auth.Attempt{Member: "alice"})
 	}
-	require.Equal(t, 11*time.Minute, l.Check("alice"), "until the first failure leaves the window")
+	require.Equal(t, 11*time.Minute, l.Check(auth.Attempt{Member: "alice", Global: true}), "until the first failure leaves the window")
 
 	clk.Advance(5 * time.Minute) // t0+9m
-	require.Equal(t, 6*time.Minute, l.Check("alice"), "the wait shrinks as time passes")
+	require.Equal(t, 6*time.Minute, l.Check(auth.Attempt{Member: "alice", Global: true}), "the wait shrinks as time passes")
 
 	clk.Advance(6*time.Minute - time.Nanosecond)
-	require.Equal(t, time.Nanosecond, l.Check("alice"))
+	require.Equal(t, time.Nanosecond, l.Check(auth.Attempt{Member: "alice", Global: true}))
 
 	clk.Advance(time.Nanosecond) // t0+15m: the first failure slides out
 	require.Equal(t, t0.Add(auth.TOTPWindow), clk.Now())
-	require.Zero(t, l.Check("alice"))
+	require.Zero(t, l.Check(auth.Attempt{Member: "alice", Global: true}))
 
 	// One more failure reaches the limit again, now anchored on the
 	// second-oldest failure (t0+1m).
-	l.Fail("alice")
-	require.Equal(t, time.Minute, l.Check("alice"))
+	l.Fail(auth.Attempt{Member: "alice"})
+	require.Equal(t, time.Minute, l.Check(auth.Attempt{Member: "alice", Global: true}))
 }
 
 func TestFailureLimiterOldFailuresDoNotCount(t *testing.T) {
@@ -114,20 +114,20 @@ func TestFailureLimiterOldFailuresDoNotCount(t *testing.T) {
 			clk := newFakeClock()
 			l := auth.NewFailureLimiter(clk.Now)
 			for range auth.TOTPGlobalFailures {
-				l.Fail("alice")
+				l.Fail(auth.Attempt{Member: "alice"})
 			}
 			clk.Advance(tc.gap)
 			if !tc.blocked {
-				require.Zero(t, l.Check("alice"))
-				require.Zero(t, l.Check(""))
+				require.Zero(t, l.Check(auth.Attempt{Member: "alice", Global: true}))
+				require.Zero(t, l.Check(auth.Attempt{Global: true}))
 				// A fresh failure starts a new count.
-				l.Fail("alice")
-				require.Zero(t, l.Check("alice"))
-				require.Zero(t, l.Check(""))
+				l.Fail(auth.Attempt{Member: "alice"})
+				require.Zero(t, l.Check(auth.Attempt{Member: "alice", Global: true}))
+				require.Zero(t, l.Check(auth.Attempt{Global: true}))
 				return
 			}
-			require.Equal(t, time.Millisecond, l.Check("alice"))
-			require.Equal(t, time.Millisecond, l.Check(""))
+			require.Equal(t, time.Millisecond, l.Check(auth.Attempt{Member: "alice", Global: true}))
+			require.Equal(t, time.Millisecond, l.Check(auth.Attempt{Global: true}))
 		})
 	}
 }
@@ -139,12 +139,12 @@ func TestFailureLimiterConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for j := range 50 {
-				l.Fail(fmt.Sprintf("m%d", (i+j)%3))
-				_ = l.Check(fmt.Sprintf("m%d", j%3))
+				l.Fail(auth.Attempt{Member: fmt.Sprintf("m%d", (i+j)%3)})
+				_ = l.Check(auth.Attempt{Member: fmt.Sprintf("m%d", j%3), Global: true})
 				clk.Advance(time.Millisecond)
 			}
 		})
 	}
 	wg.Wait()
-	require.Positive(t, l.Check(""))
+	require.Positive(t, l.Check(auth.Attempt{Global: true}))
 }

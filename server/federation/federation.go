@@ -39,6 +39,13 @@ const (
 	minRSABits = 2048
 )
 
+// DefaultMaxLifetime is the furthest in the future a token's exp may lie
+// when it is presented: nothing revokes a JWT (the broker stores none), so
+// its exp is the only bound on a stolen one (docs/FEDERATION.md, "Token
+// lifetime"). Platforms mint short tokens and refresh them; a day is far
+// past any of theirs.
+const DefaultMaxLifetime = 24 * time.Hour
+
 // Refresh defaults.
 const (
 	// DefaultMinRefresh is the least time between two JWKS fetches: a flood
@@ -143,7 +150,9 @@ type Options struct {
 	MinRefresh   time.Duration
 	MaxKeyAge    time.Duration
 	FetchTimeout time.Duration
-	Log          *slog.Logger
+	// MaxLifetime is DefaultMaxLifetime when zero.
+	MaxLifetime time.Duration
+	Log         *slog.Logger
 }
 
 // Verifier verifies tokens against the current Config. The config is
@@ -154,6 +163,7 @@ type Verifier struct {
 	minRefresh   time.Duration
 	maxKeyAge    time.Duration
 	fetchTimeout time.Duration
+	maxLifetime  time.Duration
 	log          *slog.Logger
 	cur          atomic.Pointer[keyring]
 }
@@ -161,7 +171,7 @@ type Verifier struct {
 // New returns a Verifier with no config: every token is refused until
 // SetConfig.
 func New(o Options) *Verifier {
-	v := &Verifier{client: o.Client, now: o.Now, minRefresh: o.MinRefresh, maxKeyAge: o.MaxKeyAge, fetchTimeout: o.FetchTimeout, log: o.Log}
+	v := &Verifier{client: o.Client, now: o.Now, minRefresh: o.MinRefresh, maxKeyAge: o.MaxKeyAge, fetchTimeout: o.FetchTimeout, maxLifetime: o.MaxLifetime, log: o.Log}
 	if v.client == nil {
 		v.client = http.DefaultClient
 	}
@@ -176,6 +186,9 @@ func New(o Options) *Verifier {
 	}
 	if v.fetchTimeout <= 0 {
 		v.fetchTimeout = DefaultFetchTimeout
+	}
+	if v.maxLifetime <= 0 {
+		v.maxLifetime = DefaultMaxLifetime
 	}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
@@ -230,8 +243,8 @@ func LooksLikeJWT(s string) bool {
 
 // Verify checks token: an asymmetric signature by a key of the configured
 // JWKS that fits the token's alg, the configured issuer and audience, an
-// exp in the future (with Leeway), nbf and iat not in the future, and a
-// subject. Every refusal wraps ErrInvalid.
+// exp in the future (with Leeway) and at most the maximum lifetime away,
+// nbf and iat not in the future, and a subject. Every refusal wraps ErrInvalid.
 func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 	r := v.cur.Load()
 	if r == nil {
@@ -268,8 +281,12 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 	if !c.Audience.Contains(r.cfg.Audience) {
 		return Claims{}, invalid("wrong audience")
 	}
-	if err := c.ValidateWithLeeway(jwt.Expected{Time: v.now()}, Leeway); err != nil {
+	now := v.now()
+	if err := c.ValidateWithLeeway(jwt.Expected{Time: now}, Leeway); err != nil {
 		return Claims{}, invalid("%v", err)
+	}
+	if c.Expiry.Time().After(now.Add(v.maxLifetime + Leeway)) {
+		return Claims{}, invalid("exp is more than %s away", v.maxLifetime)
 	}
 	if c.Subject == "" {
 		return Claims{}, invalid("no sub claim")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -131,6 +132,10 @@ type Subscription struct {
 	// the subscription and not yet woken it.
 	queued bool
 	once   sync.Once
+	// deadline, set by EndAt, ends the subscription when it fires; ending
+	// stops it. expired is set when it fired.
+	deadline *time.Timer
+	expired  atomic.Bool
 	// afterEnd, when set, runs once the subscription has ended (guarded by
 	// mu; see AfterEnd).
 	afterEnd func()
@@ -266,6 +271,9 @@ func (s *Subscription) end() (after func()) {
 		s.mu.Lock()
 		s.ended = true
 		after, s.afterEnd = s.afterEnd, nil
+		if s.deadline != nil {
+			s.deadline.Stop()
+		}
 		s.mu.Unlock()
 		close(s.wake)
 	})
@@ -288,6 +296,27 @@ func (s *Subscription) AfterEnd(f func()) {
 	s.mu.Unlock()
 	f()
 }
+
+// EndAt has the subscription end at t (at once when t has passed), as Close
+// would, and Expired report true from then: a stream opened with a
+// credential that expires does not outlive it. Call it at most once, before
+// handing the subscription to its reader.
+func (s *Subscription) EndAt(t time.Time) {
+	d := time.Until(t)
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.deadline = time.AfterFunc(max(d, 0), func() {
+		s.expired.Store(true)
+		s.Close()
+	})
+	s.mu.Unlock()
+}
+
+// Expired reports whether the subscription ended at its EndAt time.
+func (s *Subscription) Expired() bool { return s.expired.Load() }
 
 // Member names the key the subscription watches.
 func (s *Subscription) Member() string { return s.member }

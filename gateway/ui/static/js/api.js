@@ -69,10 +69,19 @@ export async function apiBlob(method, path, opts = {}) {
   return res.blob();
 }
 
+// waitText says when a wait of seconds ends, for people: "4 min, at
+// 12:05", "less than a minute, at 12:05"; never a raw count of seconds.
+export function waitText(seconds, now = Date.now()) {
+  const s = Math.max(0, Math.ceil(Number(seconds) || 0));
+  const at = new Date(now + s * 1000).toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'});
+  const span = s < 60 ? 'less than a minute' : s < 5400 ? `${Math.ceil(s / 60)} min` : `${Math.round(s / 3600)} h`;
+  return `${span}, at ${at}`;
+}
+
 // errorText is what a page shows for an error.
 export function errorText(err) {
   if (err instanceof ApiError) {
-    if (err.code === 'rate_limited' && err.retryAfter) return `${err.message} (wait ${err.retryAfter} s)`;
+    if (err.code === 'rate_limited' && err.retryAfter) return `${err.message} (try again in ${waitText(err.retryAfter)})`;
     return err.status ? `${err.message} (${err.code})` : err.message;
   }
   return String(err && err.message || err);

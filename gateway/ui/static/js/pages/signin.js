@@ -2,7 +2,7 @@
 // (too many failed codes) is shown with its wait, and the button stays off
 // until it has passed.
 import {h, replace} from '../h.js';
-import {api, errorText} from '../api.js';
+import {api, errorText, waitText} from '../api.js';
 
 export const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const CODE_RE = /^[0-9]{6}$/;
@@ -20,9 +20,11 @@ export const signinPage = {
 
     const lockout = (seconds) => {
       clearInterval(timer);
-      let left = seconds;
+      const until = Date.now() + seconds * 1000;
       submit.disabled = true;
+      let shown = '';
       const tick = () => {
+        const left = Math.ceil((until - Date.now()) / 1000);
         if (left <= 0) {
           clearInterval(timer);
           submit.disabled = false;
@@ -30,9 +32,15 @@ export const signinPage = {
           msg.className = 'msg';
           return;
         }
-        replace(msg, `Too many failed codes. Try again in ${left} s.`);
-        msg.className = 'msg error lockout';
-        left--;
+        // The time it ends, and the minutes left, as people read a wait;
+        // redrawn only when the words change, so a screen reader is not
+        // told every second.
+        const text = `Too many failed codes. Try again in ${waitText(left, until - left * 1000)}.`;
+        if (text !== shown) {
+          shown = text;
+          replace(msg, text);
+          msg.className = 'msg error lockout';
+        }
       };
       tick();
       timer = setInterval(tick, 1000);
