@@ -63,8 +63,9 @@ func TestLoginLimitHoldsUnderConcurrency(t *testing.T) {
 	require.Equal(t, map[apierr.Code]int{apierr.CodeUnauthenticated: auth.TOTPGlobalFailures, apierr.CodeRateLimited: 60 - auth.TOTPGlobalFailures}, counts)
 }
 
-// CONTRACT §5: a member locked out by named failures cannot log in through
-// the codeless form, even with a correct code.
+// A member locked out by named failures cannot log in through the
+// codeless form, even with a correct code (docs/DECISIONS.md, "Login
+// limits: strangers cannot lock a member out").
 func TestCodelessLoginHonoursMemberLockout(t *testing.T) {
 	b, _ := mustBroker(t)
 	ctx := context.Background()

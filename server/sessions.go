@@ -23,7 +23,7 @@ import (
 	"svc/store"
 )
 
-// TOTP parameters (spec: Authentication rule 1): 6 digits, 30 s steps, one
+// TOTP parameters (RFC 6238 as authenticator apps read it): 6 digits, 30 s steps, one
 // step of skew either way.
 const (
 	totpDigits = otp.DigitsSix
