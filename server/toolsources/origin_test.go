@@ -231,7 +231,6 @@ func TestOriginOf(t *testing.T) {
 	}
 }
 
-
 // TestToolSourceConfigVisibility: a source's config (an MCP URL may hold a
 // key in its query) is shown to tools.manage holders and to members who
 // may use the source, bound or by allMembers; to no one else.
