@@ -17,17 +17,23 @@ import (
 	"svc/store"
 )
 
-// credential opens a source's credential for a call; nil when it has
-// none, registry.ErrNoKEK without a KEK.
-func (s *Service) credential(x store.ToolSource) (*toolcall.Credential, error) {
+// credential opens a source's credential for a call to target (a URL);
+// nil when it has none, or when it is bound to another origin than
+// target's (a value sealed before origins were recorded is bound to none),
+// registry.ErrNoKEK without a KEK.
+func (s *Service) credential(x store.ToolSource, target string) (*toolcall.Credential, error) {
 	if x.Credential.Kind == "" {
 		return nil, nil
 	}
-	secret, err := s.d.Registry.Open(x.Credential.Secret, registry.ToolSources.PurposeOf(x.Slug))
+	c, legacy, err := s.openCred(x)
 	if err != nil {
 		return nil, err
 	}
-	return &toolcall.Credential{Kind: x.Credential.Kind, HeaderName: x.Credential.HeaderName, Secret: string(secret)}, nil
+	if legacy || c.Origin == "" || c.Origin != origin(target) {
+		s.d.Log.Warn("tool credential withheld: it is bound to another origin; set it again", "source", x.Slug, "legacy", legacy)
+		return nil, nil
+	}
+	return &toolcall.Credential{Kind: x.Credential.Kind, HeaderName: x.Credential.HeaderName, Secret: c.Secret}, nil
 }
 
 // InvokeTool implements apiv1.ToolSourcesServer. Failures come in the
@@ -73,25 +79,28 @@ func (s *Service) InvokeTool(ctx context.Context, req *apiv1.InvokeToolRequest) 
 		return nil, apierr.Errorf(apierr.CodeNotFound, "tool source %q has no tool %q", x.Slug, req.GetName())
 	}
 	tool := x.Tools[i]
-	cred, err := s.credential(x)
+	var b toolcall.Binding
+	target := ""
+	if x.Kind == KindCustom {
+		if err := json.Unmarshal(tool.Binding, &b); err != nil {
+			return nil, err
+		}
+		target = b.URL
+	} else {
+		if target, err = mcpURL(x.Config); err != nil {
+			return nil, err
+		}
+	}
+	cred, err := s.credential(x, target)
 	if err != nil {
 		return nil, err
 	}
 	start := s.d.Now()
 	var res toolcall.Result
-	switch x.Kind {
-	case KindCustom:
-		var b toolcall.Binding
-		if err := json.Unmarshal(tool.Binding, &b); err != nil {
-			return nil, err
-		}
+	if x.Kind == KindCustom {
 		res, err = s.d.Engine.InvokeHTTP(ctx, b, args, cred)
-	default:
-		u, uerr := mcpURL(x.Config)
-		if uerr != nil {
-			return nil, uerr
-		}
-		res, err = s.d.Engine.CallMCP(ctx, u, cred, tool.Name, args)
+	} else {
+		res, err = s.d.Engine.CallMCP(ctx, target, cred, tool.Name, args)
 	}
 	var ue *toolcall.UpstreamError
 	var ie *toolcall.InvalidError

@@ -28,11 +28,16 @@ import (
 // custom tools' bindings.
 func toolSourceToProto(s store.ToolSource, p *auth.Principal, detail bool) *apiv1.ToolSource {
 	out := &apiv1.ToolSource{
-		Slug: s.Slug, Kind: s.Kind, DisplayName: s.DisplayName, Config: wire.Struct(s.Config),
+		Slug: s.Slug, Kind: s.Kind, DisplayName: s.DisplayName,
 		Enabled: s.Enabled, AllMembers: s.AllMembers, Bound: slices.Contains(s.Bound, p.Member),
 		ToolCount: int32(len(s.Tools)), HasCredential: s.Credential.Kind != "",
 		CreatedAt: float64(s.CreatedAt.UnixMilli()), UpdatedAt: float64(s.UpdatedAt.UnixMilli()),
 		Tools: []*apiv1.ToolDefinition{},
+	}
+	// config may hold a key (an MCP URL's query): only those who manage
+	// or may use the source see it (docs/TOOLCALL.md, Who sees config).
+	if p.Has(auth.ToolsManage) || s.AllMembers || out.Bound {
+		out.Config = wire.Struct(s.Config)
 	}
 	if s.Credential.Kind != "" {
 		out.CredentialKind = &s.Credential.Kind
@@ -198,6 +203,15 @@ func (s *Service) UpdateToolSource(ctx context.Context, req *apiv1.UpdateToolSou
 			if err != nil {
 				return false, err
 			}
+			if x.Kind == KindMCP && x.Credential.Kind != "" {
+				// The credential is bound to the URL's origin: moving it
+				// elsewhere would hand the credential to the new server.
+				was, _ := mcpURL(x.Config)
+				now, _ := mcpURL(cfg)
+				if origin(was) != origin(now) {
+					return false, apierr.Errorf(apierr.CodeConflict, "config.url: the credential is bound to %s; delete it before moving the source to %s", origin(was), origin(now))
+				}
+			}
 			x.Config = cfg
 		}
 		if req.Enabled != nil {
@@ -264,7 +278,26 @@ func (s *Service) SetToolCredential(ctx context.Context, req *apiv1.SetToolCrede
 	case !httpguts.ValidHeaderFieldValue(secret) || strings.TrimSpace(secret) != secret:
 		return nil, apierr.Invalid("secret", "must be a valid header value without leading or trailing space")
 	}
-	x, err := s.r.SetSecret(ctx, req.GetSlug(), []byte(secret), func(ctx context.Context, tx store.Tx, x *store.ToolSource, sealed []byte) error {
+	// The credential is sealed with the origin it is set for; the source is
+	// read first to learn it, and the origin is checked again in the change.
+	cur, err := s.d.Store.GetToolSource(ctx, req.GetSlug())
+	if err != nil {
+		return nil, s.r.NotFound(err, req.GetSlug())
+	}
+	org, err := credentialOrigin(cur)
+	if err != nil {
+		return nil, err
+	}
+	envelope, err := json.Marshal(sealedCred{Origin: org, Secret: secret})
+	if err != nil {
+		return nil, err
+	}
+	x, err := s.r.SetSecret(ctx, req.GetSlug(), append([]byte(credEnvelope), envelope...), func(ctx context.Context, tx store.Tx, x *store.ToolSource, sealed []byte) error {
+		if now, err := credentialOrigin(*x); err != nil {
+			return err
+		} else if now != org {
+			return apierr.Errorf(apierr.CodeConflict, "tool source %q changed its origin meanwhile: set the credential again", x.Slug)
+		}
 		if cred.HeaderName != "" {
 			for tool, hs := range bindingHeaders(x.Tools) {
 				for _, h := range hs {

@@ -119,6 +119,9 @@ func (s *Service) PutTool(ctx context.Context, req *apiv1.PutToolRequest) (*apiv
 		if err := s.d.Engine.Validate(b, x.Credential.HeaderName); err != nil {
 			return false, invalidBinding(err)
 		}
+		if err := s.pinCredential(ctx, tx, x, b.URL); err != nil {
+			return false, err
+		}
 		ch.Event, ch.Tool = "tool_defined", tool.Name
 		return true, tx.PutTool(ctx, x.Slug, tool, s.d.Now())
 	})
@@ -172,7 +175,7 @@ func (s *Service) RefreshToolSource(ctx context.Context, req *apiv1.RefreshToolS
 	if err != nil {
 		return nil, err
 	}
-	cred, err := s.credential(x)
+	cred, err := s.credential(x, u)
 	if err != nil {
 		return nil, err
 	}

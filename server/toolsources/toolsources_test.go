@@ -39,6 +39,8 @@ type env struct {
 	perms  map[string][]string
 	// secretValues stand in for the secrets capability, by member.
 	secretValues map[string][]string
+	// deps built tools; a test may build another service over them.
+	deps Deps
 }
 
 func newEnv(t *testing.T, noKEK bool, act store.ActivityStore) *env {
@@ -94,11 +96,12 @@ func newEnv(t *testing.T, noKEK bool, act store.ActivityStore) *env {
 			return err
 		}
 	}
-	e.tools = New(Deps{
+	e.deps = Deps{
 		Store: st, Registry: kit, Engine: e.engine, Record: record,
 		SecretValues: func(_ context.Context, member string) ([]string, error) { return e.secretValues[member], nil },
 		Now:          time.Now, Log: slog.New(slog.DiscardHandler),
-	})
+	}
+	e.tools = New(e.deps)
 	return e
 }
 

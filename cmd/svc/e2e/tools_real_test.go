@@ -579,15 +579,22 @@ func TestE2EToolsMCP(t *testing.T) {
 			require.Equal(t, "Bearer "+credSecret, a, "every request to the endpoint carries the credential")
 		}
 
-		// Patched to another server, the next refresh takes its tools.
+		// The credential is bound to its origin (docs/TOOLCALL.md,
+		// Credential origin): moving the source elsewhere is 409 while it
+		// is set. Without it, the next refresh takes the new server's tools.
 		third := startMCPServer(t, "127.0.0.1:0", mcpTool{name: "ping", schema: `{"type":"object"}`,
 			call: func(map[string]any, http.Header) (string, bool) { return "pong", false }})
+		mustFail(t, d, admin, "UpdateToolSource", obj{"slug": "ev", "config": obj{"url": third.URL}}, "conflict")
+		mustCall(t, d, admin, "DeleteToolCredential", obj{"slug": "ev"})
 		mustCall(t, d, admin, "UpdateToolSource", obj{"slug": "ev", "config": obj{"url": third.URL}})
 		r = mustCall(t, d, admin, "RefreshToolSource", obj{"slug": "ev"})
 		require.Equal(t, true, r["changed"])
 		require.Equal(t, []string{"ping"}, toolNames(t, r["tools"]))
 		_, text = invoke(t, d, bob, "ev", "ping", nil)
 		require.Equal(t, "pong", text)
+		for _, a := range third.authSeen() {
+			require.NotContains(t, a, credSecret, "the other origin never gets the credential")
+		}
 
 		// Gone: refresh is 502 and keeps the cache; a call is the tool's
 		// failure.

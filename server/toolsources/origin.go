@@ -1,0 +1,143 @@
+package toolsources
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+
+	"svc/server/apierr"
+	"svc/server/registry"
+	"svc/store"
+)
+
+// A tool source's credential is bound to the origin (scheme, host, port)
+// it was set for, sealed with it so that nobody holding tools.manage can
+// redirect it: see docs/TOOLCALL.md (Credential origin).
+
+// credEnvelope prefixes the sealed plaintext of a credential that carries
+// its origin. A secret is a header value, which never holds a newline, so
+// a value without the prefix is one sealed before origins were recorded.
+const credEnvelope = "svc-tool-credential-v1\n"
+
+// sealedCred is what the envelope holds. Origin "" on a custom source
+// means no tool was defined when the credential was set: the next tool
+// defined pins it.
+type sealedCred struct {
+	Origin string `json:"origin"`
+	Secret string `json:"secret"`
+}
+
+// origin returns the origin of an http or https URL as
+// scheme://host:port, lower case, the port explicit; "" when raw is not
+// one. Only the authority is read, so a templated path does not matter.
+func origin(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	scheme = strings.ToLower(scheme)
+	if !ok || (scheme != "http" && scheme != "https") {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if rest == "" || strings.ContainsAny(rest, "@\\%{}") {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		host, port = rest, map[string]string{"http": "80", "https": "443"}[scheme]
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if host == "" || port == "" {
+		return ""
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(host), port)
+}
+
+// openCred opens a source's sealed credential: the secret and the origin
+// it is bound to; legacy reports a value sealed without an origin.
+func (s *Service) openCred(x store.ToolSource) (c sealedCred, legacy bool, err error) {
+	plain, err := s.d.Registry.Open(x.Credential.Secret, registry.ToolSources.PurposeOf(x.Slug))
+	if err != nil {
+		return c, false, err
+	}
+	rest, ok := strings.CutPrefix(string(plain), credEnvelope)
+	if !ok {
+		return sealedCred{Secret: string(plain)}, true, nil
+	}
+	if err := json.Unmarshal([]byte(rest), &c); err != nil {
+		return c, false, err
+	}
+	return c, false, nil
+}
+
+// sealCred seals secret bound to org for source slug.
+func (s *Service) sealCred(slug, org, secret string) ([]byte, error) {
+	b, err := json.Marshal(sealedCred{Origin: org, Secret: secret})
+	if err != nil {
+		return nil, err
+	}
+	return s.d.Registry.Seal(append([]byte(credEnvelope), b...), registry.ToolSources.PurposeOf(slug))
+}
+
+// credentialOrigin is the origin a credential being set on x is bound to:
+// an mcp source's config.url; a custom source's tools' one origin ("" when
+// it has no tool yet: the first one defined pins it). A custom source
+// whose tools span several origins cannot hold one credential (409).
+func credentialOrigin(x store.ToolSource) (string, error) {
+	if x.Kind == KindMCP {
+		u, err := mcpURL(x.Config)
+		if err != nil {
+			return "", err
+		}
+		return origin(u), nil
+	}
+	org := ""
+	for _, t := range x.Tools {
+		var b struct {
+			URL string `json:"url"`
+		}
+		if err := json.Unmarshal(t.Binding, &b); err != nil {
+			return "", err
+		}
+		o := origin(b.URL)
+		if org != "" && o != org {
+			return "", apierr.Errorf(apierr.CodeConflict, "tool source %q's tools call %s and %s: one credential is bound to one origin", x.Slug, org, o)
+		}
+		org = o
+	}
+	return org, nil
+}
+
+// pinCredential checks a custom tool's binding URL against the source's
+// credential before the tool is stored: a credential bound to another
+// origin refuses the binding (400 binding.url); one set before any tool
+// was defined is bound here to the binding's origin. A value sealed
+// before origins were recorded is left as it is: it is never sent.
+func (s *Service) pinCredential(ctx context.Context, tx store.Tx, x *store.ToolSource, bindingURL string) error {
+	if x.Credential.Kind == "" {
+		return nil
+	}
+	c, legacy, err := s.openCred(*x)
+	if err != nil || legacy {
+		return err
+	}
+	org := origin(bindingURL)
+	switch {
+	case c.Origin == org:
+		return nil
+	case c.Origin != "":
+		return apierr.Invalid("binding.url", "calls %s, but the source's credential is bound to %s: delete the credential first, or use another source", org, c.Origin)
+	}
+	sealed, err := s.sealCred(x.Slug, org, c.Secret)
+	if err != nil {
+		return err
+	}
+	cred := x.Credential
+	cred.Secret = sealed
+	if err := tx.SetToolCredential(ctx, x.Slug, cred, s.d.Now()); err != nil {
+		return err
+	}
+	x.Credential = cred
+	return nil
+}
