@@ -86,14 +86,17 @@ func parseHookOverrides(q url.Values) (hookOverrides, error) {
 	return o, nil
 }
 
-// Ingress takes one ingress request POST /hooks/<slug>: body holds at
-// most MaxBody+1 bytes. In order: unknown slug 404, disabled 409, body
-// over MaxBody 413, bad query overrides 400, over the endpoint's rate
-// limit 429 (none of these is receipted); then verification
-// (ErrRejected, with a rejected receipt), dedupe, filters and delivery,
-// each with its receipt. A result means the receipt and body are
-// committed, with the messages when delivered.
-func (s *Service) Ingress(ctx context.Context, slug string, query url.Values, h http.Header, body []byte) (Result, error) {
+// Ingress takes one ingress request POST /hooks/<slug> from client (its
+// address, "" when unknown): body holds at most MaxBody+1 bytes. In
+// order: unknown slug 404, disabled 409, body over MaxBody 413, bad query
+// overrides 400 (none of these is receipted); then verification. A
+// verified request is charged to the endpoint's rate limit (429 over it,
+// not receipted), then goes through dedupe, filters and delivery, each
+// with its receipt. A failed one is charged to the failure budgets, of
+// client and of the endpoint (429 over either, not receipted), and
+// otherwise is ErrRejected with a rejected receipt. A result means the
+// receipt and body are committed, with the messages when delivered.
+func (s *Service) Ingress(ctx context.Context, client, slug string, query url.Values, h http.Header, body []byte) (Result, error) {
 	if slug == "" || len(slug) > 32 {
 		return Result{}, EndpointErr(store.ErrNotFound, slug)
 	}
@@ -111,16 +114,19 @@ func (s *Service) Ingress(ctx context.Context, slug string, query url.Values, h 
 	if err != nil {
 		return Result{}, err
 	}
-	if wait := s.limit.Allow(slug); wait > 0 {
-		return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "rate limit of this endpoint reached", RetryAfter: wait}
-	}
 	now := s.now()
 	d := store.HookDelivery{
 		ID: uuid.NewString(), Endpoint: slug, ReceivedAt: now, Size: len(body), Body: body,
 		IfOffline: ov.ifOffline, IfBusy: ov.ifBusy, Level: ov.level,
 	}
+	// Verification comes before the endpoint's rate limit: were failures
+	// charged to it, anyone could keep the endpoint answering 429 to its
+	// real sender (docs/HOOKS.md, Limits).
 	reason, secretHeader := s.verify(ctx, e, h, body, now)
 	if reason != "" {
+		if wait := s.allowReject(client, slug); wait > 0 {
+			return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "too many failed verifications", RetryAfter: wait}
+		}
 		d.Status, d.Reason = StatusRejected, reason
 		// Anyone can post: what a sender without the secret makes the
 		// broker keep is bounded. The head is enough to debug a signature.
@@ -132,6 +138,9 @@ func (s *Service) Ingress(ctx context.Context, slug string, query url.Values, h 
 		}
 		s.count(StatusRejected)
 		return Result{}, ErrRejected
+	}
+	if wait := s.limit.Allow(slug); wait > 0 {
+		return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "rate limit of this endpoint reached", RetryAfter: wait}
 	}
 	if e.DedupeHeader != "" {
 		d.DedupeKey = hooks.DedupeKey(h, e.DedupeHeader)
@@ -149,6 +158,15 @@ func (s *Service) Ingress(ctx context.Context, slug string, query url.Values, h 
 	}
 	s.count(d.Status)
 	return Result{ID: d.ID, Status: d.Status}, nil
+}
+
+// allowReject charges a failed verification to client's budget, then to
+// the endpoint's, and answers zero or how long until one is allowed.
+func (s *Service) allowReject(client, slug string) time.Duration {
+	if wait := s.rejectAddrs.Allow(client); wait > 0 {
+		return wait
+	}
+	return s.rejects.Allow(slug)
 }
 
 // countHook counts an inbound hook request by its receipt's status on

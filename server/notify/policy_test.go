@@ -47,7 +47,7 @@ func (e *policyEnv) post(t *testing.T, slug, q, body string) Result {
 	t.Helper()
 	v, err := url.ParseQuery(q)
 	require.NoError(t, err)
-	res, err := e.s.Ingress(context.Background(), slug, v, signed(), []byte(body))
+	res, err := e.s.Ingress(context.Background(), "", slug, v, signed(), []byte(body))
 	require.NoError(t, err)
 	return res
 }
@@ -508,9 +508,9 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	e.endpoint(t, "m", nil, "alice")
 	ctx := context.Background()
 	big := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
-	_, err := e.s.Ingress(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
+	_, err := e.s.Ingress(ctx, "", "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
 	require.ErrorIs(t, err, ErrRejected)
-	_, err = e.s.Ingress(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
+	_, err = e.s.Ingress(ctx, "", "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
 	require.ErrorIs(t, err, ErrRejected)
 	rs := e.receipts(t, "m")
 	require.Len(t, rs, 2)
