@@ -597,3 +597,52 @@ func TestHookCorruptEndpointColumn(t *testing.T) {
 		})
 	}
 }
+
+// TestHookReplayUnverifiedFrame: a replayed rejected delivery reaches its
+// readers marked unverified and naming who replayed it; a replayed
+// verified one is framed as before.
+func TestHookReplayUnverifiedFrame(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.online(t, "alice")
+	e.create(t, "uv", nil)
+	ctx := context.Background()
+	res, err := e.s.Ingress(ctx, "", "uv", nil, signed(), []byte(`{"a":1}`))
+	require.NoError(t, err)
+	_, err = e.s.Ingress(ctx, "", "uv", nil, http.Header{}, []byte(`{"b":2}`))
+	require.ErrorIs(t, err, ErrRejected)
+	rej := e.receipts(t, "uv")[0]
+	require.Equal(t, StatusRejected, rej.Status)
+
+	bodies := func(ids []string) []string {
+		t.Helper()
+		msgs, err := e.st.MessagesFor(ctx, "alice", 0, 500)
+		require.NoError(t, err)
+		want := map[string]bool{}
+		for _, id := range ids {
+			want[id] = true
+		}
+		var out []string
+		for _, m := range msgs {
+			if want[msgID(m.Seq)] {
+				out = append(out, m.Body)
+			}
+		}
+		require.NotEmpty(t, out, "alice's copy")
+		return out
+	}
+	for _, tc := range []struct {
+		id       string
+		unsigned bool
+	}{{res.ID, false}, {rej.ID, true}} {
+		out, err := e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: tc.id})
+		require.NoError(t, err)
+		for _, body := range bodies(out.GetDelivery().GetMessageIds()) {
+			if tc.unsigned {
+				require.Contains(t, body, `verification="unverified, replayed by admin"`)
+				require.Contains(t, body, "failed the endpoint's verification")
+			} else {
+				require.NotContains(t, body, "unverified")
+			}
+		}
+	}
+}

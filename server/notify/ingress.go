@@ -152,7 +152,7 @@ func (s *Service) Ingress(ctx context.Context, client, slug string, query url.Va
 			d.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])
 		}
 	}
-	d, err = s.deliver(ctx, e, d, true)
+	d, err = s.deliver(ctx, e, d, true, "")
 	if err != nil {
 		return Result{}, err
 	}
@@ -221,7 +221,10 @@ func (s *Service) verify(ctx context.Context, e Endpoint, h http.Header, body []
 // The receipt, the body, the messages delivered now and any pending row
 // (queued, held, buffered) commit in one transaction; the receipt names
 // the messages' ids.
-func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery, dedupe bool) (store.HookDelivery, error) {
+//
+// replayedBy names the member replaying a delivery that failed
+// verification: its frame says it is unverified.
+func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery, dedupe bool, replayedBy string) (store.HookDelivery, error) {
 	filtered := false
 	if len(e.Filters) > 0 && !hooks.Match(e.Filters, d.Body) {
 		filtered = true
@@ -232,7 +235,7 @@ func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery,
 		route hookRoute
 	)
 	if !filtered {
-		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: hooks.Content(e.Template, d.Body)}
+		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: hooks.Content(e.Template, d.Body), ReplayedBy: replayedBy}
 		route = s.routeHook(e)
 	}
 	debounce := e.Policy.DebounceMs > 0 && level != levelCritical
@@ -295,8 +298,9 @@ func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery,
 // again with verification, dedupe and the rate limit skipped, under a
 // fresh receipt (the overrides of the original apply again). A rejected
 // receipt replays too, without its overrides, when its whole body was
-// kept: replay is the manager's decision.
-func (s *Service) Replay(ctx context.Context, orig store.HookDelivery) (store.HookDelivery, error) {
+// kept: replay is the manager's decision, and its frame says it is
+// unverified and that by (the member replaying) replayed it.
+func (s *Service) Replay(ctx context.Context, orig store.HookDelivery, by string) (store.HookDelivery, error) {
 	e, err := Read(ctx, s.d.Store, orig.Endpoint)
 	if err != nil {
 		return store.HookDelivery{}, EndpointErr(err, orig.Endpoint)
@@ -312,7 +316,14 @@ func (s *Service) Replay(ctx context.Context, orig store.HookDelivery) (store.Ho
 		// Its overrides came from a sender that did not verify.
 		d.IfOffline, d.IfBusy, d.Level = "", "", ""
 	}
-	return s.deliver(ctx, e, d, false)
+	replayedBy := ""
+	if orig.Status == StatusRejected {
+		replayedBy = by
+		if replayedBy == "" {
+			replayedBy = "a member"
+		}
+	}
+	return s.deliver(ctx, e, d, false, replayedBy)
 }
 
 // EndpointErr names an unknown endpoint.
