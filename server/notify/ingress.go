@@ -32,13 +32,18 @@ const (
 // Statuses are every status a receipt can have, for a metric's labels.
 var Statuses = []string{StatusDelivered, StatusDropped, StatusRejected, StatusFiltered, StatusDuplicate, StatusPending, StatusExpired, StatusCoalesced}
 
-// What receipts keep: a rejected delivery keeps the head of its body
-// only (RejectedBodyKept bytes), and receipts that hold nothing pending
-// go after ReceiptRetention (well past the 24 h dedupe window), so a
-// sender cannot grow the store without bound.
+// What receipts keep: receipts that hold nothing pending go after
+// ReceiptRetention (well past the 24 h dedupe window). Anyone can post a
+// request that fails verification, so a rejected receipt keeps the head
+// of its body only (RejectedBodyKept bytes), goes after
+// RejectedRetention, and an endpoint keeps its newest RejectedKept of
+// them: a sender without the secret cannot grow the store without bound
+// (docs/HOOKS.md, Receipts of rejected requests).
 const (
-	RejectedBodyKept = 4 << 10
-	ReceiptRetention = 7 * 24 * time.Hour
+	RejectedBodyKept  = 512
+	ReceiptRetention  = 7 * 24 * time.Hour
+	RejectedRetention = 24 * time.Hour
+	RejectedKept      = 1000
 )
 
 // hookDeliveryKind is the data.kind of the messages a delivery becomes.
@@ -132,7 +137,11 @@ func (s *Service) Ingress(ctx context.Context, client, slug string, query url.Va
 		// broker keep is bounded. The head is enough to debug a signature.
 		d.Body = d.Body[:min(len(d.Body), RejectedBodyKept)]
 		if err := s.d.Commit.Commit(ctx, func(ctx context.Context, tx store.Tx) error {
-			return addDelivery(ctx, tx, d)
+			if err := addDelivery(ctx, tx, d); err != nil {
+				return err
+			}
+			_, err := tx.PruneRejectedHookDeliveries(ctx, slug, now.Add(-RejectedRetention), RejectedKept)
+			return err
 		}); err != nil {
 			return Result{}, err
 		}

@@ -570,6 +570,11 @@ func (s *Service) prune(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	for {
+		// Rejected receipts of an endpoint no one posts to any more age
+		// out here; ingress caps their number as they arrive.
+		if _, err := s.d.Store.PruneRejectedHookDeliveries(ctx, "", now.Add(-RejectedRetention), 0); err != nil {
+			return err
+		}
 		n, err := s.d.Store.PruneHookDeliveries(ctx, now.Add(-ReceiptRetention), hookPruneBatch)
 		if err != nil {
 			return err
