@@ -22,7 +22,7 @@ func (g *Gateway) handleHook(w http.ResponseWriter, r *http.Request, _ *auth.Pri
 	if err != nil {
 		return apierr.Errorf(apierr.CodeBadRequest, "request body could not be read")
 	}
-	res, err := g.srv.Notify().Ingress(r.Context(), r.PathValue("slug"), r.URL.Query(), r.Header, body)
+	res, err := g.srv.Notify().Ingress(r.Context(), clientAddr(r), r.PathValue("slug"), r.URL.Query(), r.Header, body)
 	if len(body) > notify.MaxBody {
 		// After the call: a read deadline now would cancel its context.
 		refuseUnread(w)

@@ -118,12 +118,12 @@ func TestHookWiringDelivery(t *testing.T) {
 	ctx := context.Background()
 
 	// Offline by the hub: alice's copy is dropped.
-	res, err := e.srv.notify.Ingress(ctx, "w", nil, signed(), []byte("{}"))
+	res, err := e.srv.notify.Ingress(ctx, "", "w", nil, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "dropped", res.Status, "alice has no live stream")
 
 	e.online(t, "alice")
-	res, err = e.srv.notify.Ingress(ctx, "gh", nil, signed(), []byte(`{"n":1}`))
+	res, err = e.srv.notify.Ingress(ctx, "", "gh", nil, signed(), []byte(`{"n":1}`))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", res.Status)
 	d, err := e.st.GetHookDelivery(ctx, res.ID)
@@ -144,7 +144,7 @@ func TestHookWiringDelivery(t *testing.T) {
 
 	// Working by presence: the copy waits; idle, it goes.
 	e.srv.core.presence.setActivity("alice", stateWorking)
-	res, err = e.srv.notify.Ingress(ctx, "w", nil, signed(), []byte("{}"))
+	res, err = e.srv.notify.Ingress(ctx, "", "w", nil, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "pending", res.Status)
 	e.srv.core.presence.setActivity("alice", stateIdle)

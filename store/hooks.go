@@ -111,6 +111,11 @@ type HookStore interface {
 	// PruneHookDeliveries deletes at most limit receipts received before
 	// before that hold no pending row, oldest first, and returns how many.
 	PruneHookDeliveries(ctx context.Context, before time.Time, limit int) (int, error)
+	// PruneRejectedHookDeliveries deletes rejected receipts received
+	// before before, and, when endpoint is not "", those of endpoint past
+	// its newest keep; it returns how many. Endpoint "" means every
+	// endpoint, by age only.
+	PruneRejectedHookDeliveries(ctx context.Context, endpoint string, before time.Time, keep int) (int, error)
 	// SetHookDeliveryMessages records the ids of the messages a delivery
 	// became; ErrNotFound.
 	SetHookDeliveryMessages(ctx context.Context, id string, messageIDs []string) error

@@ -435,7 +435,7 @@ func (a *Admin) ReplayNotificationDelivery(ctx context.Context, req *apiv1.Repla
 	if err != nil {
 		return nil, deliveryErr(err, req.GetId())
 	}
-	d, err := a.s.Replay(ctx, orig)
+	d, err := a.s.Replay(ctx, orig, registry.Caller(ctx).Member)
 	if err != nil {
 		return nil, err
 	}

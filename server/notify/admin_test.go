@@ -3,10 +3,12 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -30,33 +32,33 @@ func TestHookPipelineOrder(t *testing.T) {
 	ctx := context.Background()
 	ok := []byte(`{"action":"opened"}`)
 
-	_, err = e.s.Ingress(ctx, "nope", nil, signed(), ok)
+	_, err = e.s.Ingress(ctx, "", "nope", nil, signed(), ok)
 	requireCode(t, err, apierr.CodeNotFound)
-	_, err = e.s.Ingress(ctx, "Bad_Slug", nil, signed(), ok)
+	_, err = e.s.Ingress(ctx, "", "Bad_Slug", nil, signed(), ok)
 	requireCode(t, err, apierr.CodeNotFound)
-	_, err = e.s.Ingress(ctx, "off", nil, signed(), make([]byte, MaxBody+1))
+	_, err = e.s.Ingress(ctx, "", "off", nil, signed(), make([]byte, MaxBody+1))
 	requireCode(t, err, apierr.CodeConflict, "disabled comes before size")
-	_, err = e.s.Ingress(ctx, "gh", nil, signed(), make([]byte, MaxBody+1))
+	_, err = e.s.Ingress(ctx, "", "gh", nil, signed(), make([]byte, MaxBody+1))
 	requireCode(t, err, apierr.CodePayloadTooLarge)
 	for _, q := range []string{"if_offline=later", "if_busy=soon", "level=loud", "level=info&level=error"} {
 		v, _ := url.ParseQuery(q)
-		_, err = e.s.Ingress(ctx, "gh", v, signed(), ok)
+		_, err = e.s.Ingress(ctx, "", "gh", v, signed(), ok)
 		requireCode(t, err, apierr.CodeBadRequest, q)
 	}
 	require.Empty(t, e.receipts(t, "gh"), "refusals before the rate limit land no receipt")
 
-	_, err = e.s.Ingress(ctx, "gh", nil, http.Header{}, ok)
+	_, err = e.s.Ingress(ctx, "", "gh", nil, http.Header{}, ok)
 	require.ErrorIs(t, err, ErrRejected)
-	_, err = e.s.Ingress(ctx, "gh", nil, http.Header{"X-Hook-Secret": {"wrong"}}, ok)
+	_, err = e.s.Ingress(ctx, "", "gh", nil, http.Header{"X-Hook-Secret": {"wrong"}}, ok)
 	require.ErrorIs(t, err, ErrRejected)
 
-	res, err := e.s.Ingress(ctx, "gh", url.Values{"level": {"error"}}, signed("x-delivery", "d-1"), ok)
+	res, err := e.s.Ingress(ctx, "", "gh", url.Values{"level": {"error"}}, signed("x-delivery", "d-1"), ok)
 	require.NoError(t, err)
 	require.Equal(t, "delivered", res.Status)
-	dup, err := e.s.Ingress(ctx, "gh", nil, signed("x-delivery", "d-1"), ok)
+	dup, err := e.s.Ingress(ctx, "", "gh", nil, signed("x-delivery", "d-1"), ok)
 	require.NoError(t, err)
 	require.Equal(t, "duplicate", dup.Status)
-	filt, err := e.s.Ingress(ctx, "gh", nil, signed("x-delivery", "d-2"), []byte(`{"action":"closed"}`))
+	filt, err := e.s.Ingress(ctx, "", "gh", nil, signed("x-delivery", "d-2"), []byte(`{"action":"closed"}`))
 	require.NoError(t, err)
 	require.Equal(t, "filtered", filt.Status)
 
@@ -109,14 +111,54 @@ func TestHookRateLimit(t *testing.T) {
 	e.create(t, "rl", nil)
 	ctx := context.Background()
 	for i := range RateLimit {
-		_, err := e.s.Ingress(ctx, "rl", nil, http.Header{}, []byte("x"))
-		require.ErrorIs(t, err, ErrRejected, i)
+		_, err := e.s.Ingress(ctx, "192.0.2.1", "rl", nil, signed(), []byte("x"))
+		require.NoError(t, err, i)
 	}
-	_, err := e.s.Ingress(ctx, "rl", nil, signed(), []byte("x"))
+	_, err := e.s.Ingress(ctx, "192.0.2.1", "rl", nil, signed(), []byte("x"))
 	requireCode(t, err, apierr.CodeRateLimited)
 	r := apierr.Render(err)
 	require.Positive(t, r.RetryAfter)
 	require.Len(t, e.receipts(t, "rl"), RateLimit, "the refused request is not receipted")
+}
+
+// TestHookRejectBudget: failed verifications have their own budgets, per
+// client address and per endpoint, so a storm of unsigned requests
+// neither spends the endpoint's rate limit nor keeps its real sender out.
+func TestHookRejectBudget(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.create(t, "rb", nil)
+	ctx := context.Background()
+	unsigned := func(addr string) error {
+		_, err := e.s.Ingress(ctx, addr, "rb", nil, http.Header{"X-Hook-Secret": {"wrong"}}, []byte("x"))
+		return err
+	}
+	accepted := func(addr string) {
+		t.Helper()
+		res, err := e.s.Ingress(ctx, addr, "rb", nil, signed(), []byte(`{"ok":1}`))
+		require.NoError(t, err, "a signed request goes through the storm")
+		require.Equal(t, StatusDelivered, res.Status)
+	}
+	// Each address gets its own budget: past it, 429 with a wait and no
+	// receipt; the next address is not affected.
+	addrs := RejectLimit / RejectAddrLimit
+	for a := range addrs {
+		addr := fmt.Sprintf("198.51.100.%d", a+1)
+		for i := range RejectAddrLimit {
+			require.ErrorIs(t, unsigned(addr), ErrRejected, "address %s request %d", addr, i)
+		}
+		err := unsigned(addr)
+		requireCode(t, err, apierr.CodeRateLimited, "address %s past its budget", addr)
+		require.Positive(t, apierr.Render(err).RetryAfter)
+		accepted("203.0.113.9")
+	}
+	// The endpoint's failure budget is spent: a new address is refused too.
+	requireCode(t, unsigned("198.51.100.200"), apierr.CodeRateLimited, "the endpoint's failure budget")
+	accepted("198.51.100.200") // even from an address that failed
+	require.Equal(t, RejectLimit+addrs+1, len(e.receipts(t, "rb")), "refused requests are not receipted")
+
+	// A minute later the window has moved on.
+	e.clock.Add(time.Minute)
+	require.ErrorIs(t, unsigned("198.51.100.1"), ErrRejected)
 }
 
 func TestHookOfflineDrop(t *testing.T) {
@@ -125,15 +167,15 @@ func TestHookOfflineDrop(t *testing.T) {
 		r.Targets = targets(t, map[string]any{"member": "alice"})
 	})
 	ctx := context.Background()
-	res, err := e.s.Ingress(ctx, "m", nil, signed(), []byte("{}"))
+	res, err := e.s.Ingress(ctx, "", "m", nil, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "dropped", res.Status, "alice has no live stream")
 	// queue holds it for the attach (hookpolicy_test.go).
-	res, err = e.s.Ingress(ctx, "m", url.Values{"if_offline": {"queue"}}, signed(), []byte("{}"))
+	res, err = e.s.Ingress(ctx, "", "m", url.Values{"if_offline": {"queue"}}, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "pending", res.Status)
 	e.online(t, "alice")
-	res, err = e.s.Ingress(ctx, "m", nil, signed(), []byte("{}"))
+	res, err = e.s.Ingress(ctx, "", "m", nil, signed(), []byte("{}"))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", res.Status)
 }
@@ -143,9 +185,9 @@ func TestHookReplay(t *testing.T) {
 	e.online(t, "alice")
 	e.create(t, "r", func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("x-delivery") })
 	ctx := context.Background()
-	res, err := e.s.Ingress(ctx, "r", nil, signed("x-delivery", "k"), []byte(`{"a":1}`))
+	res, err := e.s.Ingress(ctx, "", "r", nil, signed("x-delivery", "k"), []byte(`{"a":1}`))
 	require.NoError(t, err)
-	_, err = e.s.Ingress(ctx, "r", nil, http.Header{}, []byte(`{"b":2}`))
+	_, err = e.s.Ingress(ctx, "", "r", nil, http.Header{}, []byte(`{"b":2}`))
 	require.ErrorIs(t, err, ErrRejected)
 	rej := e.receipts(t, "r")[0]
 	require.Equal(t, "rejected", rej.Status)
@@ -320,14 +362,14 @@ func TestHookProfiles(t *testing.T) {
 	e.create(t, "two", func(r *apiv1.CreateNotificationEndpointRequest) { r.AuthProfile = ptr("gh") })
 	ctx := context.Background()
 	// The endpoints' own secrets are ignored: the profile has none.
-	_, err = e.s.Ingress(ctx, "one", nil, signed(), []byte("{}"))
+	_, err = e.s.Ingress(ctx, "", "one", nil, signed(), []byte("{}"))
 	require.ErrorIs(t, err, ErrRejected)
 	require.Equal(t, hooks.ReasonNoSecret, e.receipts(t, "one")[0].Reason)
 	// One write rotates both.
 	_, err = e.n.SetNotificationProfileSecret(a, &apiv1.SetNotificationProfileSecretRequest{Slug: "gh", Secret: "shared"})
 	require.NoError(t, err)
 	for _, slug := range []string{"one", "two"} {
-		res, err := e.s.Ingress(ctx, slug, nil, http.Header{"X-Hook-Secret": {"shared"}}, []byte("{}"))
+		res, err := e.s.Ingress(ctx, "", slug, nil, http.Header{"X-Hook-Secret": {"shared"}}, []byte("{}"))
 		require.NoError(t, err, slug)
 		require.Equal(t, "delivered", res.Status)
 	}
@@ -508,10 +550,10 @@ func TestHookDedupeOnTheSecretHeader(t *testing.T) {
 	e.online(t, "alice")
 	e.create(t, "sec", func(r *apiv1.CreateNotificationEndpointRequest) { r.DedupeHeader = ptr("X-Hook-Secret") })
 	ctx := context.Background()
-	first, err := e.s.Ingress(ctx, "sec", nil, signed(), []byte(`{}`))
+	first, err := e.s.Ingress(ctx, "", "sec", nil, signed(), []byte(`{}`))
 	require.NoError(t, err)
 	require.Equal(t, "delivered", first.Status)
-	again, err := e.s.Ingress(ctx, "sec", nil, signed(), []byte(`{}`))
+	again, err := e.s.Ingress(ctx, "", "sec", nil, signed(), []byte(`{}`))
 	require.NoError(t, err)
 	require.Equal(t, "duplicate", again.Status)
 	for _, r := range e.receipts(t, "sec") {
@@ -543,7 +585,7 @@ func TestHookCorruptEndpointColumn(t *testing.T) {
 			tc.corrupt(&rec)
 			require.NoError(t, e.st.UpdateHookEndpoint(ctx, rec))
 
-			_, err = e.s.Ingress(ctx, "c", nil, signed(), []byte(`{"n":1}`))
+			_, err = e.s.Ingress(ctx, "", "c", nil, signed(), []byte(`{"n":1}`))
 			requireCode(t, err, apierr.CodeInternal)
 			require.Empty(t, e.receipts(t, "c"), "no receipt claims a delivery that never ran")
 			_, err = e.n.GetNotificationEndpoint(e.as("admin"), &apiv1.GetNotificationEndpointRequest{Slug: "c"})
@@ -553,5 +595,54 @@ func TestHookCorruptEndpointColumn(t *testing.T) {
 			_, err = e.s.Briefing(ctx, "alice")
 			requireCode(t, err, apierr.CodeInternal)
 		})
+	}
+}
+
+// TestHookReplayUnverifiedFrame: a replayed rejected delivery reaches its
+// readers marked unverified and naming who replayed it; a replayed
+// verified one is framed as before.
+func TestHookReplayUnverifiedFrame(t *testing.T) {
+	e := newHookEnv(t, false)
+	e.online(t, "alice")
+	e.create(t, "uv", nil)
+	ctx := context.Background()
+	res, err := e.s.Ingress(ctx, "", "uv", nil, signed(), []byte(`{"a":1}`))
+	require.NoError(t, err)
+	_, err = e.s.Ingress(ctx, "", "uv", nil, http.Header{}, []byte(`{"b":2}`))
+	require.ErrorIs(t, err, ErrRejected)
+	rej := e.receipts(t, "uv")[0]
+	require.Equal(t, StatusRejected, rej.Status)
+
+	bodies := func(ids []string) []string {
+		t.Helper()
+		msgs, err := e.st.MessagesFor(ctx, "alice", 0, 500)
+		require.NoError(t, err)
+		want := map[string]bool{}
+		for _, id := range ids {
+			want[id] = true
+		}
+		var out []string
+		for _, m := range msgs {
+			if want[msgID(m.Seq)] {
+				out = append(out, m.Body)
+			}
+		}
+		require.NotEmpty(t, out, "alice's copy")
+		return out
+	}
+	for _, tc := range []struct {
+		id       string
+		unsigned bool
+	}{{res.ID, false}, {rej.ID, true}} {
+		out, err := e.n.ReplayNotificationDelivery(e.as("admin"), &apiv1.ReplayNotificationDeliveryRequest{Id: tc.id})
+		require.NoError(t, err)
+		for _, body := range bodies(out.GetDelivery().GetMessageIds()) {
+			if tc.unsigned {
+				require.Contains(t, body, `verification="unverified, replayed by admin"`)
+				require.Contains(t, body, "failed the endpoint's verification")
+			} else {
+				require.NotContains(t, body, "unverified")
+			}
+		}
 	}
 }

@@ -32,13 +32,18 @@ const (
 // Statuses are every status a receipt can have, for a metric's labels.
 var Statuses = []string{StatusDelivered, StatusDropped, StatusRejected, StatusFiltered, StatusDuplicate, StatusPending, StatusExpired, StatusCoalesced}
 
-// What receipts keep: a rejected delivery keeps the head of its body
-// only (RejectedBodyKept bytes), and receipts that hold nothing pending
-// go after ReceiptRetention (well past the 24 h dedupe window), so a
-// sender cannot grow the store without bound.
+// What receipts keep: receipts that hold nothing pending go after
+// ReceiptRetention (well past the 24 h dedupe window). Anyone can post a
+// request that fails verification, so a rejected receipt keeps the head
+// of its body only (RejectedBodyKept bytes), goes after
+// RejectedRetention, and an endpoint keeps its newest RejectedKept of
+// them: a sender without the secret cannot grow the store without bound
+// (docs/HOOKS.md, Receipts of rejected requests).
 const (
-	RejectedBodyKept = 4 << 10
-	ReceiptRetention = 7 * 24 * time.Hour
+	RejectedBodyKept  = 512
+	ReceiptRetention  = 7 * 24 * time.Hour
+	RejectedRetention = 24 * time.Hour
+	RejectedKept      = 1000
 )
 
 // hookDeliveryKind is the data.kind of the messages a delivery becomes.
@@ -86,14 +91,17 @@ func parseHookOverrides(q url.Values) (hookOverrides, error) {
 	return o, nil
 }
 
-// Ingress takes one ingress request POST /hooks/<slug>: body holds at
-// most MaxBody+1 bytes. In order: unknown slug 404, disabled 409, body
-// over MaxBody 413, bad query overrides 400, over the endpoint's rate
-// limit 429 (none of these is receipted); then verification
-// (ErrRejected, with a rejected receipt), dedupe, filters and delivery,
-// each with its receipt. A result means the receipt and body are
-// committed, with the messages when delivered.
-func (s *Service) Ingress(ctx context.Context, slug string, query url.Values, h http.Header, body []byte) (Result, error) {
+// Ingress takes one ingress request POST /hooks/<slug> from client (its
+// address, "" when unknown): body holds at most MaxBody+1 bytes. In
+// order: unknown slug 404, disabled 409, body over MaxBody 413, bad query
+// overrides 400 (none of these is receipted); then verification. A
+// verified request is charged to the endpoint's rate limit (429 over it,
+// not receipted), then goes through dedupe, filters and delivery, each
+// with its receipt. A failed one is charged to the failure budgets, of
+// client and of the endpoint (429 over either, not receipted), and
+// otherwise is ErrRejected with a rejected receipt. A result means the
+// receipt and body are committed, with the messages when delivered.
+func (s *Service) Ingress(ctx context.Context, client, slug string, query url.Values, h http.Header, body []byte) (Result, error) {
 	if slug == "" || len(slug) > 32 {
 		return Result{}, EndpointErr(store.ErrNotFound, slug)
 	}
@@ -111,27 +119,37 @@ func (s *Service) Ingress(ctx context.Context, slug string, query url.Values, h 
 	if err != nil {
 		return Result{}, err
 	}
-	if wait := s.limit.Allow(slug); wait > 0 {
-		return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "rate limit of this endpoint reached", RetryAfter: wait}
-	}
 	now := s.now()
 	d := store.HookDelivery{
 		ID: uuid.NewString(), Endpoint: slug, ReceivedAt: now, Size: len(body), Body: body,
 		IfOffline: ov.ifOffline, IfBusy: ov.ifBusy, Level: ov.level,
 	}
+	// Verification comes before the endpoint's rate limit: were failures
+	// charged to it, anyone could keep the endpoint answering 429 to its
+	// real sender (docs/HOOKS.md, Limits).
 	reason, secretHeader := s.verify(ctx, e, h, body, now)
 	if reason != "" {
+		if wait := s.allowReject(client, slug); wait > 0 {
+			return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "too many failed verifications", RetryAfter: wait}
+		}
 		d.Status, d.Reason = StatusRejected, reason
 		// Anyone can post: what a sender without the secret makes the
 		// broker keep is bounded. The head is enough to debug a signature.
 		d.Body = d.Body[:min(len(d.Body), RejectedBodyKept)]
 		if err := s.d.Commit.Commit(ctx, func(ctx context.Context, tx store.Tx) error {
-			return addDelivery(ctx, tx, d)
+			if err := addDelivery(ctx, tx, d); err != nil {
+				return err
+			}
+			_, err := tx.PruneRejectedHookDeliveries(ctx, slug, now.Add(-RejectedRetention), RejectedKept)
+			return err
 		}); err != nil {
 			return Result{}, err
 		}
 		s.count(StatusRejected)
 		return Result{}, ErrRejected
+	}
+	if wait := s.limit.Allow(slug); wait > 0 {
+		return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "rate limit of this endpoint reached", RetryAfter: wait}
 	}
 	if e.DedupeHeader != "" {
 		d.DedupeKey = hooks.DedupeKey(h, e.DedupeHeader)
@@ -143,12 +161,21 @@ func (s *Service) Ingress(ctx context.Context, slug string, query url.Values, h 
 			d.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])
 		}
 	}
-	d, err = s.deliver(ctx, e, d, true)
+	d, err = s.deliver(ctx, e, d, true, "")
 	if err != nil {
 		return Result{}, err
 	}
 	s.count(d.Status)
 	return Result{ID: d.ID, Status: d.Status}, nil
+}
+
+// allowReject charges a failed verification to client's budget, then to
+// the endpoint's, and answers zero or how long until one is allowed.
+func (s *Service) allowReject(client, slug string) time.Duration {
+	if wait := s.rejectAddrs.Allow(client); wait > 0 {
+		return wait
+	}
+	return s.rejects.Allow(slug)
 }
 
 // countHook counts an inbound hook request by its receipt's status on
@@ -203,7 +230,10 @@ func (s *Service) verify(ctx context.Context, e Endpoint, h http.Header, body []
 // The receipt, the body, the messages delivered now and any pending row
 // (queued, held, buffered) commit in one transaction; the receipt names
 // the messages' ids.
-func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery, dedupe bool) (store.HookDelivery, error) {
+//
+// replayedBy names the member replaying a delivery that failed
+// verification: its frame says it is unverified.
+func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery, dedupe bool, replayedBy string) (store.HookDelivery, error) {
 	filtered := false
 	if len(e.Filters) > 0 && !hooks.Match(e.Filters, d.Body) {
 		filtered = true
@@ -214,7 +244,7 @@ func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery,
 		route hookRoute
 	)
 	if !filtered {
-		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: hooks.Content(e.Template, d.Body)}
+		item = hookItem{ID: d.ID, ReceivedAt: d.ReceivedAt.UnixMilli(), Content: hooks.Content(e.Template, d.Body), ReplayedBy: replayedBy}
 		route = s.routeHook(e)
 	}
 	debounce := e.Policy.DebounceMs > 0 && level != levelCritical
@@ -277,8 +307,9 @@ func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery,
 // again with verification, dedupe and the rate limit skipped, under a
 // fresh receipt (the overrides of the original apply again). A rejected
 // receipt replays too, without its overrides, when its whole body was
-// kept: replay is the manager's decision.
-func (s *Service) Replay(ctx context.Context, orig store.HookDelivery) (store.HookDelivery, error) {
+// kept: replay is the manager's decision, and its frame says it is
+// unverified and that by (the member replaying) replayed it.
+func (s *Service) Replay(ctx context.Context, orig store.HookDelivery, by string) (store.HookDelivery, error) {
 	e, err := Read(ctx, s.d.Store, orig.Endpoint)
 	if err != nil {
 		return store.HookDelivery{}, EndpointErr(err, orig.Endpoint)
@@ -294,7 +325,14 @@ func (s *Service) Replay(ctx context.Context, orig store.HookDelivery) (store.Ho
 		// Its overrides came from a sender that did not verify.
 		d.IfOffline, d.IfBusy, d.Level = "", "", ""
 	}
-	return s.deliver(ctx, e, d, false)
+	replayedBy := ""
+	if orig.Status == StatusRejected {
+		replayedBy = by
+		if replayedBy == "" {
+			replayedBy = "a member"
+		}
+	}
+	return s.deliver(ctx, e, d, false, replayedBy)
 }
 
 // EndpointErr names an unknown endpoint.

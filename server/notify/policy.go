@@ -36,6 +36,9 @@ type hookItem struct {
 	ID         string `json:"id"`
 	ReceivedAt int64  `json:"receivedAt"` // epoch ms
 	Content    string `json:"content"`
+	// ReplayedBy is the member who replayed a delivery that failed
+	// verification (hooks.Item).
+	ReplayedBy string `json:"replayedBy,omitempty"`
 }
 
 // hookLevel is a delivery's level: the override, else the policy's, else
@@ -217,7 +220,7 @@ type hookPart struct {
 func (s *Service) renderHook(e Endpoint, items []hookItem, queuedFor time.Duration) ([]hookPart, error) {
 	f := hooks.Frame{Slug: e.Slug, DisplayName: e.DisplayName, QueuedFor: queuedFor}
 	for _, it := range items {
-		f.Items = append(f.Items, hooks.Item{DeliveryID: it.ID, Received: time.UnixMilli(it.ReceivedAt).UTC(), Content: it.Content})
+		f.Items = append(f.Items, hooks.Item{DeliveryID: it.ID, Received: time.UnixMilli(it.ReceivedAt).UTC(), Content: it.Content, ReplayedBy: it.ReplayedBy})
 	}
 	var parts []hookPart
 	rest := items
@@ -567,6 +570,11 @@ func (s *Service) prune(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	for {
+		// Rejected receipts of an endpoint no one posts to any more age
+		// out here; ingress caps their number as they arrive.
+		if _, err := s.d.Store.PruneRejectedHookDeliveries(ctx, "", now.Add(-RejectedRetention), 0); err != nil {
+			return err
+		}
 		n, err := s.d.Store.PruneHookDeliveries(ctx, now.Add(-ReceiptRetention), hookPruneBatch)
 		if err != nil {
 			return err

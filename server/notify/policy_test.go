@@ -47,7 +47,7 @@ func (e *policyEnv) post(t *testing.T, slug, q, body string) Result {
 	t.Helper()
 	v, err := url.ParseQuery(q)
 	require.NoError(t, err)
-	res, err := e.s.Ingress(context.Background(), slug, v, signed(), []byte(body))
+	res, err := e.s.Ingress(context.Background(), "", slug, v, signed(), []byte(body))
 	require.NoError(t, err)
 	return res
 }
@@ -508,9 +508,9 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	e.endpoint(t, "m", nil, "alice")
 	ctx := context.Background()
 	big := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
-	_, err := e.s.Ingress(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
+	_, err := e.s.Ingress(ctx, "", "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, big)
 	require.ErrorIs(t, err, ErrRejected)
-	_, err = e.s.Ingress(ctx, "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
+	_, err = e.s.Ingress(ctx, "", "m", url.Values{"level": {"critical"}}, http.Header{"X-Hook-Secret": {"wrong"}}, []byte(`{"small":1}`))
 	require.ErrorIs(t, err, ErrRejected)
 	rs := e.receipts(t, "m")
 	require.Len(t, rs, 2)
@@ -530,9 +530,12 @@ func TestHookReceiptsAreBounded(t *testing.T) {
 	require.Empty(t, replayed.Level, "not the unverified critical")
 
 	ok := e.post(t, "m", "", `{}`)
-	e.clock.Add(ReceiptRetention - time.Minute)
+	e.clock.Add(RejectedRetention - time.Minute)
 	e.pass(t)
-	require.Len(t, e.receipts(t, "m"), 4, "kept within the retention")
+	require.Len(t, e.receipts(t, "m"), 4, "kept within the rejected retention")
+	e.clock.Add(ReceiptRetention - RejectedRetention)
+	e.pass(t)
+	require.Len(t, e.receipts(t, "m"), 2, "the rejected gone after a day, the others kept within the retention")
 	e.clock.Add(2 * time.Minute)
 	e.pass(t)
 	require.Empty(t, e.receipts(t, "m"), "gone after it")
@@ -691,4 +694,54 @@ func TestHookStatusWrittenOncePerTransition(t *testing.T) {
 	e.pass(t)
 	require.Equal(t, "delivered", e.receipt(t, queued.ID).Status)
 	require.Equal(t, []string{"delivered"}, w.of(queued.ID))
+}
+
+// TestHookRejectedReceiptsCapped: a storm of unsigned requests leaves an
+// endpoint at most RejectedKept rejected receipts of at most
+// RejectedBodyKept bytes each, and they go after RejectedRetention; the
+// verified receipt stays.
+func TestHookRejectedReceiptsCapped(t *testing.T) {
+	e := newPolicyEnv(t)
+	e.online(t, "alice")
+	e.endpoint(t, "m", nil, "alice")
+	ctx := context.Background()
+	ok := e.post(t, "m", "", `{"ok":1}`)
+	all := func() (rejected, bytes int) {
+		t.Helper()
+		var before time.Time
+		for {
+			page, err := e.st.ListHookDeliveries(ctx, store.HookDeliveryFilter{Endpoint: "m", Before: before, Limit: 500, WithBody: true})
+			require.NoError(t, err)
+			for _, d := range page {
+				if d.Status == StatusRejected {
+					rejected++
+					bytes += len(d.Body)
+				}
+			}
+			if len(page) < 500 {
+				return rejected, bytes
+			}
+			before = page[len(page)-1].ReceivedAt
+		}
+	}
+	big := []byte(`{"pad":"` + strings.Repeat("x", 8<<10) + `"}`)
+	const storm = RejectedKept + 200
+	for i := range storm {
+		if i > 0 && i%RejectLimit == 0 {
+			e.clock.Add(time.Minute) // the failure budgets' window moves on
+		}
+		e.clock.Add(time.Millisecond) // distinct receipt times, newest known
+		addr := fmt.Sprintf("198.51.100.%d", i%RejectLimit/RejectAddrLimit)
+		_, err := e.s.Ingress(ctx, addr, "m", nil, http.Header{"X-Hook-Secret": {"wrong"}}, big)
+		require.ErrorIs(t, err, ErrRejected, i)
+	}
+	n, bytes := all()
+	require.Equal(t, RejectedKept, n, "the newest only")
+	require.Equal(t, RejectedKept*RejectedBodyKept, bytes, "the head of each body only")
+
+	e.clock.Add(RejectedRetention + time.Second)
+	e.pass(t)
+	n, _ = all()
+	require.Zero(t, n, "rejected receipts age out in a day")
+	require.Equal(t, StatusDelivered, e.receipt(t, ok.ID).Status, "the verified receipt stays")
 }

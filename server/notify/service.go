@@ -28,9 +28,16 @@ const (
 	// oversized body.
 	MaxBody = 256 << 10
 	// RateLimit is the requests one endpoint takes a minute (sliding).
-	RateLimit    = 120
-	rateKeys     = 10000
-	dedupeWindow = 24 * time.Hour
+	RateLimit = 120
+	rateKeys  = 10000
+	// RejectLimit and RejectAddrLimit are the failed verifications one
+	// endpoint, and one client address over all endpoints, take a minute
+	// (sliding): failures have their own budget, so a sender without the
+	// secret cannot spend the endpoint's RateLimit and close it to its
+	// real sender (docs/HOOKS.md, Limits).
+	RejectLimit     = 120
+	RejectAddrLimit = 30
+	dedupeWindow    = 24 * time.Hour
 )
 
 // Committer commits the service's changes on the broker's message
@@ -85,8 +92,11 @@ type Service struct {
 	endpoints registry.Of[Endpoint]
 	profiles  registry.Of[store.HookProfile]
 	limit     *auth.WindowLimiter
-	wake      chan struct{}
-	mu        sync.Mutex // one scheduler pass at a time
+	// rejects and rejectAddrs are the budgets of failed verifications,
+	// per endpoint and per client address.
+	rejects, rejectAddrs *auth.WindowLimiter
+	wake                 chan struct{}
+	mu                   sync.Mutex // one scheduler pass at a time
 	// pruned is when old receipts were last pruned (at most once a
 	// minute: passes follow every delivery under load).
 	pruned time.Time
@@ -102,6 +112,8 @@ func New(d Deps) *Service {
 	}
 	return &Service{
 		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1),
+		rejects:     auth.NewWindowLimiter(RejectLimit, time.Minute, rateKeys, d.Now),
+		rejectAddrs: auth.NewWindowLimiter(RejectAddrLimit, time.Minute, rateKeys, d.Now),
 		endpoints: registry.Of[Endpoint]{
 			Kit: d.Registry, Kind: registry.NotificationEndpoints,
 			Get: func(ctx context.Context, tx store.Tx, slug string) (Endpoint, error) { return Read(ctx, tx, slug) },

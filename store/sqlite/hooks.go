@@ -157,6 +157,28 @@ ORDER BY d.received_at LIMIT ?)`, before.UnixMilli(), limit)
 	return int(n), translate("prune hook deliveries", err)
 }
 
+// PruneRejectedHookDeliveries deletes rejected receipts by age and, for
+// one endpoint, past its newest keep (store.HookStore). A rejected
+// receipt never holds a pending row.
+func (q queries) PruneRejectedHookDeliveries(ctx context.Context, endpoint string, before time.Time, keep int) (int, error) {
+	var (
+		res sql.Result
+		err error
+	)
+	if endpoint == "" {
+		res, err = q.w.ExecContext(ctx, `DELETE FROM hook_deliveries WHERE status = 'rejected' AND received_at < ?`, before.UnixMilli())
+	} else {
+		res, err = q.w.ExecContext(ctx, `DELETE FROM hook_deliveries WHERE endpoint = ? AND status = 'rejected'
+AND (received_at < ? OR id NOT IN (SELECT id FROM hook_deliveries WHERE endpoint = ? AND status = 'rejected'
+ORDER BY received_at DESC, id DESC LIMIT ?))`, endpoint, before.UnixMilli(), endpoint, keep)
+	}
+	if err != nil {
+		return 0, translate("prune rejected hook deliveries", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), translate("prune rejected hook deliveries", err)
+}
+
 // Statements of every delivery's transaction, prepared on the writer at
 // open (see Open).
 var (

@@ -24,6 +24,7 @@ var hookTests = []suiteTest{
 	{"HookPending", testHookPending},
 	{"HookPendingCascade", testHookPendingCascade},
 	{"PruneHookDeliveries", testPruneHookDeliveries},
+	{"PruneRejectedHookDeliveries", testPruneRejectedHookDeliveries},
 }
 
 func hookEndpoint(slug string) store.HookEndpoint {
@@ -371,4 +372,39 @@ func testPruneHookDeliveries(t *testing.T, s store.Store) {
 		ids = append(ids, d.ID)
 	}
 	require.ElementsMatch(t, []string{"held", "new"}, ids)
+}
+
+func testPruneRejectedHookDeliveries(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	require.NoError(t, s.CreateHookEndpoint(ctx, hookEndpoint("a")))
+	require.NoError(t, s.CreateHookEndpoint(ctx, hookEndpoint("b")))
+	add := func(id, endpoint, status string, received time.Duration) {
+		d := delivery(id, endpoint, received)
+		d.Status = status
+		require.NoError(t, s.AddHookDelivery(ctx, d))
+	}
+	add("ok-old", "a", "delivered", 0)
+	for i, id := range []string{"r1", "r2", "r3", "r4"} {
+		add(id, "a", "rejected", time.Duration(i+1)*time.Minute)
+	}
+	add("b-old", "b", "rejected", 0)
+	add("b-new", "b", "rejected", time.Hour)
+
+	// Endpoint a: the newest two rejected, and none before 90 s.
+	n, err := s.PruneRejectedHookDeliveries(ctx, "a", at(90*time.Second), 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "r1 by age, r2 past the newest two")
+	// Every endpoint, by age only.
+	n, err = s.PruneRejectedHookDeliveries(ctx, "", at(30*time.Minute), 0)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "r3, r4 and b-old; never a delivered one")
+	var ids []string
+	for _, e := range []string{"a", "b"} {
+		list, err := s.ListHookDeliveries(ctx, store.HookDeliveryFilter{Endpoint: e, Limit: 10})
+		require.NoError(t, err)
+		for _, d := range list {
+			ids = append(ids, d.ID)
+		}
+	}
+	require.ElementsMatch(t, []string{"ok-old", "b-new"}, ids)
 }
