@@ -123,13 +123,15 @@ func TestDamagedStoreRefusesToStart(t *testing.T) {
 	}
 }
 
-// TestSvcCheckUsage: --help exits 0; nothing to check is a usage error.
+// TestSvcCheckUsage: --help exits 0 with the usage on stdout (asked-for
+// help is output, docs/DECISIONS.md "`--help` and the first run's order");
+// nothing to check is a usage error.
 func TestSvcCheckUsage(t *testing.T) {
 	t.Parallel()
-	code, _, stderr := runSvc(t, []string{"check", "--help"}, nil, nil)
+	code, stdout, _ := runSvc(t, []string{"check", "--help"}, nil, nil)
 	require.Zero(t, code)
-	require.Contains(t, stderr, "usage: svc check")
-	code, _, stderr = runSvc(t, []string{"check"}, nil, nil)
+	require.Contains(t, stdout, "usage: svc check")
+	code, _, stderr := runSvc(t, []string{"check"}, nil, nil)
 	require.Equal(t, 2, code, "in-memory: nothing to check")
 	require.Contains(t, stderr, "--db-path")
 	code, _, _ = runSvc(t, []string{"check", "--db-path", filepath.Join(t.TempDir(), "missing.db"), "--files=false"}, nil, nil)
