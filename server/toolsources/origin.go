@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/url"
 	"strings"
 
 	"svc/server/apierr"
@@ -30,28 +31,27 @@ type sealedCred struct {
 
 // origin returns the origin of an http or https URL as
 // scheme://host:port, lower case, the port explicit; "" when raw is not
-// one. Only the authority is read, so a templated path does not matter.
+// one, or names a user or an escaped host. A templated path does not
+// matter: only the authority is read.
 func origin(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	scheme = strings.ToLower(scheme)
-	if !ok || (scheme != "http" && scheme != "https") {
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || u.Host == "" || strings.ContainsAny(u.Host, "%\\") {
 		return ""
 	}
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		rest = rest[:i]
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	switch {
+	case scheme != "http" && scheme != "https":
+		return ""
+	case port == "" && scheme == "http":
+		port = "80"
+	case port == "":
+		port = "443"
 	}
-	if rest == "" || strings.ContainsAny(rest, "@\\%{}") {
+	if u.Hostname() == "" {
 		return ""
 	}
-	host, port, err := net.SplitHostPort(rest)
-	if err != nil {
-		host, port = rest, map[string]string{"http": "80", "https": "443"}[scheme]
-		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	}
-	if host == "" || port == "" {
-		return ""
-	}
-	return scheme + "://" + net.JoinHostPort(strings.ToLower(host), port)
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // openCred opens a source's sealed credential: the secret and the origin
