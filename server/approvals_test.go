@@ -257,6 +257,20 @@ func TestApprovalDecisionRules(t *testing.T) {
 		}
 		require.Equal(t, want, found, "the decision reaches the agent and its approvers: %s", who)
 	}
+	// The decision thread's history: the agent, its approvers and the
+	// members.manage holders read it; anyone else is refused, not shown
+	// it empty.
+	b := newBroker(e.srv.core, nil)
+	for who, ctx := range map[string]context.Context{"agent": apprAgent(), "alice": as("alice"), "admin": apprAdmin(), "bob": as("bob")} {
+		h, err := b.History(ctx, &apiv1.HistoryRequest{Thread: approvalThreadPrefix + a.GetId()})
+		if who == "bob" {
+			requireCode(t, err, apierr.CodeForbidden, "bob is not in the approval's thread")
+			continue
+		}
+		require.NoError(t, err, who)
+		require.Len(t, h.GetMessages(), 1, who)
+		require.Equal(t, "alice", h.GetMessages()[0].GetFrom(), who)
+	}
 	dd := dataOf(t, m)
 	require.Equal(t, kindApprovalDecided, dd["kind"])
 	require.Equal(t, approvalThreadPrefix+a.GetId(), dd["thread"])

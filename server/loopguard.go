@@ -215,8 +215,9 @@ func (g *loopGuard) notice(ctx context.Context, tx store.Tx, stopped store.Messa
 	}, nil
 }
 
-// loopThreadReadable admits to a notice's thread (loop:<chain id>) the
-// members.manage holders and whoever received a message on it.
+// loopThreadReadable admits to a notice's thread (loop:<chain id>), and
+// to an approval's decision thread (approval:<id>), the members.manage
+// holders and whoever received a message on it.
 func (c *core) loopThreadReadable(ctx context.Context, p *auth.Principal, thread string) error {
 	if p.Has(auth.MembersManage) {
 		return nil

@@ -311,7 +311,10 @@ func (b *brokerMessages) History(ctx context.Context, req *apiv1.HistoryRequest)
 // hook-profile:) belongs to its registry's manage holders and to whoever
 // received a message on it (registryThreadReadable); a hook: thread
 // carries an endpoint's registry events and the DM copies of its
-// deliveries. An unknown objective is 404; a thread of no known kind is
+// deliveries. A loop guard notice's thread (loop:) and an approval's
+// decision thread (approval:) belong to the members.manage holders and
+// to whoever received a message on it (the asking agent, its
+// approvers). An unknown objective is 404; a thread of no known kind is
 // 400.
 func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, thread string) error {
 	kind, id, _ := strings.Cut(thread, ":")
@@ -334,13 +337,13 @@ func (b *brokerMessages) threadReadable(ctx context.Context, p *auth.Principal, 
 			return fmt.Errorf("%w: you are not in the thread %s", auth.ErrForbidden, thread)
 		}
 		return nil
-	case "loop":
+	case "loop", strings.TrimSuffix(approvalThreadPrefix, ":"):
 		return b.loopThreadReadable(ctx, p, thread)
 	}
 	if _, ok := registry.KindOfThread(kind); ok {
 		return b.registryThreadReadable(ctx, p, kind, thread)
 	}
-	return apierr.Invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, hook-profile:<slug>, tool:<slug>, secret:<slug> or loop:<id>")
+	return apierr.Invalid("thread", "must be chan:<id>, obj:<id>, dm:<member>:<member>, hook:<slug>, hook-profile:<slug>, tool:<slug>, secret:<slug>, loop:<id> or approval:<id>")
 }
 
 // readableChannel returns a channel whose history the caller may read.
