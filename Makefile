@@ -10,7 +10,7 @@ RUNDIR  ?= .run
 # time, so every Go command runs with cgo on.
 export CGO_ENABLED := 1
 
-.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium
+.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium postgres
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -39,7 +39,7 @@ lint: ## buf lint, buf format, gofmt and go vet.
 
 test: check-generated lint test-unit ## Everything CI runs.
 
-test-unit: chromium ## Go tests with the race detector.
+test-unit: chromium postgres ## Go tests with the race detector.
 	@# The end-to-end tests (cmd/svc/e2e: real agents, Chromium) take longer than
 	@# go test's default 10-minute limit on a 2-core machine.
 	$(GO) test -race -count=1 -timeout 45m -tags $(TAGS) ./...
@@ -55,6 +55,19 @@ chromium: ## Install Debian's chromium for the browser tests when /usr/bin/chrom
 	  log=$$(mktemp); \
 	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium; } >"$$log" 2>&1 \
 	    || { cat "$$log"; rm -f "$$log"; echo "could not install chromium"; exit 1; }; \
+	  rm -f "$$log"; }
+
+# store/postgres's tests start a throwaway cluster from Debian's PostgreSQL
+# binaries (store/postgres/pgtest); SVC_TEST_PG_URL points them at an
+# existing server instead. Installed only when missing; quiet unless apt-get
+# fails.
+postgres: ## Install Debian's postgresql for the store tests when /usr/lib/postgresql/*/bin/initdb is missing.
+	@[ -n "$$SVC_TEST_PG_URL" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing postgresql for the store tests (apt-get)"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  log=$$(mktemp); \
+	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends postgresql; } >"$$log" 2>&1 \
+	    || { cat "$$log"; rm -f "$$log"; echo "could not install postgresql"; exit 1; }; \
 	  rm -f "$$log"; }
 
 fuzz: ## Run every fuzz target briefly.
