@@ -81,6 +81,11 @@ type conns struct {
 	pool     *pgxpool.Pool
 	writeKey int64
 	onCommit func(time.Duration)
+	// writing admits one write transaction of this process at a time,
+	// before it takes a connection: the others wait here rather than on
+	// the advisory lock, each holding a pooled connection, which could
+	// leave none for the reads of the one that holds the lock.
+	writing chan struct{}
 
 	closeOnce sync.Once
 }
@@ -103,7 +108,7 @@ func openConns(ctx context.Context, url, dir string, writeKey, migrateKey int64,
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	c := &conns{pool: pool, writeKey: writeKey, onCommit: o.onCommit}
+	c := &conns{pool: pool, writeKey: writeKey, onCommit: o.onCommit, writing: make(chan struct{}, 1)}
 	if err := c.checkSettings(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -135,10 +140,17 @@ func (c *conns) Close() {
 	c.closeOnce.Do(c.pool.Close)
 }
 
-// withTx runs fn in one write transaction holding the store's write lock:
+// withTx runs fn in one write transaction holding the store's write lock
+// (the process's, then the database's advisory lock, held to the commit):
 // it commits when fn returns nil and rolls back otherwise (a panic carries
 // on up the stack after the rollback).
 func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	select {
+	case c.writing <- struct{}{}:
+	case <-ctx.Done():
+		return translate("begin", ctx.Err())
+	}
+	defer func() { <-c.writing }()
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
 		return translate("begin", err)

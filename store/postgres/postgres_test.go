@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -181,4 +183,49 @@ func TestMessageIDsAreCommitOrder(t *testing.T) {
 	n, err := brokers[0].LastMessageSeq(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(total), n)
+}
+
+// TestWritersWaitingLeaveConnectionsForReads runs more write transactions
+// at once than the pool has connections, each reading through the store
+// (not the transaction) while it holds the write lock, as code written
+// against SQLite's separate read pool may: the waiting writers must not
+// hold every connection, or the lock holder's read never gets one.
+func TestWritersWaitingLeaveConnectionsForReads(t *testing.T) {
+	url := cluster.NewDatabaseFrom(t, "main", func(url string) error {
+		db, err := Open(context.Background(), url)
+		if err != nil {
+			return err
+		}
+		return db.Close()
+	})
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("pool_max_conns", "2")
+	u.RawQuery = q.Encode()
+	db, err := Open(t.Context(), u.String())
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	require.NoError(t, db.PutMember(t.Context(), store.Member{Name: "alice"}))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const writers = 4
+	errs := make(chan error, writers)
+	for i := range writers {
+		go func() {
+			errs <- db.WithTx(ctx, func(tx store.Tx) error {
+				if _, err := db.GetMember(ctx, "alice"); err != nil {
+					return err
+				}
+				return tx.PutMember(ctx, store.Member{Name: fmt.Sprint("m", i)})
+			})
+		}()
+	}
+	for range writers {
+		require.NoError(t, <-errs)
+	}
+	members, err := db.ListMembers(t.Context())
+	require.NoError(t, err)
+	require.Len(t, members, writers+1)
 }
