@@ -1,0 +1,86 @@
+package postgres
+
+// The same benchmarks as store/sqlite's, for docs/SCALING.md's comparison.
+
+import (
+	"context"
+	"encoding/binary"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"svc/store"
+)
+
+func benchHash(i int) store.TokenHash {
+	var h store.TokenHash
+	binary.BigEndian.PutUint64(h[:], uint64(i))
+	return h
+}
+
+func BenchmarkCreateToken(b *testing.B) {
+	ctx := context.Background()
+	db := MustOpen(b)
+	require.NoError(b, db.PutMember(ctx, store.Member{Name: "alice"}))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		err := db.CreateToken(ctx, store.Token{ID: strconv.Itoa(i), Member: "alice", Hash: benchHash(i), Origin: "enroll"})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGetTokenByHash(b *testing.B) {
+	const tokens = 1000
+	ctx := context.Background()
+	db := MustOpen(b)
+	require.NoError(b, db.WithTx(ctx, func(tx store.Tx) error {
+		if err := tx.PutMember(ctx, store.Member{Name: "alice"}); err != nil {
+			return err
+		}
+		for i := range tokens {
+			if err := tx.CreateToken(ctx, store.Token{ID: strconv.Itoa(i), Member: "alice", Hash: benchHash(i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := db.GetTokenByHash(ctx, benchHash(i%tokens)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendActivity counts one op per event, so ns/op compares one
+// transaction per event with one per batch directly.
+func BenchmarkAppendActivity(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
+			ctx := context.Background()
+			db := MustOpenActivity(b)
+			events := make([]store.ActivityEvent, batch)
+			for i := range events {
+				events[i] = store.ActivityEvent{
+					Member: "alice",
+					Kind:   "publish",
+					TS:     time.UnixMilli(int64(i)),
+					Data:   []byte(`{"topic":"builds","bytes":1234}`),
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				if _, err := db.AppendActivity(ctx, events[:min(batch, b.N-i)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
