@@ -110,7 +110,8 @@ func (db *ActivityDB) GenAIByResponse(ctx context.Context, member, memberUID str
 	if len(responseIDs) == 0 {
 		return []store.GenAIRecord{}, nil
 	}
-	// json_each keeps the statement independent of the number of ids.
+	// One JSON parameter keeps the statement independent of the number
+	// of ids.
 	ids, err := json.Marshal(responseIDs)
 	if err != nil {
 		return nil, fmt.Errorf("genai by response: %w", err)

@@ -111,8 +111,8 @@ func (q queries) NextHookPendingDue(ctx context.Context) (time.Time, bool, error
 	return fromMS(due.Int64), true, nil
 }
 
-// Statements of every delivery's transaction, prepared on the writer at
-// open (see Open).
+// Statements of every delivery's transaction (pgx prepares and caches
+// each per connection).
 const (
 	countHookPendingQuery = `SELECT count(*) FROM hook_pending WHERE delivery = ?`
 	hookMessageIDsQuery   = `SELECT message_ids FROM hook_deliveries WHERE id = ?`

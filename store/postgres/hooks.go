@@ -181,8 +181,8 @@ ORDER BY received_at DESC, id DESC LIMIT ?))`, endpoint, before.UnixMilli(), end
 	return int(n), translate("prune rejected hook deliveries", err)
 }
 
-// Statements of every delivery's transaction, prepared on the writer at
-// open (see Open).
+// Statements of every delivery's transaction (pgx prepares and caches
+// each per connection).
 var (
 	addHookDeliveryQuery = `INSERT INTO hook_deliveries (` + hookDeliveryColumns + `, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	setHookMessagesQuery = `UPDATE hook_deliveries SET message_ids = ? WHERE id = ?`
@@ -255,7 +255,7 @@ ORDER BY received_at DESC, rowid DESC LIMIT ?`, f.Endpoint, before, limit)
 }
 
 // hookDedupeSeenQuery repeats the partial index's condition (no empty
-// key) so that SQLite may use hook_deliveries_dedupe: a query must imply
+// key) so that the planner may use hook_deliveries_dedupe: a query must imply
 // a partial index's WHERE for the planner to take it.
 const hookDedupeSeenQuery = `SELECT 1 FROM hook_deliveries
 WHERE endpoint = ? AND dedupe_key = ? AND dedupe_key <> '' AND received_at >= ?
