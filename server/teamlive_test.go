@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/hub"
 	"svc/store"
@@ -275,4 +276,22 @@ func TestTeamStreamApprovalBlocks(t *testing.T) {
 	noTeamEvent(t, f)
 	c.approvals.remove("a2")
 	require.Equal(t, stateIdle, nextTeam(t, f).GetPresence().GetState())
+}
+
+// A member holds at most the per-member bound of team streams; closing
+// one gives its place back.
+func TestTeamStreamBoundPerMember(t *testing.T) {
+	srv := startTestServer(t, mustMemStore(t), map[string][]string{"bob": nil}, Deps{}, WithMaxStreamsPerMember(2))
+	c := srv.core
+	f1, err := c.attachTeam(bobToken())
+	require.NoError(t, err)
+	f2, err := c.attachTeam(bobToken())
+	require.NoError(t, err)
+	defer f2.Close()
+	_, err = c.attachTeam(bobToken())
+	requireCode(t, err, apierr.CodeRateLimited)
+	f1.Close()
+	f3, err := c.attachTeam(bobToken())
+	require.NoError(t, err, "a closed stream's place is free again")
+	f3.Close()
 }
