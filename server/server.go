@@ -320,6 +320,14 @@ func New(d Deps, opts ...Option) *Server {
 	return s
 }
 
+// BindLegacyToolCredentials binds each tool credential sealed before
+// origins were recorded to the origin its source is configured for now
+// (toolsources.Service.BindLegacyCredentials). Call it once at start,
+// before Run and before serving; it returns how many it bound.
+func (s *Server) BindLegacyToolCredentials(ctx context.Context) (int, error) {
+	return s.tools.BindLegacyCredentials(ctx)
+}
+
 // Run runs the background loops (the message committer, the activity
 // marker writer, the browser push workers) until ctx ends. Pushes wait for
 // the committer: start it before serving, and stop it only once the
