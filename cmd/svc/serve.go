@@ -105,6 +105,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		server.WithPublicURL(cfg.PublicURL),
 		server.WithStoreCommits(commits),
 		server.WithFederation(jwt, cfg.JWTOverlayPath()),
+		server.WithJWTMaxLifetime(cfg.JWTMaxLifetime),
 		server.WithPrices(prices),
 	}
 	if file.Files != nil {
@@ -176,7 +177,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
 		"max_unauthenticated_conns", cfg.MaxUnauthConns, "max_streams_per_member", cfg.MaxStreamsPerMember,
-		"trusted_proxies", cfg.TrustedProxies.String(),
+		"trusted_proxies", cfg.TrustedProxies.String(), "jwt_max_lifetime", cfg.JWTMaxLifetime.String(),
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
 
 	g.Go(func() error {
