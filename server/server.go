@@ -84,7 +84,9 @@ type options struct {
 	publicURL     string
 	jwt           *federation.Config
 	jwtOverlay    string
-	prices        *pricing.Table
+	// jwtMaxLifetime is federation.Options.MaxLifetime.
+	jwtMaxLifetime time.Duration
+	prices         *pricing.Table
 }
 
 // WithLogger sets the logger; the default discards.
@@ -134,6 +136,12 @@ func WithFiles(blobs *vfs.Blobs, maxFileSize, quotaBytes int64) Option {
 // answer 503).
 func WithFederation(jwt *federation.Config, overlayPath string) Option {
 	return func(o *options) { o.jwt, o.jwtOverlay = jwt, overlayPath }
+}
+
+// WithJWTMaxLifetime caps how far a federation JWT's exp may lie after
+// the moment it is presented; zero keeps federation.DefaultMaxLifetime.
+func WithJWTMaxLifetime(d time.Duration) Option {
+	return func(o *options) { o.jwtMaxLifetime = d }
 }
 
 // WithPrices sets the model price table costs are computed with; the
@@ -274,7 +282,7 @@ func New(d Deps, opts ...Option) *Server {
 	fed := &federationState{
 		verifier: federation.New(federation.Options{
 			Client: egress.NewClient(egress.Options{Policy: o.egress, Timeout: federation.DefaultFetchTimeout}),
-			Now:    o.now, Log: o.log,
+			Now:    o.now, Log: o.log, MaxLifetime: o.jwtMaxLifetime,
 		}),
 		overlay: o.jwtOverlay,
 		client:  egress.NewClient(egress.Options{Policy: o.egress, Timeout: lookupTimeout}),
@@ -324,6 +332,14 @@ func New(d Deps, opts ...Option) *Server {
 	}
 	reflection.Register(s.grpc)
 	return s
+}
+
+// BindLegacyToolCredentials binds each tool credential sealed before
+// origins were recorded to the origin its source is configured for now
+// (toolsources.Service.BindLegacyCredentials). Call it once at start,
+// before Run and before serving; it returns how many it bound.
+func (s *Server) BindLegacyToolCredentials(ctx context.Context) (int, error) {
+	return s.tools.BindLegacyCredentials(ctx)
 }
 
 // Run runs the background loops (the message committer, the activity
