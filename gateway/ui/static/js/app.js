@@ -1,7 +1,7 @@
 // The app shell: session, layout with navigation, and the page router.
 import {h, replace} from './h.js';
 import {api, onUnauthenticated, errorText} from './api.js';
-import {route, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
+import {route, routeUnder, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
 import {startLive, stopLive, onLiveState, liveState} from './live.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
@@ -167,6 +167,7 @@ async function boot() {
   route('/ui/welcome', welcomePage);
   for (const n of NAV) route(n.path, n.page);
   route('/ui/enroll', enrollPage);
+  routeUnder('/ui/objectives/', objectivesPage);
   setFallback(notFoundPage);
   onRender(render);
   onUnauthenticated(() => { if (app.session) app.ended(); });
