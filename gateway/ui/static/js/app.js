@@ -1,5 +1,6 @@
 // The app shell: session, layout with navigation, and the page router.
 import {h, replace} from './h.js';
+import {startTheme} from './theme.js';
 import {api, onUnauthenticated, errorText} from './api.js';
 import {route, routeUnder, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
 import {startLive, stopLive, onLiveState, liveState} from './live.js';
@@ -162,6 +163,7 @@ function render(page, url) {
 }
 
 async function boot() {
+  startTheme();
   route('/ui/', {title: 'Chat', auth: true, redirect: '/ui/chat'});
   route('/ui/signin', signinPage);
   route('/ui/welcome', welcomePage);
