@@ -8,7 +8,7 @@
 // watchers and members.manage holders, on the tab's one stream (live.js).
 // The board refetches the objective such a message names; the detail page
 // reloads itself and appends thread posts.
-import {h, replace, fmtTime} from '../h.js';
+import {h, replace, append, fmtTime} from '../h.js';
 import {api, errorText} from '../api.js';
 import {onMessage, onLiveState} from '../live.js';
 import {status, field, form, ago, bytes, uid, str} from '../ui.js';
@@ -519,8 +519,8 @@ function openDialog({key, title, nodes, closeText = 'Cancel', closed = () => {},
     closed();
   };
   dlg.addEventListener('cancel', (e) => { e.preventDefault(); close(); });
-  dlg.append(h('h2', {id: tid, class: 'dlg-title'}, title), nodes,
-    h('div', {class: 'actions'}, h('button', {type: 'button', class: 'quiet dlg-close', onclick: close}, closeText), footer));
+  append(dlg, [h('h2', {id: tid, class: 'dlg-title'}, title), nodes,
+    h('div', {class: 'actions'}, h('button', {type: 'button', class: 'quiet dlg-close', onclick: close}, closeText), footer)]);
   document.body.append(dlg);
   dlg.showModal();
   return close;
