@@ -56,7 +56,9 @@ func requireNoSeriousA11y(t *testing.T, pg *browsertest.Page, what string) {
 			t.Logf("axe on %s (%s): %s", what, pg.Name, v)
 		}
 	}
-	require.Empty(t, bad, "axe-core: serious or critical violations on %s (screenshot %s)", what, pg.Screenshot("axe-"+what))
+	if len(bad) > 0 {
+		t.Fatalf("axe-core: serious or critical violations on %s:\n%s\nscreenshot: %s", what, strings.Join(bad, "\n"), pg.Screenshot("axe-"+what))
+	}
 }
 
 // shot saves a screenshot under $SVC_WEBUI_SHOTS when set.
@@ -147,7 +149,7 @@ func TestWebUIPagesEnrollNoOneClickAdmin(t *testing.T) {
 }
 
 // An objective's page at /ui/objectives/<id> (where chat's obj: links
-// land), opened directly: its actions are one row of buttons, no open
+// land), opened directly and from the board: its actions are one row of buttons, no open
 // forms; Cancel is set apart, opens a dialog whose submit is styled as
 // destructive and which says it cannot be undone; keeping it changes
 // nothing, confirming cancels. At both widths, with axe.
@@ -172,9 +174,17 @@ func TestWebUIPagesObjectiveActions(t *testing.T) {
 		require.NotEmpty(t, id)
 
 		atWidth(t, pg, w.w, w.h, w.mobile)
-		pg.Do(t, "open the board", chromedp.Navigate(p.base+"/ui/objectives"))
-		pg.WaitJS(t, "card links to the path", `document.querySelector('.obj-card[data-id="`+id+`"] a.obj-title')?.getAttribute('href') === '/ui/objectives/`+id+`'`, uiWait)
-		pg.Do(t, "open its path directly", chromedp.Navigate(p.base+"/ui/objectives/"+id))
+		card := `.obj-card[data-id="` + id + `"] a.obj-title`
+		if !w.mobile {
+			pg.Do(t, "open the board", chromedp.Navigate(p.base+"/ui/objectives"))
+			pg.WaitJS(t, "card links to the path", `document.querySelector('`+card+`')?.getAttribute('href') === '/ui/objectives/`+id+`'`, uiWait)
+			pg.Do(t, "open its path directly", chromedp.Navigate(p.base+"/ui/objectives/"+id))
+		} else {
+			// Within the app this time: back to the board, then the card.
+			click(t, pg, `.objective a[href="/ui/objectives"]`)
+			click(t, pg, card)
+			pg.WaitJS(t, "on the path", `location.pathname === '/ui/objectives/`+id+`'`, uiWait)
+		}
 		pg.WaitJS(t, "detail drawn", `document.getElementById('obj-title')?.textContent === `+js(title)+` && document.querySelector('.act-row button[data-act=cancel]')`, uiWait)
 		require.Equal(t, "Objectives", browsertest.Eval[string](t, pg, "nav", `document.querySelector('nav[aria-label=Main] a[aria-current=page]').textContent`))
 		require.Equal(t, 0, browsertest.Eval[int](t, pg, "no open forms", `document.querySelectorAll('.obj-actions form, .obj-actions textarea, .obj-actions select, .obj-actions input').length`))
@@ -200,8 +210,7 @@ func TestWebUIPagesObjectiveActions(t *testing.T) {
 		submitAct(t, pg, "cancel")
 		pg.WaitJS(t, "cancelled", `document.querySelector('.obj-status')?.textContent === 'Cancelled' && document.querySelector('ol.audit li[data-kind=cancelled] .what')?.textContent === 'cancelled: superseded' && !document.querySelector('[data-act=cancel]')`, uiWait)
 	}
-	// The older ?id= form still opens an objective (push notifications link it).
-	pg.Do(t, "unknown id by path", chromedp.Navigate(p.base+"/ui/objectives/no-such-objective"))
+	pg.Do(t, "unknown id by path", chromedp.Navigate(p.base+"/ui/objectives/00000000-0000-0000-0000-000000000000"))
 	pg.WaitJS(t, "not found shown", `document.getElementById('obj-title')?.textContent === 'Objective not available' && document.querySelector('.objective > .msg.error')?.textContent.includes('(not_found)')`, uiWait)
 	requireNoExceptions(t, pg)
 }

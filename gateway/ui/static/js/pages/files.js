@@ -230,7 +230,6 @@ export const filesPage = {
           ok += 1;
         } catch (err) {
           set('error', errorText(err));
-          r.li.setAttribute('role', 'alert');
           failed += 1;
         }
       }
