@@ -176,14 +176,20 @@ func New(d Deps, opts ...Option) *Server {
 		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
 		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, quotaBytes: o.quotaBytes,
 		now: o.now, log: o.log, ids: newMemberIDs(d.Team),
+		live: &teamLive{hub: hub.New(hub.WithMaxPerMember(o.maxStreams))}, agents: newAgentSet(),
 	}
+	c.presence.onChange = c.presenceChanged
 	if d.Store != nil && d.Team != nil {
 		if err := c.ids.load(context.Background(), d.Store); err != nil {
 			o.log.Error("deleted members not loaded: their rows show as an unknown deleted member's", "err", err)
 		}
 		c.adoptMemberIDs(context.Background())
+		if err := c.agents.load(context.Background(), d.Store, d.Team.Members()); err != nil {
+			o.log.Error("agent marks not loaded: members read as agents once their runner connects again", "err", err)
+		}
 	}
 	c.approvals = newPendingApprovals()
+	c.approvals.changed = c.presenceChanged
 	c.presence.blocked = c.approvals.blocked
 	// (A server with no store is built only by tests of the method table.)
 	if d.Store != nil {
@@ -221,7 +227,7 @@ func New(d Deps, opts ...Option) *Server {
 	// A member's reach changes when it attaches or reports what it does:
 	// queued or held hook copies may go now.
 	c.presence.onActivity = func(string) { hooked.Poke() }
-	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke() }), hub.WithMaxPerMember(o.maxStreams))
+	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke(); c.presenceChanged(m) }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
@@ -339,6 +345,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) CloseStreams() {
 	s.core.hub.Close()
 	s.act.CloseStreams()
+	s.core.live.hub.Close()
 }
 
 // Attach opens a feed of the caller's messages for a hand-written stream

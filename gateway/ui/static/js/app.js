@@ -4,6 +4,7 @@ import {startTheme} from './theme.js';
 import {api, onUnauthenticated, errorText} from './api.js';
 import {route, routeUnder, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
 import {startLive, stopLive, onLiveState, liveState} from './live.js';
+import {followLive} from './teamlive.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
@@ -173,6 +174,7 @@ async function boot() {
   setFallback(notFoundPage);
   onRender(render);
   onUnauthenticated(() => { if (app.session) app.ended(); });
+  followLive(); // the team stream opens and closes with the message stream
   try {
     const s = await api('GET', '/session');
     app.session = s;
