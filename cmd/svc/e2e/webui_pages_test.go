@@ -148,8 +148,10 @@ func TestWebUIPagesEnrollNoOneClickAdmin(t *testing.T) {
 	requireNoExceptions(t, pg)
 }
 
-// An objective's page at /ui/objectives/<id> (where chat's obj: links
-// land), opened directly and from the board: its actions are one row of buttons, no open
+// A member in none of the objectives sees them appear and change on her
+// board live (the team stream). An objective's page at
+// /ui/objectives/<id> (where chat's obj: links land), opened directly and
+// from the board: its actions are one row of buttons, no open
 // forms; Cancel is set apart, opens a dialog whose submit is styled as
 // destructive and which says it cannot be undone; keeping it changes
 // nothing, confirming cancels. At both widths, with axe.
@@ -161,11 +163,18 @@ func TestWebUIPagesObjectiveActions(t *testing.T) {
 	d := restDriver{p}
 	adminName := sessionMember(t, p, adminTok)
 	createMember(t, d, admin, "bob")
-	au := enroll(t, d, admin, adminName)
+	createMember(t, d, admin, "carol")
+	au, carol := enroll(t, d, admin, adminName), enroll(t, d, admin, "carol")
 
 	b := browsertest.Launch(t)
-	pg := b.NewPage("admin")
+	pg, pc := b.NewPage("admin"), b.NewPage("carol")
 	uiSignIn(t, pg, p.base, au)
+	// Carol is in none of the objectives (not originator, assignee nor
+	// watcher): her board follows them live through the team stream.
+	uiSignIn(t, pc, p.base, carol)
+	click(t, pc, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	pc.WaitJS(t, "carol's board", `document.querySelector('.board')?.getAttribute('aria-busy') === 'false'`, uiWait)
+	browsertest.Eval[bool](t, pc, "mark the page", `window.__noReload = true`)
 	for _, w := range widths {
 		title := "Rotate keys " + w.name + " " + xssPayload
 		r := p.do(t, http.MethodPost, "/objectives", obj{"title": title, "outcome": "new keys live", "assignee": "bob"}, withBearer(adminTok))
@@ -173,6 +182,7 @@ func TestWebUIPagesObjectiveActions(t *testing.T) {
 		id, _ := r.body["id"].(string)
 		require.NotEmpty(t, id)
 
+		pc.WaitJS(t, "carol's board: created, live", cardIn("active", title), uiWait)
 		atWidth(t, pg, w.w, w.h, w.mobile)
 		card := `.obj-card[data-id="` + id + `"] a.obj-title`
 		if !w.mobile {
@@ -209,7 +219,10 @@ func TestWebUIPagesObjectiveActions(t *testing.T) {
 		setValue(t, pg, "dialog.act-cancel input[name=reason]", "superseded")
 		submitAct(t, pg, "cancel")
 		pg.WaitJS(t, "cancelled", `document.querySelector('.obj-status')?.textContent === 'Cancelled' && document.querySelector('ol.audit li[data-kind=cancelled] .what')?.textContent === 'cancelled: superseded' && !document.querySelector('[data-act=cancel]')`, uiWait)
+		pc.WaitJS(t, "carol's board: cancelled, live", cardIn("cancelled", title)+` && !(`+cardIn("active", title)+`)`, uiWait)
 	}
+	require.True(t, browsertest.Eval[bool](t, pc, "no reload", `window.__noReload === true`), "carol's board followed live, without a reload")
+	requireNoExceptions(t, pc)
 	pg.Do(t, "unknown id by path", chromedp.Navigate(p.base+"/ui/objectives/00000000-0000-0000-0000-000000000000"))
 	pg.WaitJS(t, "not found shown", `document.getElementById('obj-title')?.textContent === 'Objective not available' && document.querySelector('.objective > .msg.error')?.textContent.includes('(not_found)')`, uiWait)
 	requireNoExceptions(t, pg)

@@ -11,6 +11,7 @@
 import {h, replace, append, fmtTime} from '../h.js';
 import {api, errorText} from '../api.js';
 import {onMessage, onLiveState} from '../live.js';
+import {onObjectives, onTeamState} from '../teamlive.js';
 import {status, field, form, ago, bytes, uid, str} from '../ui.js';
 import {readHref, joinPath, upload} from './files-api.js';
 
@@ -95,35 +96,31 @@ function renderBoard(main, {app}) {
     } catch (err) { if (alive) st.error(err); }
   }
 
-  // One fetch per objective at a time; a message arriving during it asks
-  // for one more after it, so the last state fetched is never older than
-  // the last message.
-  const inflight = new Map(); // id → whether another fetch is due
-  const refetch = async (oid) => {
-    if (inflight.has(oid)) { inflight.set(oid, true); return; }
-    inflight.set(oid, false);
-    try {
-      const r = await api('GET', '/objectives/' + encodeURIComponent(oid));
-      if (alive && r && r.objective && r.objective.id === oid) { objs.set(oid, r.objective); draw(); }
-    } catch { /* Refresh shows it */ }
-    const again = inflight.get(oid);
-    inflight.delete(oid);
-    if (again && alive) refetch(oid);
-  };
-  const off = onMessage((msg) => {
-    const oid = objectiveIdOf(msg);
-    if (oid) refetch(oid);
+  // Live: the team stream carries every objective created or changed,
+  // whole (every member may read them all), so the board needs no fetch
+  // per change. An objective arriving older than the one shown (same id,
+  // earlier updatedAt) is not drawn.
+  const off = onObjectives(({objective: o}) => {
+    if (!alive || !o || !ID_RE.test(str(o.id))) return;
+    const had = objs.get(o.id);
+    if (had && (Number(had.updatedAt) || 0) > (Number(o.updatedAt) || 0)) return;
+    objs.set(o.id, o);
+    draw();
   });
-  // A reconnect that resumed live-only (before the stream delivered
-  // anything) may have missed events: read the board again.
-  const offLive = onLiveState((s) => { if (s === 'live' && alive) loadAll(); });
+  // Changes made while the stream was down are not replayed: after a
+  // drop, read the board again.
+  let dropped = false;
+  const offLive = onTeamState((s) => {
+    if (s === 'reconnecting') dropped = true;
+    else if (s === 'live' && dropped && alive) { dropped = false; loadAll(); }
+  });
 
   const canCreate = perms.includes('objectives.create');
   main.append(h('section', {class: 'objectives'},
     h('div', {class: 'page-head'},
       h('h1', {}, 'Objectives'),
       h('button', {type: 'button', class: 'quiet', onclick: () => { st.clear(); loadAll(); }}, 'Refresh')),
-    h('p', {class: 'hint'}, 'Objectives you originate, own or watch update here live; others on Refresh.'),
+    h('p', {class: 'hint'}, 'The team\'s objectives, updated live.'),
     canCreate ? createForm(me, (o) => { objs.set(o.id, o); draw(); }) : null,
     st.node,
     board));
@@ -488,6 +485,9 @@ function renderDetail(main, {app}, id) {
     if (msg.data && msg.data.kind === 'objective_event') reload();
   });
   const offLive = onLiveState((s) => { if (s === 'live' && alive) { reload(); loadThread(); } });
+  // A member outside the thread (no lifecycle messages) still sees the
+  // objective change live, through the team stream.
+  const offTeam = onObjectives(({objective: o}) => { if (alive && o && o.id === id) reload(); });
 
   main.append(h('section', {class: 'objective'},
     back, head, st.node, summary,
@@ -501,7 +501,7 @@ function renderDetail(main, {app}, id) {
   })();
   reload();
   loadThread();
-  return () => { alive = false; off(); offLive(); };
+  return () => { alive = false; off(); offLive(); offTeam(); };
 }
 
 // openDialog shows a modal dialog titled title holding nodes, with a
