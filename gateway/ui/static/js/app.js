@@ -1,7 +1,8 @@
 // The app shell: session, layout with navigation, and the page router.
 import {h, replace} from './h.js';
+import {startTheme} from './theme.js';
 import {api, onUnauthenticated, errorText} from './api.js';
-import {route, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
+import {route, routeUnder, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
 import {startLive, stopLive, onLiveState, liveState} from './live.js';
 import {followLive} from './teamlive.js';
 import {signinPage} from './pages/signin.js';
@@ -163,11 +164,19 @@ function render(page, url) {
 }
 
 async function boot() {
+  startTheme();
+  // A page left for another keeps no stream open: chromium holds a page
+  // it may come back to (back/forward cache) with its connections, six
+  // per host at most, and after a few page loads the next one could not
+  // load at all. Coming back reopens them.
+  window.addEventListener('pagehide', () => stopLive());
+  window.addEventListener('pageshow', (e) => { if (e.persisted && app.session) startLive(app.session.member); });
   route('/ui/', {title: 'Chat', auth: true, redirect: '/ui/chat'});
   route('/ui/signin', signinPage);
   route('/ui/welcome', welcomePage);
   for (const n of NAV) route(n.path, n.page);
   route('/ui/enroll', enrollPage);
+  routeUnder('/ui/objectives/', objectivesPage);
   setFallback(notFoundPage);
   onRender(render);
   onUnauthenticated(() => { if (app.session) app.ended(); });
