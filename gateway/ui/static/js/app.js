@@ -3,6 +3,7 @@ import {h, replace} from './h.js';
 import {api, onUnauthenticated, errorText} from './api.js';
 import {route, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
 import {startLive, stopLive, onLiveState, liveState} from './live.js';
+import {followLive} from './teamlive.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
@@ -182,6 +183,7 @@ async function boot() {
   setFallback(notFoundPage);
   onRender(render);
   onUnauthenticated(() => { if (app.session) app.ended(); });
+  followLive(); // the team stream opens and closes with the message stream
   try {
     const s = await api('GET', '/session');
     app.session = s;
