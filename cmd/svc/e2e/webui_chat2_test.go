@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	pngenc "image/png"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -232,6 +234,19 @@ func TestWebUIChat2Attachments(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{upName + "=" + hex(upBytes), stored + "=" + hex([]byte("stored bytes\n"))}, got)
 	require.Equal(t, upName, browsertest.Eval[string](t, pb, "download name", `[...document.querySelectorAll('li.msg a.attachment')].find(a => a.textContent.endsWith('.bin')).getAttribute('download')`))
+
+	// Chips preview what they can (issue 27): a text file's first bytes on
+	// opening, as text; an image as a thumbnail.
+	browsertest.Eval[bool](t, pb, "open preview", `(() => { document.querySelector('li.msg li.chip.text details summary').click(); return true; })()`)
+	pb.WaitJS(t, "text preview", `document.querySelector('li.msg li.chip.text pre.preview')?.textContent === 'stored bytes\n'`, uiWait)
+	var png bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 3, 2))
+	require.NoError(t, pngenc.Encode(&png, img))
+	r = p.do(t, http.MethodPost, "/fs/write?path=/alice/pic.png", png.Bytes(), withBearer(aliceTok), func(r *http.Request) { r.Header.Set("Content-Type", "image/png") })
+	require.Less(t, r.status, 300, "%s", r.raw)
+	require.NoError(t, pushAs(p, aliceTok, map[string]any{"to": "bob", "body": "a picture", "attachments": []string{"/alice/pic.png"}}))
+	waitShown(t, pb, "a picture")
+	pb.WaitJS(t, "thumbnail", `document.querySelector('li.msg li.chip.image img')?.naturalWidth === 3`, uiWait)
 
 	pb.RequireNoCriticalA11y(t, "chat page with attachments")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
