@@ -120,14 +120,26 @@ function layout(page) {
     approvalsBadge.textContent = n > 99 ? '99+' : String(n);
     approvalsBadge.setAttribute('aria-label', n === 1 ? '1 approval waits for you' : n + ' approvals wait for you');
   });
-  const nav = h('nav', {'aria-label': 'Main'}, h('ul', {},
+  // On a phone the navigation folds behind a menu button, so every page
+  // (Admin and Settings too) stays one tap away without sideways scrolling.
+  const menuBtn = h('button', {type: 'button', class: 'quiet menu-toggle', 'aria-controls': 'main-nav', 'aria-expanded': 'false',
+    onclick: () => setMenu(menuBtn.getAttribute('aria-expanded') !== 'true')}, h('span', {'aria-hidden': 'true'}, '☰ '), 'Menu');
+  const nav = h('nav', {'aria-label': 'Main', id: 'main-nav'}, h('ul', {},
     NAV.map((n) => h('li', {}, h('a', {href: n.path, 'data-nav': '', 'aria-current': n.page === page ? 'page' : null}, n.label,
       n.page === teamPage ? [' ', approvalsBadge] : null)))));
+  const setMenu = (open) => {
+    menuBtn.setAttribute('aria-expanded', open ? 'true' : 'false');
+    nav.classList.toggle('open', open);
+  };
+  nav.addEventListener('keydown', (e) => { if (e.key === 'Escape' && nav.classList.contains('open')) { setMenu(false); menuBtn.focus(); } });
   const me = h('div', {class: 'me'},
     status,
     h('span', {class: 'who'}, app.session.member),
     h('button', {type: 'button', class: 'quiet', onclick: () => app.signOut()}, 'Sign out'));
-  const node = h('div', {class: 'shell'}, h('header', {class: 'top'}, skip, h('a', {class: 'brand', href: '/ui/chat', 'data-nav': ''}, 'svc'), nav, me), main);
+  // A page that fills the window (chat) scrolls inside itself: the header
+  // stays, the page below it takes the rest of the height.
+  const node = h('div', {class: ['shell', page.fill && 'fill']},
+    h('header', {class: 'top'}, skip, h('a', {class: 'brand', href: '/ui/chat', 'data-nav': ''}, 'svc'), menuBtn, nav, me), main);
   return {node, main, off: () => { off(); offApprovals(); }};
 }
 
