@@ -77,10 +77,10 @@ export function disclosure(summary, children, {open = false, cls = null} = {}) {
 // an Add button, showing each chosen one as a chip with a Remove button:
 // {node, values() (in the order chosen), set(values)}. A chosen value that
 // is no option (e.g. an archived channel) shows labelOf(value).
-export function multiPick({label, name, options, values = [], labelOf = (v) => v, hint, empty = 'None chosen.', add = 'Add'}) {
+export function multiPick({label, name, id, options, values = [], labelOf = (v) => v, hint, empty = 'None chosen.', add = 'Add'}) {
   let chosen = [...new Set(values)];
   const optLabel = (v) => options.find((o) => o.value === v)?.label ?? labelOf(v);
-  const pick = h('select', {name, id: uid('mp')});
+  const pick = h('select', {name, id: id || uid('mp')});
   const chips = h('ul', {class: 'chips', 'aria-label': label + ', chosen', 'aria-live': 'polite'});
   const draw = () => {
     replace(pick, h('option', {value: ''}, 'Choose…'),

@@ -38,6 +38,9 @@ function num(v) { const n = Number(v); return Number.isFinite(n) ? n : 0; }
 function fmtInt(v) { return Math.round(num(v)).toLocaleString(); }
 function exchanges(v) { return `${fmtInt(v)} exchange${Math.round(num(v)) === 1 ? '' : 's'}`; }
 function fmtCost(v) { const n = num(v); return '$' + (n && n < 0.01 ? n.toFixed(4) : n.toFixed(2)); }
+// fmtCostFine shows a step's cost to a hundredth of a cent under a dollar:
+// one exchange costs cents, and $0.01 for $0.0149 hides the differences.
+function fmtCostFine(v) { const n = num(v); return '$' + (n && n < 1 ? n.toFixed(4) : n.toFixed(2)); }
 
 // text renders any value as bounded text: strings as they are, the rest
 // as indented JSON.
@@ -262,7 +265,7 @@ function sameTurn(a, b) { return JSON.stringify(a) === JSON.stringify(b); }
 // stepCost says what a step cost: the agent's figure, the broker's
 // (computed), or that its model has no price.
 function stepCost(costUsd, computed, hasTokens) {
-  if (typeof costUsd === 'number' && Number.isFinite(costUsd)) return h('span', {class: 'cost'}, fmtCost(costUsd), computed ? ' (computed)' : '');
+  if (typeof costUsd === 'number' && Number.isFinite(costUsd)) return h('span', {class: 'cost'}, fmtCostFine(costUsd), computed ? ' (computed)' : '');
   return hasTokens ? h('span', {class: 'cost unpriced', title: 'The price table has no price for this model: its cost is in no sum.'}, 'unpriced') : null;
 }
 
@@ -356,20 +359,20 @@ function usageSummary(us) {
   const members = (Array.isArray(us && us.members) ? us.members : []).map(obj);
   const unpriced = num(u.unpricedExchanges);
   return h('div', {class: 'trace-usage'},
-    h('p', {class: 'facts trace-total'}, `Usage: ${exchanges(u.exchanges)}, ${usageText(u)}, ${fmtCost(u.costUsd)}`,
-      num(u.costComputedUsd) ? ` (${fmtCost(u.costComputedUsd)} of it computed from the price table)` : ''),
+    h('p', {class: 'facts trace-total'}, `Usage: ${exchanges(u.exchanges)}, ${usageText(u)}, ${fmtCostFine(u.costUsd)}`,
+      num(u.costComputedUsd) ? ` (${fmtCostFine(u.costComputedUsd)} of it computed from the price table)` : ''),
     unpriced ? h('p', {class: 'notice unpriced-count'}, `${fmtInt(unpriced)} ${unpriced === 1 ? 'call has' : 'calls have'} no price (the price table does not know the model): ${unpriced === 1 ? 'its' : 'their'} cost is in no sum above.`) : null,
     models.length ? table([
       {label: 'Model', cell: (m) => h('span', {}, h('code', {}, str(m.model) || '?'), m.pricedAs && m.pricedAs !== m.model ? [' as ', h('code', {}, str(m.pricedAs))] : '')},
       {label: 'Calls', cell: (m) => fmtInt(m.exchanges)},
       {label: 'Tokens', cell: (m) => usageText(m)},
-      {label: 'Cost', cell: (m) => (typeof m.costUsd === 'number' ? fmtCost(m.costUsd) : num(m.unpricedExchanges) ? `unpriced (${fmtInt(m.unpricedExchanges)} of ${fmtInt(m.exchanges)})` : '—')},
+      {label: 'Cost', cell: (m) => (typeof m.costUsd === 'number' ? fmtCostFine(m.costUsd) : num(m.unpricedExchanges) ? `unpriced (${fmtInt(m.unpricedExchanges)} of ${fmtInt(m.exchanges)})` : '—')},
     ], models, {caption: 'Cost per model'}) : null,
     members.length > 1 || members.some((m) => m.memberDeleted) ? table([
       {label: 'Member', cell: (m) => whoNode(str(m.member), !!m.memberDeleted)},
       {label: 'Calls', cell: (m) => fmtInt(obj(m.usage).exchanges)},
       {label: 'Tokens', cell: (m) => usageText(m.usage)},
-      {label: 'Cost', cell: (m) => fmtCost(obj(m.usage).costUsd) + (num(obj(m.usage).unpricedExchanges) ? ` + ${fmtInt(obj(m.usage).unpricedExchanges)} unpriced` : '')},
+      {label: 'Cost', cell: (m) => fmtCostFine(obj(m.usage).costUsd) + (num(obj(m.usage).unpricedExchanges) ? ` + ${fmtInt(obj(m.usage).unpricedExchanges)} unpriced` : '')},
     ], members, {caption: 'Cost per member'}) : null);
 }
 

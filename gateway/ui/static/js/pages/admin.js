@@ -351,10 +351,9 @@ function endpoints(receipts, alive) {
         ...channels.filter((c) => !c.archived).map((c) => ({value: 'c:' + c.id, label: '#' + c.slug})),
         ...members.map((m) => ({value: 'm:' + m, label: '@' + m})),
       ];
-      const targets = multiPick({label: 'Targets', name: 'targets', options: targetOptions, values: targetValues(ep && ep.targets),
+      const targets = multiPick({label: 'Targets', name: 'targets', id: 'ep-targets', options: targetOptions, values: targetValues(ep && ep.targets),
         labelOf: (v) => (v.startsWith('c:') ? channelLabel(v.slice(2)) : '@' + v.slice(2)), add: 'Add target',
         hint: 'Channels (#) get one post; members (@) each get a direct message.', empty: 'No target: deliveries are received but reach no one.'});
-      targets.pick.id = 'ep-targets';
       const kind = select('authKind', KINDS, auth.kind || 'hmac-sha256');
       const headerName = input('headerName', auth.headerName, {id: 'ep-header', placeholder: 'the kind\'s default', autocomplete: 'off'});
       const prefix = input('prefix', auth.prefix, {id: 'ep-prefix', placeholder: 'sha256=', autocomplete: 'off'});
