@@ -318,7 +318,7 @@ export function traceConversation(rows) {
     const useInf = inf && (Array.isArray(inf.inputMessages) || Array.isArray(inf.outputMessages));
     const system = useInf && Array.isArray(inf.systemInstructions) && inf.systemInstructions.length
       ? turnsOfMessages([{role: 'system', parts: inf.systemInstructions}])[0]
-      : (d.system !== undefined && d.system !== null ? {role: 'system', parts: [{type: 'text', text: contentText(d.system)}]} : null);
+      : (d.system !== undefined && d.system !== null && contentText(d.system).trim() ? {role: 'system', parts: [{type: 'text', text: contentText(d.system)}]} : null);
     const input = useInf ? turnsOfMessages(inf.inputMessages) : turnsOfMessages(d.messages);
     let output = useInf ? turnsOfMessages(inf.outputMessages) : (d.content !== undefined ? turnsOfMessages([{role: 'assistant', content: d.content}]) : []);
     output = output.map((t) => ({...t, role: t.role === 'user' ? 'assistant' : t.role}));
