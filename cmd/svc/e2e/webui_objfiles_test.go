@@ -57,7 +57,7 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	uiSignIn(t, pa, p.base, alice)
 	uiSignIn(t, pb, p.base, bob)
 	for _, pg := range []*browsertest.Page{pa, pb} {
-		click(t, pg, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+		navClick(t, pg, "/ui/objectives")
 		pg.WaitJS(t, "board drawn", `document.querySelectorAll('.board .column').length === 4 && document.querySelector('.board').getAttribute('aria-busy') === 'false'`, uiWait)
 		waitLive(t, pg)
 	}
@@ -153,14 +153,14 @@ func TestWebUIObjectivesLive(t *testing.T) {
 		pb.SaveScreenshot(t, filepath.Join(dir, "objective-detail.png"))
 		pb.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 
-		click(t, pb, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+		navClick(t, pb, "/ui/objectives")
 		pb.WaitJS(t, "board drawn", cardIn("done", title), uiWait)
 		pb.SaveScreenshot(t, filepath.Join(dir, "objectives-375.png"))
 	}
 	pa.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 
 	pa.WaitJS(t, "detail fits 375 px", `document.documentElement.scrollWidth <= 375`, uiWait)
-	click(t, pa, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	navClick(t, pa, "/ui/objectives")
 	pa.WaitJS(t, "board fits 375 px, one column per status stacked", cardIn("done", title)+` && document.documentElement.scrollWidth <= 375 && (() => { const c = [...document.querySelectorAll('.board .column')].map(e => e.getBoundingClientRect()); return c.every((r, i) => i === 0 || r.top >= c[i-1].bottom); })()`, uiWait)
 	requireNoExceptions(t, pa)
 	requireNoExceptions(t, pb)
@@ -203,7 +203,7 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 	b := browsertest.Launch(t)
 	pa := b.NewPage("alice")
 	uiSignIn(t, pa, p.base, alice)
-	click(t, pa, `nav[aria-label=Main] a[href="/ui/files"]`)
+	navClick(t, pa, "/ui/files")
 	pa.WaitJS(t, "own home listed", `document.querySelector('.listing')?.getAttribute('aria-busy') === 'false' && document.querySelector('.listing .empty')?.textContent === 'This folder is empty.'`, uiWait)
 
 	// A folder, entered by its link.
@@ -309,6 +309,20 @@ func textPlain(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }
 // click waits until sel matches an enabled element and clicks it, as a
 // user would (the element's own click(): chromedp's node queries can
 // miss an element the page has just redrawn).
+// navClick follows the main navigation's link to path. On a phone the
+// navigation folds behind the menu button, which is opened first.
+func navClick(t *testing.T, pg *browsertest.Page, path string) {
+	t.Helper()
+	sel := `nav[aria-label=Main] a[href="` + path + `"]`
+	pg.WaitJS(t, "navigation drawn", `document.querySelector(`+js(sel)+`) !== null`, uiWait)
+	browsertest.Eval[bool](t, pg, "open the menu when folded", `(() => {
+		const a = document.querySelector(`+js(sel)+`), b = document.querySelector('button.menu-toggle');
+		if (a.getClientRects().length === 0 && b && b.getClientRects().length > 0 && b.getAttribute('aria-expanded') !== 'true') b.click();
+		return true;
+	})()`)
+	click(t, pg, sel)
+}
+
 func click(t *testing.T, pg *browsertest.Page, sel string) {
 	t.Helper()
 	q := `document.querySelector(` + js(sel) + `)`
@@ -350,7 +364,7 @@ func TestWebUIObjectivesManage(t *testing.T) {
 	uiSignIn(t, pg, p.base, adminU)
 	uiSignIn(t, pd, p.base, dave)
 	waitLive(t, pg)
-	click(t, pg, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	navClick(t, pg, "/ui/objectives")
 
 	// A new objective with a file uploaded from the form and attached.
 	local := filepath.Join(t.TempDir(), "brief.txt")
@@ -394,7 +408,7 @@ func TestWebUIObjectivesManage(t *testing.T) {
 
 	// Dave, now a watcher, opens it: no actions for him, but the thread
 	// (from his joining on: the broker keeps history per recipient).
-	click(t, pd, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	navClick(t, pd, "/ui/objectives")
 	click(t, pd, `.obj-card[data-id="`+id+`"] .obj-title`)
 	pd.WaitJS(t, "dave's detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('.obj-actions .hint')?.textContent === 'You have no actions on this objective.'`, uiWait)
 	pd.WaitJS(t, "dave reads the thread", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent.includes('added dave as a watcher'))`, uiWait)

@@ -172,7 +172,7 @@ func TestWebUIPagesObjectiveActions(t *testing.T) {
 	// Carol is in none of the objectives (not originator, assignee nor
 	// watcher): her board follows them live through the team stream.
 	uiSignIn(t, pc, p.base, carol)
-	click(t, pc, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	navClick(t, pc, "/ui/objectives")
 	pc.WaitJS(t, "carol's board", `document.querySelector('.board')?.getAttribute('aria-busy') === 'false'`, uiWait)
 	browsertest.Eval[bool](t, pc, "mark the page", `window.__noReload = true`)
 	for _, w := range widths {

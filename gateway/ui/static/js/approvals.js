@@ -159,7 +159,7 @@ function fill(el, id, from, me) {
   replace(el,
     h('p', {class: 'approval-title'}, a.member + ' asks to use ', h('code', {}, a.tool),
       typeof a.objective === 'string' && a.objective ? [' · objective ', h('code', {}, a.objective)] : null),
-    h('pre', {class: 'approval-input'}, inputText(a.input)),
+    h('pre', {class: 'approval-input', tabindex: '0'}, inputText(a.input)),
     h('p', {class: 'approval-status', 'data-status': a.status}, describe(a)),
     canDecide ? h('div', {class: 'actions'},
       h('label', {for: reasonId, class: 'sr-only'}, 'Reason (optional, shown to the agent)'),

@@ -52,7 +52,7 @@ function asText(v) {
   return t.length > MAX_TEXT ? t.slice(0, MAX_TEXT) + '\n… (cut)' : t;
 }
 
-function pre(v, cls) { return h('pre', {class: ['payload', cls]}, asText(v)); }
+function pre(v, cls) { return h('pre', {class: ['payload', cls], tabindex: '0'}, asText(v)); }
 
 // contentText flattens a provider message content (a string, or Anthropic
 // blocks) into readable text.

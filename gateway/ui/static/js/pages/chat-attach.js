@@ -39,7 +39,7 @@ export function attachmentList(paths) {
         link);
     }
     if (TEXT_EXT.test(name)) {
-      const pre = h('pre', {class: 'preview'});
+      const pre = h('pre', {class: 'preview', tabindex: '0'});
       const d = h('details', {class: 'chip-preview', ontoggle: () => { if (d.open && !pre.dataset.loaded) preview(href, pre); }},
         h('summary', {'aria-label': 'Preview ' + name}, 'Preview'), pre);
       return h('li', {class: 'chip text'}, link, d);

@@ -103,7 +103,7 @@ function blockToken(t, me, depth) {
     case 'paragraph': return h('p', {}, inline(t.tokens, me, depth + 1));
     // A heading in chat is a bold line, not a page title.
     case 'heading': return h('p', {class: 'md-h'}, h('strong', {}, inline(t.tokens, me, depth + 1)));
-    case 'code': return h('pre', {class: 'md-code'}, h('code', {}, String(t.text || '')));
+    case 'code': return h('pre', {class: 'md-code', tabindex: '0'}, h('code', {}, String(t.text || '')));
     case 'blockquote': return h('blockquote', {}, block(t.tokens, me, depth + 1));
     case 'list': {
       const start = Number(t.start);

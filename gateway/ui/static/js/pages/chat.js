@@ -305,8 +305,8 @@ export function messageNode(m, me) {
       items ? items.map((it) => h('div', {class: 'hook-item'},
         h('p', {class: 'hook-meta'}, h('span', {}, it.endpoint), ' · ', h('span', {}, it.received),
           it.verification ? [' · ', h('span', {class: 'hook-unverified'}, it.verification)] : null),
-        h('pre', {class: 'body'}, it.content)))
-        : h('pre', {class: 'body'}, body),
+        h('pre', {class: 'body', tabindex: '0'}, it.content)))
+        : h('pre', {class: 'body', tabindex: '0'}, body),
       cut ? h('p', {class: 'cut'}, '… (cut)') : null,
       attachmentList(attachments));
   }
