@@ -38,6 +38,9 @@ export class ResumableStream {
     this.timer = 0;
     this.stopped = true;
     this.state = 'idle';
+    this.onHide = null; // pagehide/pageshow listeners while started
+    this.onShow = null;
+    this.parked = false; // closed by pagehide, to resume on pageshow
   }
 
   // lastId is the position the stream would resume after ('' when none).
@@ -58,15 +61,49 @@ export class ResumableStream {
 
   start() {
     this.stopped = false;
+    this.watchPage(true);
     this.connect(this.last === null ? 'connecting' : 'reconnecting');
   }
 
   stop() {
     this.stopped = true;
+    this.watchPage(false);
     clearTimeout(this.timer);
     if (this.es) this.es.close();
     this.es = null;
     this.setState('idle');
+  }
+
+  // watchPage closes the connection when the page is hidden for good or
+  // put in the back/forward cache (pagehide), and resumes it when the page
+  // comes back from that cache (pageshow). Chromium keeps a cached page's
+  // open stream, and a browser allows six HTTP/1.1 connections per origin:
+  // a few full-page loads (a reload, a file opened in the tab and Back)
+  // left the app's own requests queued behind its old pages' streams,
+  // stuck at "Loading…" (docs/WEBAPP.md, "Screenshots and the whole-app
+  // check").
+  watchPage(on) {
+    if (on && !this.onHide) {
+      this.onHide = () => {
+        if (this.stopped) return;
+        clearTimeout(this.timer);
+        if (this.es) this.es.close();
+        this.es = null;
+        this.parked = true;
+      };
+      this.onShow = () => {
+        if (this.stopped || !this.parked) return;
+        this.parked = false;
+        this.connect('reconnecting');
+      };
+      addEventListener('pagehide', this.onHide);
+      addEventListener('pageshow', this.onShow);
+    } else if (!on && this.onHide) {
+      removeEventListener('pagehide', this.onHide);
+      removeEventListener('pageshow', this.onShow);
+      this.onHide = this.onShow = null;
+      this.parked = false;
+    }
   }
 
   setState(s) {
