@@ -69,7 +69,8 @@ func requireShownOnce(t *testing.T, tabs []*tabStreams, body string) {
 // message reaches every tab once, and when the leading tab closes another
 // takes the streams over, resuming so that a message sent in between
 // reaches every remaining tab exactly once. Another member's presence
-// changing shows in a follower tab.
+// changing shows in a follower tab. Signing out in one tab signs them all
+// out.
 func TestWebUITabsShareOneStream(t *testing.T) {
 	t.Parallel()
 	const nTabs = 8
@@ -206,6 +207,20 @@ func TestWebUITabsShareOneStream(t *testing.T) {
 	follower.pg.WaitJS(t, "bob offline again", row+`.querySelector('.presence').dataset.state === 'offline'`, uiWait)
 	sub, team = sumStreams(tabs)
 	require.Equal(t, []int64{0, 0}, []int64{sub, team}, "no stream opened for the presence changes")
+
+	// Signing out in one tab signs every tab out and ends the streams.
+	out := tabs[nTabs-1].pg
+	browsertest.Eval[bool](t, out, "sign out", `(() => { [...document.querySelectorAll('button')].find((b) => b.textContent === 'Sign out').click(); return true; })()`)
+	for _, tb := range tabs {
+		if !tb.closed {
+			tb.pg.WaitJS(t, "signed out", `location.pathname === '/ui/signin' && !document.querySelector('.me .who')`, uiWait)
+		}
+	}
+	deadline = time.Now().Add(uiWait)
+	for connected() != 0 {
+		require.True(t, time.Now().Before(deadline), "alice's streams after signing out: %v, want 0", connected())
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	for _, tb := range tabs {
 		if tb.closed {
