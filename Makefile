@@ -10,7 +10,7 @@ RUNDIR  ?= .run
 # time, so every Go command runs with cgo on.
 export CGO_ENABLED := 1
 
-.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium
+.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium screenshots
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ chromium: ## Install Debian's chromium for the browser tests when /usr/bin/chrom
 	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium; } >"$$log" 2>&1 \
 	    || { cat "$$log"; rm -f "$$log"; echo "could not install chromium"; exit 1; }; \
 	  rm -f "$$log"; }
+
+screenshots: chromium ## Rewrite docs/webui/*.png: every page of the web app at 1280x800 and 375x812 (TestWebUIShowcase).
+	SVC_WEBUI_SHOTS=$(CURDIR)/docs/webui $(GO) test -count=1 -tags $(TAGS) -run '^TestWebUIShowcase$$' ./cmd/svc/e2e
 
 fuzz: ## Run every fuzz target briefly.
 	@for pkg in $$($(GO) list ./...); do \
