@@ -8,8 +8,17 @@
 // changes. A change missed during a drop is therefore never stale for
 // presence; a page that lists channels or objectives reloads its list when
 // onTeamState reports 'live' again after a drop.
+//
+// The tabs of one browser share one team stream per member, as they share
+// /subscribe (tabshare.js, docs/WEBAPP.md "Tabs share one stream"): the
+// leading tab holds it and posts each event; a tab joining asks the leader
+// for its presence as a snapshot. The connection itself is a
+// ResumableStream (sse.js) that starts afresh on each reconnect, for the
+// same backoff and back/forward-cache handling as the message stream.
 import {api} from './api.js';
 import {onLiveState} from './live.js';
+import {ResumableStream} from './sse.js';
+import {addTopic, leading, post, shared} from './tabshare.js';
 
 const MAX_DATA = 1 << 20; // a frame larger than this is not one of ours
 const MAX_MEMBERS = 10000;
@@ -17,9 +26,9 @@ const STATES = new Set(['idle', 'working', 'blocked']);
 const CHANNEL_OPS = new Set(['created', 'updated', 'archived', 'members']);
 const OBJECTIVE_OPS = new Set(['created', 'updated']);
 
-let es = null;
-let timer = 0;
-let delay = 250;
+const LIVE_STATES = new Set(['connecting', 'live', 'reconnecting']);
+
+let stream = null; // this tab's own connection, while it leads (or cannot share)
 let stopped = true;
 let state = 'idle';
 let ready = false; // a snapshot arrived on this connection or an earlier one
@@ -57,15 +66,15 @@ function emit(set, ev) {
 function setState(s) {
   if (s === state) return;
   state = s;
+  if (leading()) post('team', {t: 'state', s});
   for (const fn of stateListeners) {
     try { fn(s); } catch (e) { console.error(e); }
   }
 }
 
-function deliver(data) {
-  if (typeof data !== 'string' || data.length > MAX_DATA) return;
-  let ev;
-  try { ev = JSON.parse(data); } catch { return; }
+// deliver applies one event of the stream (decoded by sse.js here, or
+// posted by the leading tab).
+function deliver(ev) {
   if (!ev || typeof ev !== 'object') return;
   if (ev.snapshot && typeof ev.snapshot === 'object') {
     const next = new Map();
@@ -99,34 +108,57 @@ function deliver(data) {
   }
 }
 
-function connect(s) {
-  setState(s);
-  const src = new EventSource('/team/stream');
-  es = src;
-  src.addEventListener('ready', () => {
-    if (es !== src) return;
-    delay = 250;
-    setState('live');
-  });
-  src.addEventListener('team', (e) => {
-    if (es === src) deliver(e.data);
-  });
-  src.onerror = () => {
-    if (es !== src) return;
-    // Our own retry, with backoff: the browser's would hammer a broker
-    // that refuses the stream (too many streams, a session ended).
-    src.close();
-    es = null;
-    if (stopped) return;
-    setState('reconnecting');
+function openStream() {
+  const st = new ResumableStream('/team/stream', {
+    event: 'team',
+    resumable: false,
+    maxData: MAX_DATA,
+    onItem: (ev) => {
+      if (stream !== st) return;
+      if (leading()) post('team', {t: 'ev', ev});
+      deliver(ev);
+    },
+    onState: (s) => { if (stream === st) setState(s); },
     // A stream refused for an ended session would retry forever: asking
     // for the session answers 401 then, and the app signs out (api.js).
-    api('GET', '/session').catch(() => {});
-    const wait = delay;
-    delay = Math.min(delay * 2, 8000);
-    timer = setTimeout(() => { if (!stopped) connect('reconnecting'); }, wait);
-  };
+    onDrop: () => { api('GET', '/session').catch(() => {}); },
+  });
+  stream = st;
+  st.start();
 }
+
+function closeStream() {
+  const st = stream;
+  stream = null;
+  if (st) st.stop();
+}
+
+// snapshot is the presence this tab holds, as the stream's snapshot event.
+function snapshot() {
+  const members = [];
+  for (const [name, p] of presence) members.push({name, connected: p.connected, state: p.state, agent: p.agent});
+  return {snapshot: {members}};
+}
+
+addTopic('team', {
+  lead() { if (!stopped && !stream) openStream(); },
+  resign() { closeStream(); },
+  joined() { if (!stopped) post('team', {t: 'hello'}); },
+  // Away (back/forward cache, frozen): events missed meanwhile; 'live'
+  // again after the leader answers makes the pages reload their lists.
+  paused() { if (!stopped) setState('reconnecting'); },
+  receive(m) {
+    if (stopped) return;
+    if (m.t === 'ev') {
+      if (!leading()) deliver(m.ev);
+    } else if (m.t === 'state') {
+      if (!leading() && LIVE_STATES.has(m.s)) setState(m.s);
+    } else if (m.t === 'hello' && leading()) {
+      if (ready) post('team', {t: 'ev', ev: snapshot()});
+      post('team', {t: 'state', s: state});
+    }
+  },
+});
 
 // followLive ties the team stream to the tab's message stream (live.js),
 // which the app starts at sign-in and stops at sign-out: one call at boot
@@ -142,19 +174,20 @@ export function followLive() {
 }
 
 // startTeamLive opens the tab's team stream.
+// Where the tabs share (tabshare.js), only the leading tab connects; the
+// others ask it for the presence it holds.
 export function startTeamLive() {
   stopTeamLive();
   stopped = false;
-  connect('connecting');
+  setState('connecting');
+  if (!shared() || leading()) openStream();
+  else post('team', {t: 'hello'});
 }
 
 // stopTeamLive closes it (at sign-out) and forgets what it showed.
 export function stopTeamLive() {
   stopped = true;
-  clearTimeout(timer);
-  if (es) es.close();
-  es = null;
-  delay = 250;
+  closeStream();
   ready = false;
   presence = new Map();
   setState('idle');
