@@ -177,12 +177,10 @@ function render(page, url) {
 
 async function boot() {
   startTheme();
-  // A page left for another keeps no stream open: chromium holds a page
-  // it may come back to (back/forward cache) with its connections, six
-  // per host at most, and after a few page loads the next one could not
-  // load at all. Coming back reopens them.
-  window.addEventListener('pagehide', () => stopLive());
-  window.addEventListener('pageshow', (e) => { if (e.persisted && app.session) startLive(app.session.member); });
+  // A page left for another keeps no stream open (chromium holds a page
+  // it may come back to with its connections, six per host at most):
+  // tabshare.js leaves on pagehide and joins again on pageshow, and
+  // ResumableStream parks itself the same way where tabs do not share.
   route('/ui/', {title: 'Chat', auth: true, redirect: '/ui/chat'});
   route('/ui/signin', signinPage);
   route('/ui/welcome', welcomePage);
