@@ -287,6 +287,10 @@ func seedShowcase(t *testing.T, p *proc) showcaseTeam {
 		"usage": {"prompt_tokens": 5210, "completion_tokens": 312, "total_tokens": 5522}}`
 	mustUploadGenAI(t, p, d, atlas, "atlas", genaiBodyOf(t, time.Now().UnixMilli(), reqJSON, respJSON))
 	mustCall(t, d, atlas, "SetActivity", obj{"state": "working"})
+	// Both agents' runners are connected, as on a real team: the app
+	// shows them online and as agents (a runner's stream marks one).
+	p.subscribeSSE(t, atlasTok, "atlas", "&runner=1")
+	p.subscribeSSE(t, strings.TrimPrefix(beacon.authorization, "Bearer "), "beacon", "&runner=1")
 
 	// A device asking to join, for the enrollment page.
 	r = p.do(t, http.MethodPost, "/enroll", obj{"labelHint": "Priya's laptop"})
