@@ -17,23 +17,6 @@ import (
 // endpoint verifies a real signed delivery, targets shown by name, the
 // verification profiles section, and the trace read as a conversation.
 
-// admRequireNoSeriousA11y fails on a serious or critical axe-core violation
-// (lesser ones are logged).
-func admRequireNoSeriousA11y(t *testing.T, pg *browsertest.Page, what string) {
-	t.Helper()
-	var bad []string
-	for _, v := range pg.Axe(t) {
-		if v.Impact == "critical" || v.Impact == "serious" {
-			bad = append(bad, v.String())
-		} else {
-			t.Logf("axe on %s (%s): %s", what, pg.Name, v)
-		}
-	}
-	if len(bad) > 0 {
-		t.Fatalf("axe-core: serious or critical violations on %s:\n%s\nscreenshot: %s", what, strings.Join(bad, "\n"), pg.Screenshot("axe-"+what))
-	}
-}
-
 // admOffRight lists the visible elements of the page's main part whose
 // right edge passes the viewport's (a table scrolling inside its own box
 // excepted; the navigation is the app shell's, tested with it).
@@ -170,7 +153,7 @@ func TestWebUIAdminPresets(t *testing.T) {
 	pg.Click(t, "edit gh", `#adm-notif button[aria-label="Edit gh"]`)
 	pg.WaitJS(t, "profile offered", `[...(document.getElementById('ep-profile')?.options || [])].some(o => o.value === 'github-org')`, uiWait)
 
-	admRequireNoSeriousA11y(t, pg, "admin presets, 1280")
+	pg.RequireNoSeriousA11y(t, "admin presets, 1280")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pg.SaveScreenshot(t, filepath.Join(dir, "admin-presets.png"))
 	}
@@ -178,7 +161,7 @@ func TestWebUIAdminPresets(t *testing.T) {
 	pg.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 	browsertest.Eval[bool](t, pg, "open advanced", `(document.querySelector('#adm-notif details.advanced').open = true, true)`)
 	admRequireFits(t, pg, "admin at 375")
-	admRequireNoSeriousA11y(t, pg, "admin presets, 375")
+	pg.RequireNoSeriousA11y(t, "admin presets, 375")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		browsertest.Eval[bool](t, pg, "scroll to the editor", `(document.querySelector('#adm-notif .adm-editor').scrollIntoView(), true)`)
 		pg.SaveScreenshot(t, filepath.Join(dir, "admin-presets-375.png"))
@@ -308,7 +291,7 @@ func TestWebUIActivityTraceConversation(t *testing.T) {
 	require.Len(t, memberRows, 2, "%v", memberRows)
 	require.True(t, strings.Contains(memberRows[0], "dora") && strings.Contains(memberRows[0], "deleted member") || strings.Contains(memberRows[1], "dora") && strings.Contains(memberRows[1], "deleted member"), "%v", memberRows)
 
-	admRequireNoSeriousA11y(t, pg, "activity trace, 1280")
+	pg.RequireNoSeriousA11y(t, "activity trace, 1280")
 	admRequireFits(t, pg, "activity at 1280")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		browsertest.Eval[bool](t, pg, "scroll to the trace", `(document.getElementById('trace-h').scrollIntoView(), true)`)
@@ -316,7 +299,7 @@ func TestWebUIActivityTraceConversation(t *testing.T) {
 	}
 	pg.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 	admRequireFits(t, pg, "activity at 375")
-	admRequireNoSeriousA11y(t, pg, "activity trace, 375")
+	pg.RequireNoSeriousA11y(t, "activity trace, 375")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		browsertest.Eval[bool](t, pg, "scroll to the steps", `(document.querySelector('.trace ol.conversation').scrollIntoView(), true)`)
 		pg.SaveScreenshot(t, filepath.Join(dir, "activity-trace-375.png"))

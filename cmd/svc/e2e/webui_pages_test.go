@@ -44,23 +44,6 @@ func atWidth(t *testing.T, pg *browsertest.Page, w int64, hgt int64, mobile bool
 	pg.WaitJS(t, fmt.Sprintf("no sideways scroll at %d px", w), fmt.Sprintf(`innerWidth === %d && document.documentElement.scrollWidth <= %d`, w, w), uiWait)
 }
 
-// requireNoSeriousA11y fails on an axe-core violation of serious or
-// critical impact; lesser ones are logged.
-func requireNoSeriousA11y(t *testing.T, pg *browsertest.Page, what string) {
-	t.Helper()
-	var bad []string
-	for _, v := range pg.Axe(t) {
-		if v.Impact == "serious" || v.Impact == "critical" {
-			bad = append(bad, v.String())
-		} else {
-			t.Logf("axe on %s (%s): %s", what, pg.Name, v)
-		}
-	}
-	if len(bad) > 0 {
-		t.Fatalf("axe-core: serious or critical violations on %s:\n%s\nscreenshot: %s", what, strings.Join(bad, "\n"), pg.Screenshot("axe-"+what))
-	}
-}
-
 // shot saves a screenshot under $SVC_WEBUI_SHOTS when set.
 func shot(t *testing.T, pg *browsertest.Page, name string) {
 	t.Helper()
@@ -109,7 +92,7 @@ func TestWebUIPagesEnrollNoOneClickAdmin(t *testing.T) {
 		require.Equal(t, "create,,true", browsertest.Eval[string](t, pg, "defaults",
 			`[document.querySelector('input[name=how]:checked').value, document.getElementById('enroll-member').value, document.querySelector('.bind-box').hidden].join(',')`),
 			"a new member is the default and no member is preselected")
-		requireNoSeriousA11y(t, pg, "enrollment "+w.name)
+		pg.RequireNoSeriousA11y(t, "enrollment "+w.name)
 		shot(t, pg, "pages-enroll-"+w.name)
 
 		// One click on Approve: nothing is approved (a new member needs a name).
@@ -123,7 +106,7 @@ func TestWebUIPagesEnrollNoOneClickAdmin(t *testing.T) {
 		click(t, pg, "#enroll-approve")
 		pg.WaitJS(t, "confirm names the member and the power", `(() => { const d = document.querySelector('dialog.confirm[open]'); return d && d.textContent.includes(`+js(adminName+" holds members.manage")+`) && d.textContent.includes('full admin power') && d.querySelector('button.danger'); })()`, uiWait)
 		shot(t, pg, "pages-enroll-confirm-"+w.name)
-		requireNoSeriousA11y(t, pg, "enrollment admin confirm "+w.name)
+		pg.RequireNoSeriousA11y(t, "enrollment admin confirm "+w.name)
 		click(t, pg, "dialog.confirm button.quiet")
 		pg.WaitJS(t, "dialog gone", `!document.querySelector('dialog.confirm') && !document.getElementById('enroll-done')`, uiWait)
 		require.Equal(t, "pending", pendingStatus(t, p, adminTok, code), "declining the confirmation approves nothing")
@@ -202,13 +185,13 @@ func TestWebUIPagesObjectiveActions(t *testing.T) {
 		require.Equal(t, "block,reassign,watchers,cancel", browsertest.Eval[string](t, pg, "the row", `[...document.querySelectorAll('.act-row button')].map(b => b.dataset.act).join(',')`))
 		require.True(t, browsertest.Eval[bool](t, pg, "cancel looks destructive", `(() => { const b = document.querySelector('[data-act=cancel]'); return b.classList.contains('danger-text') && getComputedStyle(b).color !== getComputedStyle(document.querySelector('[data-act=block]')).color; })()`))
 		requireInert(t, pg, ".objective")
-		requireNoSeriousA11y(t, pg, "objective detail "+w.name)
+		pg.RequireNoSeriousA11y(t, "objective detail "+w.name)
 		shot(t, pg, "pages-objective-"+w.name)
 
 		openAct(t, pg, "cancel")
 		require.True(t, browsertest.Eval[bool](t, pg, "danger submit and warning", `(() => { const d = document.querySelector('dialog.act-cancel'); return d.querySelector('button[type=submit]').classList.contains('danger') && d.querySelector('.dlg-warn').textContent.includes('cannot be undone') && document.activeElement === d.querySelector('input[name=reason]'); })()`))
 		pg.WaitJS(t, "dialog fits", fmt.Sprintf(`document.querySelector('dialog.act-cancel').getBoundingClientRect().right <= %d && document.querySelector('dialog.act-cancel').getBoundingClientRect().left >= 0`, w.w), uiWait)
-		requireNoSeriousA11y(t, pg, "cancel dialog "+w.name)
+		pg.RequireNoSeriousA11y(t, "cancel dialog "+w.name)
 		shot(t, pg, "pages-objective-cancel-"+w.name)
 		click(t, pg, "dialog.act-cancel .dlg-close")
 		pg.WaitJS(t, "kept, focus back on Cancel", `!document.querySelector('dialog.act-cancel') && document.activeElement?.dataset.act === 'cancel'`, uiWait)
@@ -242,33 +225,6 @@ func tinyPNG(t *testing.T) []byte {
 	return buf.Bytes()
 }
 
-// onePagePDF is a valid one-page PDF saying "Hello PDF".
-func onePagePDF() []byte {
-	objs := []string{
-		"<< /Type /Catalog /Pages 2 0 R >>",
-		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-		"", // the content stream, below
-		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-	}
-	stream := "BT /F1 24 Tf 40 100 Td (Hello PDF) Tj ET"
-	objs[3] = fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(stream), stream)
-	var b strings.Builder
-	b.WriteString("%PDF-1.4\n")
-	offs := make([]int, len(objs))
-	for i, o := range objs {
-		offs[i] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
-	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
-	for _, o := range offs {
-		fmt.Fprintf(&b, "%010d 00000 n \n", o)
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
-	return []byte(b.String())
-}
-
 // contentType sets a raw request body's Content-Type.
 func contentType(ct string) reqOpt {
 	return func(r *http.Request) { r.Header.Set("Content-Type", ct) }
@@ -290,7 +246,7 @@ func TestWebUIPagesFilesPreviewUpload(t *testing.T) {
 	alice := enroll(t, d, admin, "alice")
 	text := "first line " + xssPayload + "\nsecond line"
 	html := `<script>window.__xss=7</script><b>bold</b>`
-	pdf := onePagePDF()
+	pdf := showcasePDF("Hello PDF")
 	for _, f := range []struct {
 		path, ct string
 		body     []byte
@@ -338,7 +294,7 @@ func TestWebUIPagesFilesPreviewUpload(t *testing.T) {
 		open("notes.txt", "text")
 		pa.WaitJS(t, "text shown as text", `document.querySelector('dialog.preview pre.preview-text')?.textContent === `+js(text), uiWait)
 		requireInert(t, pa, "dialog.preview")
-		requireNoSeriousA11y(t, pa, "text preview "+w.name)
+		pa.RequireNoSeriousA11y(t, "text preview "+w.name)
 		shot(t, pa, "pages-files-preview-text-"+w.name)
 		closeByEscape("notes.txt")
 
@@ -357,7 +313,7 @@ func TestWebUIPagesFilesPreviewUpload(t *testing.T) {
 		// or an empty frame).
 		pa.WaitJS(t, "PDF in the browser's viewer", `navigator.pdfViewerEnabled && (() => { const f = document.querySelector('dialog.preview iframe.pdf-frame'); return f && f.getAttribute('src') === '/fs/read/alice/doc.pdf' && f.contentDocument?.contentType === 'application/pdf'; })()`, uiWait)
 		pa.WaitJS(t, "preview fits", fmt.Sprintf(`document.querySelector('dialog.preview').getBoundingClientRect().right <= %d`, w.w), uiWait)
-		requireNoSeriousA11y(t, pa, "pdf preview "+w.name)
+		pa.RequireNoSeriousA11y(t, "pdf preview "+w.name)
 		shot(t, pa, "pages-files-preview-pdf-"+w.name)
 		click(t, pa, "dialog.preview .preview-close")
 		pa.WaitJS(t, "closed by its button", `!document.querySelector('dialog.preview') && document.activeElement === `+link("doc.pdf"), uiWait)
@@ -381,7 +337,7 @@ func TestWebUIPagesFilesPreviewUpload(t *testing.T) {
 				&& document.querySelector('.files > .msg.error')?.textContent === '1 of 2 uploads failed; see the list below.';
 		})()`, uiWait)
 		pa.WaitJS(t, "listed after upload", fileRow(good), uiWait)
-		requireNoSeriousA11y(t, pa, "files "+w.name)
+		pa.RequireNoSeriousA11y(t, "files "+w.name)
 		shot(t, pa, "pages-files-"+w.name)
 	}
 	requireNoExceptions(t, pa)
@@ -420,7 +376,7 @@ func TestWebUIPagesSettings(t *testing.T) {
 			require.Equal(t, 2, browsertest.Eval[int](t, pa, "two sessions", `document.querySelectorAll('#sessions li.session').length`))
 			require.Equal(t, 1, browsertest.Eval[int](t, pa, "one is this browser", `document.querySelectorAll('#sessions li.session.current').length`))
 		}
-		requireNoSeriousA11y(t, pa, "settings "+w.name)
+		pa.RequireNoSeriousA11y(t, "settings "+w.name)
 		shot(t, pa, "pages-settings-"+w.name)
 	}
 
@@ -442,7 +398,7 @@ func TestWebUIPagesSettings(t *testing.T) {
 	bg := `getComputedStyle(document.documentElement).getPropertyValue('--bg').trim()`
 	click(t, pa, "#theme-dark")
 	pa.WaitJS(t, "dark", `document.documentElement.dataset.theme === 'dark' && `+bg+` === '#0f1419' && localStorage.getItem('svc.theme.v1') === 'dark'`, uiWait)
-	requireNoSeriousA11y(t, pa, "settings dark")
+	pa.RequireNoSeriousA11y(t, "settings dark")
 	shot(t, pa, "pages-settings-dark-375")
 	pa.Do(t, "reload on files", chromedp.Navigate(p.base+"/ui/files"))
 	pa.WaitJS(t, "still dark", `document.documentElement.dataset.theme === 'dark' && `+bg+` === '#0f1419' && document.querySelector('.files')`, uiWait)

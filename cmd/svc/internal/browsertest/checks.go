@@ -3,6 +3,7 @@ package browsertest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +23,21 @@ func (p *Page) SeriousA11y(t testing.TB, what string) []AxeViolation {
 		}
 	}
 	return bad
+}
+
+// RequireNoSeriousA11y fails the test when SeriousA11y finds anything,
+// listing every violation with a screenshot.
+func (p *Page) RequireNoSeriousA11y(t testing.TB, what string) {
+	t.Helper()
+	bad := p.SeriousA11y(t, what)
+	if len(bad) == 0 {
+		return
+	}
+	lines := make([]string, len(bad))
+	for i, v := range bad {
+		lines[i] = v.String()
+	}
+	t.Fatalf("axe-core: serious or critical violations on %s:\n%s\nscreenshot: %s", what, strings.Join(lines, "\n"), p.Screenshot("axe-"+what))
 }
 
 // Overflowing is one element whose visible part ends right of the
