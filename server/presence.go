@@ -96,13 +96,21 @@ func (pr *presence) touchIfSeen(member string) {
 func (pr *presence) setActivity(member, state string) {
 	pr.mu.Lock()
 	s := pr.touchLocked(member)
+	// A runner refreshes its state every few seconds: only a state that
+	// reads differently is news to the team streams.
+	was := stateIdle
+	if s.state != stateIdle && s.lastSeen.Sub(s.stateAt) < activityTTL {
+		was = s.state
+	}
 	s.state, s.stateAt = state, s.lastSeen
 	pr.armLapseLocked(member, state)
 	pr.mu.Unlock()
 	if pr.onActivity != nil {
 		pr.onActivity(member)
 	}
-	pr.changed(member)
+	if was != state {
+		pr.changed(member)
+	}
 }
 
 // armLapseLocked (re)arms member's lapse timer for a non-idle state, or

@@ -185,19 +185,21 @@ func TestPresenceLapseAnnounced(t *testing.T) {
 	pr.onChange = func(m string) { changed = append(changed, m) }
 
 	tests := []struct {
-		name  string
-		state string
-		armed bool
+		name      string
+		state     string
+		armed     bool
+		announced bool
 	}{
-		{name: "working arms", state: stateWorking, armed: true},
-		{name: "a refresh re-arms", state: stateWorking, armed: true},
-		{name: "blocked arms", state: stateBlocked, armed: true},
-		{name: "idle disarms", state: stateIdle},
+		{name: "working arms", state: stateWorking, armed: true, announced: true},
+		{name: "a refresh re-arms, and is no news", state: stateWorking, armed: true},
+		{name: "blocked arms", state: stateBlocked, armed: true, announced: true},
+		{name: "idle disarms", state: stateIdle, announced: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(fire)
+			before, told := len(fire), len(changed)
 			pr.setActivity("alice", tc.state)
+			require.Equal(t, tc.announced, len(changed) == told+1, "announced")
 			require.Equal(t, tc.armed, len(fire) == before+1)
 			_, armed := pr.lapses["alice"]
 			require.Equal(t, tc.armed, armed)
