@@ -161,6 +161,7 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 	for pattern, h := range map[string]routeFunc{
 		"GET /openapi.json":                   handleOpenAPI,
 		"GET /subscribe":                      g.handleSubscribe,
+		"GET /team/stream":                    g.handleTeamStream,
 		"POST /fs/write":                      g.handleFsWrite,
 		"GET /members/{name}/activity/stream": g.handleActivityStream,
 		"POST /members/{name}/genai":          g.handleGenAIUpload,

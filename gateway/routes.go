@@ -48,7 +48,10 @@ type routeRule struct {
 var routeRules = map[string]routeRule{
 	"GET /openapi.json": {plane: planeNone, rule: auth.Public},
 	"GET /subscribe":    {plane: planeDual, rule: auth.AnyMember},
-	"POST /fs/write":    {plane: planeDual, rule: auth.AnyMember},
+	// The team stream: presence, live activity, channel and objective
+	// changes, as the roster, channels and objectives show any member.
+	"GET /team/stream": {plane: planeDual, rule: auth.AnyMember},
+	"POST /fs/write":   {plane: planeDual, rule: auth.AnyMember},
 	// Dispatched before the mux (see withFsRead); HEAD shares it.
 	"GET /fs/read/": {plane: planeDual, rule: auth.AnyMember},
 	// Telemetry: the services check self and read/self.

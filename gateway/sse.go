@@ -77,6 +77,20 @@ func (g *Gateway) handleActivityStream(w http.ResponseWriter, r *http.Request, p
 	return nil
 }
 
+// handleTeamStream serves GET /team/stream: the caller's team stream
+// (server.StreamTeam) as server-sent events named team, each the JSON of a
+// StreamTeamResponse ({"snapshot": …} first, then {"presence": …},
+// {"channel": …} or {"objective": …}). It is not resumable: a new stream
+// starts with a new snapshot, so Last-Event-ID is ignored.
+func (g *Gateway) handleTeamStream(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	f, err := g.srv.AttachTeam(p)
+	if err != nil {
+		return err
+	}
+	g.serveFeed(w, r, f, "team", p.Member, p.Member)
+	return nil
+}
+
 // lastEventID is the position a stream resumes after: the Last-Event-ID
 // header, else the lastEventId query parameter.
 func lastEventID(r *http.Request) string {

@@ -96,6 +96,8 @@ func loadUIAssets() (*uiAssets, error) {
 			ctype = "text/html; charset=utf-8"
 		case ".svg":
 			ctype = "image/svg+xml"
+		case ".txt": // a vendored library's licence and version
+			ctype = "text/plain; charset=utf-8"
 		case ".json", ".webmanifest":
 			ctype = "application/json"
 		}

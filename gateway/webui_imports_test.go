@@ -11,9 +11,10 @@ import (
 )
 
 var (
-	importRE       = regexp.MustCompile(`(?m)^import\s*\{([^}]*)\}\s*from\s*'([^']+)'`)
-	exportDeclRE   = regexp.MustCompile(`(?m)^export\s+(?:async\s+)?(?:function\*?|const|let|var|class)\s+([A-Za-z_$][\w$]*)`)
-	exportListRE   = regexp.MustCompile(`(?m)^export\s*\{([^}]*)\}`)
+	importRE     = regexp.MustCompile(`(?m)^import\s*\{([^}]*)\}\s*from\s*'([^']+)'`)
+	exportDeclRE = regexp.MustCompile(`(?m)^export\s+(?:async\s+)?(?:function\*?|const|let|var|class)\s+([A-Za-z_$][\w$]*)`)
+	// A minified vendored module ends its last statement with `;export{…}`.
+	exportListRE   = regexp.MustCompile(`(?m)(?:^|;)export\s*\{([^}]*)\}`)
 	importAnyRE    = regexp.MustCompile(`(?m)^import\s`)
 	importedNameRE = regexp.MustCompile(`^[A-Za-z_$][\w$]*$`)
 	// lazyRE is a page loaded on first use: lazy(title, () =>

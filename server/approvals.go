@@ -74,6 +74,10 @@ type pendingApprovals struct {
 	byMember map[string]int
 	// wake nudges the expiry loop after an add (an earlier expiry).
 	wake chan struct{}
+	// changed, when set, runs outside the lock after a member's count of
+	// pending approvals went from or to zero: its presence reads blocked,
+	// or no longer does (the team stream).
+	changed func(member string)
 }
 
 type pendingApproval struct {
@@ -87,27 +91,36 @@ func newPendingApprovals() *pendingApprovals {
 
 func (x *pendingApprovals) add(id, member string, expires time.Time) {
 	x.mu.Lock()
+	first := false
 	if _, ok := x.byID[id]; !ok {
 		x.byID[id] = pendingApproval{member: member, expires: expires}
 		x.byMember[member]++
+		first = x.byMember[member] == 1
 	}
 	x.mu.Unlock()
 	select {
 	case x.wake <- struct{}{}:
 	default:
 	}
+	if first && x.changed != nil {
+		x.changed(member)
+	}
 }
 
 func (x *pendingApprovals) remove(id string) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	p, ok := x.byID[id]
-	if !ok {
-		return
+	last := false
+	if ok {
+		delete(x.byID, id)
+		if x.byMember[p.member]--; x.byMember[p.member] <= 0 {
+			delete(x.byMember, p.member)
+			last = true
+		}
 	}
-	delete(x.byID, id)
-	if x.byMember[p.member]--; x.byMember[p.member] <= 0 {
-		delete(x.byMember, p.member)
+	x.mu.Unlock()
+	if last && x.changed != nil {
+		x.changed(p.member)
 	}
 }
 

@@ -125,6 +125,7 @@ func (b *brokerChannels) CreateChannel(ctx context.Context, req *apiv1.CreateCha
 	if err != nil {
 		return nil, err
 	}
+	b.channelChanged(channelCreated, c, "", "")
 	return &apiv1.CreateChannelResponse{Channel: channelToProto(c)}, nil
 }
 
@@ -191,6 +192,7 @@ func (b *brokerChannels) RenameChannel(ctx context.Context, req *apiv1.RenameCha
 	if err != nil {
 		return nil, err
 	}
+	b.channelChanged(channelUpdated, ch, "", "")
 	return &apiv1.RenameChannelResponse{Channel: channelToProto(ch)}, nil
 }
 
@@ -201,9 +203,11 @@ func (b *brokerChannels) ArchiveChannel(ctx context.Context, req *apiv1.ArchiveC
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.store.ArchiveChannel(ctx, ch.ID, b.now()); err != nil {
+	archived, err := b.store.ArchiveChannel(ctx, ch.ID, b.now())
+	if err != nil {
 		return nil, err
 	}
+	b.channelChanged(channelArchived, archived, "", "")
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.ArchiveChannelResponse{}, nil
 }
@@ -241,6 +245,7 @@ func (b *brokerChannels) AddChannelMember(ctx context.Context, req *apiv1.AddCha
 	if err != nil {
 		return nil, err
 	}
+	b.channelChanged(channelMembers, ch, req.GetMember(), role)
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.AddChannelMemberResponse{}, nil
 }
@@ -276,6 +281,7 @@ func (b *brokerChannels) RemoveChannelMember(ctx context.Context, req *apiv1.Rem
 	if err != nil {
 		return nil, err
 	}
+	b.channelChanged(channelMembers, ch, req.GetName(), "")
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.RemoveChannelMemberResponse{}, nil
 }

@@ -33,6 +33,10 @@ type core struct {
 	msgs     *messenger
 	hub      *hub.Hub
 	presence *presence
+	// live publishes the team stream (teamlive.go); agents are the
+	// members a runner has connected for.
+	live   *teamLive
+	agents *agentSet
 	// act is the activity capability as the core uses it: the rows the
 	// core records, the live activity streams a member change ends
 	// (activity.go).
@@ -77,11 +81,14 @@ type inboundHooks interface {
 	DropMember(ctx context.Context, member, why string) error
 }
 
-// disconnect ends the live streams member holds, chat and activity, whose
+// disconnect ends the live streams member holds, chat, activity and team, whose
 // credential match accepts (every one when match is nil).
 func (c *core) disconnect(member string, match func(cred string) bool) {
 	c.hub.Disconnect(member, match)
 	c.act.Disconnect(member, match)
+	if c.live != nil {
+		c.live.hub.Disconnect(member, match)
+	}
 }
 
 // commit runs fn in the transaction of the message committer's next batch,

@@ -230,6 +230,7 @@ func (c *core) runnerFeed(f *Feed, err error, runner bool, member string) (*Feed
 		return f, err
 	}
 	c.presence.runnerAttached(member)
+	c.runnerConnected(context.Background(), member)
 	f.onClose = func() { c.presence.runnerDetached(member) }
 	return f, nil
 }

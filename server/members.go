@@ -110,6 +110,7 @@ func (c *core) createMember(ctx context.Context, req *apiv1.CreateMemberRequest,
 		return teamconfig.Member{}, err
 	}
 	c.log.InfoContext(ctx, "member created", "member", entry.Name, "by", tok.CreatedBy)
+	c.presenceChanged(entry.Name)
 	return entry, nil
 }
 
@@ -218,6 +219,7 @@ func (b *brokerMembers) DeleteMember(ctx context.Context, req *apiv1.DeleteMembe
 	}
 	b.purge(ctx, purged)
 	b.disconnect(req.GetName(), nil)
+	b.presenceChanged(req.GetName())
 	if err := b.releaseMember(ctx, gone); err != nil {
 		// The member is gone; what is left is retried at the next start
 		// (releaseDeparted).

@@ -30,9 +30,9 @@ type metrics struct {
 
 	pushDM, pushChannel, pushBroadcast, pushOther prometheus.Counter
 	// streams are the live streams by kind (sse, grpc, activity).
-	streamsSSE, streamsGRPC, streamsActivity atomic.Int64
+	streamsSSE, streamsGRPC, streamsActivity, streamsTeam atomic.Int64
 	// cutChat and cutActivity count the streams the broker cut, by reason.
-	cutChat, cutActivity cutCounters
+	cutChat, cutActivity, cutTeam cutCounters
 
 	msgBatch, msgCommit prometheus.Histogram
 	actBatch, actCommit prometheus.Histogram
@@ -71,7 +71,7 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 
 	streams := func(kind string, n *atomic.Int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "svc_live_streams", Help: "Live streams open now, by kind: sse and grpc (chat), activity (SSE or gRPC).",
+			Name: "svc_live_streams", Help: "Live streams open now, by kind: sse and grpc (chat), activity and team (SSE or gRPC).",
 			ConstLabels: prometheus.Labels{"kind": kind},
 		}, func() float64 { return float64(n.Load()) })
 	}
@@ -114,12 +114,12 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 	// A stream is counted once, when it has really ended (Feed.Close), not
 	// when the hub cut it off: a stream stuck in a write is still live.
 	cuts := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "svc_streams_cut_total", Help: "Live streams the broker cut off, counted once each when it ended, by stream (chat or activity) and reason: slow_reader (fell a whole queue behind) or write_timeout (a write to the client did not complete in time).",
+		Name: "svc_streams_cut_total", Help: "Live streams the broker cut off, counted once each when it ended, by stream (chat, activity or team) and reason: slow_reader (fell a whole queue behind) or write_timeout (a write to the client did not complete in time).",
 	}, []string{"stream", "reason"})
 	for _, c := range []struct {
 		cc     *cutCounters
 		stream string
-	}{{&m.cutChat, "chat"}, {&m.cutActivity, "activity"}} {
+	}{{&m.cutChat, "chat"}, {&m.cutActivity, "activity"}, {&m.cutTeam, "team"}} {
 		c.cc.slowReader = cuts.WithLabelValues(c.stream, cutSlowReader)
 		c.cc.writeTimeout = cuts.WithLabelValues(c.stream, cutWriteTimeout)
 	}
@@ -129,6 +129,7 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		pushes,
 		streams(streamSSE, &m.streamsSSE), streams(streamGRPC, &m.streamsGRPC), streams(streamActivity, &m.streamsActivity),
+		streams(streamTeam, &m.streamsTeam),
 		delivered("chat", chat), delivered("activity", act),
 		cuts,
 		m.msgBatch, m.actBatch, m.msgCommit, m.actCommit,
@@ -198,8 +199,11 @@ func (c *cutCounters) count(reason string) {
 // streamCuts returns the cut counters of the streams of kind: chat (sse,
 // grpc) or activity.
 func (m *metrics) streamCuts(kind string) *cutCounters {
-	if kind == streamActivity {
+	switch kind {
+	case streamActivity:
 		return &m.cutActivity
+	case streamTeam:
+		return &m.cutTeam
 	}
 	return &m.cutChat
 }
@@ -211,6 +215,8 @@ func (m *metrics) streamGauge(kind string) *atomic.Int64 {
 		return &m.streamsSSE
 	case streamGRPC:
 		return &m.streamsGRPC
+	case streamTeam:
+		return &m.streamsTeam
 	default:
 		return &m.streamsActivity
 	}

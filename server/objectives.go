@@ -144,6 +144,7 @@ func (s *Objectives) CreateObjective(ctx context.Context, req *apiv1.CreateObjec
 		return nil, r.err
 	}
 	s.mark(ctx, o, o.Assignee, activityOpen, "", now)
+	s.objectiveChanged(objectiveCreated, o)
 	return &apiv1.CreateObjectiveResponse{Objective: objectiveToProto(o)}, nil
 }
 
@@ -402,6 +403,7 @@ func (s *Objectives) mutate(ctx context.Context, id string, p *auth.Principal, f
 // messages, actor named as the one who made it.
 func (c *core) mutateObjective(ctx context.Context, id, actor string, fn func(o *store.Objective) ([]event, error)) (store.Objective, error) {
 	var out store.Objective
+	changed := false
 	managers := c.holders(auth.MembersManage)
 	ids := c.memberSnapshot()
 	r := c.msgs.change(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
@@ -436,9 +438,12 @@ func (c *core) mutateObjective(ctx context.Context, id, actor string, fn func(o 
 		if err := tx.GrantEntries(ctx, entryIDs(o.Attachments), joined); err != nil {
 			return nil, err
 		}
-		out = o
+		out, changed = o, true
 		return record(ctx, tx, o, managers, ids, actor, now, evs)
 	}, nil, nil)
+	if r.err == nil && changed {
+		c.objectiveChanged(objectiveUpdated, out)
+	}
 	return out, r.err
 }
 

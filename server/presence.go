@@ -42,6 +42,15 @@ type presence struct {
 	// until the decision, whatever its runner reports and however long it
 	// waits.
 	blocked func(member string) bool
+	// onChange, when set, runs outside the lock whenever a member's live
+	// activity may read differently: a report, a runner gone, and the
+	// activityTTL lapse of a state not refreshed (the team stream).
+	onChange func(member string)
+	// lapses are the timers of the non-idle states, by member: each fires
+	// activityTTL after the last report, when the state reads idle.
+	lapses map[string]*time.Timer
+	// afterFunc arms a lapse timer; time.AfterFunc unless a test sets one.
+	afterFunc func(d time.Duration, f func()) *time.Timer
 }
 
 type sighting struct {
@@ -52,7 +61,7 @@ type sighting struct {
 }
 
 func newPresence(now func() time.Time) *presence {
-	return &presence{now: now, seen: map[string]*sighting{}, runners: map[string]int{}}
+	return &presence{now: now, seen: map[string]*sighting{}, runners: map[string]int{}, lapses: map[string]*time.Timer{}, afterFunc: time.AfterFunc}
 }
 
 // touchLocked records a sighting of member.
@@ -87,10 +96,50 @@ func (pr *presence) touchIfSeen(member string) {
 func (pr *presence) setActivity(member, state string) {
 	pr.mu.Lock()
 	s := pr.touchLocked(member)
+	// A runner refreshes its state every few seconds: only a state that
+	// reads differently is news to the team streams.
+	was := stateIdle
+	if s.state != stateIdle && s.lastSeen.Sub(s.stateAt) < activityTTL {
+		was = s.state
+	}
 	s.state, s.stateAt = state, s.lastSeen
+	pr.armLapseLocked(member, state)
 	pr.mu.Unlock()
 	if pr.onActivity != nil {
 		pr.onActivity(member)
+	}
+	if was != state {
+		pr.changed(member)
+	}
+}
+
+// armLapseLocked (re)arms member's lapse timer for a non-idle state, or
+// stops it for idle: nothing else would tell a live view that a state
+// nobody refreshed now reads idle.
+func (pr *presence) armLapseLocked(member, state string) {
+	if t := pr.lapses[member]; t != nil {
+		t.Stop()
+		delete(pr.lapses, member)
+	}
+	if state == stateIdle || pr.onChange == nil {
+		return
+	}
+	var t *time.Timer
+	t = pr.afterFunc(activityTTL, func() {
+		pr.mu.Lock()
+		if pr.lapses[member] == t {
+			delete(pr.lapses, member)
+		}
+		pr.mu.Unlock()
+		pr.changed(member)
+	})
+	pr.lapses[member] = t
+}
+
+// changed runs onChange for member, when set.
+func (pr *presence) changed(member string) {
+	if pr.onChange != nil {
+		pr.onChange(member)
 	}
 }
 
@@ -112,12 +161,16 @@ func (pr *presence) runnerDetached(member string) {
 		delete(pr.runners, member)
 		if s := pr.seen[member]; s != nil && s.state != stateIdle {
 			s.state, s.stateAt = stateIdle, pr.now()
+			pr.armLapseLocked(member, stateIdle)
 			changed = true
 		}
 	}
 	pr.mu.Unlock()
 	if changed && pr.onActivity != nil {
 		pr.onActivity(member)
+	}
+	if changed {
+		pr.changed(member)
 	}
 }
 
@@ -151,20 +204,37 @@ func (pr *presence) list(connected func(string) int, role func(string) (*apiv1.R
 			continue // deleted since
 		}
 		p := &apiv1.Presence{Name: name, Connected: int32(connected(name)), CreatedAt: wire.MS(s.createdAt), LastSeen: wire.MS(s.lastSeen), Role: r}
-		switch {
-		case p.Connected > 0 && pr.blocked != nil && pr.blocked(name):
-			// Only while connected: a runner gone (a crash) leaves its
-			// approvals pending, but nothing waits on them any more.
-			state, busy := stateBlocked, false
-			p.Activity, p.Busy = &state, &busy
-		case s.state != stateIdle && now.Sub(s.stateAt) < activityTTL:
-			state, busy := s.state, s.state == stateWorking
+		if state := pr.stateLocked(name, s, int(p.Connected), now); state != stateIdle {
+			busy := state == stateWorking
 			p.Activity, p.Busy = &state, &busy
 		}
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// stateLocked is how member's live activity reads at now, with connected
+// live streams: blocked while it waits on a decision, else its reported
+// state until activityTTL lapses without a refresh, else idle.
+func (pr *presence) stateLocked(name string, s *sighting, connected int, now time.Time) string {
+	switch {
+	case connected > 0 && pr.blocked != nil && pr.blocked(name):
+		// Only while connected: a runner gone (a crash) leaves its
+		// approvals pending, but nothing waits on them any more.
+		return stateBlocked
+	case s != nil && s.state != stateIdle && now.Sub(s.stateAt) < activityTTL:
+		return s.state
+	}
+	return stateIdle
+}
+
+// state is how member's live activity reads now, with connected live
+// streams (see stateLocked).
+func (pr *presence) state(name string, connected int) string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.stateLocked(name, pr.seen[name], connected, pr.now())
 }
 
 // brokerPresence serves the roster and live activity.
@@ -175,7 +245,10 @@ func (b *brokerPresence) GetRoster(context.Context, *apiv1.GetRosterRequest) (*a
 	resp := &apiv1.GetRosterResponse{}
 	roles := map[string]*apiv1.Role{}
 	for _, m := range b.team.Members() {
-		resp.Teammates = append(resp.Teammates, teammateToProto(m))
+		tm := teammateToProto(m)
+		agent := b.agents.is(m)
+		tm.Agent = &agent
+		resp.Teammates = append(resp.Teammates, tm)
 		roles[m.Name] = roleToProto(m.Role)
 	}
 	resp.Connected = b.presence.list(b.hub.Connected, func(name string) (*apiv1.Role, bool) {

@@ -84,7 +84,9 @@ type options struct {
 	publicURL     string
 	jwt           *federation.Config
 	jwtOverlay    string
-	prices        *pricing.Table
+	// jwtMaxLifetime is federation.Options.MaxLifetime.
+	jwtMaxLifetime time.Duration
+	prices         *pricing.Table
 }
 
 // WithLogger sets the logger; the default discards.
@@ -136,6 +138,12 @@ func WithFederation(jwt *federation.Config, overlayPath string) Option {
 	return func(o *options) { o.jwt, o.jwtOverlay = jwt, overlayPath }
 }
 
+// WithJWTMaxLifetime caps how far a federation JWT's exp may lie after
+// the moment it is presented; zero keeps federation.DefaultMaxLifetime.
+func WithJWTMaxLifetime(d time.Duration) Option {
+	return func(o *options) { o.jwtMaxLifetime = d }
+}
+
 // WithPrices sets the model price table costs are computed with; the
 // default is the table shipped in the binary.
 func WithPrices(t *pricing.Table) Option { return func(o *options) { o.prices = t } }
@@ -176,14 +184,20 @@ func New(d Deps, opts ...Option) *Server {
 		store: d.Store, activity: d.Activity, team: d.Team, kek: d.KEK, version: d.Version,
 		presence: newPresence(o.now), blobs: o.blobs, maxFileSize: o.maxFileSize, quotaBytes: o.quotaBytes,
 		now: o.now, log: o.log, ids: newMemberIDs(d.Team),
+		live: &teamLive{hub: hub.New(hub.WithMaxPerMember(o.maxStreams))}, agents: newAgentSet(),
 	}
+	c.presence.onChange = c.presenceChanged
 	if d.Store != nil && d.Team != nil {
 		if err := c.ids.load(context.Background(), d.Store); err != nil {
 			o.log.Error("deleted members not loaded: their rows show as an unknown deleted member's", "err", err)
 		}
 		c.adoptMemberIDs(context.Background())
+		if err := c.agents.load(context.Background(), d.Store, d.Team.Members()); err != nil {
+			o.log.Error("agent marks not loaded: members read as agents once their runner connects again", "err", err)
+		}
 	}
 	c.approvals = newPendingApprovals()
+	c.approvals.changed = c.presenceChanged
 	c.presence.blocked = c.approvals.blocked
 	// (A server with no store is built only by tests of the method table.)
 	if d.Store != nil {
@@ -221,7 +235,7 @@ func New(d Deps, opts ...Option) *Server {
 	// A member's reach changes when it attaches or reports what it does:
 	// queued or held hook copies may go now.
 	c.presence.onActivity = func(string) { hooked.Poke() }
-	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke() }), hub.WithMaxPerMember(o.maxStreams))
+	c.hub = hub.New(hub.WithOnChange(func(m string) { c.presence.touch(m); hooked.Poke(); c.presenceChanged(m) }), hub.WithMaxPerMember(o.maxStreams))
 	c.maxStreams = o.maxStreams
 	push := newPushNotifier(d.Store, d.Team, d.KEK, o.pushSubject, o.pushAllowHTTP, o.egress, o.log)
 	c.msgs = newMessenger(d.Store, c.hub, o.now, o.log, push.notify)
@@ -268,7 +282,7 @@ func New(d Deps, opts ...Option) *Server {
 	fed := &federationState{
 		verifier: federation.New(federation.Options{
 			Client: egress.NewClient(egress.Options{Policy: o.egress, Timeout: federation.DefaultFetchTimeout}),
-			Now:    o.now, Log: o.log,
+			Now:    o.now, Log: o.log, MaxLifetime: o.jwtMaxLifetime,
 		}),
 		overlay: o.jwtOverlay,
 		client:  egress.NewClient(egress.Options{Policy: o.egress, Timeout: lookupTimeout}),
@@ -320,6 +334,14 @@ func New(d Deps, opts ...Option) *Server {
 	return s
 }
 
+// BindLegacyToolCredentials binds each tool credential sealed before
+// origins were recorded to the origin its source is configured for now
+// (toolsources.Service.BindLegacyCredentials). Call it once at start,
+// before Run and before serving; it returns how many it bound.
+func (s *Server) BindLegacyToolCredentials(ctx context.Context) (int, error) {
+	return s.tools.BindLegacyCredentials(ctx)
+}
+
 // Run runs the background loops (the message committer, the activity
 // marker writer, the browser push workers) until ctx ends. Pushes wait for
 // the committer: start it before serving, and stop it only once the
@@ -339,6 +361,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) CloseStreams() {
 	s.core.hub.Close()
 	s.act.CloseStreams()
+	s.core.live.hub.Close()
 }
 
 // Attach opens a feed of the caller's messages for a hand-written stream

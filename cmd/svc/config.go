@@ -14,6 +14,7 @@ import (
 
 	"svc/server/clientaddr"
 	"svc/server/egress"
+	"svc/server/federation"
 	"svc/server/pricing"
 	"svc/server/teamconfig"
 )
@@ -87,7 +88,20 @@ type Config struct {
 	// MinFreeMiB is the free space under a store below which start warns
 	// (SVC_MIN_FREE_MIB; 0 never warns; storage.go).
 	MinFreeMiB int
+	// JWTMaxLifetime is the furthest a federation JWT's exp may lie after
+	// the moment it is presented (--jwt-max-lifetime, SVC_JWT_MAX_LIFETIME,
+	// a Go duration from 1m to 720h; default 24h; docs/FEDERATION.md,
+	// Token lifetime).
+	JWTMaxLifetime time.Duration
 }
+
+// The bounds of --jwt-max-lifetime: under a minute no platform could
+// refresh in time; past 30 days a stolen token outlives any incident
+// response.
+const (
+	minJWTMaxLifetime = time.Minute
+	maxJWTMaxLifetime = 30 * 24 * time.Hour
+)
 
 // KEKPath is the KEK file beside the config, <config>.kek
 // (docs/DECISIONS.md, The KEK a store was sealed under).
@@ -125,6 +139,11 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	activity := fs.String("activity-db-path", env("SVC_ACTIVITY_DB_PATH", ""), "activity store file; default <db-path>-activity.db (env SVC_ACTIVITY_DB_PATH)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SVC_LOG_LEVEL", "info"), "debug, info, warn or error (env SVC_LOG_LEVEL)")
 	proxies := fs.String("trusted-proxies", env("SVC_TRUSTED_PROXIES", ""), "reverse proxies whose X-Forwarded-For names the client: comma-separated addresses and CIDR ranges (env SVC_TRUSTED_PROXIES)")
+	jwtLifetimeDefault := os.Getenv("SVC_JWT_MAX_LIFETIME")
+	if jwtLifetimeDefault == "" {
+		jwtLifetimeDefault = federation.DefaultMaxLifetime.String()
+	}
+	jwtLifetime := fs.String("jwt-max-lifetime", jwtLifetimeDefault, "the furthest a federation JWT's exp may lie ahead, a Go duration from 1m to 720h (env SVC_JWT_MAX_LIFETIME)")
 	if err := fs.Parse(args); err != nil {
 		return c, &exitError{code: 2, err: err}
 	}
@@ -166,6 +185,9 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 		if c.OTLPFlushAfter, err = time.ParseDuration(v); err != nil || c.OTLPFlushAfter < 100*time.Millisecond || c.OTLPFlushAfter > 24*time.Hour {
 			return c, &exitError{code: 2, err: fmt.Errorf("SVC_OTLP_FLUSH_AFTER: must be a duration from 100ms to 24h, got %q", v)}
 		}
+	}
+	if c.JWTMaxLifetime, err = time.ParseDuration(*jwtLifetime); err != nil || c.JWTMaxLifetime < minJWTMaxLifetime || c.JWTMaxLifetime > maxJWTMaxLifetime {
+		return c, &exitError{code: 2, err: fmt.Errorf("--jwt-max-lifetime/SVC_JWT_MAX_LIFETIME: must be a duration from 1m to 720h (30 days), got %q", *jwtLifetime)}
 	}
 	if err := parseStorageEnv(&c); err != nil {
 		return c, err

@@ -57,6 +57,9 @@ commands:
   files sweep --config-path P --db-path D [--yes]
                                              delete files no file entry references
   check [--db-path P] [--files=false]        check the stores and stored files in full
+  admin token --member NAME [--config-path P] --db-path D
+                                             mint a new token for a members.manage holder
+                                             (a lost admin token; the broker stopped)
   version                                    print the version
   login [--url U] [--label L]                sign in with the device flow; saves the token
   whoami                                     print your member, role and permissions
@@ -174,6 +177,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	case "kek":
 		return kekCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "admin":
+		return adminCommand(ctx, args[1:], stdout, stderr)
 	case "files":
 		return filesCommand(ctx, args[1:], stdin, stdout, stderr)
 	case "login", "whoami", "send", "tail", "approve", "deny", "approvals":

@@ -105,6 +105,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		server.WithPublicURL(cfg.PublicURL),
 		server.WithStoreCommits(commits),
 		server.WithFederation(jwt, cfg.JWTOverlayPath()),
+		server.WithJWTMaxLifetime(cfg.JWTMaxLifetime),
 		server.WithPrices(prices),
 	}
 	if file.Files != nil {
@@ -116,6 +117,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	warnLowSpace(log, cfg.MinFreeMiB, storageDirs(cfg, file.Files))
 	srv := server.New(server.Deps{Store: st, Activity: act, Team: team, KEK: k, Version: version}, srvOpts...)
+	// Before anything is served: a tool credential sealed before origins
+	// were recorded is bound to the origin configured now (docs/TOOLCALL.md,
+	// Credential origin).
+	if _, err := srv.BindLegacyToolCredentials(ctx); err != nil {
+		return fmt.Errorf("refusing to start: binding tool credentials to their origin: %w", err)
+	}
 	lg := file.LoopGuardSettings()
 	log.Info("loop guard", "max_hops", lg.MaxHops, "agent_pushes_per_minute", lg.AgentPushesPerMinute, "agent_push_burst", lg.AgentPushBurst)
 	// The committer runs until the listeners have drained, so in-flight
@@ -170,7 +177,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
 		"max_unauthenticated_conns", cfg.MaxUnauthConns, "max_streams_per_member", cfg.MaxStreamsPerMember,
-		"trusted_proxies", cfg.TrustedProxies.String(),
+		"trusted_proxies", cfg.TrustedProxies.String(), "jwt_max_lifetime", cfg.JWTMaxLifetime.String(),
 		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
 
 	g.Go(func() error {

@@ -53,6 +53,7 @@ var methodRules = map[string]Rule{
 
 	apiv1.Broker_Push_FullMethodName:                   AnyMember,
 	apiv1.Broker_Subscribe_FullMethodName:              AnyMember, // self, checked in the service
+	apiv1.Broker_StreamTeam_FullMethodName:             AnyMember, // what the roster, channels and objectives show any member
 	apiv1.Broker_History_FullMethodName:                AnyMember, // visibility checked in the service
 	apiv1.Broker_ListChannels_FullMethodName:           AnyMember,
 	apiv1.Broker_CreateChannel_FullMethodName:          AnyMember,

@@ -72,7 +72,7 @@ func escapeValue(s string) string {
 // *InvalidError.
 func (c *compiled) substitute(args map[string]any) (*request, error) {
 	r := &request{method: c.method, headers: http.Header{}}
-	path, err := render(c.path, args, escapeValue)
+	path, err := render(c.path, args, nil, escapeValue)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (c *compiled) substitute(args map[string]any) (*request, error) {
 	}
 	u := c.origin + path
 	if c.hasQuery {
-		q, err := render(c.query, args, escapeValue)
+		q, err := render(c.query, args, c.optional, escapeValue)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +99,7 @@ func (c *compiled) substitute(args map[string]any) (*request, error) {
 	}
 	r.url = u
 	for _, h := range c.headers {
-		v, err := render(h.value, args, nil)
+		v, err := render(h.value, args, c.optional, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +112,7 @@ func (c *compiled) substitute(args map[string]any) (*request, error) {
 		r.headers.Set(h.name, v)
 	}
 	if c.hasBody {
-		v, err := substituteBody(c.body, args)
+		v, err := substituteBody(c.body, args, c.optional)
 		if err != nil {
 			return nil, err
 		}
@@ -128,17 +128,17 @@ func (c *compiled) substitute(args map[string]any) (*request, error) {
 	return r, nil
 }
 
-func substituteBody(t any, args map[string]any) (any, error) {
+func substituteBody(t any, args map[string]any, optional map[string]bool) (any, error) {
 	switch x := t.(type) {
 	case bodyString:
-		if x.whole {
+		if x.whole && !absent(args, x.parts[0].Path, optional) {
 			return lookup(args, x.parts[0].Path)
 		}
-		return render(x.parts, args, nil)
+		return render(x.parts, args, optional, nil)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			v, err := substituteBody(e, args)
+			v, err := substituteBody(e, args, optional)
 			if err != nil {
 				return nil, err
 			}
@@ -148,7 +148,7 @@ func substituteBody(t any, args map[string]any) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			v, err := substituteBody(e, args)
+			v, err := substituteBody(e, args, optional)
 			if err != nil {
 				return nil, err
 			}

@@ -72,8 +72,59 @@ func redactString(s string, secrets ...string) string {
 // across JSON string values, and any svc bearer token (docs/TOOLCALL.md,
 // "Encoded echoes of the credential").
 func redactEchoes(s, secret string) string {
-	s = redactString(s, secret)
+	s = redactRaw(s, secret)
 	return redact.NewWith(redact.Options{Echoes: true}, secret).String(s)
+}
+
+// redactRaw is redactString of one secret for text that may be JSON: a
+// match that starts inside a backslash escape (the hex digits of \u0030,
+// the n of \n) takes the escape with it, so that JSON text stays JSON
+// (half an escape is not) and the secret still goes.
+func redactRaw(s, secret string) string {
+	if secret == "" || !strings.Contains(s, secret) {
+		return s
+	}
+	var b strings.Builder
+	last := 0 // s[:last] is written
+	for {
+		k := strings.Index(s[last:], secret)
+		if k < 0 {
+			break
+		}
+		start := last + k
+		b.WriteString(s[last:max(escapeStart(s, start), last)])
+		b.WriteString(redacted)
+		last = start + len(secret)
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// escapeStart is the index of the backslash opening the JSON escape that
+// s[p] lies inside, or p when it lies in none. An escape is \ and one
+// character, or \u and four; a backslash opens one when an even number of
+// backslashes comes before it.
+func escapeStart(s string, p int) int {
+	j := strings.LastIndexByte(s[max(p-5, 0):p], '\\')
+	if j < 0 {
+		return p
+	}
+	j += max(p-5, 0)
+	run := 0
+	for q := j; q >= 0 && s[q] == '\\'; q-- {
+		run++
+	}
+	if run%2 == 0 {
+		return p // s[j] closes an escaped backslash
+	}
+	end := j + 2
+	if j+1 < len(s) && s[j+1] == 'u' {
+		end = j + 6
+	}
+	if p < end {
+		return j
+	}
+	return p
 }
 
 // redactJSON redacts secret from a JSON document an upstream wrote, as

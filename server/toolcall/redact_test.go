@@ -276,3 +276,25 @@ func TestInvokeHTTPRedactsEchoes(t *testing.T) {
 		})
 	}
 }
+
+// TestRedactRaw: a secret that starts inside a JSON escape takes the
+// escape with it, so a document stays JSON; elsewhere it is replaced as
+// it is.
+func TestRedactRaw(t *testing.T) {
+	for _, tc := range []struct{ in, sec, want string }{
+		{`["\u00000000"]`, "00000000", `["[REDACTED]"]`},
+		{`["\u0030abcdefgh"]`, "30abcdefgh", `["[REDACTED]"]`},
+		{`["a\nabcdefgh"]`, "nabcdefgh", `["a[REDACTED]"]`},
+		{`["a\\nabcdefgh"]`, "nabcdefgh", `["a\\[REDACTED]"]`},
+		{`["\\\u0041bcdefghi"]`, "0041bcdefghi", `["\\[REDACTED]"]`},
+		{`abcdefgh abcdefgh`, "abcdefgh", `[REDACTED] [REDACTED]`},
+		{`\x abcdefgh`, "abcdefgh", `\x [REDACTED]`},
+		{`nothing here`, "abcdefgh", `nothing here`},
+	} {
+		got := redactRaw(tc.in, tc.sec)
+		require.Equal(t, tc.want, got, tc.in)
+		if json.Valid([]byte(tc.in)) {
+			require.True(t, json.Valid([]byte(got)), "%s → %s", tc.in, got)
+		}
+	}
+}

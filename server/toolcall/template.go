@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -101,6 +102,17 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// absent reports whether path starts at an optional argument (declared
+// in the tool's inputSchema but not required) that args leaves out: it
+// then renders empty (docs/TOOLCALL.md, Optional arguments).
+func absent(args map[string]any, path []string, optional map[string]bool) bool {
+	if !optional[path[0]] {
+		return false
+	}
+	_, ok := args[path[0]]
+	return !ok
+}
+
 // lookup resolves a template path in args. A missing key, an index out of
 // range or a step into a scalar is an *InvalidError naming the path.
 func lookup(args map[string]any, path []string) (any, error) {
@@ -157,11 +169,16 @@ func stringForm(v any) (string, error) {
 }
 
 // render substitutes args into parts; enc encodes each substituted value.
-func render(parts []part, args map[string]any, enc func(string) string) (string, error) {
+// An absent optional argument renders empty; optional is nil where every
+// argument must be there (the URL's path).
+func render(parts []part, args map[string]any, optional map[string]bool, enc func(string) string) (string, error) {
 	var b strings.Builder
 	for _, p := range parts {
 		if p.Path == nil {
 			b.WriteString(p.Text)
+			continue
+		}
+		if absent(args, p.Path, optional) {
 			continue
 		}
 		v, err := lookup(args, p.Path)
@@ -178,6 +195,34 @@ func render(parts []part, args map[string]any, enc func(string) string) (string,
 		b.WriteString(s)
 	}
 	return b.String(), nil
+}
+
+// OptionalArgs names the arguments inputSchema declares in "properties"
+// but not in "required", sorted. A schema without properties (such as {})
+// declares none: every argument a binding uses stays required.
+func OptionalArgs(inputSchema json.RawMessage) []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []json.RawMessage          `json:"required"`
+	}
+	if json.Unmarshal(inputSchema, &s) != nil {
+		return nil
+	}
+	required := map[string]bool{}
+	for _, r := range s.Required {
+		var name string
+		if json.Unmarshal(r, &name) == nil {
+			required[name] = true
+		}
+	}
+	var out []string
+	for name := range s.Properties {
+		if !required[name] {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // marshalJSON is json.Marshal without HTML escaping.

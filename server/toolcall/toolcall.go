@@ -33,6 +33,11 @@ type Binding struct {
 	URL     string            `json:"url"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    json.RawMessage   `json:"body,omitempty"`
+	// Optional names the arguments the tool's inputSchema declares but
+	// does not require (OptionalArgs). Left out of the query, a header
+	// value or the body they render empty; the path may not use them.
+	// Derived from the schema, never stored with the binding.
+	Optional []string `json:"-"`
 }
 
 // Tool is one tool an MCP source lists.
@@ -87,13 +92,16 @@ func New(client *http.Client, o Options) *Caller {
 }
 
 // Validate checks a binding at save time: a static origin (http or https,
-// no template, userinfo or encoded tricks in scheme, host or port) and the
+// no template, userinfo or encoded tricks in scheme, host or port), the
 // header guards (no Authorization, Cookie, Host or credHeader, in any
-// case). credHeader is the source credential's header name, "" if none.
+// case), and no optional argument in the URL's path. credHeader is the source credential's header name, "" if none.
 // The error is an *InvalidError.
 func (b Binding) Validate(credHeader string) error {
-	_, err := compile(b, credHeader)
-	return err
+	c, err := compile(b, credHeader)
+	if err != nil {
+		return err
+	}
+	return checkOptionalInPath(c)
 }
 
 // InvokeHTTP calls a custom tool: it substitutes args into b (percent-

@@ -63,6 +63,7 @@ type compiled struct {
 	headers   []compiledHeader // sorted by name
 	body      any              // decoded with UseNumber; nil when none
 	hasBody   bool
+	optional  map[string]bool // Binding.Optional
 }
 
 type compiledHeader struct {
@@ -76,6 +77,12 @@ func invalid(field, format string, a ...any) *InvalidError {
 
 func compile(b Binding, credHeader string) (*compiled, error) {
 	c := &compiled{}
+	if len(b.Optional) > 0 {
+		c.optional = make(map[string]bool, len(b.Optional))
+		for _, name := range b.Optional {
+			c.optional[name] = true
+		}
+	}
 	if !methods[b.Method] {
 		return nil, invalid("method", "must be one of GET, POST, PUT, PATCH, DELETE (upper case)")
 	}
@@ -90,6 +97,19 @@ func compile(b Binding, credHeader string) (*compiled, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkOptionalInPath refuses a path that templates an optional
+// argument: rendered empty, it would make another call (DELETE
+// /items/{{args.id}} would become DELETE /items/). Save time only, so a
+// tool saved before this rule still runs while the argument is given.
+func checkOptionalInPath(c *compiled) error {
+	for _, p := range c.path {
+		if p.Path != nil && c.optional[p.Path[0]] {
+			return invalid("url", "the path uses argument %q, which the inputSchema does not require; an empty path segment would change the call, so list %q in the inputSchema's required", p.Path[0], p.Path[0])
+		}
+	}
+	return nil
 }
 
 func compileURL(c *compiled, raw string) error {

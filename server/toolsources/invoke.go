@@ -85,6 +85,7 @@ func (s *Service) InvokeTool(ctx context.Context, req *apiv1.InvokeToolRequest) 
 		if err := json.Unmarshal(tool.Binding, &b); err != nil {
 			return nil, err
 		}
+		b.Optional = toolcall.OptionalArgs(tool.InputSchema)
 		target = b.URL
 	} else {
 		if target, err = mcpURL(x.Config); err != nil {

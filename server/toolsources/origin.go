@@ -141,3 +141,57 @@ func (s *Service) pinCredential(ctx context.Context, tx store.Tx, x *store.ToolS
 	x.Credential = cred
 	return nil
 }
+
+// BindLegacyCredentials runs once at start, before any request: each
+// credential sealed before origins were recorded is bound to the origin
+// its source is configured for now (an mcp source's config.url; a custom
+// source's tools' one origin) and re-sealed with it, one write each,
+// logged without the value. A custom source with no tool, or tools on
+// several origins, has no one origin to trust: its credential stays
+// withheld until set again, with a warning. Without a KEK nothing can be
+// opened and nothing is done. It returns how many it bound; an error is
+// the store's.
+func (s *Service) BindLegacyCredentials(ctx context.Context) (int, error) {
+	if s.d.Registry.Sealing() != nil {
+		return 0, nil
+	}
+	xs, err := s.d.Store.ListToolSources(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, x := range xs {
+		if x.Credential.Kind == "" {
+			continue
+		}
+		c, legacy, err := s.openCred(x)
+		if err != nil {
+			s.d.Log.Warn("tool credential cannot be opened; it is withheld until set again", "source", x.Slug, "err", err)
+			continue
+		}
+		if !legacy {
+			continue
+		}
+		org, err := credentialOrigin(x)
+		if err != nil || org == "" {
+			s.d.Log.Warn("tool credential sealed without an origin stays withheld: its source calls no single origin (no tool, or tools on several origins); set it again",
+				"source", x.Slug, "kind", x.Kind)
+			continue
+		}
+		sealed, err := s.sealCred(x.Slug, org, c.Secret)
+		if err != nil {
+			return n, err
+		}
+		cred := x.Credential
+		cred.Secret = sealed
+		// The source's updatedAt is kept: nothing a member set has changed.
+		if err := s.d.Store.WithTx(ctx, func(tx store.Tx) error {
+			return tx.SetToolCredential(ctx, x.Slug, cred, x.UpdatedAt)
+		}); err != nil {
+			return n, err
+		}
+		n++
+		s.d.Log.Info("tool credential sealed without an origin bound to the origin configured at start", "source", x.Slug, "kind", x.Kind, "origin", org)
+	}
+	return n, nil
+}

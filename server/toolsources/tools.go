@@ -108,6 +108,7 @@ func (s *Service) PutTool(ctx context.Context, req *apiv1.PutToolRequest) (*apiv
 	if err != nil {
 		return nil, err
 	}
+	b.Optional = toolcall.OptionalArgs(schema)
 	if len(bj) > maxToolBinding {
 		return nil, apierr.Invalid("binding", "at most %d bytes", maxToolBinding)
 	}

@@ -447,6 +447,10 @@ func TestBadEnvironmentRefusesToStart(t *testing.T) {
 		{name: "startup check budget not a duration", env: "SVC_STARTUP_CHECK_TIMEOUT=soon", code: 2, want: "SVC_STARTUP_CHECK_TIMEOUT"},
 		{name: "startup check budget negative", env: "SVC_STARTUP_CHECK_TIMEOUT=-1s", code: 2, want: "SVC_STARTUP_CHECK_TIMEOUT"},
 		{name: "free-space floor negative", env: "SVC_MIN_FREE_MIB=-1", code: 2, want: "SVC_MIN_FREE_MIB"},
+		{name: "JWT lifetime cap zero", env: "SVC_JWT_MAX_LIFETIME=0s", code: 2, want: "SVC_JWT_MAX_LIFETIME"},
+		{name: "JWT lifetime cap negative", env: "SVC_JWT_MAX_LIFETIME=-1h", code: 2, want: "SVC_JWT_MAX_LIFETIME"},
+		{name: "JWT lifetime cap past 30 days", env: "SVC_JWT_MAX_LIFETIME=721h", code: 2, want: "SVC_JWT_MAX_LIFETIME"},
+		{name: "JWT lifetime cap not a duration", env: "SVC_JWT_MAX_LIFETIME=1d", code: 2, want: "SVC_JWT_MAX_LIFETIME"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -578,11 +578,13 @@ func TestMaintenanceCommandsHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"kek", "--help"}, {"kek", "rotate", "--help"}, {"kek", "reset", "--help"},
 		{"kek", "fingerprint", "--help"}, {"files", "--help"}, {"files", "sweep", "--help"},
+		{"admin", "--help"}, {"admin", "token", "--help"},
 	} {
 		code, _, stderr := runSvc(t, args, nil, nil)
 		require.Equal(t, 0, code, "svc %v: %s", args, stderr)
 	}
-	for _, args := range [][]string{{"kek"}, {"kek", "spin"}, {"files"}, {"kek", "rotate", "--db-path", "x.db"}, {"kek", "rotate", "--bogus"}} {
+	for _, args := range [][]string{{"kek"}, {"kek", "spin"}, {"files"}, {"kek", "rotate", "--db-path", "x.db"}, {"kek", "rotate", "--bogus"},
+		{"admin"}, {"admin", "spin"}, {"admin", "token", "--bogus"}, {"admin", "token", "--member", "admin"}} {
 		code, _, stderr := runSvc(t, args, nil, nil)
 		require.Equal(t, 2, code, "svc %v: %s", args, stderr)
 	}

@@ -304,8 +304,10 @@ func TestWebUIAdmin(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("ep-slug")),
 		chromedp.SendKeys(chromedp.ID("ep-slug"), "gh"),
 		chromedp.SendKeys(chromedp.ID("ep-display"), "GitHub"),
-		chromedp.SendKeys(chromedp.ID("ep-targets"), "@"+me),
-		chromedp.SendKeys(chromedp.ID("ep-secret"), hookSecret),
+		chromedp.SendKeys(chromedp.ID("ep-secret"), hookSecret))
+	uiSelect(t, pg, "ep-targets", "m:"+me)
+	pg.Do(t, "add the target and create",
+		chromedp.Click(chromedp.CSS(`#adm-notif .multipick button`)),
 		chromedp.Click(chromedp.CSS(`.adm-editor form button[type=submit]`)))
 	pg.WaitJS(t, "created with a secret", `document.querySelector('.adm-editor .msg.ok')?.textContent.includes('Secret stored') &&
 		[...document.querySelectorAll('#adm-notif tbody tr')].some(tr => tr.textContent.includes('gh') && tr.textContent.includes('set'))`, uiWait)

@@ -25,12 +25,48 @@ import (
 //     member (fetch from the page with that member's bearer token) until
 //     its element is in the open conversation's DOM (a MutationObserver's
 //     performance.now()), both on the browser's clock, over benchMessages
-//     messages sent one after another.
+//     messages sent one after another;
+//   - chat-1k-usable-ms: from navigation start to a channel of
+//     bench1kMessages messages being usable: the composer's textarea
+//     rendered and enabled, and the newest message's text on screen (not
+//     covered, not scrolled away), checked every animation frame, on the
+//     browser's clock. Issue 27's budget is under 1 s on this machine.
 //
 // Run: go test -tags sqlite_omit_load_extension -run '^$' -bench BenchmarkWebUI -benchtime 1x ./cmd/svc/e2e/
 // (part of `make bench`). The figures are in docs/WEBAPP.md.
 
 const benchMessages = 200
+
+// bench1kMessages is the size of the channel chat-1k-usable-ms opens.
+const bench1kMessages = 1000
+
+// usableProbe records when the open conversation is usable: its composer
+// (a textarea) rendered and enabled, and the newest message's text on
+// screen. It keys on those two, not on the page's markup, which changes.
+// That the composer is on screen without scrolling is the chat page's own
+// test (issue 27); here it is timing, not layout.
+const usableProbe = `(() => {
+  const want = %s;
+  const inView = (r) => r.width > 0 && r.height > 0 && r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth;
+  const shown = (node, r) => { const e = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2); return !!e && (node.contains(e) || e.contains(node)); };
+  const usable = () => {
+    const c = document.querySelector('form.composer textarea, textarea#compose');
+    if (!c || c.disabled) return false;
+    if (!c.getClientRects().length) return false;
+    const x = document.evaluate('(//text()[contains(., ' + JSON.stringify(want) + ')])[last()]', document, null, XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue;
+    if (!x) return false;
+    const range = document.createRange();
+    range.selectNodeContents(x);
+    const r = range.getBoundingClientRect();
+    return inView(r) && shown(x.parentElement, r);
+  };
+  const tick = () => {
+    if (window.__usable) return;
+    try { if (usable()) { window.__usable = performance.now(); return; } } catch (e) {}
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})();`
 
 // ttiProbe records when the chat page becomes interactive.
 const ttiProbe = `new MutationObserver((_, o) => {
@@ -51,6 +87,25 @@ func BenchmarkWebUI(b *testing.B) {
 		b.Fatalf("push: %s", r.raw)
 	}
 
+	// A channel of bench1kMessages messages, the newest one known.
+	ch := mustCall(b, d, admin, "CreateChannel", obj{"slug": "bench1k"})
+	chanID, _ := ch["id"].(string)
+	for _, m := range []string{"alice", "bob"} {
+		mustCall(b, d, admin, "AddChannelMember", obj{"channel": "bench1k", "member": m})
+	}
+	newest := ""
+	for i := 1; i <= bench1kMessages; i++ {
+		body := fmt.Sprintf("Message %d of %d: the nightly build of orders-api passed all checks.", i, bench1kMessages)
+		if i == bench1kMessages {
+			body = "The newest message: deploy of 2.14 finished at 16:04."
+			newest = body
+		}
+		r := p.do(b, http.MethodPost, "/push", obj{"body": body, "data": obj{"thread": "chan:" + chanID}}, withBearer(bobTok))
+		if r.status != http.StatusOK {
+			b.Fatalf("push %d: %s", i, r.raw)
+		}
+	}
+
 	br := browsertest.Launch(b)
 	pg := br.NewPage("alice")
 	pg.Do(b, "sign in",
@@ -69,12 +124,15 @@ func BenchmarkWebUI(b *testing.B) {
 	if err == nil {
 		_, err = chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: ttiProbe})
 	}
+	if err == nil {
+		_, err = chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: fmt.Sprintf(usableProbe, js(newest))})
+	}
 	cancel()
 	if err != nil {
 		b.Fatal(err)
 	}
 
-	var bytes, tti, p50, p99 []float64
+	var bytes, tti, p50, p99, usable1k []float64
 	b.ResetTimer()
 	for range b.N {
 		pg.Do(b, "open chat", chromedp.Navigate(p.base+"/ui/chat?c=dm%3Abob"))
@@ -110,6 +168,10 @@ func BenchmarkWebUI(b *testing.B) {
 		slices.Sort(lat)
 		p50 = append(p50, lat[len(lat)*50/100])
 		p99 = append(p99, lat[len(lat)*99/100])
+
+		pg.Do(b, "open the 1,000-message channel", chromedp.Navigate(p.base+"/ui/chat?c=chan%3A"+chanID))
+		pg.WaitJS(b, "channel usable", `window.__usable > 0`, uiWait)
+		usable1k = append(usable1k, browsertest.Eval[float64](b, pg, "usable", `window.__usable`))
 	}
 	b.StopTimer()
 	mean := func(v []float64) float64 {
@@ -123,5 +185,6 @@ func BenchmarkWebUI(b *testing.B) {
 	b.ReportMetric(mean(tti), "tti-ms")
 	b.ReportMetric(mean(p50), "push-p50-ms")
 	b.ReportMetric(mean(p99), "push-p99-ms")
+	b.ReportMetric(mean(usable1k), "chat-1k-usable-ms")
 	b.ReportMetric(0, "ns/op")
 }

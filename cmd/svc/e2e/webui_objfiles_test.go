@@ -57,7 +57,7 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	uiSignIn(t, pa, p.base, alice)
 	uiSignIn(t, pb, p.base, bob)
 	for _, pg := range []*browsertest.Page{pa, pb} {
-		click(t, pg, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+		navClick(t, pg, "/ui/objectives")
 		pg.WaitJS(t, "board drawn", `document.querySelectorAll('.board .column').length === 4 && document.querySelector('.board').getAttribute('aria-busy') === 'false'`, uiWait)
 		waitLive(t, pg)
 	}
@@ -104,7 +104,7 @@ func TestWebUIObjectivesLive(t *testing.T) {
 
 	// Bob opens it and blocks it with a reason.
 	click(t, pb, `.column[data-status="active"] .obj-card .obj-title`)
-	pb.WaitJS(t, "detail drawn", `document.getElementById('obj-title')?.textContent === `+js(title)+` && document.querySelector('form.act-block')`, uiWait)
+	pb.WaitJS(t, "detail drawn", `document.getElementById('obj-title')?.textContent === `+js(title)+` && document.querySelector('.act-row button[data-act=block]')`, uiWait)
 	require.Equal(t, body, browsertest.Eval[string](t, pb, "body text", `document.querySelector('.obj-body').textContent`))
 	requireInert(t, pb, ".objective")
 	pb.WaitJS(t, "attachment link", `document.querySelector('.objective ul.attachments a')?.getAttribute('href') === '/fs/read/alice/spec.txt'`, uiWait)
@@ -113,15 +113,16 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	pb.WaitJS(t, "thread has the announcement", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent.includes("bob's part is live"))`, uiWait)
 	require.Equal(t, "assigned", browsertest.Eval[string](t, pb, "audit", auditKinds))
 
-	setValue(t, pb, `form.act-block textarea`, "waiting on the vendor <i>")
-	click(t, pb, `form.act-block button[type=submit]`)
+	openAct(t, pb, "block")
+	setValue(t, pb, `dialog.act-block textarea`, "waiting on the vendor <i>")
+	submitAct(t, pb, "block")
 	pb.WaitJS(t, "blocked in the audit log", auditKinds+` === 'assigned,blocked' && document.querySelector('.obj-status').textContent === 'Blocked'`, uiWait)
 	require.Equal(t, "bob", browsertest.Eval[string](t, pb, "actor", `document.querySelector('ol.audit li[data-kind=blocked] .actor').textContent`))
 	require.Equal(t, "blocked: waiting on the vendor <i>", browsertest.Eval[string](t, pb, "reason", `document.querySelector('ol.audit li[data-kind=blocked] .what').textContent`))
 	pa.WaitJS(t, "alice's board: blocked, live", cardIn("blocked", title), uiWait)
 	pa.WaitJS(t, "alice sees the reason", `[...document.querySelectorAll('.column[data-status=blocked] .reason')].some(p => p.textContent === 'Blocked: waiting on the vendor <i>')`, uiWait)
 
-	click(t, pb, `form.act-unblock button[type=submit]`)
+	click(t, pb, `.act-row button[data-act=unblock]`)
 	pb.WaitJS(t, "unblocked in the audit log", auditKinds+` === 'assigned,blocked,unblocked' && document.querySelector('.obj-status').textContent === 'Active'`, uiWait)
 	pa.WaitJS(t, "alice's board: active again", cardIn("active", title), uiWait)
 
@@ -130,10 +131,11 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	click(t, pb, `form.composer button[type=submit]`)
 	pb.WaitJS(t, "post shown", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent === 'on it')`, uiWait)
 
-	setValue(t, pb, `form.act-complete textarea`, "shipped")
-	click(t, pb, `form.act-complete button[type=submit]`)
+	openAct(t, pb, "complete")
+	setValue(t, pb, `dialog.act-complete textarea`, "shipped")
+	submitAct(t, pb, "complete")
 	pb.WaitJS(t, "completed in the audit log", auditKinds+` === 'assigned,blocked,unblocked,completed' && document.querySelector('.obj-status').textContent === 'Done'`, uiWait)
-	pb.WaitJS(t, "no more lifecycle actions", `!document.querySelector('form.act-block, form.act-unblock, form.act-complete')`, uiWait)
+	pb.WaitJS(t, "no more lifecycle actions", `!document.querySelector('[data-act=block], [data-act=unblock], [data-act=complete]')`, uiWait)
 	pa.WaitJS(t, "alice's board: done, live", cardIn("done", title)+` && !(`+cardIn("active", title)+`)`, uiWait)
 	require.True(t, browsertest.Eval[bool](t, pa, "no reload", `window.__noReload === true`), "the board followed live, without a reload")
 	pb.RequireNoCriticalA11y(t, "objective detail")
@@ -143,21 +145,22 @@ func TestWebUIObjectivesLive(t *testing.T) {
 	click(t, pa, `.column[data-status="done"] .obj-card .obj-title`)
 	pa.WaitJS(t, "alice's detail", auditKinds+` === 'assigned,blocked,unblocked,completed'`, uiWait)
 	pa.WaitJS(t, "thread post seen", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent === 'on it')`, uiWait)
-	click(t, pa, `.act-watchers button[aria-label="Remove watcher carol"]`)
+	openAct(t, pa, "watchers")
+	click(t, pa, `dialog.act-watchers button[aria-label="Remove watcher carol"]`)
 	pa.WaitJS(t, "watcher removed", auditKinds+`.endsWith(',watcher_removed') && document.querySelector('ol.audit li[data-kind=watcher_removed] .what').textContent === 'removed watcher carol'`, uiWait)
 	requireInert(t, pa, ".objective")
 	if dir := os.Getenv("SVC_WEBUI_SHOTS"); dir != "" {
 		pb.SaveScreenshot(t, filepath.Join(dir, "objective-detail.png"))
 		pb.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 
-		click(t, pb, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+		navClick(t, pb, "/ui/objectives")
 		pb.WaitJS(t, "board drawn", cardIn("done", title), uiWait)
 		pb.SaveScreenshot(t, filepath.Join(dir, "objectives-375.png"))
 	}
 	pa.Do(t, "phone width", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 
 	pa.WaitJS(t, "detail fits 375 px", `document.documentElement.scrollWidth <= 375`, uiWait)
-	click(t, pa, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	navClick(t, pa, "/ui/objectives")
 	pa.WaitJS(t, "board fits 375 px, one column per status stacked", cardIn("done", title)+` && document.documentElement.scrollWidth <= 375 && (() => { const c = [...document.querySelectorAll('.board .column')].map(e => e.getBoundingClientRect()); return c.every((r, i) => i === 0 || r.top >= c[i-1].bottom); })()`, uiWait)
 	requireNoExceptions(t, pa)
 	requireNoExceptions(t, pb)
@@ -200,7 +203,7 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 	b := browsertest.Launch(t)
 	pa := b.NewPage("alice")
 	uiSignIn(t, pa, p.base, alice)
-	click(t, pa, `nav[aria-label=Main] a[href="/ui/files"]`)
+	navClick(t, pa, "/ui/files")
 	pa.WaitJS(t, "own home listed", `document.querySelector('.listing')?.getAttribute('aria-busy') === 'false' && document.querySelector('.listing .empty')?.textContent === 'This folder is empty.'`, uiWait)
 
 	// A folder, entered by its link.
@@ -213,7 +216,7 @@ func TestWebUIFilesUploadDownload(t *testing.T) {
 	// Upload through the file input; download through the page's link.
 	pa.Do(t, "upload", chromedp.SetUploadFiles(chromedp.ID("upload-input"), []string{local}))
 
-	pa.WaitJS(t, "uploaded", fileRow("bytes.bin")+` && document.querySelector('.files > .msg.ok')?.textContent === 'Uploaded bytes.bin'`, uiWait)
+	pa.WaitJS(t, "uploaded", fileRow("bytes.bin")+` && document.querySelector('.files > .msg.ok')?.textContent === 'Uploaded 1 file.' && document.querySelector('.uploads li[data-state=done] .up-name')?.textContent === 'bytes.bin'`, uiWait)
 	require.Equal(t, "1.0 KiB", browsertest.Eval[string](t, pa, "size", fileRow("bytes.bin")+`.querySelector('td[data-label=Size]').textContent`))
 	link := fileRow("bytes.bin") + `.querySelector('a.download')`
 	require.Equal(t, "/fs/read/alice/docs/bytes.bin", browsertest.Eval[string](t, pa, "href", link+`.getAttribute('href')`))
@@ -306,6 +309,20 @@ func textPlain(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }
 // click waits until sel matches an enabled element and clicks it, as a
 // user would (the element's own click(): chromedp's node queries can
 // miss an element the page has just redrawn).
+// navClick follows the main navigation's link to path. On a phone the
+// navigation folds behind the menu button, which is opened first.
+func navClick(t *testing.T, pg *browsertest.Page, path string) {
+	t.Helper()
+	sel := `nav[aria-label=Main] a[href="` + path + `"]`
+	pg.WaitJS(t, "navigation drawn", `document.querySelector(`+js(sel)+`) !== null`, uiWait)
+	browsertest.Eval[bool](t, pg, "open the menu when folded", `(() => {
+		const a = document.querySelector(`+js(sel)+`), b = document.querySelector('button.menu-toggle');
+		if (a.getClientRects().length === 0 && b && b.getClientRects().length > 0 && b.getAttribute('aria-expanded') !== 'true') b.click();
+		return true;
+	})()`)
+	click(t, pg, sel)
+}
+
 func click(t *testing.T, pg *browsertest.Page, sel string) {
 	t.Helper()
 	q := `document.querySelector(` + js(sel) + `)`
@@ -347,7 +364,7 @@ func TestWebUIObjectivesManage(t *testing.T) {
 	uiSignIn(t, pg, p.base, adminU)
 	uiSignIn(t, pd, p.base, dave)
 	waitLive(t, pg)
-	click(t, pg, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	navClick(t, pg, "/ui/objectives")
 
 	// A new objective with a file uploaded from the form and attached.
 	local := filepath.Join(t.TempDir(), "brief.txt")
@@ -370,31 +387,37 @@ func TestWebUIObjectivesManage(t *testing.T) {
 	require.Equal(t, "/admin/attachments/brief.txt", atts[0].(map[string]any)["path"])
 
 	click(t, pg, `.obj-card[data-id="`+id+`"] .obj-title`)
-	pg.WaitJS(t, "detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('form.act-reassign select option[value=carol]')`, uiWait)
-	require.False(t, browsertest.Eval[bool](t, pg, "no complete for a non-assignee", `!!document.querySelector('form.act-complete')`))
+	pg.WaitJS(t, "detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('.act-row button[data-act=reassign]')`, uiWait)
+	require.False(t, browsertest.Eval[bool](t, pg, "no complete for a non-assignee", `!!document.querySelector('[data-act=complete]')`))
 
-	setValue(t, pg, `form.act-reassign select`, "carol")
-	setValue(t, pg, `form.act-reassign input`, "bob is away")
-	click(t, pg, `form.act-reassign button[type=submit]`)
+	openAct(t, pg, "reassign")
+	pg.WaitJS(t, "choices", `document.querySelector('dialog.act-reassign select option[value=carol]')`, uiWait)
+	setValue(t, pg, `dialog.act-reassign select`, "carol")
+	setValue(t, pg, `dialog.act-reassign input`, "bob is away")
+	submitAct(t, pg, "reassign")
 	pg.WaitJS(t, "reassigned", auditKinds+` === 'assigned,reassigned' && document.querySelector('ol.audit li[data-kind=reassigned] .what').textContent === 'reassigned from bob to carol: bob is away'`, uiWait)
 	pg.WaitJS(t, "assignee shown", `[...document.querySelectorAll('.facts dt')].find(dt => dt.textContent === 'Assignee')?.nextElementSibling.textContent === 'carol'`, uiWait)
 
-	pg.WaitJS(t, "watcher choices", `document.querySelector('.act-watchers select option[value=dave]')`, uiWait)
-	setValue(t, pg, `.act-watchers select`, "dave")
-	click(t, pg, `.act-watchers form button[type=submit]`)
-	pg.WaitJS(t, "watcher added", auditKinds+` === 'assigned,reassigned,watcher_added' && document.querySelector('.act-watchers button[aria-label="Remove watcher dave"]')`, uiWait)
+	openAct(t, pg, "watchers")
+	pg.WaitJS(t, "watcher choices", `document.querySelector('dialog.act-watchers select option[value=dave]')`, uiWait)
+	setValue(t, pg, `dialog.act-watchers select`, "dave")
+	click(t, pg, `dialog.act-watchers form button[type=submit]`)
+	pg.WaitJS(t, "watcher added", auditKinds+` === 'assigned,reassigned,watcher_added' && document.querySelector('dialog.act-watchers button[aria-label="Remove watcher dave"]')`, uiWait)
+	click(t, pg, `dialog.act-watchers .dlg-close`)
+	pg.WaitJS(t, "closed, focus back", `!document.querySelector('dialog.act-watchers') && document.activeElement?.dataset.act === 'watchers'`, uiWait)
 
 	// Dave, now a watcher, opens it: no actions for him, but the thread
 	// (from his joining on: the broker keeps history per recipient).
-	click(t, pd, `nav[aria-label=Main] a[href="/ui/objectives"]`)
+	navClick(t, pd, "/ui/objectives")
 	click(t, pd, `.obj-card[data-id="`+id+`"] .obj-title`)
 	pd.WaitJS(t, "dave's detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('.obj-actions .hint')?.textContent === 'You have no actions on this objective.'`, uiWait)
 	pd.WaitJS(t, "dave reads the thread", `[...document.querySelectorAll('ol.thread li.msg .body')].some(b => b.textContent.includes('added dave as a watcher'))`, uiWait)
 
-	setValue(t, pg, `form.act-cancel input`, "superseded")
-	click(t, pg, `form.act-cancel button[type=submit]`)
+	openAct(t, pg, "cancel")
+	setValue(t, pg, `dialog.act-cancel input`, "superseded")
+	submitAct(t, pg, "cancel")
 	pg.WaitJS(t, "cancelled", auditKinds+` === 'assigned,reassigned,watcher_added,cancelled' && document.querySelector('.obj-status').textContent === 'Cancelled'`, uiWait)
-	pg.WaitJS(t, "no lifecycle actions", `!document.querySelector('form.act-block, form.act-cancel, form.act-reassign') && document.querySelector('.act-watchers')`, uiWait)
+	pg.WaitJS(t, "no lifecycle actions", `!document.querySelector('[data-act=block], [data-act=cancel], [data-act=reassign]') && document.querySelector('[data-act=watchers]')`, uiWait)
 	pd.WaitJS(t, "dave sees it cancelled, live", `document.querySelector('.obj-status')?.textContent === 'Cancelled' && document.querySelector('ol.audit li[data-kind=cancelled] .what')?.textContent === 'cancelled: superseded'`, uiWait)
 	pg.RequireNoCriticalA11y(t, "objective detail (manager)")
 
@@ -402,4 +425,19 @@ func TestWebUIObjectivesManage(t *testing.T) {
 	pg.WaitJS(t, "not found shown", `document.getElementById('obj-title')?.textContent === 'Objective not available' && document.querySelector('.objective > .msg.error')?.textContent.includes('(not_found)')`, uiWait)
 	requireNoExceptions(t, pg)
 	requireNoExceptions(t, pd)
+}
+
+// openAct opens an objective action's dialog from the detail page's row.
+func openAct(t *testing.T, pg *browsertest.Page, key string) {
+	t.Helper()
+	click(t, pg, `.act-row button[data-act=`+key+`]`)
+	pg.WaitJS(t, "dialog "+key, `document.querySelector('dialog.act-`+key+`[open]')`, uiWait)
+}
+
+// submitAct presses an action dialog's submit button and waits for the
+// dialog to close (it closes only once the server accepted).
+func submitAct(t *testing.T, pg *browsertest.Page, key string) {
+	t.Helper()
+	click(t, pg, `dialog.act-`+key+` button[type=submit]`)
+	pg.WaitJS(t, "dialog "+key+" closed", `!document.querySelector('dialog.act-`+key+`')`, uiWait)
 }

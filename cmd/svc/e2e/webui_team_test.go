@@ -360,6 +360,8 @@ func TestWebUIEnrollApprove(t *testing.T) {
 		chromedp.Click(chromedp.CSS("form.lookup button[type=submit]")))
 	pg.WaitJS(t, "found", `document.querySelector('#enroll-detail .user-code')?.textContent === `+js(code2)+` && document.querySelector('#enroll-detail .label-hint').textContent === '(none given)'`, uiWait)
 	pg.Do(t, "bind to bob",
+		chromedp.Click(chromedp.ID("how-bind")),
+		chromedp.WaitVisible(chromedp.ID("enroll-member")),
 		chromedp.SetValue(chromedp.ID("enroll-member"), "bob"),
 		chromedp.Click(chromedp.ID("enroll-approve")))
 	pg.WaitJS(t, "approved", `(document.getElementById('enroll-done')?.textContent || '').startsWith('Approved '+`+js(code2)+`+' as bob')`, uiWait)

@@ -217,7 +217,9 @@ func TestWebUIChatLive(t *testing.T) {
 	waitShown(t, pb, payload)
 	for _, pg := range []*browsertest.Page{pa, pb} {
 		require.Equal(t, "undefined", browsertest.Eval[string](t, pg, "xss flag", `typeof window.__xss`), "%s ran the payload", pg.Name)
-		require.Equal(t, 0, browsertest.Eval[int](t, pg, "elements in bodies", `document.querySelectorAll('ol.messages .body *:not(.cut)').length`))
+		// Markdown makes its own paragraphs; nothing of the payload's markup
+		// becomes an element or an attribute.
+		require.Equal(t, 0, browsertest.Eval[int](t, pg, "payload elements in bodies", `document.querySelectorAll('ol.messages .body :not(p):not(br):not(.cut), ol.messages [onerror], ol.messages [onmouseover]').length`))
 		require.Equal(t, 0, browsertest.Eval[int](t, pg, "images", `document.querySelectorAll('ol.messages img, ol.messages script').length`))
 	}
 
@@ -246,9 +248,14 @@ func TestWebUIChatLive(t *testing.T) {
 	pb.WaitJS(t, "external message", `document.querySelector('li.msg.external .ext-label')?.textContent.startsWith('External content from hook:ext')`, uiWait)
 	extBody := browsertest.Eval[string](t, pb, "external body", `document.querySelector('li.msg.external .body').textContent`)
 	require.Contains(t, extBody, `<img src=x onerror=`, "the payload is shown as text")
-	require.Contains(t, extBody, "<external_content", "the service's frame is shown as text too")
+	// People see the delivery, not the framing written for agents: the
+	// endpoint and time on the card, the content alone in its body.
+	require.NotContains(t, extBody, "<external_content", "the frame written for agents is not shown")
+	require.NotContains(t, extBody, "untrusted input from outside the team", "nor its preamble")
+	require.Contains(t, browsertest.Eval[string](t, pb, "hook card meta", `document.querySelector('li.msg.external .hook-meta').textContent`), "ext")
+	require.Contains(t, browsertest.Eval[string](t, pb, "untrusted tag", `document.querySelector('li.msg.external .tag.untrusted').textContent`), "untrusted")
 	require.Equal(t, "undefined", browsertest.Eval[string](t, pb, "xss flag", `typeof window.__xss`))
-	require.Equal(t, 0, browsertest.Eval[int](t, pb, "elements in bodies", `document.querySelectorAll('ol.messages .body *:not(.cut), ol.messages img').length`))
+	require.Equal(t, "", browsertest.Eval[string](t, pb, "elements in bodies", `[...document.querySelectorAll('ol.messages .body :not(p):not(br):not(.cut), ol.messages img')].map(e => e.outerHTML).join()`))
 	require.True(t, browsertest.Eval[bool](t, pb, "no composer", `document.querySelector('form.composer').hidden`), "an external thread takes no replies")
 
 	pb.RequireNoCriticalA11y(t, "chat page")

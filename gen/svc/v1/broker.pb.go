@@ -2199,6 +2199,425 @@ func (*SubscribeResponse_Ready) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Message) isSubscribeResponse_Event() {}
 
+type StreamTeamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamTeamRequest) Reset() {
+	*x = StreamTeamRequest{}
+	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamTeamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamTeamRequest) ProtoMessage() {}
+
+func (x *StreamTeamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamTeamRequest.ProtoReflect.Descriptor instead.
+func (*StreamTeamRequest) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{42}
+}
+
+// TeamMember is one member's presence as the team stream carries it: the
+// whole state, so a later event replaces an earlier one.
+type TeamMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// connected counts the member's live message streams (as Presence).
+	Connected int32 `protobuf:"varint,2,opt,name=connected,proto3" json:"connected,omitempty"`
+	// state is idle, working or blocked; a non-idle state lapses to idle 30 s
+	// after its last report, and the stream says so when it does.
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// agent: a runner has connected for this member (docs/DECISIONS.md,
+	// "Agents").
+	Agent bool `protobuf:"varint,4,opt,name=agent,proto3" json:"agent,omitempty"`
+	// gone: the member was deleted; drop it.
+	Gone          bool `protobuf:"varint,5,opt,name=gone,proto3" json:"gone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TeamMember) Reset() {
+	*x = TeamMember{}
+	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TeamMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TeamMember) ProtoMessage() {}
+
+func (x *TeamMember) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TeamMember.ProtoReflect.Descriptor instead.
+func (*TeamMember) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *TeamMember) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TeamMember) GetConnected() int32 {
+	if x != nil {
+		return x.Connected
+	}
+	return 0
+}
+
+func (x *TeamMember) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TeamMember) GetAgent() bool {
+	if x != nil {
+		return x.Agent
+	}
+	return false
+}
+
+func (x *TeamMember) GetGone() bool {
+	if x != nil {
+		return x.Gone
+	}
+	return false
+}
+
+// TeamSnapshot is the first event of a team stream: every current member.
+type TeamSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*TeamMember          `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TeamSnapshot) Reset() {
+	*x = TeamSnapshot{}
+	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TeamSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TeamSnapshot) ProtoMessage() {}
+
+func (x *TeamSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TeamSnapshot.ProtoReflect.Descriptor instead.
+func (*TeamSnapshot) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *TeamSnapshot) GetMembers() []*TeamMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// ChannelChange is a change of a channel: op is created, updated (renamed),
+// archived or members (member joined with role, or left when role is
+// empty).
+type ChannelChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	Channel       *Channel               `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	Member        string                 `protobuf:"bytes,3,opt,name=member,proto3" json:"member,omitempty"`
+	Role          string                 `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelChange) Reset() {
+	*x = ChannelChange{}
+	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelChange) ProtoMessage() {}
+
+func (x *ChannelChange) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelChange.ProtoReflect.Descriptor instead.
+func (*ChannelChange) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ChannelChange) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *ChannelChange) GetChannel() *Channel {
+	if x != nil {
+		return x.Channel
+	}
+	return nil
+}
+
+func (x *ChannelChange) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *ChannelChange) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+// ObjectiveChange is a change of an objective: op is created or updated.
+type ObjectiveChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            string                 `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	Objective     *Objective             `protobuf:"bytes,2,opt,name=objective,proto3" json:"objective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectiveChange) Reset() {
+	*x = ObjectiveChange{}
+	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectiveChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectiveChange) ProtoMessage() {}
+
+func (x *ObjectiveChange) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectiveChange.ProtoReflect.Descriptor instead.
+func (*ObjectiveChange) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ObjectiveChange) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *ObjectiveChange) GetObjective() *Objective {
+	if x != nil {
+		return x.Objective
+	}
+	return nil
+}
+
+type StreamTeamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*StreamTeamResponse_Ready
+	//	*StreamTeamResponse_Snapshot
+	//	*StreamTeamResponse_Presence
+	//	*StreamTeamResponse_Channel
+	//	*StreamTeamResponse_Objective
+	Event         isStreamTeamResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamTeamResponse) Reset() {
+	*x = StreamTeamResponse{}
+	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamTeamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamTeamResponse) ProtoMessage() {}
+
+func (x *StreamTeamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamTeamResponse.ProtoReflect.Descriptor instead.
+func (*StreamTeamResponse) Descriptor() ([]byte, []int) {
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *StreamTeamResponse) GetEvent() isStreamTeamResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *StreamTeamResponse) GetReady() *Ready {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTeamResponse_Ready); ok {
+			return x.Ready
+		}
+	}
+	return nil
+}
+
+func (x *StreamTeamResponse) GetSnapshot() *TeamSnapshot {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTeamResponse_Snapshot); ok {
+			return x.Snapshot
+		}
+	}
+	return nil
+}
+
+func (x *StreamTeamResponse) GetPresence() *TeamMember {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTeamResponse_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
+func (x *StreamTeamResponse) GetChannel() *ChannelChange {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTeamResponse_Channel); ok {
+			return x.Channel
+		}
+	}
+	return nil
+}
+
+func (x *StreamTeamResponse) GetObjective() *ObjectiveChange {
+	if x != nil {
+		if x, ok := x.Event.(*StreamTeamResponse_Objective); ok {
+			return x.Objective
+		}
+	}
+	return nil
+}
+
+type isStreamTeamResponse_Event interface {
+	isStreamTeamResponse_Event()
+}
+
+type StreamTeamResponse_Ready struct {
+	Ready *Ready `protobuf:"bytes,1,opt,name=ready,proto3,oneof"`
+}
+
+type StreamTeamResponse_Snapshot struct {
+	Snapshot *TeamSnapshot `protobuf:"bytes,2,opt,name=snapshot,proto3,oneof"`
+}
+
+type StreamTeamResponse_Presence struct {
+	Presence *TeamMember `protobuf:"bytes,3,opt,name=presence,proto3,oneof"`
+}
+
+type StreamTeamResponse_Channel struct {
+	Channel *ChannelChange `protobuf:"bytes,4,opt,name=channel,proto3,oneof"`
+}
+
+type StreamTeamResponse_Objective struct {
+	Objective *ObjectiveChange `protobuf:"bytes,5,opt,name=objective,proto3,oneof"`
+}
+
+func (*StreamTeamResponse_Ready) isStreamTeamResponse_Event() {}
+
+func (*StreamTeamResponse_Snapshot) isStreamTeamResponse_Event() {}
+
+func (*StreamTeamResponse_Presence) isStreamTeamResponse_Event() {}
+
+func (*StreamTeamResponse_Channel) isStreamTeamResponse_Event() {}
+
+func (*StreamTeamResponse_Objective) isStreamTeamResponse_Event() {}
+
 type HistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// with is the other member of a DM thread.
@@ -2221,7 +2640,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	mi := &file_svc_v1_broker_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2652,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[42]
+	mi := &file_svc_v1_broker_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2665,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{42}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HistoryRequest) GetWith() string {
@@ -2300,7 +2719,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	mi := &file_svc_v1_broker_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2731,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[43]
+	mi := &file_svc_v1_broker_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2744,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{43}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HistoryResponse) GetMessages() []*Message {
@@ -2343,7 +2762,7 @@ type ListChannelsRequest struct {
 
 func (x *ListChannelsRequest) Reset() {
 	*x = ListChannelsRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	mi := &file_svc_v1_broker_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2774,7 @@ func (x *ListChannelsRequest) String() string {
 func (*ListChannelsRequest) ProtoMessage() {}
 
 func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[44]
+	mi := &file_svc_v1_broker_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2787,7 @@ func (x *ListChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsRequest.ProtoReflect.Descriptor instead.
 func (*ListChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{44}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{50}
 }
 
 type ListChannelsResponse struct {
@@ -2380,7 +2799,7 @@ type ListChannelsResponse struct {
 
 func (x *ListChannelsResponse) Reset() {
 	*x = ListChannelsResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	mi := &file_svc_v1_broker_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2811,7 @@ func (x *ListChannelsResponse) String() string {
 func (*ListChannelsResponse) ProtoMessage() {}
 
 func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[45]
+	mi := &file_svc_v1_broker_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2824,7 @@ func (x *ListChannelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListChannelsResponse.ProtoReflect.Descriptor instead.
 func (*ListChannelsResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{45}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListChannelsResponse) GetChannels() []*ChannelSummary {
@@ -2424,7 +2843,7 @@ type CreateChannelRequest struct {
 
 func (x *CreateChannelRequest) Reset() {
 	*x = CreateChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	mi := &file_svc_v1_broker_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2855,7 @@ func (x *CreateChannelRequest) String() string {
 func (*CreateChannelRequest) ProtoMessage() {}
 
 func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[46]
+	mi := &file_svc_v1_broker_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2868,7 @@ func (x *CreateChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelRequest.ProtoReflect.Descriptor instead.
 func (*CreateChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{46}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateChannelRequest) GetSlug() string {
@@ -2468,7 +2887,7 @@ type CreateChannelResponse struct {
 
 func (x *CreateChannelResponse) Reset() {
 	*x = CreateChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	mi := &file_svc_v1_broker_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2899,7 @@ func (x *CreateChannelResponse) String() string {
 func (*CreateChannelResponse) ProtoMessage() {}
 
 func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[47]
+	mi := &file_svc_v1_broker_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2912,7 @@ func (x *CreateChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateChannelResponse.ProtoReflect.Descriptor instead.
 func (*CreateChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{47}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateChannelResponse) GetChannel() *Channel {
@@ -2512,7 +2931,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[48]
+	mi := &file_svc_v1_broker_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2943,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[48]
+	mi := &file_svc_v1_broker_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2956,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{48}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetChannelRequest) GetChannel() string {
@@ -2557,7 +2976,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[49]
+	mi := &file_svc_v1_broker_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2988,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[49]
+	mi := &file_svc_v1_broker_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +3001,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{49}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetChannelResponse) GetChannel() *Channel {
@@ -2609,7 +3028,7 @@ type RenameChannelRequest struct {
 
 func (x *RenameChannelRequest) Reset() {
 	*x = RenameChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[50]
+	mi := &file_svc_v1_broker_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +3040,7 @@ func (x *RenameChannelRequest) String() string {
 func (*RenameChannelRequest) ProtoMessage() {}
 
 func (x *RenameChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[50]
+	mi := &file_svc_v1_broker_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +3053,7 @@ func (x *RenameChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameChannelRequest.ProtoReflect.Descriptor instead.
 func (*RenameChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{50}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RenameChannelRequest) GetChannel() string {
@@ -2660,7 +3079,7 @@ type RenameChannelResponse struct {
 
 func (x *RenameChannelResponse) Reset() {
 	*x = RenameChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[51]
+	mi := &file_svc_v1_broker_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +3091,7 @@ func (x *RenameChannelResponse) String() string {
 func (*RenameChannelResponse) ProtoMessage() {}
 
 func (x *RenameChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[51]
+	mi := &file_svc_v1_broker_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +3104,7 @@ func (x *RenameChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameChannelResponse.ProtoReflect.Descriptor instead.
 func (*RenameChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{51}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RenameChannelResponse) GetChannel() *Channel {
@@ -2704,7 +3123,7 @@ type ArchiveChannelRequest struct {
 
 func (x *ArchiveChannelRequest) Reset() {
 	*x = ArchiveChannelRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[52]
+	mi := &file_svc_v1_broker_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +3135,7 @@ func (x *ArchiveChannelRequest) String() string {
 func (*ArchiveChannelRequest) ProtoMessage() {}
 
 func (x *ArchiveChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[52]
+	mi := &file_svc_v1_broker_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +3148,7 @@ func (x *ArchiveChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveChannelRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveChannelRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{52}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ArchiveChannelRequest) GetChannel() string {
@@ -2747,7 +3166,7 @@ type ArchiveChannelResponse struct {
 
 func (x *ArchiveChannelResponse) Reset() {
 	*x = ArchiveChannelResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[53]
+	mi := &file_svc_v1_broker_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +3178,7 @@ func (x *ArchiveChannelResponse) String() string {
 func (*ArchiveChannelResponse) ProtoMessage() {}
 
 func (x *ArchiveChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[53]
+	mi := &file_svc_v1_broker_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +3191,7 @@ func (x *ArchiveChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveChannelResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveChannelResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{53}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{59}
 }
 
 type AddChannelMemberRequest struct {
@@ -2787,7 +3206,7 @@ type AddChannelMemberRequest struct {
 
 func (x *AddChannelMemberRequest) Reset() {
 	*x = AddChannelMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[54]
+	mi := &file_svc_v1_broker_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3218,7 @@ func (x *AddChannelMemberRequest) String() string {
 func (*AddChannelMemberRequest) ProtoMessage() {}
 
 func (x *AddChannelMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[54]
+	mi := &file_svc_v1_broker_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3231,7 @@ func (x *AddChannelMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddChannelMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{54}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AddChannelMemberRequest) GetChannel() string {
@@ -2844,7 +3263,7 @@ type AddChannelMemberResponse struct {
 
 func (x *AddChannelMemberResponse) Reset() {
 	*x = AddChannelMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[55]
+	mi := &file_svc_v1_broker_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3275,7 @@ func (x *AddChannelMemberResponse) String() string {
 func (*AddChannelMemberResponse) ProtoMessage() {}
 
 func (x *AddChannelMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[55]
+	mi := &file_svc_v1_broker_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3288,7 @@ func (x *AddChannelMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddChannelMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{55}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{61}
 }
 
 type RemoveChannelMemberRequest struct {
@@ -2882,7 +3301,7 @@ type RemoveChannelMemberRequest struct {
 
 func (x *RemoveChannelMemberRequest) Reset() {
 	*x = RemoveChannelMemberRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[56]
+	mi := &file_svc_v1_broker_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3313,7 @@ func (x *RemoveChannelMemberRequest) String() string {
 func (*RemoveChannelMemberRequest) ProtoMessage() {}
 
 func (x *RemoveChannelMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[56]
+	mi := &file_svc_v1_broker_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3326,7 @@ func (x *RemoveChannelMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveChannelMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveChannelMemberRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{56}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RemoveChannelMemberRequest) GetChannel() string {
@@ -2932,7 +3351,7 @@ type RemoveChannelMemberResponse struct {
 
 func (x *RemoveChannelMemberResponse) Reset() {
 	*x = RemoveChannelMemberResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[57]
+	mi := &file_svc_v1_broker_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3363,7 @@ func (x *RemoveChannelMemberResponse) String() string {
 func (*RemoveChannelMemberResponse) ProtoMessage() {}
 
 func (x *RemoveChannelMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[57]
+	mi := &file_svc_v1_broker_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3376,7 @@ func (x *RemoveChannelMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveChannelMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveChannelMemberResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{57}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{63}
 }
 
 type SetActivityRequest struct {
@@ -2972,7 +3391,7 @@ type SetActivityRequest struct {
 
 func (x *SetActivityRequest) Reset() {
 	*x = SetActivityRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[58]
+	mi := &file_svc_v1_broker_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3403,7 @@ func (x *SetActivityRequest) String() string {
 func (*SetActivityRequest) ProtoMessage() {}
 
 func (x *SetActivityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[58]
+	mi := &file_svc_v1_broker_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3416,7 @@ func (x *SetActivityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActivityRequest.ProtoReflect.Descriptor instead.
 func (*SetActivityRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{58}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetActivityRequest) GetState() string {
@@ -3022,7 +3441,7 @@ type SetActivityResponse struct {
 
 func (x *SetActivityResponse) Reset() {
 	*x = SetActivityResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[59]
+	mi := &file_svc_v1_broker_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3453,7 @@ func (x *SetActivityResponse) String() string {
 func (*SetActivityResponse) ProtoMessage() {}
 
 func (x *SetActivityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[59]
+	mi := &file_svc_v1_broker_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3466,7 @@ func (x *SetActivityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetActivityResponse.ProtoReflect.Descriptor instead.
 func (*SetActivityResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{59}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{65}
 }
 
 type GetVapidPublicKeyRequest struct {
@@ -3058,7 +3477,7 @@ type GetVapidPublicKeyRequest struct {
 
 func (x *GetVapidPublicKeyRequest) Reset() {
 	*x = GetVapidPublicKeyRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[60]
+	mi := &file_svc_v1_broker_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3489,7 @@ func (x *GetVapidPublicKeyRequest) String() string {
 func (*GetVapidPublicKeyRequest) ProtoMessage() {}
 
 func (x *GetVapidPublicKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[60]
+	mi := &file_svc_v1_broker_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3502,7 @@ func (x *GetVapidPublicKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVapidPublicKeyRequest.ProtoReflect.Descriptor instead.
 func (*GetVapidPublicKeyRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{60}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{66}
 }
 
 type GetVapidPublicKeyResponse struct {
@@ -3095,7 +3514,7 @@ type GetVapidPublicKeyResponse struct {
 
 func (x *GetVapidPublicKeyResponse) Reset() {
 	*x = GetVapidPublicKeyResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[61]
+	mi := &file_svc_v1_broker_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3526,7 @@ func (x *GetVapidPublicKeyResponse) String() string {
 func (*GetVapidPublicKeyResponse) ProtoMessage() {}
 
 func (x *GetVapidPublicKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[61]
+	mi := &file_svc_v1_broker_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3539,7 @@ func (x *GetVapidPublicKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVapidPublicKeyResponse.ProtoReflect.Descriptor instead.
 func (*GetVapidPublicKeyResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{61}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetVapidPublicKeyResponse) GetPublicKey() string {
@@ -3141,7 +3560,7 @@ type PushSubscriptionKeys struct {
 
 func (x *PushSubscriptionKeys) Reset() {
 	*x = PushSubscriptionKeys{}
-	mi := &file_svc_v1_broker_proto_msgTypes[62]
+	mi := &file_svc_v1_broker_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3572,7 @@ func (x *PushSubscriptionKeys) String() string {
 func (*PushSubscriptionKeys) ProtoMessage() {}
 
 func (x *PushSubscriptionKeys) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[62]
+	mi := &file_svc_v1_broker_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3585,7 @@ func (x *PushSubscriptionKeys) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushSubscriptionKeys.ProtoReflect.Descriptor instead.
 func (*PushSubscriptionKeys) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{62}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PushSubscriptionKeys) GetP256Dh() string {
@@ -3193,7 +3612,7 @@ type CreatePushSubscriptionRequest struct {
 
 func (x *CreatePushSubscriptionRequest) Reset() {
 	*x = CreatePushSubscriptionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[63]
+	mi := &file_svc_v1_broker_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3624,7 @@ func (x *CreatePushSubscriptionRequest) String() string {
 func (*CreatePushSubscriptionRequest) ProtoMessage() {}
 
 func (x *CreatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[63]
+	mi := &file_svc_v1_broker_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3637,7 @@ func (x *CreatePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*CreatePushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{63}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreatePushSubscriptionRequest) GetEndpoint() string {
@@ -3246,7 +3665,7 @@ type PushSubscription struct {
 
 func (x *PushSubscription) Reset() {
 	*x = PushSubscription{}
-	mi := &file_svc_v1_broker_proto_msgTypes[64]
+	mi := &file_svc_v1_broker_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3677,7 @@ func (x *PushSubscription) String() string {
 func (*PushSubscription) ProtoMessage() {}
 
 func (x *PushSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[64]
+	mi := &file_svc_v1_broker_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3690,7 @@ func (x *PushSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushSubscription.ProtoReflect.Descriptor instead.
 func (*PushSubscription) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{64}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PushSubscription) GetId() string {
@@ -3304,7 +3723,7 @@ type CreatePushSubscriptionResponse struct {
 
 func (x *CreatePushSubscriptionResponse) Reset() {
 	*x = CreatePushSubscriptionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[65]
+	mi := &file_svc_v1_broker_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +3735,7 @@ func (x *CreatePushSubscriptionResponse) String() string {
 func (*CreatePushSubscriptionResponse) ProtoMessage() {}
 
 func (x *CreatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[65]
+	mi := &file_svc_v1_broker_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +3748,7 @@ func (x *CreatePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*CreatePushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{65}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CreatePushSubscriptionResponse) GetSubscription() *PushSubscription {
@@ -3348,7 +3767,7 @@ type DeletePushSubscriptionRequest struct {
 
 func (x *DeletePushSubscriptionRequest) Reset() {
 	*x = DeletePushSubscriptionRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[66]
+	mi := &file_svc_v1_broker_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3360,7 +3779,7 @@ func (x *DeletePushSubscriptionRequest) String() string {
 func (*DeletePushSubscriptionRequest) ProtoMessage() {}
 
 func (x *DeletePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[66]
+	mi := &file_svc_v1_broker_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3373,7 +3792,7 @@ func (x *DeletePushSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePushSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*DeletePushSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{66}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeletePushSubscriptionRequest) GetId() string {
@@ -3391,7 +3810,7 @@ type DeletePushSubscriptionResponse struct {
 
 func (x *DeletePushSubscriptionResponse) Reset() {
 	*x = DeletePushSubscriptionResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[67]
+	mi := &file_svc_v1_broker_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3822,7 @@ func (x *DeletePushSubscriptionResponse) String() string {
 func (*DeletePushSubscriptionResponse) ProtoMessage() {}
 
 func (x *DeletePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[67]
+	mi := &file_svc_v1_broker_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3835,7 @@ func (x *DeletePushSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePushSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*DeletePushSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{67}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{73}
 }
 
 type GetDeliveryRequest struct {
@@ -3428,7 +3847,7 @@ type GetDeliveryRequest struct {
 
 func (x *GetDeliveryRequest) Reset() {
 	*x = GetDeliveryRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[68]
+	mi := &file_svc_v1_broker_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3440,7 +3859,7 @@ func (x *GetDeliveryRequest) String() string {
 func (*GetDeliveryRequest) ProtoMessage() {}
 
 func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[68]
+	mi := &file_svc_v1_broker_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3453,7 +3872,7 @@ func (x *GetDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{68}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetDeliveryRequest) GetName() string {
@@ -3472,7 +3891,7 @@ type GetDeliveryResponse struct {
 
 func (x *GetDeliveryResponse) Reset() {
 	*x = GetDeliveryResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[69]
+	mi := &file_svc_v1_broker_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3903,7 @@ func (x *GetDeliveryResponse) String() string {
 func (*GetDeliveryResponse) ProtoMessage() {}
 
 func (x *GetDeliveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[69]
+	mi := &file_svc_v1_broker_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3916,7 @@ func (x *GetDeliveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeliveryResponse.ProtoReflect.Descriptor instead.
 func (*GetDeliveryResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{69}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetDeliveryResponse) GetDelivery() *DeliveryState {
@@ -3523,7 +3942,7 @@ type UpdateDeliveryRequest struct {
 
 func (x *UpdateDeliveryRequest) Reset() {
 	*x = UpdateDeliveryRequest{}
-	mi := &file_svc_v1_broker_proto_msgTypes[70]
+	mi := &file_svc_v1_broker_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3535,7 +3954,7 @@ func (x *UpdateDeliveryRequest) String() string {
 func (*UpdateDeliveryRequest) ProtoMessage() {}
 
 func (x *UpdateDeliveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[70]
+	mi := &file_svc_v1_broker_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3548,7 +3967,7 @@ func (x *UpdateDeliveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeliveryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDeliveryRequest) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{70}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UpdateDeliveryRequest) GetName() string {
@@ -3588,7 +4007,7 @@ type UpdateDeliveryResponse struct {
 
 func (x *UpdateDeliveryResponse) Reset() {
 	*x = UpdateDeliveryResponse{}
-	mi := &file_svc_v1_broker_proto_msgTypes[71]
+	mi := &file_svc_v1_broker_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +4019,7 @@ func (x *UpdateDeliveryResponse) String() string {
 func (*UpdateDeliveryResponse) ProtoMessage() {}
 
 func (x *UpdateDeliveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[71]
+	mi := &file_svc_v1_broker_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +4032,7 @@ func (x *UpdateDeliveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeliveryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateDeliveryResponse) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{71}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *UpdateDeliveryResponse) GetDelivery() *DeliveryState {
@@ -3651,7 +4070,7 @@ type DeliveryState struct {
 
 func (x *DeliveryState) Reset() {
 	*x = DeliveryState{}
-	mi := &file_svc_v1_broker_proto_msgTypes[72]
+	mi := &file_svc_v1_broker_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3663,7 +4082,7 @@ func (x *DeliveryState) String() string {
 func (*DeliveryState) ProtoMessage() {}
 
 func (x *DeliveryState) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_v1_broker_proto_msgTypes[72]
+	mi := &file_svc_v1_broker_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3676,7 +4095,7 @@ func (x *DeliveryState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliveryState.ProtoReflect.Descriptor instead.
 func (*DeliveryState) Descriptor() ([]byte, []int) {
-	return file_svc_v1_broker_proto_rawDescGZIP(), []int{72}
+	return file_svc_v1_broker_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeliveryState) GetPosition() string {
@@ -3856,6 +4275,31 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\x11SubscribeResponse\x12%\n" +
 	"\x05ready\x18\x01 \x01(\v2\r.svc.v1.ReadyH\x00R\x05ready\x12+\n" +
 	"\amessage\x18\x02 \x01(\v2\x0f.svc.v1.MessageH\x00R\amessageB\a\n" +
+	"\x05event\"\x13\n" +
+	"\x11StreamTeamRequest\"~\n" +
+	"\n" +
+	"TeamMember\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tconnected\x18\x02 \x01(\x05R\tconnected\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x14\n" +
+	"\x05agent\x18\x04 \x01(\bR\x05agent\x12\x12\n" +
+	"\x04gone\x18\x05 \x01(\bR\x04gone\"<\n" +
+	"\fTeamSnapshot\x12,\n" +
+	"\amembers\x18\x01 \x03(\v2\x12.svc.v1.TeamMemberR\amembers\"v\n" +
+	"\rChannelChange\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12)\n" +
+	"\achannel\x18\x02 \x01(\v2\x0f.svc.v1.ChannelR\achannel\x12\x16\n" +
+	"\x06member\x18\x03 \x01(\tR\x06member\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\"R\n" +
+	"\x0fObjectiveChange\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12/\n" +
+	"\tobjective\x18\x02 \x01(\v2\x11.svc.v1.ObjectiveR\tobjective\"\x96\x02\n" +
+	"\x12StreamTeamResponse\x12%\n" +
+	"\x05ready\x18\x01 \x01(\v2\r.svc.v1.ReadyH\x00R\x05ready\x122\n" +
+	"\bsnapshot\x18\x02 \x01(\v2\x14.svc.v1.TeamSnapshotH\x00R\bsnapshot\x120\n" +
+	"\bpresence\x18\x03 \x01(\v2\x12.svc.v1.TeamMemberH\x00R\bpresence\x121\n" +
+	"\achannel\x18\x04 \x01(\v2\x15.svc.v1.ChannelChangeH\x00R\achannel\x127\n" +
+	"\tobjective\x18\x05 \x01(\v2\x17.svc.v1.ObjectiveChangeH\x00R\tobjectiveB\a\n" +
 	"\x05event\"\xc0\x01\n" +
 	"\x0eHistoryRequest\x12\x12\n" +
 	"\x04with\x18\x01 \x01(\tR\x04with\x12\x18\n" +
@@ -3952,7 +4396,7 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\tTurnPhase\x12\x1a\n" +
 	"\x16TURN_PHASE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TURN_PHASE_STARTED\x10\x01\x12\x14\n" +
-	"\x10TURN_PHASE_ENDED\x10\x022\xb4\x1a\n" +
+	"\x10TURN_PHASE_ENDED\x10\x022\xfb\x1a\n" +
 	"\x06Broker\x12I\n" +
 	"\x06Health\x12\x15.svc.v1.HealthRequest\x1a\x16.svc.v1.HealthResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/healthz\x12Y\n" +
@@ -3977,7 +4421,9 @@ const file_svc_v1_broker_proto_rawDesc = "" +
 	"\x06Logout\x12\x15.svc.v1.LogoutRequest\x1a\x16.svc.v1.LogoutResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/session/logout\x12C\n" +
 	"\x04Push\x12\x13.svc.v1.PushRequest\x1a\x14.svc.v1.PushResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	":\x01*\"\x05/push\x12B\n" +
-	"\tSubscribe\x12\x18.svc.v1.SubscribeRequest\x1a\x19.svc.v1.SubscribeResponse0\x01\x12L\n" +
+	"\tSubscribe\x12\x18.svc.v1.SubscribeRequest\x1a\x19.svc.v1.SubscribeResponse0\x01\x12E\n" +
+	"\n" +
+	"StreamTeam\x12\x19.svc.v1.StreamTeamRequest\x1a\x1a.svc.v1.StreamTeamResponse0\x01\x12L\n" +
 	"\aHistory\x12\x16.svc.v1.HistoryRequest\x1a\x17.svc.v1.HistoryResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/history\x12\\\n" +
 	"\fListChannels\x12\x1b.svc.v1.ListChannelsRequest\x1a\x1c.svc.v1.ListChannelsResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/channels\x12k\n" +
@@ -4008,7 +4454,7 @@ func file_svc_v1_broker_proto_rawDescGZIP() []byte {
 }
 
 var file_svc_v1_broker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_svc_v1_broker_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_svc_v1_broker_proto_goTypes = []any{
 	(TurnPhase)(0),                         // 0: svc.v1.TurnPhase
 	(*HealthRequest)(nil),                  // 1: svc.v1.HealthRequest
@@ -4053,161 +4499,177 @@ var file_svc_v1_broker_proto_goTypes = []any{
 	(*SubscribeRequest)(nil),               // 40: svc.v1.SubscribeRequest
 	(*Ready)(nil),                          // 41: svc.v1.Ready
 	(*SubscribeResponse)(nil),              // 42: svc.v1.SubscribeResponse
-	(*HistoryRequest)(nil),                 // 43: svc.v1.HistoryRequest
-	(*HistoryResponse)(nil),                // 44: svc.v1.HistoryResponse
-	(*ListChannelsRequest)(nil),            // 45: svc.v1.ListChannelsRequest
-	(*ListChannelsResponse)(nil),           // 46: svc.v1.ListChannelsResponse
-	(*CreateChannelRequest)(nil),           // 47: svc.v1.CreateChannelRequest
-	(*CreateChannelResponse)(nil),          // 48: svc.v1.CreateChannelResponse
-	(*GetChannelRequest)(nil),              // 49: svc.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),             // 50: svc.v1.GetChannelResponse
-	(*RenameChannelRequest)(nil),           // 51: svc.v1.RenameChannelRequest
-	(*RenameChannelResponse)(nil),          // 52: svc.v1.RenameChannelResponse
-	(*ArchiveChannelRequest)(nil),          // 53: svc.v1.ArchiveChannelRequest
-	(*ArchiveChannelResponse)(nil),         // 54: svc.v1.ArchiveChannelResponse
-	(*AddChannelMemberRequest)(nil),        // 55: svc.v1.AddChannelMemberRequest
-	(*AddChannelMemberResponse)(nil),       // 56: svc.v1.AddChannelMemberResponse
-	(*RemoveChannelMemberRequest)(nil),     // 57: svc.v1.RemoveChannelMemberRequest
-	(*RemoveChannelMemberResponse)(nil),    // 58: svc.v1.RemoveChannelMemberResponse
-	(*SetActivityRequest)(nil),             // 59: svc.v1.SetActivityRequest
-	(*SetActivityResponse)(nil),            // 60: svc.v1.SetActivityResponse
-	(*GetVapidPublicKeyRequest)(nil),       // 61: svc.v1.GetVapidPublicKeyRequest
-	(*GetVapidPublicKeyResponse)(nil),      // 62: svc.v1.GetVapidPublicKeyResponse
-	(*PushSubscriptionKeys)(nil),           // 63: svc.v1.PushSubscriptionKeys
-	(*CreatePushSubscriptionRequest)(nil),  // 64: svc.v1.CreatePushSubscriptionRequest
-	(*PushSubscription)(nil),               // 65: svc.v1.PushSubscription
-	(*CreatePushSubscriptionResponse)(nil), // 66: svc.v1.CreatePushSubscriptionResponse
-	(*DeletePushSubscriptionRequest)(nil),  // 67: svc.v1.DeletePushSubscriptionRequest
-	(*DeletePushSubscriptionResponse)(nil), // 68: svc.v1.DeletePushSubscriptionResponse
-	(*GetDeliveryRequest)(nil),             // 69: svc.v1.GetDeliveryRequest
-	(*GetDeliveryResponse)(nil),            // 70: svc.v1.GetDeliveryResponse
-	(*UpdateDeliveryRequest)(nil),          // 71: svc.v1.UpdateDeliveryRequest
-	(*UpdateDeliveryResponse)(nil),         // 72: svc.v1.UpdateDeliveryResponse
-	(*DeliveryState)(nil),                  // 73: svc.v1.DeliveryState
-	nil,                                    // 74: svc.v1.Team.PermissionPresetsEntry
-	(*structpb.ListValue)(nil),             // 75: google.protobuf.ListValue
-	(*Member)(nil),                         // 76: svc.v1.Member
-	(*Teammate)(nil),                       // 77: svc.v1.Teammate
-	(*Objective)(nil),                      // 78: svc.v1.Objective
-	(*Presence)(nil),                       // 79: svc.v1.Presence
-	(*Role)(nil),                           // 80: svc.v1.Role
-	(*TokenInfo)(nil),                      // 81: svc.v1.TokenInfo
-	(*SessionInfo)(nil),                    // 82: svc.v1.SessionInfo
-	(*structpb.Struct)(nil),                // 83: google.protobuf.Struct
-	(*Message)(nil),                        // 84: svc.v1.Message
-	(*ChannelSummary)(nil),                 // 85: svc.v1.ChannelSummary
-	(*Channel)(nil),                        // 86: svc.v1.Channel
-	(*ChannelMember)(nil),                  // 87: svc.v1.ChannelMember
+	(*StreamTeamRequest)(nil),              // 43: svc.v1.StreamTeamRequest
+	(*TeamMember)(nil),                     // 44: svc.v1.TeamMember
+	(*TeamSnapshot)(nil),                   // 45: svc.v1.TeamSnapshot
+	(*ChannelChange)(nil),                  // 46: svc.v1.ChannelChange
+	(*ObjectiveChange)(nil),                // 47: svc.v1.ObjectiveChange
+	(*StreamTeamResponse)(nil),             // 48: svc.v1.StreamTeamResponse
+	(*HistoryRequest)(nil),                 // 49: svc.v1.HistoryRequest
+	(*HistoryResponse)(nil),                // 50: svc.v1.HistoryResponse
+	(*ListChannelsRequest)(nil),            // 51: svc.v1.ListChannelsRequest
+	(*ListChannelsResponse)(nil),           // 52: svc.v1.ListChannelsResponse
+	(*CreateChannelRequest)(nil),           // 53: svc.v1.CreateChannelRequest
+	(*CreateChannelResponse)(nil),          // 54: svc.v1.CreateChannelResponse
+	(*GetChannelRequest)(nil),              // 55: svc.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),             // 56: svc.v1.GetChannelResponse
+	(*RenameChannelRequest)(nil),           // 57: svc.v1.RenameChannelRequest
+	(*RenameChannelResponse)(nil),          // 58: svc.v1.RenameChannelResponse
+	(*ArchiveChannelRequest)(nil),          // 59: svc.v1.ArchiveChannelRequest
+	(*ArchiveChannelResponse)(nil),         // 60: svc.v1.ArchiveChannelResponse
+	(*AddChannelMemberRequest)(nil),        // 61: svc.v1.AddChannelMemberRequest
+	(*AddChannelMemberResponse)(nil),       // 62: svc.v1.AddChannelMemberResponse
+	(*RemoveChannelMemberRequest)(nil),     // 63: svc.v1.RemoveChannelMemberRequest
+	(*RemoveChannelMemberResponse)(nil),    // 64: svc.v1.RemoveChannelMemberResponse
+	(*SetActivityRequest)(nil),             // 65: svc.v1.SetActivityRequest
+	(*SetActivityResponse)(nil),            // 66: svc.v1.SetActivityResponse
+	(*GetVapidPublicKeyRequest)(nil),       // 67: svc.v1.GetVapidPublicKeyRequest
+	(*GetVapidPublicKeyResponse)(nil),      // 68: svc.v1.GetVapidPublicKeyResponse
+	(*PushSubscriptionKeys)(nil),           // 69: svc.v1.PushSubscriptionKeys
+	(*CreatePushSubscriptionRequest)(nil),  // 70: svc.v1.CreatePushSubscriptionRequest
+	(*PushSubscription)(nil),               // 71: svc.v1.PushSubscription
+	(*CreatePushSubscriptionResponse)(nil), // 72: svc.v1.CreatePushSubscriptionResponse
+	(*DeletePushSubscriptionRequest)(nil),  // 73: svc.v1.DeletePushSubscriptionRequest
+	(*DeletePushSubscriptionResponse)(nil), // 74: svc.v1.DeletePushSubscriptionResponse
+	(*GetDeliveryRequest)(nil),             // 75: svc.v1.GetDeliveryRequest
+	(*GetDeliveryResponse)(nil),            // 76: svc.v1.GetDeliveryResponse
+	(*UpdateDeliveryRequest)(nil),          // 77: svc.v1.UpdateDeliveryRequest
+	(*UpdateDeliveryResponse)(nil),         // 78: svc.v1.UpdateDeliveryResponse
+	(*DeliveryState)(nil),                  // 79: svc.v1.DeliveryState
+	nil,                                    // 80: svc.v1.Team.PermissionPresetsEntry
+	(*structpb.ListValue)(nil),             // 81: google.protobuf.ListValue
+	(*Member)(nil),                         // 82: svc.v1.Member
+	(*Teammate)(nil),                       // 83: svc.v1.Teammate
+	(*Objective)(nil),                      // 84: svc.v1.Objective
+	(*Presence)(nil),                       // 85: svc.v1.Presence
+	(*Role)(nil),                           // 86: svc.v1.Role
+	(*TokenInfo)(nil),                      // 87: svc.v1.TokenInfo
+	(*SessionInfo)(nil),                    // 88: svc.v1.SessionInfo
+	(*structpb.Struct)(nil),                // 89: google.protobuf.Struct
+	(*Message)(nil),                        // 90: svc.v1.Message
+	(*Channel)(nil),                        // 91: svc.v1.Channel
+	(*ChannelSummary)(nil),                 // 92: svc.v1.ChannelSummary
+	(*ChannelMember)(nil),                  // 93: svc.v1.ChannelMember
 }
 var file_svc_v1_broker_proto_depIdxs = []int32{
-	75, // 0: svc.v1.HealthResponse.problems:type_name -> google.protobuf.ListValue
-	74, // 1: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
-	76, // 2: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
+	81, // 0: svc.v1.HealthResponse.problems:type_name -> google.protobuf.ListValue
+	80, // 1: svc.v1.Team.permission_presets:type_name -> svc.v1.Team.PermissionPresetsEntry
+	82, // 2: svc.v1.GetBriefingResponse.member:type_name -> svc.v1.Member
 	4,  // 3: svc.v1.GetBriefingResponse.team:type_name -> svc.v1.Team
-	77, // 4: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
-	78, // 5: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
+	83, // 4: svc.v1.GetBriefingResponse.teammates:type_name -> svc.v1.Teammate
+	84, // 5: svc.v1.GetBriefingResponse.open_objectives:type_name -> svc.v1.Objective
 	6,  // 6: svc.v1.GetBriefingResponse.external_notifications:type_name -> svc.v1.BriefingNotifications
 	7,  // 7: svc.v1.BriefingNotifications.endpoints:type_name -> svc.v1.BriefingEndpoint
-	77, // 8: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
-	79, // 9: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
-	76, // 10: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
-	80, // 11: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
-	77, // 12: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
-	80, // 13: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
-	75, // 14: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
-	77, // 15: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
-	81, // 16: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
-	81, // 17: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
-	80, // 18: svc.v1.Session.role:type_name -> svc.v1.Role
+	83, // 8: svc.v1.GetRosterResponse.teammates:type_name -> svc.v1.Teammate
+	85, // 9: svc.v1.GetRosterResponse.connected:type_name -> svc.v1.Presence
+	82, // 10: svc.v1.ListMembersResponse.members:type_name -> svc.v1.Member
+	86, // 11: svc.v1.CreateMemberRequest.role:type_name -> svc.v1.Role
+	83, // 12: svc.v1.CreateMemberResponse.member:type_name -> svc.v1.Teammate
+	86, // 13: svc.v1.UpdateMemberRequest.role:type_name -> svc.v1.Role
+	81, // 14: svc.v1.UpdateMemberRequest.permissions:type_name -> google.protobuf.ListValue
+	83, // 15: svc.v1.UpdateMemberResponse.member:type_name -> svc.v1.Teammate
+	87, // 16: svc.v1.RotateTokenResponse.token_info:type_name -> svc.v1.TokenInfo
+	87, // 17: svc.v1.ListTokensResponse.tokens:type_name -> svc.v1.TokenInfo
+	86, // 18: svc.v1.Session.role:type_name -> svc.v1.Role
 	26, // 19: svc.v1.CreateSessionResponse.session:type_name -> svc.v1.Session
 	26, // 20: svc.v1.GetSessionResponse.session:type_name -> svc.v1.Session
-	82, // 21: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
-	83, // 22: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
+	88, // 21: svc.v1.ListSessionsResponse.sessions:type_name -> svc.v1.SessionInfo
+	89, // 22: svc.v1.PushRequest.data:type_name -> google.protobuf.Struct
 	38, // 23: svc.v1.PushResponse.delivery:type_name -> svc.v1.Delivery
-	84, // 24: svc.v1.PushResponse.message:type_name -> svc.v1.Message
+	90, // 24: svc.v1.PushResponse.message:type_name -> svc.v1.Message
 	41, // 25: svc.v1.SubscribeResponse.ready:type_name -> svc.v1.Ready
-	84, // 26: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
-	84, // 27: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
-	85, // 28: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
-	86, // 29: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
-	86, // 30: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
-	87, // 31: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
-	86, // 32: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
-	63, // 33: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
-	65, // 34: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
-	73, // 35: svc.v1.GetDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
-	0,  // 36: svc.v1.UpdateDeliveryRequest.turn:type_name -> svc.v1.TurnPhase
-	73, // 37: svc.v1.UpdateDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
-	75, // 38: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
-	1,  // 39: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
-	3,  // 40: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
-	8,  // 41: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
-	10, // 42: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
-	12, // 43: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
-	14, // 44: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
-	16, // 45: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
-	18, // 46: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
-	20, // 47: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
-	22, // 48: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
-	24, // 49: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
-	27, // 50: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
-	29, // 51: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
-	31, // 52: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
-	33, // 53: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
-	35, // 54: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
-	37, // 55: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
-	40, // 56: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
-	43, // 57: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
-	45, // 58: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
-	47, // 59: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
-	49, // 60: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
-	51, // 61: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
-	53, // 62: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
-	55, // 63: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
-	57, // 64: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
-	59, // 65: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
-	61, // 66: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
-	64, // 67: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
-	67, // 68: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
-	69, // 69: svc.v1.Broker.GetDelivery:input_type -> svc.v1.GetDeliveryRequest
-	71, // 70: svc.v1.Broker.UpdateDelivery:input_type -> svc.v1.UpdateDeliveryRequest
-	2,  // 71: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
-	5,  // 72: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
-	9,  // 73: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
-	11, // 74: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
-	13, // 75: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
-	15, // 76: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
-	17, // 77: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
-	19, // 78: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
-	21, // 79: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
-	23, // 80: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
-	25, // 81: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
-	28, // 82: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
-	30, // 83: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
-	32, // 84: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
-	34, // 85: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
-	36, // 86: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
-	39, // 87: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
-	42, // 88: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
-	44, // 89: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
-	46, // 90: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
-	48, // 91: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
-	50, // 92: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
-	52, // 93: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
-	54, // 94: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
-	56, // 95: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
-	58, // 96: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
-	60, // 97: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
-	62, // 98: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
-	66, // 99: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
-	68, // 100: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
-	70, // 101: svc.v1.Broker.GetDelivery:output_type -> svc.v1.GetDeliveryResponse
-	72, // 102: svc.v1.Broker.UpdateDelivery:output_type -> svc.v1.UpdateDeliveryResponse
-	71, // [71:103] is the sub-list for method output_type
-	39, // [39:71] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	90, // 26: svc.v1.SubscribeResponse.message:type_name -> svc.v1.Message
+	44, // 27: svc.v1.TeamSnapshot.members:type_name -> svc.v1.TeamMember
+	91, // 28: svc.v1.ChannelChange.channel:type_name -> svc.v1.Channel
+	84, // 29: svc.v1.ObjectiveChange.objective:type_name -> svc.v1.Objective
+	41, // 30: svc.v1.StreamTeamResponse.ready:type_name -> svc.v1.Ready
+	45, // 31: svc.v1.StreamTeamResponse.snapshot:type_name -> svc.v1.TeamSnapshot
+	44, // 32: svc.v1.StreamTeamResponse.presence:type_name -> svc.v1.TeamMember
+	46, // 33: svc.v1.StreamTeamResponse.channel:type_name -> svc.v1.ChannelChange
+	47, // 34: svc.v1.StreamTeamResponse.objective:type_name -> svc.v1.ObjectiveChange
+	90, // 35: svc.v1.HistoryResponse.messages:type_name -> svc.v1.Message
+	92, // 36: svc.v1.ListChannelsResponse.channels:type_name -> svc.v1.ChannelSummary
+	91, // 37: svc.v1.CreateChannelResponse.channel:type_name -> svc.v1.Channel
+	91, // 38: svc.v1.GetChannelResponse.channel:type_name -> svc.v1.Channel
+	93, // 39: svc.v1.GetChannelResponse.members:type_name -> svc.v1.ChannelMember
+	91, // 40: svc.v1.RenameChannelResponse.channel:type_name -> svc.v1.Channel
+	69, // 41: svc.v1.CreatePushSubscriptionRequest.keys:type_name -> svc.v1.PushSubscriptionKeys
+	71, // 42: svc.v1.CreatePushSubscriptionResponse.subscription:type_name -> svc.v1.PushSubscription
+	79, // 43: svc.v1.GetDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
+	0,  // 44: svc.v1.UpdateDeliveryRequest.turn:type_name -> svc.v1.TurnPhase
+	79, // 45: svc.v1.UpdateDeliveryResponse.delivery:type_name -> svc.v1.DeliveryState
+	81, // 46: svc.v1.Team.PermissionPresetsEntry.value:type_name -> google.protobuf.ListValue
+	1,  // 47: svc.v1.Broker.Health:input_type -> svc.v1.HealthRequest
+	3,  // 48: svc.v1.Broker.GetBriefing:input_type -> svc.v1.GetBriefingRequest
+	8,  // 49: svc.v1.Broker.GetRoster:input_type -> svc.v1.GetRosterRequest
+	10, // 50: svc.v1.Broker.ListMembers:input_type -> svc.v1.ListMembersRequest
+	12, // 51: svc.v1.Broker.CreateMember:input_type -> svc.v1.CreateMemberRequest
+	14, // 52: svc.v1.Broker.UpdateMember:input_type -> svc.v1.UpdateMemberRequest
+	16, // 53: svc.v1.Broker.DeleteMember:input_type -> svc.v1.DeleteMemberRequest
+	18, // 54: svc.v1.Broker.RotateToken:input_type -> svc.v1.RotateTokenRequest
+	20, // 55: svc.v1.Broker.ListTokens:input_type -> svc.v1.ListTokensRequest
+	22, // 56: svc.v1.Broker.RevokeToken:input_type -> svc.v1.RevokeTokenRequest
+	24, // 57: svc.v1.Broker.EnrollTotp:input_type -> svc.v1.EnrollTotpRequest
+	27, // 58: svc.v1.Broker.CreateSession:input_type -> svc.v1.CreateSessionRequest
+	29, // 59: svc.v1.Broker.GetSession:input_type -> svc.v1.GetSessionRequest
+	31, // 60: svc.v1.Broker.ListSessions:input_type -> svc.v1.ListSessionsRequest
+	33, // 61: svc.v1.Broker.RevokeSession:input_type -> svc.v1.RevokeSessionRequest
+	35, // 62: svc.v1.Broker.Logout:input_type -> svc.v1.LogoutRequest
+	37, // 63: svc.v1.Broker.Push:input_type -> svc.v1.PushRequest
+	40, // 64: svc.v1.Broker.Subscribe:input_type -> svc.v1.SubscribeRequest
+	43, // 65: svc.v1.Broker.StreamTeam:input_type -> svc.v1.StreamTeamRequest
+	49, // 66: svc.v1.Broker.History:input_type -> svc.v1.HistoryRequest
+	51, // 67: svc.v1.Broker.ListChannels:input_type -> svc.v1.ListChannelsRequest
+	53, // 68: svc.v1.Broker.CreateChannel:input_type -> svc.v1.CreateChannelRequest
+	55, // 69: svc.v1.Broker.GetChannel:input_type -> svc.v1.GetChannelRequest
+	57, // 70: svc.v1.Broker.RenameChannel:input_type -> svc.v1.RenameChannelRequest
+	59, // 71: svc.v1.Broker.ArchiveChannel:input_type -> svc.v1.ArchiveChannelRequest
+	61, // 72: svc.v1.Broker.AddChannelMember:input_type -> svc.v1.AddChannelMemberRequest
+	63, // 73: svc.v1.Broker.RemoveChannelMember:input_type -> svc.v1.RemoveChannelMemberRequest
+	65, // 74: svc.v1.Broker.SetActivity:input_type -> svc.v1.SetActivityRequest
+	67, // 75: svc.v1.Broker.GetVapidPublicKey:input_type -> svc.v1.GetVapidPublicKeyRequest
+	70, // 76: svc.v1.Broker.CreatePushSubscription:input_type -> svc.v1.CreatePushSubscriptionRequest
+	73, // 77: svc.v1.Broker.DeletePushSubscription:input_type -> svc.v1.DeletePushSubscriptionRequest
+	75, // 78: svc.v1.Broker.GetDelivery:input_type -> svc.v1.GetDeliveryRequest
+	77, // 79: svc.v1.Broker.UpdateDelivery:input_type -> svc.v1.UpdateDeliveryRequest
+	2,  // 80: svc.v1.Broker.Health:output_type -> svc.v1.HealthResponse
+	5,  // 81: svc.v1.Broker.GetBriefing:output_type -> svc.v1.GetBriefingResponse
+	9,  // 82: svc.v1.Broker.GetRoster:output_type -> svc.v1.GetRosterResponse
+	11, // 83: svc.v1.Broker.ListMembers:output_type -> svc.v1.ListMembersResponse
+	13, // 84: svc.v1.Broker.CreateMember:output_type -> svc.v1.CreateMemberResponse
+	15, // 85: svc.v1.Broker.UpdateMember:output_type -> svc.v1.UpdateMemberResponse
+	17, // 86: svc.v1.Broker.DeleteMember:output_type -> svc.v1.DeleteMemberResponse
+	19, // 87: svc.v1.Broker.RotateToken:output_type -> svc.v1.RotateTokenResponse
+	21, // 88: svc.v1.Broker.ListTokens:output_type -> svc.v1.ListTokensResponse
+	23, // 89: svc.v1.Broker.RevokeToken:output_type -> svc.v1.RevokeTokenResponse
+	25, // 90: svc.v1.Broker.EnrollTotp:output_type -> svc.v1.EnrollTotpResponse
+	28, // 91: svc.v1.Broker.CreateSession:output_type -> svc.v1.CreateSessionResponse
+	30, // 92: svc.v1.Broker.GetSession:output_type -> svc.v1.GetSessionResponse
+	32, // 93: svc.v1.Broker.ListSessions:output_type -> svc.v1.ListSessionsResponse
+	34, // 94: svc.v1.Broker.RevokeSession:output_type -> svc.v1.RevokeSessionResponse
+	36, // 95: svc.v1.Broker.Logout:output_type -> svc.v1.LogoutResponse
+	39, // 96: svc.v1.Broker.Push:output_type -> svc.v1.PushResponse
+	42, // 97: svc.v1.Broker.Subscribe:output_type -> svc.v1.SubscribeResponse
+	48, // 98: svc.v1.Broker.StreamTeam:output_type -> svc.v1.StreamTeamResponse
+	50, // 99: svc.v1.Broker.History:output_type -> svc.v1.HistoryResponse
+	52, // 100: svc.v1.Broker.ListChannels:output_type -> svc.v1.ListChannelsResponse
+	54, // 101: svc.v1.Broker.CreateChannel:output_type -> svc.v1.CreateChannelResponse
+	56, // 102: svc.v1.Broker.GetChannel:output_type -> svc.v1.GetChannelResponse
+	58, // 103: svc.v1.Broker.RenameChannel:output_type -> svc.v1.RenameChannelResponse
+	60, // 104: svc.v1.Broker.ArchiveChannel:output_type -> svc.v1.ArchiveChannelResponse
+	62, // 105: svc.v1.Broker.AddChannelMember:output_type -> svc.v1.AddChannelMemberResponse
+	64, // 106: svc.v1.Broker.RemoveChannelMember:output_type -> svc.v1.RemoveChannelMemberResponse
+	66, // 107: svc.v1.Broker.SetActivity:output_type -> svc.v1.SetActivityResponse
+	68, // 108: svc.v1.Broker.GetVapidPublicKey:output_type -> svc.v1.GetVapidPublicKeyResponse
+	72, // 109: svc.v1.Broker.CreatePushSubscription:output_type -> svc.v1.CreatePushSubscriptionResponse
+	74, // 110: svc.v1.Broker.DeletePushSubscription:output_type -> svc.v1.DeletePushSubscriptionResponse
+	76, // 111: svc.v1.Broker.GetDelivery:output_type -> svc.v1.GetDeliveryResponse
+	78, // 112: svc.v1.Broker.UpdateDelivery:output_type -> svc.v1.UpdateDeliveryResponse
+	80, // [80:113] is the sub-list for method output_type
+	47, // [47:80] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_svc_v1_broker_proto_init() }
@@ -4226,17 +4688,24 @@ func file_svc_v1_broker_proto_init() {
 		(*SubscribeResponse_Ready)(nil),
 		(*SubscribeResponse_Message)(nil),
 	}
-	file_svc_v1_broker_proto_msgTypes[42].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[54].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[58].OneofWrappers = []any{}
-	file_svc_v1_broker_proto_msgTypes[72].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[47].OneofWrappers = []any{
+		(*StreamTeamResponse_Ready)(nil),
+		(*StreamTeamResponse_Snapshot)(nil),
+		(*StreamTeamResponse_Presence)(nil),
+		(*StreamTeamResponse_Channel)(nil),
+		(*StreamTeamResponse_Objective)(nil),
+	}
+	file_svc_v1_broker_proto_msgTypes[48].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[60].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[64].OneofWrappers = []any{}
+	file_svc_v1_broker_proto_msgTypes[78].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_v1_broker_proto_rawDesc), len(file_svc_v1_broker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   74,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,7 @@ const (
 	Broker_Logout_FullMethodName                 = "/svc.v1.Broker/Logout"
 	Broker_Push_FullMethodName                   = "/svc.v1.Broker/Push"
 	Broker_Subscribe_FullMethodName              = "/svc.v1.Broker/Subscribe"
+	Broker_StreamTeam_FullMethodName             = "/svc.v1.Broker/StreamTeam"
 	Broker_History_FullMethodName                = "/svc.v1.Broker/History"
 	Broker_ListChannels_FullMethodName           = "/svc.v1.Broker/ListChannels"
 	Broker_CreateChannel_FullMethodName          = "/svc.v1.Broker/CreateChannel"
@@ -103,6 +104,12 @@ type BrokerClient interface {
 	// last_id, every missed message in order, then live messages. REST clients
 	// use the SSE route GET /subscribe.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
+	// StreamTeam streams what the team looks like to the caller, live: a
+	// ready event, a snapshot of every member's presence, then every change
+	// of presence or live activity, of a channel, of an objective. It is not
+	// resumable: a new stream starts with a new snapshot. REST clients use
+	// the SSE route GET /team/stream.
+	StreamTeam(ctx context.Context, in *StreamTeamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamTeamResponse], error)
 	// History pages through one thread the caller may see, newest first.
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// ListChannels lists every channel with the caller's membership.
@@ -336,6 +343,25 @@ func (c *brokerClient) Subscribe(ctx context.Context, in *SubscribeRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Broker_SubscribeClient = grpc.ServerStreamingClient[SubscribeResponse]
 
+func (c *brokerClient) StreamTeam(ctx context.Context, in *StreamTeamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamTeamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Broker_ServiceDesc.Streams[1], Broker_StreamTeam_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamTeamRequest, StreamTeamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Broker_StreamTeamClient = grpc.ServerStreamingClient[StreamTeamResponse]
+
 func (c *brokerClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HistoryResponse)
@@ -526,6 +552,12 @@ type BrokerServer interface {
 	// last_id, every missed message in order, then live messages. REST clients
 	// use the SSE route GET /subscribe.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
+	// StreamTeam streams what the team looks like to the caller, live: a
+	// ready event, a snapshot of every member's presence, then every change
+	// of presence or live activity, of a channel, of an objective. It is not
+	// resumable: a new stream starts with a new snapshot. REST clients use
+	// the SSE route GET /team/stream.
+	StreamTeam(*StreamTeamRequest, grpc.ServerStreamingServer[StreamTeamResponse]) error
 	// History pages through one thread the caller may see, newest first.
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// ListChannels lists every channel with the caller's membership.
@@ -623,6 +655,9 @@ func (UnimplementedBrokerServer) Push(context.Context, *PushRequest) (*PushRespo
 }
 func (UnimplementedBrokerServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedBrokerServer) StreamTeam(*StreamTeamRequest, grpc.ServerStreamingServer[StreamTeamResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamTeam not implemented")
 }
 func (UnimplementedBrokerServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method History not implemented")
@@ -1003,6 +1038,17 @@ func _Broker_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) error 
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Broker_SubscribeServer = grpc.ServerStreamingServer[SubscribeResponse]
+
+func _Broker_StreamTeam_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StreamTeamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(BrokerServer).StreamTeam(m, &grpc.GenericServerStream[StreamTeamRequest, StreamTeamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Broker_StreamTeamServer = grpc.ServerStreamingServer[StreamTeamResponse]
 
 func _Broker_History_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HistoryRequest)
@@ -1392,6 +1438,11 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Subscribe",
 			Handler:       _Broker_Subscribe_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "StreamTeam",
+			Handler:       _Broker_StreamTeam_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -32,6 +32,9 @@ type ToolSource struct {
 	Kind        string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	DisplayName string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// config is a JSON object; url is the MCP endpoint of an mcp source.
+	// It may hold a key (an MCP URL's query), so it is shown only to
+	// tools.manage holders and to members who may use the source (bound to
+	// it, or allMembers); everyone else gets the source without config.
 	Config     *structpb.Struct `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
 	Enabled    bool             `protobuf:"varint,5,opt,name=enabled,proto3" json:"enabled,omitempty"`
 	AllMembers bool             `protobuf:"varint,6,opt,name=all_members,json=allMembers,proto3" json:"all_members,omitempty"`

@@ -147,10 +147,13 @@ func (x *Member) GetPermissions() []string {
 
 // Teammate is the public projection of a member.
 type Teammate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Role          *Role                  `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	Permissions   []string               `protobuf:"bytes,3,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Role        *Role                  `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Permissions []string               `protobuf:"bytes,3,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	// agent is set in the roster only: true once a runner has connected for
+	// the member (docs/DECISIONS.md, "Agents").
+	Agent         *bool `protobuf:"varint,4,opt,name=agent,proto3,oneof" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -204,6 +207,13 @@ func (x *Teammate) GetPermissions() []string {
 		return x.Permissions
 	}
 	return nil
+}
+
+func (x *Teammate) GetAgent() bool {
+	if x != nil && x.Agent != nil {
+		return *x.Agent
+	}
+	return false
 }
 
 // TokenInfo describes a bearer token; it never carries the plaintext.
@@ -1086,11 +1096,13 @@ const file_svc_v1_types_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\v2\f.svc.v1.RoleR\x04role\x12'\n" +
 	"\finstructions\x18\x03 \x01(\tH\x00R\finstructions\x88\x01\x01\x12 \n" +
 	"\vpermissions\x18\x04 \x03(\tR\vpermissionsB\x0f\n" +
-	"\r_instructions\"b\n" +
+	"\r_instructions\"\x87\x01\n" +
 	"\bTeammate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\x04role\x18\x02 \x01(\v2\f.svc.v1.RoleR\x04role\x12 \n" +
-	"\vpermissions\x18\x03 \x03(\tR\vpermissions\"\xf2\x01\n" +
+	"\vpermissions\x18\x03 \x03(\tR\vpermissions\x12\x19\n" +
+	"\x05agent\x18\x04 \x01(\bH\x00R\x05agent\x88\x01\x01B\b\n" +
+	"\x06_agent\"\xf2\x01\n" +
 	"\tTokenInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x16\n" +
@@ -1251,6 +1263,7 @@ func file_svc_v1_types_proto_init() {
 		return
 	}
 	file_svc_v1_types_proto_msgTypes[1].OneofWrappers = []any{}
+	file_svc_v1_types_proto_msgTypes[2].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[3].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[4].OneofWrappers = []any{}
 	file_svc_v1_types_proto_msgTypes[5].OneofWrappers = []any{}

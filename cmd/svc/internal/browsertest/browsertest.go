@@ -304,5 +304,22 @@ func (p *Page) SaveScreenshot(t testing.TB, path string) {
 	}
 }
 
+// SaveViewport writes what the viewport shows now to path: the screen as
+// the person sees it at the emulated size, not the whole scrollable page
+// (docs' screenshots; a full-page capture also includes a scrollbar's
+// gutter at desktop width).
+func (p *Page) SaveViewport(t testing.TB, path string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.Ctx, 10*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.Fail(t, "screenshot", err)
+	}
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ErrNotFound is returned by helpers waiting for something that never came.
 var ErrNotFound = errors.New("not found")

@@ -1,8 +1,10 @@
 // The app shell: session, layout with navigation, and the page router.
 import {h, replace} from './h.js';
+import {startTheme} from './theme.js';
 import {api, onUnauthenticated, errorText} from './api.js';
-import {route, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
+import {route, routeUnder, setFallback, onRender, navigate, startRouter, refresh} from './router.js';
 import {startLive, stopLive, onLiveState, liveState} from './live.js';
+import {followLive} from './teamlive.js';
 import {signinPage} from './pages/signin.js';
 import {welcomePage} from './pages/welcome.js';
 import {chatPage} from './pages/chat.js';
@@ -118,14 +120,26 @@ function layout(page) {
     approvalsBadge.textContent = n > 99 ? '99+' : String(n);
     approvalsBadge.setAttribute('aria-label', n === 1 ? '1 approval waits for you' : n + ' approvals wait for you');
   });
-  const nav = h('nav', {'aria-label': 'Main'}, h('ul', {},
+  // On a phone the navigation folds behind a menu button, so every page
+  // (Admin and Settings too) stays one tap away without sideways scrolling.
+  const menuBtn = h('button', {type: 'button', class: 'quiet menu-toggle', 'aria-controls': 'main-nav', 'aria-expanded': 'false',
+    onclick: () => setMenu(menuBtn.getAttribute('aria-expanded') !== 'true')}, h('span', {'aria-hidden': 'true'}, '☰ '), 'Menu');
+  const nav = h('nav', {'aria-label': 'Main', id: 'main-nav'}, h('ul', {},
     NAV.map((n) => h('li', {}, h('a', {href: n.path, 'data-nav': '', 'aria-current': n.page === page ? 'page' : null}, n.label,
       n.page === teamPage ? [' ', approvalsBadge] : null)))));
+  const setMenu = (open) => {
+    menuBtn.setAttribute('aria-expanded', open ? 'true' : 'false');
+    nav.classList.toggle('open', open);
+  };
+  nav.addEventListener('keydown', (e) => { if (e.key === 'Escape' && nav.classList.contains('open')) { setMenu(false); menuBtn.focus(); } });
   const me = h('div', {class: 'me'},
     status,
     h('span', {class: 'who'}, app.session.member),
     h('button', {type: 'button', class: 'quiet', onclick: () => app.signOut()}, 'Sign out'));
-  const node = h('div', {class: 'shell'}, h('header', {class: 'top'}, skip, h('a', {class: 'brand', href: '/ui/chat', 'data-nav': ''}, 'svc'), nav, me), main);
+  // A page that fills the window (chat) scrolls inside itself: the header
+  // stays, the page below it takes the rest of the height.
+  const node = h('div', {class: ['shell', page.fill && 'fill']},
+    h('header', {class: 'top'}, skip, h('a', {class: 'brand', href: '/ui/chat', 'data-nav': ''}, 'svc'), menuBtn, nav, me), main);
   return {node, main, off: () => { off(); offApprovals(); }};
 }
 
@@ -162,14 +176,21 @@ function render(page, url) {
 }
 
 async function boot() {
+  startTheme();
+  // A page left for another keeps no stream open (chromium holds a page
+  // it may come back to with its connections, six per host at most):
+  // tabshare.js leaves on pagehide and joins again on pageshow, and
+  // ResumableStream parks itself the same way where tabs do not share.
   route('/ui/', {title: 'Chat', auth: true, redirect: '/ui/chat'});
   route('/ui/signin', signinPage);
   route('/ui/welcome', welcomePage);
   for (const n of NAV) route(n.path, n.page);
   route('/ui/enroll', enrollPage);
+  routeUnder('/ui/objectives/', objectivesPage);
   setFallback(notFoundPage);
   onRender(render);
   onUnauthenticated(() => { if (app.session) app.ended(); });
+  followLive(); // the team stream opens and closes with the message stream
   try {
     const s = await api('GET', '/session');
     app.session = s;

@@ -135,7 +135,7 @@ function fill(el, id, from, me) {
   const st = h('p', {class: 'msg', role: 'status', 'aria-live': 'polite'});
   const canDecide = a.status === 'pending' && a.member !== me;
   const reasonId = 'approval-reason-' + id;
-  const reason = h('input', {id: reasonId, class: 'approval-reason', maxlength: String(MAX_REASON), autocomplete: 'off'});
+  const reason = h('input', {id: reasonId, class: 'approval-reason', maxlength: String(MAX_REASON), autocomplete: 'off', placeholder: 'Reason (optional)'});
   const decide = (decision) => async () => {
     for (const b of el.querySelectorAll('button')) b.disabled = true;
     replace(st, decision === 'allow' ? 'Allowing…' : 'Denying…');
@@ -153,17 +153,19 @@ function fill(el, id, from, me) {
       for (const b of el.querySelectorAll('button')) b.disabled = false;
     }
   };
+  // Compact: who asks for what on one line, the input in a short
+  // scrolling box, then the decision row, so Allow and Deny are in view
+  // without scrolling. The message's own text is not repeated (chat.js).
   replace(el,
-    h('p', {class: 'approval-title'}, a.member + ' asks to use ', h('code', {}, a.tool)),
-    h('pre', {class: 'approval-input'}, inputText(a.input)),
-    typeof a.objective === 'string' && a.objective ? h('p', {class: 'hint'}, 'Objective ', h('code', {}, a.objective)) : null,
+    h('p', {class: 'approval-title'}, a.member + ' asks to use ', h('code', {}, a.tool),
+      typeof a.objective === 'string' && a.objective ? [' · objective ', h('code', {}, a.objective)] : null),
+    h('pre', {class: 'approval-input', tabindex: '0'}, inputText(a.input)),
     h('p', {class: 'approval-status', 'data-status': a.status}, describe(a)),
-    canDecide ? [
-      h('label', {for: reasonId}, 'Reason (optional, shown to the agent)'), reason,
-      h('div', {class: 'actions'},
-        h('button', {type: 'button', class: 'approval-allow', onclick: decide('allow')}, 'Allow'),
-        h('button', {type: 'button', class: 'approval-deny danger', onclick: decide('deny')}, 'Deny')),
-    ] : null,
+    canDecide ? h('div', {class: 'actions'},
+      h('label', {for: reasonId, class: 'sr-only'}, 'Reason (optional, shown to the agent)'),
+      reason,
+      h('button', {type: 'button', class: 'approval-allow', onclick: decide('allow')}, 'Allow'),
+      h('button', {type: 'button', class: 'approval-deny danger', onclick: decide('deny')}, 'Deny')) : null,
     st);
 }
 

@@ -8,6 +8,11 @@ let render = () => {};
 // route registers a page for an exact path ('/ui/chat').
 export function route(path, page) { routes.set(path, page); }
 
+// routeUnder registers a page for every path below prefix
+// ('/ui/objectives/' → /ui/objectives/<id>); the page reads the rest.
+const prefixes = [];
+export function routeUnder(prefix, page) { prefixes.push([prefix, page]); }
+
 // setFallback sets the page of an unknown /ui/ path.
 export function setFallback(page) { fallback = page; }
 
@@ -16,7 +21,8 @@ export function onRender(fn) { render = fn; }
 
 export function current() {
   const path = location.pathname.replace(/\/+$/, '') || '/ui';
-  return {path, page: routes.get(path === '/ui' ? '/ui/' : path) || fallback, url: new URL(location.href)};
+  const under = prefixes.find(([p]) => path.startsWith(p) && path.length > p.length);
+  return {path, page: routes.get(path === '/ui' ? '/ui/' : path) || (under && under[1]) || fallback, url: new URL(location.href)};
 }
 
 export function navigate(to, {replace = false} = {}) {

@@ -23,8 +23,13 @@ export class ResumableStream {
   // onItem(obj, id) per new item; onState('connecting'|'live'|'reconnecting');
   // onDrop() on every failed or dropped connection (EventSource hides the
   // status: the page checks whether its session still stands).
-  constructor(url, {event = 'message', onItem, onState = () => {}, onDrop = () => {}, minDelay = 250, maxDelay = 8000} = {}) {
+  // resumable false: a stream whose every connection starts afresh (the
+  // team stream: a snapshot, then changes): items need no id, none is
+  // deduplicated, and a reconnect carries no lastEventId.
+  constructor(url, {event = 'message', onItem, onState = () => {}, onDrop = () => {}, minDelay = 250, maxDelay = 8000, resumable = true, maxData = MAX_DATA} = {}) {
     this.onDrop = onDrop;
+    this.resumable = resumable;
+    this.maxData = maxData;
     this.url = url;
     this.event = event;
     this.onItem = onItem;
@@ -38,6 +43,9 @@ export class ResumableStream {
     this.timer = 0;
     this.stopped = true;
     this.state = 'idle';
+    this.onHide = null; // pagehide/pageshow listeners while started
+    this.onShow = null;
+    this.parked = false; // closed by pagehide, to resume on pageshow
   }
 
   // lastId is the position the stream would resume after ('' when none).
@@ -56,17 +64,61 @@ export class ResumableStream {
     if (this.floor === null || n > this.floor) this.floor = n;
   }
 
+  // resumeAfter sets the position to id, an id of this same stream that
+  // another tab's connection delivered (js/tabshare.js: a tab taking over
+  // the shared stream resumes after the last item it was handed), so the
+  // items after it are replayed and the ones up to it not delivered again.
+  resumeAfter(id) {
+    if (typeof id !== 'string' || id.length > MAX_ID_LEN || !ID_RE.test(id)) return;
+    const n = BigInt(id);
+    if (this.last === null || n > this.last) this.last = n;
+  }
+
   start() {
     this.stopped = false;
+    this.watchPage(true);
     this.connect(this.last === null ? 'connecting' : 'reconnecting');
   }
 
   stop() {
     this.stopped = true;
+    this.watchPage(false);
     clearTimeout(this.timer);
     if (this.es) this.es.close();
     this.es = null;
     this.setState('idle');
+  }
+
+  // watchPage closes the connection when the page is hidden for good or
+  // put in the back/forward cache (pagehide), and resumes it when the page
+  // comes back from that cache (pageshow). Chromium keeps a cached page's
+  // open stream, and a browser allows six HTTP/1.1 connections per origin:
+  // a few full-page loads (a reload, a file opened in the tab and Back)
+  // left the app's own requests queued behind its old pages' streams,
+  // stuck at "Loading…" (docs/WEBAPP.md, "Screenshots and the whole-app
+  // check").
+  watchPage(on) {
+    if (on && !this.onHide) {
+      this.onHide = () => {
+        if (this.stopped) return;
+        clearTimeout(this.timer);
+        if (this.es) this.es.close();
+        this.es = null;
+        this.parked = true;
+      };
+      this.onShow = () => {
+        if (this.stopped || !this.parked) return;
+        this.parked = false;
+        this.connect('reconnecting');
+      };
+      addEventListener('pagehide', this.onHide);
+      addEventListener('pageshow', this.onShow);
+    } else if (!on && this.onHide) {
+      removeEventListener('pagehide', this.onHide);
+      removeEventListener('pageshow', this.onShow);
+      this.onHide = this.onShow = null;
+      this.parked = false;
+    }
   }
 
   setState(s) {
@@ -79,7 +131,7 @@ export class ResumableStream {
     this.setState(state);
     let url = this.url;
     const after = this.last !== null ? this.last : this.floor;
-    if (after !== null) url += (url.includes('?') ? '&' : '?') + 'lastEventId=' + after.toString();
+    if (after !== null && this.resumable) url += (url.includes('?') ? '&' : '?') + 'lastEventId=' + after.toString();
     const es = new EventSource(url);
     this.es = es;
     es.addEventListener('ready', () => {
@@ -107,14 +159,25 @@ export class ResumableStream {
   }
 
   deliver(id, data) {
+    if (!this.resumable) {
+      const obj = parse(data, this.maxData);
+      if (obj) this.onItem(obj, typeof id === 'string' ? id : '');
+      return;
+    }
     if (typeof id !== 'string' || id.length > MAX_ID_LEN || !ID_RE.test(id)) return;
     const n = BigInt(id);
     if (this.last !== null && n <= this.last) return; // replayed: already delivered
-    if (typeof data !== 'string' || data.length > MAX_DATA) return;
-    let obj;
-    try { obj = JSON.parse(data); } catch { return; }
-    if (!obj || typeof obj !== 'object') return;
+    const obj = parse(data, this.maxData);
+    if (!obj) return;
     this.last = n;
     this.onItem(obj, id);
   }
+}
+
+// parse decodes one frame's JSON object, or null for anything else.
+function parse(data, max) {
+  if (typeof data !== 'string' || data.length > max) return null;
+  let obj;
+  try { obj = JSON.parse(data); } catch { return null; }
+  return obj && typeof obj === 'object' ? obj : null;
 }

@@ -39,10 +39,69 @@ export function input(name, value, props = {}) {
   return h('input', {name, value: value === undefined || value === null ? '' : String(value), ...props});
 }
 
-// select is a <select> of options (each its own value and text) with value
-// selected.
+// select is a <select> of options with value selected. An option is a
+// string (its own value and text) or {value, label}.
 export function select(name, options, value) {
-  return h('select', {name}, options.map((v) => h('option', {value: v, selected: v === value}, v)));
+  return h('select', {name}, options.map((v) => {
+    const o = v && typeof v === 'object' ? v : {value: v, label: v};
+    return h('option', {value: o.value, selected: o.value === value}, o.label);
+  }));
+}
+
+// radios is a group of radio buttons under a legend, one per option
+// {value, label, hint?}: {node, value() (the checked one or ''), set(v)}.
+// onchange(value) runs when the user picks one.
+export function radios(legend, name, options, value, onchange) {
+  const gid = uid('r');
+  const boxes = options.map((o) => {
+    const box = h('input', {type: 'radio', name: gid, value: o.value, checked: o.value === value, id: uid('rb'),
+      'data-name': name, onchange: () => { if (box.checked && onchange) onchange(o.value); }});
+    const hint = o.hint ? h('span', {class: 'hint', id: box.id + '-hint'}, o.hint) : null;
+    if (hint) box.setAttribute('aria-describedby', hint.id);
+    return {box, node: h('div', {class: 'radio'}, box, h('label', {for: box.id}, o.label), hint)};
+  });
+  return {
+    node: h('fieldset', {class: 'radios'}, h('legend', {}, legend), boxes.map((b) => b.node)),
+    value: () => (boxes.find((b) => b.box.checked)?.box.value || ''),
+    set: (v) => { for (const b of boxes) b.box.checked = b.box.value === v; },
+  };
+}
+
+// disclosure folds children under a summary (a <details>), closed unless
+// open is set.
+export function disclosure(summary, children, {open = false, cls = null} = {}) {
+  return h('details', {class: cls, open}, h('summary', {}, summary), children);
+}
+
+// multiPick chooses several of options ({value, label}) with a select and
+// an Add button, showing each chosen one as a chip with a Remove button:
+// {node, values() (in the order chosen), set(values)}. A chosen value that
+// is no option (e.g. an archived channel) shows labelOf(value).
+export function multiPick({label, name, id, options, values = [], labelOf = (v) => v, hint, empty = 'None chosen.', add = 'Add'}) {
+  let chosen = [...new Set(values)];
+  const optLabel = (v) => options.find((o) => o.value === v)?.label ?? labelOf(v);
+  const pick = h('select', {name, id: id || uid('mp')});
+  const chips = h('ul', {class: 'chips', 'aria-label': label + ', chosen', 'aria-live': 'polite'});
+  const draw = () => {
+    replace(pick, h('option', {value: ''}, 'Choose…'),
+      options.filter((o) => !chosen.includes(o.value)).map((o) => h('option', {value: o.value}, o.label)));
+    replace(chips, chosen.length ? chosen.map((v) => h('li', {'data-value': v}, h('span', {}, optLabel(v)),
+      button('Remove', () => { chosen = chosen.filter((x) => x !== v); draw(); pick.focus(); },
+        {class: 'quiet small', 'aria-label': 'Remove ' + optLabel(v)}))) : h('li', {class: 'empty'}, empty));
+  };
+  const addBtn = button(add, () => {
+    if (!pick.value) { pick.focus(); return; }
+    chosen.push(pick.value);
+    draw();
+    pick.focus();
+  }, {class: 'quiet', 'aria-label': add + ' to ' + label});
+  draw();
+  return {
+    node: h('div', {class: 'multipick'}, h('div', {class: 'inline'}, field(label, pick, hint), addBtn), chips),
+    pick,
+    values: () => [...chosen],
+    set: (vs) => { chosen = [...new Set(vs)]; draw(); },
+  };
 }
 
 // check is a labelled checkbox: box is the control, node the row to place.

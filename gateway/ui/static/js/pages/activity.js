@@ -38,6 +38,9 @@ function num(v) { const n = Number(v); return Number.isFinite(n) ? n : 0; }
 function fmtInt(v) { return Math.round(num(v)).toLocaleString(); }
 function exchanges(v) { return `${fmtInt(v)} exchange${Math.round(num(v)) === 1 ? '' : 's'}`; }
 function fmtCost(v) { const n = num(v); return '$' + (n && n < 0.01 ? n.toFixed(4) : n.toFixed(2)); }
+// fmtCostFine shows a step's cost to a hundredth of a cent under a dollar:
+// one exchange costs cents, and $0.01 for $0.0149 hides the differences.
+function fmtCostFine(v) { const n = num(v); return '$' + (n && n < 1 ? n.toFixed(4) : n.toFixed(2)); }
 
 // text renders any value as bounded text: strings as they are, the rest
 // as indented JSON.
@@ -49,7 +52,7 @@ function asText(v) {
   return t.length > MAX_TEXT ? t.slice(0, MAX_TEXT) + '\n… (cut)' : t;
 }
 
-function pre(v, cls) { return h('pre', {class: ['payload', cls]}, asText(v)); }
+function pre(v, cls) { return h('pre', {class: ['payload', cls], tabindex: '0'}, asText(v)); }
 
 // contentText flattens a provider message content (a string, or Anthropic
 // blocks) into readable text.
@@ -93,7 +96,8 @@ export function rowNode(row, onObjective) {
   const r = obj(row);
   const d = obj(r.data);
   const kind = Object.hasOwn(KIND_LABEL, r.kind) ? r.kind : 'other';
-  const head = [h('span', {class: 'kind'}, KIND_LABEL[kind] || str(r.kind) || '?'), stamp(r.ts)];
+  const head = [h('span', {class: 'kind'}, KIND_LABEL[kind] || str(r.kind) || '?'), stamp(r.ts),
+    r.memberDeleted ? h('span', {class: 'tag deleted', title: 'This row belongs to a member who was deleted; the name may now belong to someone else.'}, 'deleted member') : null];
   const body = [];
   const more = [];
   switch (kind) {
@@ -182,6 +186,194 @@ function toolsBlock(tools) {
     return h('details', {class: 'tool-def'}, h('summary', {}, nameOf(t), inner, desc ? ' — ' + desc.slice(0, 200) : ''), pre(t));
   };
   return h('div', {class: 'conv-block'}, h('h4', {}, `Tools offered (${tools.length})`), tools.slice(0, 500).map(item));
+}
+
+// --- the trace as a conversation
+//
+// Each exchange of a trace carries the whole request (system, every
+// message so far) and the response; shown one after another they repeat
+// the conversation at every step. So the trace shows per member only what
+// each step adds: the messages not already shown (the part after the
+// longest common prefix with the previous request plus its response), then
+// the response. Turns are normalized from the three shapes telemetry
+// carries: Anthropic Messages, OpenAI chat, and GenAI parts.
+
+// turnsOfMessages normalizes provider messages to [{role, parts}], parts
+// being {type: 'text', text} | {type: 'call', id, name, input} |
+// {type: 'result', id, content, error}.
+function turnsOfMessages(msgs) {
+  return (Array.isArray(msgs) ? msgs : []).slice(0, 2000).map((m) => {
+    const o = obj(m);
+    let role = str(o.role) || 'user';
+    const parts = [];
+    if (Array.isArray(o.parts)) {
+      // GenAI: parts text / tool_call / tool_call_response.
+      for (const p of o.parts.slice(0, 500)) {
+        const q = obj(p);
+        if (q.type === 'text') parts.push({type: 'text', text: asText(q.content)});
+        else if (q.type === 'tool_call') parts.push({type: 'call', id: str(q.id), name: str(q.name), input: q.arguments});
+        else if (q.type === 'tool_call_response') parts.push({type: 'result', id: str(q.id), content: q.response});
+        else parts.push({type: 'text', text: asText(q)});
+      }
+    } else if (typeof o.content === 'string') {
+      if (role === 'tool') parts.push({type: 'result', id: str(o.tool_call_id), content: o.content});
+      else parts.push({type: 'text', text: o.content});
+    } else if (Array.isArray(o.content)) {
+      for (const b of o.content.slice(0, 500)) {
+        const q = obj(b);
+        if (q.type === 'text' || q.type === 'input_text' || q.type === 'output_text') parts.push({type: 'text', text: asText(q.text)});
+        else if (q.type === 'tool_use') parts.push({type: 'call', id: str(q.id), name: str(q.name), input: q.input});
+        else if (q.type === 'tool_result') parts.push({type: 'result', id: str(q.tool_use_id), content: Array.isArray(q.content) ? contentText(q.content) : q.content, error: !!q.is_error});
+        else parts.push({type: 'text', text: asText(q)});
+      }
+    } else if (o.content !== undefined && o.content !== null) {
+      parts.push({type: 'text', text: asText(o.content)});
+    }
+    // OpenAI chat: the assistant's calls beside its text.
+    for (const c of (Array.isArray(o.tool_calls) ? o.tool_calls : []).slice(0, 500)) {
+      const q = obj(c);
+      parts.push({type: 'call', id: str(q.id), name: str(obj(q.function).name), input: obj(q.function).arguments});
+    }
+    // A user message of tool results only is the tools speaking.
+    if (parts.length && parts.every((p) => p.type === 'result')) role = 'tool';
+    return {role, parts};
+  });
+}
+
+const ROLE_LABEL = {system: 'System', user: 'User', assistant: 'Assistant', tool: 'Tool', developer: 'Developer'};
+
+// turnNode renders one turn; calls and results are folded, named by the
+// tool (names: call id → tool name, across the trace).
+function turnNode(turn, names) {
+  const role = Object.hasOwn(ROLE_LABEL, turn.role) ? turn.role : 'other';
+  return h('li', {class: ['turn', 'role-' + role]},
+    h('span', {class: 'role'}, ROLE_LABEL[role] || turn.role),
+    turn.parts.map((p) => {
+      if (p.type === 'text') return h('div', {class: 'turn-text'}, p.text.length > MAX_TEXT ? p.text.slice(0, MAX_TEXT) + '\n… (cut)' : p.text);
+      if (p.type === 'call') {
+        if (p.id) names.set(p.id, p.name);
+        return h('details', {class: 'tool-call'}, h('summary', {}, 'Tool call: ', h('code', {}, p.name || '?')), pre(p.input));
+      }
+      const name = names.get(p.id);
+      return h('details', {class: ['tool-result', p.error ? 'error' : null]},
+        h('summary', {}, p.error ? 'Tool error' : 'Tool result', name ? [': ', h('code', {}, name)] : ''), pre(p.content));
+    }));
+}
+
+function sameTurn(a, b) { return JSON.stringify(a) === JSON.stringify(b); }
+
+// stepCost says what a step cost: the agent's figure, the broker's
+// (computed), or that its model has no price.
+function stepCost(costUsd, computed, hasTokens) {
+  if (typeof costUsd === 'number' && Number.isFinite(costUsd)) return h('span', {class: 'cost'}, fmtCostFine(costUsd), computed ? ' (computed)' : '');
+  return hasTokens ? h('span', {class: 'cost unpriced', title: 'The price table has no price for this model: its cost is in no sum.'}, 'unpriced') : null;
+}
+
+function hasTokens(u) { const o = obj(u); return num(o.inputTokens) + num(o.outputTokens) + num(o.cacheReadTokens) + num(o.cacheCreationTokens) > 0; }
+
+function whoNode(name, deleted) {
+  return h('span', {class: 'who'}, name || '?', deleted ? h('span', {class: 'tag deleted', title: 'This member was deleted; the name may now belong to someone else.'}, 'deleted member') : null);
+}
+
+// traceConversation renders trace rows as a conversation: one step per
+// row, its new turns, tokens and cost.
+export function traceConversation(rows) {
+  const names = new Map(); // tool call id → tool name
+  const seen = new Map(); // member → {turns (shown so far), system}
+  let n = 0;
+  return h('ol', {class: 'conversation trace-rows', 'aria-label': 'The objective\'s work, step by step'}, rows.map((row) => {
+    const r = obj(row);
+    const act = r.activity ? obj(r.activity) : null;
+    const inf = r.inference ? obj(r.inference) : null;
+    const d = obj(act && act.data);
+    const kind = act ? (Object.hasOwn(KIND_LABEL, act.kind) ? act.kind : 'other') : 'genai';
+    const deleted = !!(r.memberDeleted || (act && act.memberDeleted) || (inf && inf.memberDeleted));
+    const who = whoNode(str(r.member), deleted);
+    const ts = num(r.ts) || num(act && act.ts) || num(inf && inf.ts);
+    if (kind === 'objective_open' || kind === 'objective_close') {
+      return h('li', {class: ['step', 'marker', 'kind-' + kind]}, h('div', {class: 'step-head'}, who,
+        kind === 'objective_open' ? ' took the objective' : ` released it${d.reason ? ' (' + str(d.reason) + ')' : ''}`, stamp(ts)));
+    }
+    if (kind === 'tool_action') {
+      const facts = [d.phase && str(d.phase), d.decision && 'decision: ' + str(d.decision), d.success !== undefined && (d.success ? 'succeeded' : 'failed'),
+        d.durationMs !== undefined && `${fmtInt(d.durationMs)} ms`].filter(Boolean).join(' · ');
+      if (d.callId && d.tool) names.set(str(d.callId), str(d.tool));
+      return h('li', {class: ['step', 'tool-step', 'kind-tool_action']},
+        h('div', {class: 'step-head'}, who, h('span', {class: 'kind'}, 'Tool'), h('code', {class: 'model'}, str(d.tool) || '?'), stamp(ts)),
+        facts ? h('p', {class: 'step-usage'}, facts) : null,
+        d.error ? h('p', {class: 'step-usage error'}, 'Error: ', asText(d.error)) : null,
+        d.input !== undefined ? h('details', {class: 'tool-call'}, h('summary', {}, 'Input'), pre(d.input)) : null,
+        d.result !== undefined ? h('details', {class: 'tool-result'}, h('summary', {}, 'Result'), pre(d.result)) : null);
+    }
+    if (kind === 'user_prompt') {
+      return h('li', {class: ['step', 'kind-user_prompt']}, h('div', {class: 'step-head'}, who, h('span', {class: 'kind'}, 'Prompt'), stamp(ts)),
+        h('ol', {class: 'turns'}, turnNode({role: 'user', parts: [{type: 'text', text: typeof d.prompt === 'string' ? d.prompt : '(the prompt\'s text was not exported)'}]}, names)));
+    }
+    if (kind !== 'llm_exchange' && kind !== 'genai') {
+      return h('li', {class: ['step', 'kind-' + kind]}, h('div', {class: 'step-head'}, who, h('span', {class: 'kind'}, KIND_LABEL[kind] || 'Other'), stamp(ts)),
+        h('details', {}, h('summary', {}, 'Details'), pre(kind === 'opaque_http' ? d.attributes : d)));
+    }
+    // An exchange (with its GenAI record when joined) or a record alone.
+    n += 1;
+    const useInf = inf && (Array.isArray(inf.inputMessages) || Array.isArray(inf.outputMessages));
+    const system = useInf && Array.isArray(inf.systemInstructions) && inf.systemInstructions.length
+      ? turnsOfMessages([{role: 'system', parts: inf.systemInstructions}])[0]
+      : (d.system !== undefined && d.system !== null && contentText(d.system).trim() ? {role: 'system', parts: [{type: 'text', text: contentText(d.system)}]} : null);
+    const input = useInf ? turnsOfMessages(inf.inputMessages) : turnsOfMessages(d.messages);
+    let output = useInf ? turnsOfMessages(inf.outputMessages) : (d.content !== undefined ? turnsOfMessages([{role: 'assistant', content: d.content}]) : []);
+    output = output.map((t) => ({...t, role: t.role === 'user' ? 'assistant' : t.role}));
+    const key = str(r.member) + (deleted ? '\u0000' + str(r.memberId) : '');
+    const prev = seen.get(key) || {turns: [], system: null};
+    let k = 0;
+    while (k < input.length && k < prev.turns.length && sameTurn(input[k], prev.turns[k])) k += 1;
+    const fresh = input.slice(k);
+    const shown = [];
+    if (system && (!prev.system || !sameTurn(system, prev.system))) shown.push(system);
+    shown.push(...fresh, ...output);
+    seen.set(key, {turns: [...input, ...output], system: system || prev.system});
+    const model = str(d.model) || str(inf && inf.model);
+    const usage = act ? d.usage : inf && inf.usage;
+    const cost = act ? stepCost(typeof d.costUsd === 'number' ? d.costUsd : undefined, !!d.costComputed, hasTokens(usage))
+      : stepCost(typeof inf.costUsd === 'number' ? inf.costUsd : undefined, !!inf.costComputed, hasTokens(usage));
+    const rebuilt = prev.turns.length && k === 0 && input.length ? h('p', {class: 'hint'}, 'A new context: nothing of the previous request was carried over.') : null;
+    return h('li', {class: ['step', 'exchange', act ? 'kind-llm_exchange' : 'kind-genai']},
+      h('div', {class: 'step-head'}, h('span', {class: 'step-n'}, `Step ${n}`), who, h('code', {class: 'model'}, model || 'unknown model'), stamp(ts)),
+      h('p', {class: 'step-usage'}, usageText(usage), cost ? [' · ', cost] : '',
+        act && d.durationMs !== undefined ? ` · ${fmtInt(d.durationMs)} ms` : '', act && d.stopReason ? ' · stop: ' + str(d.stopReason) : '',
+        act && d.truncated ? ' · request truncated' : ''),
+      k && fresh.length < input.length ? h('p', {class: 'hint carried'}, `${k} earlier message${k === 1 ? '' : 's'} carried over, not repeated.`) : null,
+      rebuilt,
+      shown.length ? h('ol', {class: 'turns'}, shown.map((t) => turnNode(t, names))) : h('p', {class: 'empty'}, 'No message was recorded for this step (tokens and cost only).'),
+      inf ? inferenceNode(inf) : null,
+      act && !useInf && (d.messages || d.system) ? h('details', {class: 'full-request'}, h('summary', {}, 'The whole request'),
+        d.system !== undefined ? h('div', {class: 'conv-block'}, h('h4', {}, 'System'), pre(contentText(d.system))) : null,
+        messagesBlock('Messages', d.messages)) : null);
+  }));
+}
+
+// usageSummary renders an objective's usage: totals, each model (with
+// what it is priced as, or that it has no price) and each member.
+function usageSummary(us) {
+  const u = obj(us && us.usage);
+  const models = (Array.isArray(us && us.models) ? us.models : []).map(obj);
+  const members = (Array.isArray(us && us.members) ? us.members : []).map(obj);
+  const unpriced = num(u.unpricedExchanges);
+  return h('div', {class: 'trace-usage'},
+    h('p', {class: 'facts trace-total'}, `Usage: ${exchanges(u.exchanges)}, ${usageText(u)}, ${fmtCostFine(u.costUsd)}`,
+      num(u.costComputedUsd) ? ` (${fmtCostFine(u.costComputedUsd)} of it computed from the price table)` : ''),
+    unpriced ? h('p', {class: 'notice unpriced-count'}, `${fmtInt(unpriced)} ${unpriced === 1 ? 'call has' : 'calls have'} no price (the price table does not know the model): ${unpriced === 1 ? 'its' : 'their'} cost is in no sum above.`) : null,
+    models.length ? table([
+      {label: 'Model', cell: (m) => h('span', {}, h('code', {}, str(m.model) || '?'), m.pricedAs && m.pricedAs !== m.model ? [' as ', h('code', {}, str(m.pricedAs))] : '')},
+      {label: 'Calls', cell: (m) => fmtInt(m.exchanges)},
+      {label: 'Tokens', cell: (m) => usageText(m)},
+      {label: 'Cost', cell: (m) => (typeof m.costUsd === 'number' ? fmtCostFine(m.costUsd) : num(m.unpricedExchanges) ? `unpriced (${fmtInt(m.unpricedExchanges)} of ${fmtInt(m.exchanges)})` : '—')},
+    ], models, {caption: 'Cost per model'}) : null,
+    members.length > 1 || members.some((m) => m.memberDeleted) ? table([
+      {label: 'Member', cell: (m) => whoNode(str(m.member), !!m.memberDeleted)},
+      {label: 'Calls', cell: (m) => fmtInt(obj(m.usage).exchanges)},
+      {label: 'Tokens', cell: (m) => usageText(m.usage)},
+      {label: 'Cost', cell: (m) => fmtCostFine(obj(m.usage).costUsd) + (num(obj(m.usage).unpricedExchanges) ? ` + ${fmtInt(obj(m.usage).unpricedExchanges)} unpriced` : '')},
+    ], members, {caption: 'Cost per member'}) : null);
 }
 
 // usageChart draws buckets [{label, usage}] as bars of metric, in an SVG
@@ -419,20 +611,9 @@ export const activityPage = {
         const label = objSel.selectedOptions[0] ? objSel.selectedOptions[0].textContent : id;
         replace(traceBox,
           h('h3', {id: 'trace-title', tabindex: '-1'}, 'Trace of ', label),
-          us && us.usage ? h('p', {class: 'facts'}, `Usage: ${exchanges(us.usage.exchanges)}, ${usageText(us.usage)}, ${fmtCost(us.usage.costUsd)}`) : null,
+          us ? usageSummary(us) : null,
           tr && tr.truncated ? h('p', {class: 'notice'}, 'The trace is longer than one answer: these are its first rows.') : null,
-          rows.length ? h('ol', {class: 'timeline trace-rows', 'aria-labelledby': 'trace-title'}, rows.map((r) => {
-            const o = obj(r);
-            if (o.activity) {
-              const li = rowNode(o.activity, null);
-              li.querySelector('.act-head').prepend(h('span', {class: 'who'}, str(o.member)));
-              if (o.inference) li.append(inferenceNode(o.inference));
-              return li;
-            }
-            return h('li', {class: 'act kind-genai'},
-              h('div', {class: 'act-head'}, h('span', {class: 'who'}, str(o.member)), h('span', {class: 'kind'}, 'Inference'), stamp(o.ts)),
-              inferenceNode(o.inference));
-          })) : h('p', {class: 'empty'}, 'Nothing was recorded while this objective was held.'));
+          rows.length ? traceConversation(rows) : h('p', {class: 'empty'}, 'Nothing was recorded while this objective was held.'));
         traceStatus.clear();
       } catch (err) { if (alive) { replace(traceBox); traceStatus.error(err); } }
     };

@@ -1,9 +1,11 @@
-// Admin: notification endpoints (targets, verification, filters, template,
-// policy, a write-only secret) with their delivery receipts and replay;
-// tool sources and environment secrets with write-only credentials and
-// per-member bindings. Each part shows to the holders of its permission;
-// others are told which permission it takes. The three are one component,
-// registrySection, over a description of each registry.
+// Admin: notification endpoints (a sender preset, targets picked by name,
+// a write-only secret; verification details, filters, template and policy
+// folded) with their delivery receipts and replay; the verification
+// profiles endpoints share; tool sources and environment secrets with
+// write-only credentials and per-member bindings. Each part shows to the
+// holders of its permission; others are told which permission it takes.
+// The four are one component, registrySection, over a description of
+// each registry.
 //
 // Secrets are write-only: a password field sets or replaces one, is
 // emptied after the call, and nothing the broker answers carries it (it
@@ -11,7 +13,7 @@
 // an outside sender posted: shown as text, marked untrusted.
 import {h, replace, append} from '../h.js';
 import {api} from '../api.js';
-import {status, field, form, confirmDialog, table, str, stamp, obj as o, input, select, check, secretField, fieldset, button} from '../ui.js';
+import {status, field, form, confirmDialog, table, str, stamp, obj as o, input, select, check, secretField, fieldset, button, radios, disclosure, multiPick, uid} from '../ui.js';
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical'];
 const MAX_BODY_SHOWN = 256 << 10;
@@ -41,17 +43,25 @@ function decodeBody(b64) {
   return bin.length > MAX_BODY_SHOWN ? text + '\n… (cut)' : text;
 }
 
-// targetsText shows targets as "@member, #channel-id".
-function targetsText(ts) {
-  return arr(ts).map((t) => (o(t).member ? '@' + str(t.member) : o(t).channel ? '#' + str(t.channel) : '')).filter(Boolean).join(', ');
+// names holds what the page knows to show targets by name: channels by
+// id ({id, slug, archived}). Endpoints store a channel target by its id
+// (a rename keeps the endpoint pointing at the channel), so the page maps
+// it back to the slug it shows; one it cannot see keeps its id.
+const names = {channels: new Map()};
+function channelLabel(id) {
+  const c = names.channels.get(id);
+  return c ? '#' + c.slug + (c.archived ? ' (archived)' : '') : '#' + id;
 }
-function parseTargets(text) {
-  const out = [];
-  for (const part of text.split(/[\s,]+/).filter(Boolean)) {
-    if (part.startsWith('#')) out.push({channel: part.slice(1)});
-    else out.push({member: part.replace(/^@/, '')});
-  }
-  return out;
+// targetsText shows targets as "@member, #channel-slug".
+function targetsText(ts) {
+  return arr(ts).map((t) => (o(t).member ? '@' + str(t.member) : o(t).channel ? channelLabel(str(t.channel)) : '')).filter(Boolean).join(', ');
+}
+// Targets are picked as values "m:<name>" and "c:<channel id>".
+function targetValues(ts) {
+  return arr(ts).map((t) => (o(t).member ? 'm:' + str(t.member) : o(t).channel ? 'c:' + str(t.channel) : '')).filter(Boolean);
+}
+function targetsOf(values) {
+  return values.map((v) => (v.startsWith('c:') ? {channel: v.slice(2)} : {member: v.slice(2)}));
 }
 function parseJSONList(text, what) {
   if (!text.trim()) return [];
@@ -187,6 +197,7 @@ function registrySection(spec, env) {
   const at = (slug) => spec.path + '/' + enc(slug);
 
   const load = async () => {
+    if (spec.prepare) await spec.prepare();
     const res = await api('GET', spec.path);
     if (!env.alive()) return;
     replace(list, table([...spec.columns,
@@ -218,6 +229,9 @@ function registrySection(spec, env) {
     if (which && typeof which === 'string') {
       try { entry = o(await api('GET', at(which))); } catch (err) { if (mine === seq) st.error(err); return; }
     }
+    // What the editor offers (channels, members, profiles) may have
+    // changed since the list was drawn.
+    if (spec.prepare) { try { await spec.prepare(); } catch { /* offered as last read */ } }
     if (!env.alive() || mine !== seq) return;
     const ed = spec.editor(entry, {edit, load, members: env.members(), at, path: spec.path});
     const label = entry ? `Edit ${spec.noun} ${entry.slug}` : `New ${spec.noun}`;
@@ -251,20 +265,75 @@ function registrySection(spec, env) {
   return {node, start: () => { load().catch((err) => st.error(err)); }};
 }
 
+// PRESETS are the senders the page knows: choosing one fills the
+// verification and dedupe fields (under Advanced) as that sender signs
+// (docs/HOOKS-PROVIDERS.md). setup says where the sender takes the URL
+// and the secret.
+const PRESETS = [
+  {value: 'github', label: 'GitHub', auth: {kind: 'hmac-sha256', headerName: 'x-hub-signature-256', prefix: 'sha256='}, dedupe: 'x-github-delivery',
+    hint: 'X-Hub-Signature-256, deliveries deduplicated by X-GitHub-Delivery.',
+    setup: 'In GitHub: Settings → Webhooks → Add webhook. Payload URL: the URL above; content type application/json; secret: the one you type here.'},
+  {value: 'stripe', label: 'Stripe', auth: {kind: 'stripe'}, dedupe: '',
+    hint: 'Stripe-Signature with its timestamp (5 minutes of tolerance).',
+    setup: 'In Stripe: Developers → Webhooks → Add endpoint with the URL above, then paste its signing secret (whsec_…) here.'},
+  {value: 'standard-webhooks', label: 'Standard Webhooks', auth: {kind: 'standard-webhooks'}, dedupe: 'webhook-id',
+    hint: 'webhook-id, webhook-timestamp and webhook-signature (Svix, Resend, Clerk and others).',
+    setup: 'Give the sender the URL above; its secret is whsec_ followed by base64, pasted here whole.'},
+  {value: 'hmac', label: 'Generic HMAC', auth: {kind: 'hmac-sha256', headerName: '', prefix: ''}, dedupe: '',
+    hint: 'A header holding prefix + hex HMAC-SHA256 of the body; set the header and prefix under Advanced.',
+    setup: 'Sign the exact body bytes with HMAC-SHA256 and the secret; send the hex digest after the prefix (default sha256=) in the header (default X-Hub-Signature-256).'},
+  {value: 'header-secret', label: 'Shared secret header', auth: {kind: 'header-secret', headerName: ''}, dedupe: '',
+    hint: 'The secret itself in a header (default X-Hook-Secret): for your own scripts.',
+    setup: 'Send the secret verbatim in the header (default X-Hook-Secret) with each request.'},
+];
+const KINDS = ['hmac-sha256', 'header-secret', 'stripe', 'standard-webhooks'];
+
+// presetOf names the preset an endpoint's verification matches, or
+// 'custom'.
+function presetOf(ep) {
+  if (!ep) return 'github';
+  if (ep.authProfile) return 'custom';
+  const a = o(ep.auth);
+  const same = (x, y) => str(x).toLowerCase() === str(y).toLowerCase();
+  for (const p of PRESETS) {
+    if (!same(a.kind, p.auth.kind) || !same(ep.dedupeHeader, p.dedupe)) continue;
+    if (p.value === 'github' && !(same(a.headerName, p.auth.headerName) && same(a.prefix, p.auth.prefix))) continue;
+    if (p.value === 'hmac' && same(a.headerName, 'x-hub-signature-256') && same(ep.dedupeHeader, 'x-github-delivery')) continue;
+    return p.value;
+  }
+  return 'custom';
+}
+
 // endpoints are the notification endpoints: outside senders post to
-// /hooks/<slug>; their receipts open in receipts.
+// /hooks/<slug>; their receipts open in receipts. The common case is a
+// sender preset, a slug, targets and a secret; the rest is folded.
 function endpoints(receipts, alive) {
+  let profiles = [];
+  let channels = [];
+  let members = [];
   return {
-    id: 'adm-notif', title: 'Notification endpoints', jump: 'Notification endpoints', perm: 'notifications.manage', what: 'notification endpoints',
+    id: 'adm-notif', title: 'Notification endpoints', jump: 'Endpoints', perm: 'notifications.manage', what: 'notification endpoints',
     noun: 'endpoint', path: '/notifications/endpoints', short: 'endpoint', listKey: 'endpoints', busy: 'Saving…', secretWhat: 'Secret', panels: [receipts],
     intro: 'Outside senders post to /hooks/<slug>; each delivery leaves a receipt, and verified ones reach the targets as external, untrusted messages.',
     caption: 'Endpoints', empty: 'No notification endpoint yet.',
+    // prepare reads what targets and profiles are named by, before the
+    // list is drawn.
+    prepare: async () => {
+      const [ch, ms, pr] = await Promise.all([
+        api('GET', '/channels').catch(() => null), api('GET', '/members').catch(() => null), api('GET', '/notifications/profiles').catch(() => null)]);
+      if (ch) {
+        channels = arr(ch.channels).map(o).map((c) => ({id: str(c.id), slug: str(c.slug), archived: !!c.archivedAt})).filter((c) => c.id && c.slug);
+        names.channels = new Map(channels.map((c) => [c.id, c]));
+      }
+      if (ms) members = arr(ms.members).map((m) => str(o(m).name)).filter(Boolean).sort();
+      if (pr) profiles = arr(pr.profiles).map((x) => str(o(x).slug)).filter(Boolean).sort();
+    },
     columns: [
       {label: 'Endpoint', cell: (e) => h('span', {}, h('code', {}, str(e.slug)), e.displayName ? ' ' + str(e.displayName) : '')},
       {label: 'Ingress', cell: (e) => h('code', {}, str(e.ingressPath))},
-      {label: 'Targets', cell: (e) => targetsText(e.targets) || '—'},
-      {label: 'Verification', cell: (e) => (e.authProfile ? 'profile ' + str(e.authProfile) : str(o(e.auth).kind))},
-      {label: 'Secret', cell: (e) => (e.hasSecret ? 'set' : 'none: rejects all')},
+      {label: 'Targets', cell: (e) => h('span', {class: 'targets'}, targetsText(e.targets) || '—')},
+      {label: 'Verification', cell: (e) => (e.authProfile ? 'profile ' + str(e.authProfile) : (PRESETS.find((p) => p.value === presetOf(e))?.label || str(o(e.auth).kind)))},
+      {label: 'Secret', cell: (e) => (e.authProfile ? 'the profile\'s' : e.hasSecret ? 'set' : 'none: rejects all')},
       {label: 'Enabled', cell: (e) => yesNo(e.enabled)},
     ],
     rowActions: (e) => button('Receipts', () => showReceipts(receipts, str(e.slug), alive), {class: 'quiet small', 'aria-label': 'Receipts of ' + str(e.slug)}),
@@ -272,14 +341,26 @@ function endpoints(receipts, alive) {
     editor(ep, {at, path}) {
       const auth = o(ep && ep.auth);
       const pol = o(ep && ep.policy);
-      const slug = input('slug', ep ? ep.slug : '', {id: 'ep-slug', required: true, disabled: !!ep, autocomplete: 'off'});
+      const slug = input('slug', ep ? ep.slug : '', {id: 'ep-slug', required: true, disabled: !!ep, autocomplete: 'off', spellcheck: 'false', placeholder: 'github-deploys'});
+      const url = h('code', {class: 'ingress-url'});
+      const showUrl = () => replace(url, location.origin + '/hooks/' + (slug.value.trim() || '<slug>'));
+      slug.addEventListener('input', showUrl);
+      showUrl();
       const display = input('displayName', ep && ep.displayName, {id: 'ep-display'});
-      const targets = input('targets', ep ? targetsText(ep.targets) : '', {id: 'ep-targets', placeholder: '@alice, #ops'});
-      const kind = select('authKind', ['hmac-sha256', 'header-secret'], auth.kind || 'hmac-sha256');
-      const headerName = input('headerName', auth.headerName, {placeholder: 'x-hub-signature-256 / x-hook-secret'});
-      const prefix = input('prefix', auth.prefix, {placeholder: 'sha256='});
-      const profile = input('authProfile', ep && ep.authProfile, {placeholder: 'none: the inline verification above'});
-      const dedupe = input('dedupeHeader', ep && ep.dedupeHeader, {placeholder: 'x-github-delivery'});
+      const targetOptions = [
+        ...channels.filter((c) => !c.archived).map((c) => ({value: 'c:' + c.id, label: '#' + c.slug})),
+        ...members.map((m) => ({value: 'm:' + m, label: '@' + m})),
+      ];
+      const targets = multiPick({label: 'Targets', name: 'targets', id: 'ep-targets', options: targetOptions, values: targetValues(ep && ep.targets),
+        labelOf: (v) => (v.startsWith('c:') ? channelLabel(v.slice(2)) : '@' + v.slice(2)), add: 'Add target',
+        hint: 'Channels (#) get one post; members (@) each get a direct message.', empty: 'No target: deliveries are received but reach no one.'});
+      const kind = select('authKind', KINDS, auth.kind || 'hmac-sha256');
+      const headerName = input('headerName', auth.headerName, {id: 'ep-header', placeholder: 'the kind\'s default', autocomplete: 'off'});
+      const prefix = input('prefix', auth.prefix, {id: 'ep-prefix', placeholder: 'sha256=', autocomplete: 'off'});
+      const profileSel = select('authProfile', [{value: '', label: 'None: the verification above'}, ...profiles.map((p) => ({value: p, label: p}))], str(ep && ep.authProfile));
+      if (ep && ep.authProfile && !profiles.includes(ep.authProfile)) profileSel.append(h('option', {value: str(ep.authProfile), selected: true}, str(ep.authProfile)));
+      profileSel.id = 'ep-profile';
+      const dedupe = input('dedupeHeader', ep && ep.dedupeHeader, {id: 'ep-dedupe', placeholder: 'x-github-delivery', autocomplete: 'off'});
       const level = select('level', LEVELS, str(ep && ep.level) || 'info');
       const enabled = check('Enabled (a disabled endpoint answers 409)', 'enabled', ep ? ep.enabled : true);
       const template = h('textarea', {name: 'template', rows: '3', placeholder: '{{payload.action}} on {{payload.repository.full_name}}'}, str(ep && ep.template));
@@ -295,32 +376,56 @@ function endpoints(receipts, alive) {
       const secret = secretField({name: 'secret', id: 'ep-secret', isSet: ep && ep.hasSecret,
         label: ep && ep.hasSecret ? 'Replace the secret' : 'Secret',
         hint: ep ? (ep.hasSecret ? 'A secret is set. It is write-only and never shown; type a new one to replace it.' : 'No secret is set: every delivery is rejected until one is.')
-          : 'Write-only: stored encrypted, never shown again. Without one every delivery is rejected.',
+          : 'The same secret the sender signs with. Write-only: stored encrypted, never shown again. Without one every delivery is rejected.',
         drop: 'Remove the secret (the endpoint then rejects everything)', dropName: 'dropSecret'});
+      const setup = h('p', {class: 'hint preset-setup', id: uid('setup')});
+      const advanced = disclosure('Advanced: verification details, dedupe, filters, template, delivery policy', [
+        fieldset('Verification',
+          field('Kind', kind), field('Header', headerName, 'Empty: the kind\'s default header.'), field('Prefix (HMAC)', prefix, 'Empty: sha256=.'),
+          field('Profile', profileSel, 'A shared profile\'s kind, header and secret win over the above (Verification profiles, below).')),
+        field('Dedupe header', dedupe, 'The sender\'s delivery-id header; empty turns dedupe off.'),
+        field('Filters', filters, 'Drop rules on the payload, all must match: path, op (eq, ne, in, exists, contains), value.'),
+        field('Template', template, 'Empty: the pretty-printed payload. {{payload.a.b}} substitutes a path.'),
+        fieldset('Delivery policy',
+          field('Level', level), field('If the member is offline', ifOffline), field('If the member is busy', ifBusy),
+          field('Debounce (ms)', debounceMs, '0 is off.'), field('Debounce max', debounceMax),
+          field('Queue TTL (ms)', queueTtlMs), field('Max wait (ms)', maxWaitMs)),
+      ], {cls: 'advanced'});
+      // applyPreset fills the folded fields as the sender signs; Generic
+      // HMAC opens them, since its header and prefix are the sender's own.
+      const applyPreset = (v) => {
+        const p = PRESETS.find((x) => x.value === v);
+        if (!p) { replace(setup, 'Custom verification: see Advanced.'); return; }
+        kind.value = p.auth.kind;
+        headerName.value = p.auth.headerName || '';
+        prefix.value = p.auth.prefix || '';
+        dedupe.value = p.dedupe;
+        profileSel.value = '';
+        replace(setup, p.setup);
+        if (v === 'hmac') advanced.open = true;
+      };
+      const current = presetOf(ep);
+      const preset = radios('Sender', 'preset', [...PRESETS, ...(current === 'custom' ? [{value: 'custom', label: 'Custom', hint: 'As set under Advanced.'}] : [])], current, applyPreset);
+      if (ep) replace(setup, PRESETS.find((x) => x.value === current)?.setup || 'Custom verification: see Advanced.');
+      else applyPreset(current);
       return {
         slug, secret,
         fields: [
-          field('Slug', slug, ep ? 'Immutable: deliveries post to ' + str(ep.ingressPath) : 'Deliveries will post to /hooks/<slug>.'),
-          field('Display name', display),
-          field('Targets', targets, 'Members as @name and channels as #slug or #id, separated by commas.'),
-          fieldset('Verification',
-            field('Kind', kind), field('Header', headerName, 'Empty: the kind\'s default header.'), field('Prefix (HMAC)', prefix),
-            field('Profile', profile, 'A profile\'s kind, header and secret win over the above.'),
-            secret.nodes),
-          field('Dedupe header', dedupe, 'The sender\'s delivery-id header; empty turns dedupe off.'),
-          field('Filters', filters, 'Drop rules on the payload, all must match: path, op (eq, ne, in, exists, contains), value.'),
-          field('Template', template, 'Empty: the pretty-printed payload. {{payload.a.b}} substitutes a path.'),
-          fieldset('Delivery policy',
-            field('Level', level), field('If the member is offline', ifOffline), field('If the member is busy', ifBusy),
-            field('Debounce (ms)', debounceMs, '0 is off.'), field('Debounce max', debounceMax),
-            field('Queue TTL (ms)', queueTtlMs), field('Max wait (ms)', maxWaitMs)),
+          preset.node,
+          field('Slug', slug, ep ? 'Immutable.' : 'Letters, digits and dashes; the sender posts to the URL below.'),
+          h('p', {class: 'hint'}, 'Deliveries post to ', url),
+          setup,
+          field('Display name', display, 'Shown to the targets above the content.'),
+          targets.node,
+          secret.nodes,
           enabled.node,
+          advanced,
         ],
         body: () => ({
           displayName: display.value,
-          targets: parseTargets(targets.value),
-          auth: {kind: kind.value, headerName: headerName.value || undefined, prefix: prefix.value || undefined},
-          authProfile: profile.value.trim(),
+          targets: targetsOf(targets.values()),
+          auth: {kind: kind.value, headerName: headerName.value.trim() || undefined, prefix: kind.value === 'hmac-sha256' ? prefix.value.trim() || undefined : undefined},
+          authProfile: profileSel.value,
           filters: parseJSONList(filters.value, 'Filters'),
           template: template.value,
           dedupeHeader: dedupe.value.trim(),
@@ -338,6 +443,54 @@ function endpoints(receipts, alive) {
         },
         putSecret: (s, sv) => api('PUT', at(s) + '/secret', {body: {secret: sv}}),
         dropSecret: async (s) => { await api('DELETE', at(s) + '/secret'); return api('GET', at(s)); },
+        after: [],
+      };
+    },
+  };
+}
+
+// profiles are the shared verification profiles: one secret for several
+// endpoints, rotated for all of them in one write. There is no route to
+// read one profile, so the editor works from the list's row.
+function profiles() {
+  return {
+    id: 'adm-profiles', title: 'Verification profiles', jump: 'Profiles', perm: 'notifications.manage', what: 'verification profiles',
+    noun: 'profile', path: '/notifications/profiles', short: 'profile', listKey: 'profiles', busy: 'Saving…', secretWhat: 'Secret',
+    intro: 'A profile is a verification (kind, header, prefix) and a secret that several endpoints share: setting its secret rotates it for every endpoint that names it.',
+    caption: 'Verification profiles', empty: 'No profile yet.',
+    columns: [
+      {label: 'Profile', cell: (x) => h('code', {}, str(x.slug))},
+      {label: 'Description', cell: (x) => str(x.description) || '—'},
+      {label: 'Verification', cell: (x) => str(o(x.auth).kind) + (o(x.auth).headerName ? ' · ' + str(x.auth.headerName) : '')},
+      {label: 'Secret', cell: (x) => (x.hasSecret ? 'set' : 'none: rejects all')},
+      {label: 'Endpoints', cell: (x) => String(Number(x.endpointCount) || 0)},
+    ],
+    deleteQuestion: (slug) => `Delete the profile ${slug}? The broker refuses while an endpoint names it.`,
+    editor(x, {at, path}) {
+      const auth = o(x && x.auth);
+      const slug = input('slug', x ? x.slug : '', {id: 'pr-slug', required: true, disabled: !!x, autocomplete: 'off', spellcheck: 'false'});
+      const desc = input('description', x && x.description, {id: 'pr-desc'});
+      const kind = select('authKind', KINDS, auth.kind || 'hmac-sha256');
+      const headerName = input('headerName', auth.headerName, {placeholder: 'the kind\'s default', autocomplete: 'off'});
+      const prefix = input('prefix', auth.prefix, {placeholder: 'sha256=', autocomplete: 'off'});
+      const secret = secretField({name: 'secret', id: 'pr-secret', isSet: x && x.hasSecret,
+        label: x && x.hasSecret ? 'Rotate the secret' : 'Secret',
+        hint: x && x.hasSecret ? `A secret is set, never shown. A new one replaces it for every endpoint that names ${x.slug}.` : 'Write-only: stored encrypted, never shown again. Without one every endpoint naming the profile rejects everything.',
+        drop: 'Remove the secret (its endpoints then reject everything)', dropName: 'dropSecret'});
+      const find = async (s) => arr(o(await api('GET', path)).profiles).map(o).find((p) => p.slug === s) || null;
+      return {
+        slug, secret,
+        fields: [
+          field('Slug', slug, 'Endpoints name it under Advanced → Profile.'),
+          field('Description', desc),
+          fieldset('Verification', field('Kind', kind), field('Header', headerName, 'Empty: the kind\'s default header.'), field('Prefix (HMAC)', prefix, 'Empty: sha256=.')),
+          secret.nodes,
+        ],
+        body: () => ({description: desc.value, auth: {kind: kind.value, headerName: headerName.value.trim() || undefined,
+          prefix: kind.value === 'hmac-sha256' ? prefix.value.trim() || undefined : undefined}}),
+        save: (s, body) => (x ? api('PATCH', at(s), {body}) : api('POST', path, {body: {slug: s, ...body, description: body.description || undefined}})),
+        putSecret: (s, sv) => api('PUT', at(s) + '/secret', {body: {secret: sv}}),
+        dropSecret: async (s) => { await api('DELETE', at(s) + '/secret'); return find(s); },
         after: [],
       };
     },
@@ -480,7 +633,7 @@ export const adminPage = {
     }
     const env = (spec) => ({can: perms.has(spec.perm), alive: () => alive, members: () => members});
     const receipts = h('div', {class: 'adm-receipts'});
-    const specs = [endpoints(receipts, () => alive), toolSources(), secrets()];
+    const specs = [endpoints(receipts, () => alive), profiles(), toolSources(), secrets()];
     page.append(h('nav', {class: 'admin-jump', 'aria-label': 'Admin sections'}, h('ul', {},
       specs.map((spec) => h('li', {}, h('a', {href: '#' + spec.id}, spec.jump))))));
     const sections = specs.map((spec) => registrySection(spec, env(spec)));

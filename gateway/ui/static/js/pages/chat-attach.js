@@ -16,14 +16,63 @@ export function baseName(path) {
   return parts.length ? parts[parts.length - 1] : path;
 }
 
-// attachmentList renders a message's attachments as download links.
+const IMAGE_EXT = /\.(png|jpe?g|gif|webp|avif)$/i;
+const TEXT_EXT = /\.(txt|md|log|json|csv|tsv|ya?ml|toml|ini|conf|go|js|ts|py|rb|rs|java|c|h|cc|cpp|sh|sql|diff|patch|xml|html?|css)$/i;
+const PREVIEW_BYTES = 4096; // what of a text file its preview shows
+
+// attachmentList renders a message's attachments as chips: each a
+// download link under the file's base name; an image shows a thumbnail
+// (loaded from /fs/read, which serves stored bytes under their own type,
+// nosniff and sandboxed), a text file a preview of its first bytes,
+// fetched when opened and shown as text.
 export function attachmentList(paths) {
   const ok = (Array.isArray(paths) ? paths : []).filter((p) => typeof p === 'string' && p.startsWith('/') && p.length <= MAX_PATH).slice(0, MAX_ATTACHMENTS);
   if (!ok.length) return null;
   return h('ul', {class: 'attachments', 'aria-label': 'Attachments'}, ok.map((p) => {
     const name = baseName(p);
-    return h('li', {}, h('a', {href: readHref(p), download: name, title: p, class: 'attachment'}, name));
+    const href = readHref(p);
+    const link = h('a', {href, download: name, title: p, class: 'attachment'}, name);
+    if (IMAGE_EXT.test(name)) {
+      return h('li', {class: 'chip image'},
+        h('a', {href, target: '_blank', rel: 'noopener', class: 'thumb', 'aria-label': 'Open ' + name},
+          h('img', {src: href, alt: '', loading: 'lazy', decoding: 'async'})),
+        link);
+    }
+    if (TEXT_EXT.test(name)) {
+      const pre = h('pre', {class: 'preview', tabindex: '0'});
+      const d = h('details', {class: 'chip-preview', ontoggle: () => { if (d.open && !pre.dataset.loaded) preview(href, pre); }},
+        h('summary', {'aria-label': 'Preview ' + name}, 'Preview'), pre);
+      return h('li', {class: 'chip text'}, link, d);
+    }
+    return h('li', {class: 'chip'}, link);
   }));
+}
+
+// preview fills pre with the first bytes of the file at href, as text.
+async function preview(href, pre) {
+  pre.dataset.loaded = '1';
+  replace(pre, 'Loading…');
+  try {
+    const res = await fetch(href, {credentials: 'same-origin', headers: {Range: 'bytes=0-' + (PREVIEW_BYTES - 1)}});
+    if (!res.ok) throw new Error(res.status + ' ' + res.statusText);
+    const reader = res.body.getReader();
+    const parts = [];
+    let n = 0;
+    while (n < PREVIEW_BYTES) {
+      const {done, value} = await reader.read();
+      if (done) break;
+      parts.push(value);
+      n += value.length;
+    }
+    reader.cancel().catch(() => {});
+    const bytes = new Uint8Array(Math.min(n, PREVIEW_BYTES));
+    let at = 0;
+    for (const p of parts) { const take = p.subarray(0, bytes.length - at); bytes.set(take, at); at += take.length; if (at >= bytes.length) break; }
+    const text = new TextDecoder('utf-8', {fatal: false}).decode(bytes);
+    replace(pre, text, n >= PREVIEW_BYTES ? '\n…' : '');
+  } catch (err) {
+    replace(pre, 'No preview: ' + (err && err.message ? err.message : 'the file could not be read'));
+  }
 }
 
 // safeFileName makes a browser-given file name one path segment.

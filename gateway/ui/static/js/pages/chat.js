@@ -22,14 +22,15 @@ import {navigate} from '../router.js';
 import {attachmentList, attachPicker} from './chat-attach.js';
 import {newChannelForm, browseChannels, channelPanel} from './chat-admin.js';
 import {approvalCard} from '../approvals.js';
+import {renderMarkdown} from './chat-md.js';
 
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical'];
-const PAGE = 50;
+const PAGE = 50; // the first page is small: the conversation is usable at once
 const MAX_BODY = 64 << 10; // what of one body is shown; the rest is cut, visibly
 const MAX_HELD = 2000; // messages held per conversation
 const MAX_UNREAD_CONVS = 500;
 const MAX_UNREAD = 9999;
-const CHANNEL_POLL = 5000; // channel list refresh while chat is on screen (no channel events exist)
+const CHANNEL_POLL = 5000; // channel list refresh while chat is on screen, without teamlive.js
 // CONV_RE is what a conversation key may be.
 const CONV_RE = /^(general|chan:[^\s]{1,128}|dm:[A-Za-z0-9][A-Za-z0-9._-]{0,63}|hook:[a-z0-9-]{1,64}|loop:[0-9]{1,19})$/;
 // LOOP_SENDER sends the loop guard's notices: a name no member can have.
@@ -193,7 +194,94 @@ function label(key, channels) {
 
 function levelOf(m) { return LEVELS.includes(m.level) ? m.level : 'info'; }
 
-// messageNode renders one message; every field from the broker is text.
+// Agents are shown with a badge and their live state (working, blocked,
+// idle) from teamlive.js, the tab's team stream. It is loaded by a computed
+// path so chat still works, without the badges and with the channel list
+// polled, where that module is not there.
+const TEAMLIVE = '../teamlive.js';
+const team = {mod: null, presence: new Map(), waiting: [], failed: false};
+import(TEAMLIVE).then((m) => {
+  if (!m || typeof m.onPresence !== 'function') return;
+  team.mod = m;
+  m.onPresence((map) => {
+    team.presence = map instanceof Map ? map : new Map();
+    for (const el of document.querySelectorAll('.who-tags[data-member]')) fillTags(el);
+  });
+  for (const fn of team.waiting.splice(0)) fn(m);
+}, () => { team.failed = true; team.waiting.length = 0; /* chat polls the channel list instead */ });
+
+// withTeamLive calls fn with teamlive.js once it is loaded.
+function withTeamLive(fn) { if (team.mod) fn(team.mod); else if (!team.failed) team.waiting.push(fn); }
+
+function isAgent(name) {
+  const p = team.presence.get(name);
+  if (p && typeof p.agent === 'boolean') return p.agent;
+  return !!(team.mod && typeof team.mod.isAgent === 'function' && team.mod.isAgent(name));
+}
+
+const STATES = new Set(['working', 'blocked', 'idle']);
+
+function fillTags(el) {
+  const name = el.dataset.member;
+  if (!isAgent(name)) { el.replaceChildren(); return; }
+  const p = team.presence.get(name) || {};
+  const state = STATES.has(p.state) ? p.state : 'idle';
+  const online = Number(p.connected) > 0;
+  replace(el, h('span', {class: 'agent-badge'}, 'agent'),
+    h('span', {class: 'agent-state', 'data-state': online ? state : 'offline'}, online ? state : 'offline'));
+}
+
+// whoTags is the badge and state beside a member's name, kept current.
+function whoTags(name) {
+  const el = h('span', {class: 'who-tags', 'data-member': name});
+  fillTags(el);
+  return el;
+}
+
+const GROUP_MS = 5 * 60 * 1000; // one sender's messages this close share one header
+
+// groups says m continues prev's group: same sender and level, within a
+// few minutes, and neither needs a header of its own.
+function groups(prev, m) {
+  if (!prev || !m || prev.from !== m.from || levelOf(prev) !== levelOf(m)) return false;
+  if (String(m.from || '').startsWith('hook:') || (m.title && typeof m.title === 'string')) return false;
+  if (m.data && m.data.kind === 'approval_request') return false;
+  const dt = Number(m.createdAt) - Number(prev.createdAt);
+  return dt >= 0 && dt < GROUP_MS && dayOf(prev) === dayOf(m);
+}
+
+function dayOf(m) { return new Date(Number(m && m.createdAt) || 0).toDateString(); }
+
+function daySeparator(m) {
+  const d = new Date(Number(m.createdAt) || 0);
+  const today = new Date();
+  const yesterday = new Date(today.getFullYear(), today.getMonth(), today.getDate() - 1);
+  let text;
+  if (d.toDateString() === today.toDateString()) text = 'Today';
+  else if (d.toDateString() === yesterday.toDateString()) text = 'Yesterday';
+  else text = d.toLocaleDateString([], {weekday: 'long', month: 'long', day: 'numeric', year: d.getFullYear() === today.getFullYear() ? undefined : 'numeric'});
+  return h('li', {class: 'day-sep'}, h('span', {}, text));
+}
+
+// FRAME_ITEM is one item of the broker's frame around external content
+// (server/hooks/frame.go): the broker escapes anything inside that could
+// close or forge it, so the items can be read back for people.
+const FRAME_ITEM = /<external_content endpoint="([^"]{0,200})" delivery="([^"]{0,200})" received="([^"]{0,64})"(?: verification="([^"]{0,300})")?>\n([\s\S]*?)\n?<\/external_content>/g;
+
+// hookItems is what a hook message carries, without the framing written
+// for agents: [{endpoint, delivery, received, verification, content}], or
+// null when the body has no frame.
+export function hookItems(body) {
+  const items = [];
+  for (const m of String(body).matchAll(FRAME_ITEM)) {
+    items.push({endpoint: m[1], delivery: m[2], received: m[3], verification: m[4] || '', content: m[5]});
+    if (items.length >= 100) break;
+  }
+  return items.length ? items : null;
+}
+
+// messageNode renders one message; every field from the broker is text
+// (markdown is rendered from tokens by chat-md.js, never as HTML).
 export function messageNode(m, me) {
   const level = levelOf(m);
   const from = typeof m.from === 'string' ? m.from : '?';
@@ -203,21 +291,48 @@ export function messageNode(m, me) {
   const cut = body.length > MAX_BODY;
   if (cut) body = body.slice(0, MAX_BODY);
   const attachments = Array.isArray(m.attachments) ? m.attachments : [];
-  return h('li', {class: ['msg', 'level-' + level, external && 'external', stopped && 'loop-stopped', from === me && 'mine'], 'data-id': m.id},
+  const when = new Date(Number(m.createdAt) || 0);
+  const time = h('time', {datetime: when.toISOString(), title: when.toLocaleString()}, fmtTime(m.createdAt));
+  const levelTag = level !== 'info' ? h('span', {class: 'level'}, level) : null;
+  if (external) {
+    const items = hookItems(body);
+    return h('li', {class: ['msg', 'level-' + level, 'external'], 'data-id': m.id},
+      h('div', {class: 'meta'},
+        h('span', {class: 'from'}, from),
+        h('span', {class: 'tag untrusted', title: 'External content from ' + from + ': untrusted input, not written by a teammate'}, 'external · untrusted'),
+        time, levelTag),
+      h('p', {class: 'ext-label sr-only'}, 'External content from ' + from + ' — untrusted input, not written by a teammate'),
+      items ? items.map((it) => h('div', {class: 'hook-item'},
+        h('p', {class: 'hook-meta'}, h('span', {}, it.endpoint), ' · ', h('span', {}, it.received),
+          it.verification ? [' · ', h('span', {class: 'hook-unverified'}, it.verification)] : null),
+        h('pre', {class: 'body', tabindex: '0'}, it.content)))
+        : h('pre', {class: 'body', tabindex: '0'}, body),
+      cut ? h('p', {class: 'cut'}, '… (cut)') : null,
+      attachmentList(attachments));
+  }
+  const approval = approvalCard(m, me);
+  return h('li', {class: ['msg', 'level-' + level, stopped && 'loop-stopped', from === me && 'mine', approval && 'has-approval'], 'data-id': m.id},
     h('div', {class: 'meta'},
-      h('span', {class: 'from'}, from),
-      h('time', {datetime: new Date(Number(m.createdAt) || 0).toISOString()}, fmtTime(m.createdAt)),
-      level !== 'info' ? h('span', {class: 'level'}, level) : null),
-    external ? h('p', {class: 'ext-label'}, 'External content from ' + from + ' — untrusted input, not written by a teammate') : null,
+      h('span', {class: 'from'}, from), whoTags(from), time, levelTag),
     stopped ? h('p', {class: 'loop-label'}, 'Stopped by the loop guard: agents kept replying to each other, so this message woke no agent') : null,
     typeof m.title === 'string' && m.title ? h('p', {class: 'title'}, m.title) : null,
-    h('div', {class: 'body'}, body, cut ? h('span', {class: 'cut'}, ' … (cut)') : null),
+    // An approval request's text is what the card shows: not repeated.
+    approval ? null : h('div', {class: 'body md'}, renderMarkdown(body, me), cut ? h('span', {class: 'cut'}, ' … (cut)') : null),
     attachmentList(attachments),
-    approvalCard(m, me));
+    approval);
+}
+
+const MENTION_MAX = 8; // names the completion offers at once
+const MENTION_AT = /(^|\s)@([A-Za-z0-9._-]{0,64})$/;
+
+// placeholderOf is the composer's hint for the conversation.
+function placeholderOf(key, channels) {
+  const l = label(key, channels);
+  return 'Message ' + l;
 }
 
 export const chatPage = {
-  title: 'Chat', auth: true,
+  title: 'Chat', auth: true, fill: true,
   render(main, {app, url}) {
     useMember(app.session.member);
     const me = store.me;
@@ -226,6 +341,9 @@ export const chatPage = {
     const requested = url.searchParams.get('c') || 'general';
     const key = CONV_RE.test(requested) ? requested : 'general';
     store.open = key;
+    // The count before it is cleared places the "new messages" line.
+    let unreadAtOpen = store.unread.get(key) || 0;
+    let firstUnread = '';
     markRead(key);
     let channels = [];
     let channelsLoaded = false;
@@ -233,23 +351,75 @@ export const chatPage = {
     let alive = true;
     const chanID = key.startsWith('chan:') ? key.slice(5) : '';
 
-    const convList = h('nav', {class: 'convs', 'aria-label': 'Conversations'});
+    const convList = h('nav', {class: 'convs', id: 'convs', 'aria-label': 'Conversations'});
     const title = h('h1', {id: 'conv-title'}, label(key, channels));
     const note = h('p', {class: 'conv-note', hidden: true});
     const adminSlot = h('div', {class: 'chan-admin-slot'});
     const list = h('ol', {class: 'messages', 'aria-labelledby': 'conv-title', tabindex: '0'});
-    const older = h('button', {type: 'button', class: 'quiet older', hidden: true, onclick: async () => {
+    let loadingOlder = false;
+    const loadOlder = async () => {
+      const c = conv(key);
+      if (loadingOlder || !c.loaded || c.exhausted) return;
+      loadingOlder = true;
       older.disabled = true;
-      try { await loadHistory(key, true); draw(true); } catch (err) { showError(err); } finally { older.disabled = false; }
-    }}, 'Load older messages');
+      try { await loadHistory(key, true); if (alive) draw(true); } catch (err) { if (alive) showError(err); } finally { loadingOlder = false; older.disabled = false; }
+    };
+    const older = h('button', {type: 'button', class: 'quiet older', hidden: true, onclick: loadOlder}, 'Load older messages');
+    const olderRow = h('li', {class: 'older-row'}, older);
+    // Scrolling near the top loads the page before: the reader's place is kept.
+    list.addEventListener('scroll', () => { if (list.scrollTop < 200) loadOlder(); }, {passive: true});
     const status = h('p', {class: 'msg', role: 'alert'});
     const showError = (err) => { replace(status, errorText(err)); status.className = 'msg error'; };
 
-    const input = h('textarea', {id: 'compose', name: 'body', rows: '2', maxlength: String(MAX_BODY), required: true});
-    const level = h('select', {id: 'compose-level', name: 'level'}, LEVELS.map((l) => h('option', {value: l, selected: l === 'info'}, l)));
-    const send = h('button', {type: 'submit'}, 'Send');
+    const input = h('textarea', {id: 'compose', name: 'body', rows: '1', maxlength: String(MAX_BODY), required: true,
+      placeholder: placeholderOf(key, channels), 'aria-autocomplete': 'list', 'aria-controls': 'mention-list', autocomplete: 'off'});
+    const level = h('select', {id: 'compose-level', name: 'level', class: 'level-pick', title: 'Level'},
+      LEVELS.map((l) => h('option', {value: l, selected: l === 'info'}, l)));
+    const send = h('button', {type: 'submit', class: 'send'}, 'Send');
     const picker = attachPicker(me, {onError: showError, onBusy: (b) => { send.disabled = b; }});
     let canSend = !key.startsWith('hook:') && !key.startsWith('loop:');
+
+    // Mention completion: "@" and a few letters offer teammates' names.
+    const pop = h('ul', {class: 'mention-pop', id: 'mention-list', role: 'listbox', 'aria-label': 'Teammates', hidden: true});
+    let choices = [];
+    let active = 0;
+    const closePop = () => { pop.hidden = true; choices = []; input.removeAttribute('aria-activedescendant'); };
+    const drawPop = () => {
+      replace(pop, choices.map((name, i) => h('li', {id: 'mention-opt-' + i, role: 'option', 'aria-selected': i === active ? 'true' : 'false',
+        class: i === active ? 'active' : null,
+        onmousedown: (e) => { e.preventDefault(); pick(name); }}, '@' + name, whoTags(name))));
+      pop.hidden = !choices.length;
+      if (choices.length) input.setAttribute('aria-activedescendant', 'mention-opt-' + active);
+      else input.removeAttribute('aria-activedescendant');
+    };
+    const mentionQuery = () => {
+      const pos = input.selectionStart;
+      if (pos !== input.selectionEnd) return null;
+      const m = MENTION_AT.exec(input.value.slice(0, pos));
+      return m ? m[2] : null;
+    };
+    const suggest = () => {
+      const q = mentionQuery();
+      if (q === null) { closePop(); return; }
+      const lq = q.toLowerCase();
+      choices = teammates.map((t) => t.name).filter((n) => n !== me && n.toLowerCase().startsWith(lq)).slice(0, MENTION_MAX);
+      active = 0;
+      drawPop();
+    };
+    const pick = (name) => {
+      const pos = input.selectionStart;
+      const before = input.value.slice(0, pos).replace(/@[A-Za-z0-9._-]*$/, '@' + name + ' ');
+      input.value = before + input.value.slice(pos);
+      input.selectionStart = input.selectionEnd = before.length;
+      closePop();
+      grow();
+      input.focus();
+    };
+    // The composer grows with its text, up to a few lines, then scrolls.
+    const grow = () => { input.rows = Math.min(8, Math.max(1, input.value.split('\n').length)); };
+    input.addEventListener('input', () => { grow(); suggest(); });
+    input.addEventListener('blur', () => closePop());
+
     const form = h('form', {class: 'composer', hidden: !canSend, onsubmit: async (e) => {
       e.preventDefault();
       if (send.disabled) return;
@@ -264,9 +434,12 @@ export const chatPage = {
       try {
         const res = await api('POST', '/push', {body: payload});
         input.value = '';
+        grow();
+        level.value = 'info';
         picker.clear();
         replace(status, '');
         status.className = 'msg';
+        firstUnread = ''; // one's own reply: everything above is read
         if (res && res.message) { hold(conv(key), [res.message]); draw(); }
         list.scrollTop = list.scrollHeight; // one's own message is in view
       } catch (err) {
@@ -276,14 +449,38 @@ export const chatPage = {
         input.focus();
       }
     }},
+    pop,
     h('div', {class: 'compose-row'},
-      h('label', {for: 'compose', class: 'sr-only'}, 'Message'), input,
+      h('label', {for: 'compose', class: 'sr-only'}, 'Message'), input, send),
+    h('div', {class: 'compose-tools'},
+      picker.node,
       h('label', {for: 'compose-level', class: 'sr-only'}, 'Level'), level,
-      send),
-    picker.node);
+      h('span', {class: 'compose-hint'}, 'Enter sends · Shift+Enter: new line')));
     input.addEventListener('keydown', (e) => {
+      if (!pop.hidden && choices.length) {
+        if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+          e.preventDefault();
+          active = (active + (e.key === 'ArrowDown' ? 1 : choices.length - 1)) % choices.length;
+          drawPop();
+          return;
+        }
+        if ((e.key === 'Enter' || e.key === 'Tab') && !e.shiftKey && !e.isComposing) { e.preventDefault(); pick(choices[active]); return; }
+        if (e.key === 'Escape') { e.preventDefault(); closePop(); return; }
+      }
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); form.requestSubmit(); }
     });
+
+    // On a narrow screen the conversation list is a drawer.
+    const chat = h('section', {class: 'chat'});
+    const drawerBtn = h('button', {type: 'button', class: 'quiet drawer-toggle', 'aria-controls': 'convs', 'aria-expanded': 'false',
+      onclick: () => setDrawer(chat.dataset.drawer !== 'open')}, h('span', {'aria-hidden': 'true'}, '☰ '), 'Conversations');
+    const scrim = h('div', {class: 'scrim', onclick: () => setDrawer(false)});
+    const setDrawer = (open) => {
+      chat.dataset.drawer = open ? 'open' : '';
+      drawerBtn.setAttribute('aria-expanded', open ? 'true' : 'false');
+      if (open) { const a = convList.querySelector('a[aria-current="page"]') || convList.querySelector('a'); if (a) a.focus(); }
+    };
+    convList.addEventListener('keydown', (e) => { if (e.key === 'Escape' && chat.dataset.drawer === 'open') { setDrawer(false); drawerBtn.focus(); } });
 
     const toolsSlot = h('div', {class: 'chan-tools'});
     const drawConvs = () => {
@@ -291,6 +488,7 @@ export const chatPage = {
         const n = store.unread.get(k) || 0;
         return h('li', {}, h('a', {href: '/ui/chat?c=' + encodeURIComponent(k), 'data-nav': '', 'aria-current': k === key ? 'page' : null},
           h('span', {class: 'name'}, label(k, channels)),
+          k.startsWith('dm:') ? whoTags(k.slice(3)) : null,
           n ? h('span', {class: 'badge', 'aria-label': n + ' unread'}, String(n > 99 ? '99+' : n)) : null));
       };
       const chanKeys = ['general', ...channels.filter((c) => c.joined && c.id !== 'general' && !c.archivedAt).map((c) => 'chan:' + c.id)];
@@ -330,6 +528,7 @@ export const chatPage = {
       if (!chanID) return;
       const sum = channels.find((c) => c.id === chanID) || null;
       replace(title, label(key, channels));
+      input.placeholder = placeholderOf(key, channels);
       const archived = !!(sum && sum.archivedAt);
       const member = !!(sum && sum.joined);
       canSend = !archived && (member || !channelsLoaded);
@@ -350,28 +549,77 @@ export const chatPage = {
       replace(adminSlot, panel);
     };
 
+    // Rendered messages are kept by id for the visit: a redraw regroups
+    // them without rendering their markdown again.
+    const nodes = new Map();
+    const nodeOf = (m) => {
+      let li = nodes.get(m.id);
+      if (!li || li.msgRef !== m) { li = messageNode(m, me); li.msgRef = m; nodes.set(m.id, li); }
+      return li;
+    };
+    const newLine = h('li', {class: 'new-line', id: 'new-line'}, h('span', {}, 'New messages'));
+
+    // placeUnread finds the first of the messages counted unread at open:
+    // the count-th newest from someone else.
+    const placeUnread = (c, ids) => {
+      if (!unreadAtOpen || !c.loaded) return;
+      let n = unreadAtOpen;
+      unreadAtOpen = 0;
+      for (let i = ids.length - 1; i >= 0; i--) {
+        const m = c.msgs.get(ids[i]);
+        if (m.from === me) continue;
+        if (--n === 0 || i === 0) { firstUnread = ids[i]; return; }
+      }
+    };
+
     const draw = (keepTop) => {
       const c = conv(key);
       const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
-      const prevHeight = list.scrollHeight;
-      replace(list, sortedIDs(c).map((id) => messageNode(c.msgs.get(id), me)));
+      const fromBottom = list.scrollHeight - list.scrollTop;
+      const ids = sortedIDs(c);
+      placeUnread(c, ids);
+      const items = [olderRow];
+      let prev = null;
+      for (const id of ids) {
+        const m = c.msgs.get(id);
+        if (!prev || dayOf(prev) !== dayOf(m)) { items.push(daySeparator(m)); prev = null; }
+        if (id === firstUnread) { items.push(newLine); prev = null; }
+        const li = nodeOf(m);
+        li.classList.toggle('cont', groups(prev, m));
+        items.push(li);
+        prev = m;
+      }
+      if (nodes.size > ids.length + PAGE) for (const id of [...nodes.keys()]) if (!c.msgs.has(id)) nodes.delete(id);
+      replace(list, items);
       if (!c.msgs.size && c.loaded) list.append(h('li', {class: 'empty'}, 'No messages yet.'));
       older.hidden = !c.loaded || c.exhausted;
+      olderRow.hidden = older.hidden;
       // Older messages keep what was on screen in place; otherwise the list
       // follows the newest only when the reader was already there, so a
       // refetch or a replayed message does not yank someone reading back.
-      if (keepTop) list.scrollTop = list.scrollHeight - prevHeight;
-      else if (atBottom) list.scrollTop = list.scrollHeight;
+      if (keepTop) list.scrollTop = list.scrollHeight - fromBottom;
+      else if (firstUnread && !keepTop && c.loaded && !drawnOnce) newLine.scrollIntoView({block: 'center'});
+      else if (atBottom || !drawnOnce) list.scrollTop = list.scrollHeight;
+      if (c.loaded) drawnOnce = true;
+      // A first page that does not fill the list cannot be scrolled up:
+      // the next one is fetched at once.
+      if (c.loaded && !c.exhausted && list.scrollHeight <= list.clientHeight) loadOlder();
     };
+    let drawnOnce = false;
 
     // A live message newer than everything shown is appended alone; the
     // list is rebuilt only when one lands in between (history, replay).
     const drawNew = (msg) => {
-      const last = list.lastElementChild;
-      const lastID = last && last.dataset.id;
+      const lastLi = [...list.querySelectorAll('li.msg')].pop();
+      const lastID = lastLi && lastLi.dataset.id;
       if (!msg || !validID(msg.id) || !lastID || list.querySelector('li.empty') || BigInt(msg.id) <= BigInt(lastID) || conv(key).msgs.size > MAX_HELD - 1) { draw(); return; }
       const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
-      list.append(messageNode(msg, me));
+      const prev = lastLi.msgRef;
+      const m = conv(key).msgs.get(msg.id) || msg;
+      if (!prev || dayOf(prev) !== dayOf(m)) list.append(daySeparator(m));
+      const li = nodeOf(m);
+      li.classList.toggle('cont', !!prev && dayOf(prev) === dayOf(m) && groups(prev, m));
+      list.append(li);
       if (atBottom) list.scrollTop = list.scrollHeight;
     };
 
@@ -391,8 +639,10 @@ export const chatPage = {
     store.onLive = () => { if (alive) { refetch(); refreshChannels(); } };
 
     let refreshing = false;
+    let again = false;
     async function refreshChannels() {
-      if (refreshing || !alive) return;
+      if (!alive) return;
+      if (refreshing) { again = true; return; }
       refreshing = true;
       try {
         const ch = await api('GET', '/channels');
@@ -400,17 +650,21 @@ export const chatPage = {
         channels = Array.isArray(ch && ch.channels) ? ch.channels.filter((c) => c && typeof c.id === 'string' && typeof c.slug === 'string') : [];
         channelsLoaded = true;
         replace(title, label(key, channels));
+        input.placeholder = placeholderOf(key, channels);
         drawConvs();
         drawTools();
         drawChannelState();
-      } catch (err) { if (alive) showError(err); } finally { refreshing = false; }
+      } catch (err) { if (alive) showError(err); } finally {
+        refreshing = false;
+        if (again && alive) { again = false; refreshChannels(); }
+      }
     }
 
-    main.append(h('section', {class: 'chat'},
-      convList,
+    chat.append(scrim, convList,
       h('section', {class: 'conv', 'aria-labelledby': 'conv-title'},
-        h('header', {class: 'conv-head'}, title, adminSlot),
-        note, older, list, status, form)));
+        h('header', {class: 'conv-head'}, drawerBtn, title, adminSlot),
+        note, list, status, form));
+    main.append(chat);
     drawConvs();
     drawTools();
     draw();
@@ -427,14 +681,22 @@ export const chatPage = {
     const c0 = conv(key);
     if (!c0.loaded || c0.stale) refetch();
 
-    // Channels have no events on the stream: the list is refetched while
-    // the page is visible, so a channel made, renamed, archived or joined
-    // elsewhere shows within a few seconds.
-    const poll = setInterval(() => { if (document.visibilityState === 'visible') refreshChannels(); }, CHANNEL_POLL);
+    // Channel changes come from the team stream (teamlive.js): the list is
+    // refetched on each. Without that module the list is polled while the
+    // page is visible, so a change elsewhere still shows within seconds.
+    let offChannels = null;
+    let poll = setInterval(() => { if (document.visibilityState === 'visible') refreshChannels(); }, CHANNEL_POLL);
+    withTeamLive((m) => {
+      if (!alive || typeof m.onChannels !== 'function') return;
+      clearInterval(poll);
+      poll = 0;
+      offChannels = m.onChannels(() => refreshChannels());
+    });
 
     return () => {
       alive = false;
       clearInterval(poll);
+      if (typeof offChannels === 'function') offChannels();
       store.onChange = null;
       store.onLive = null;
       store.open = '';

@@ -71,16 +71,24 @@ export const enrollPage = {
       refreshList();
     };
 
+    // isAdmin tells whether permissions (presets and leaves) grant
+    // members.manage, through a preset of the team or directly.
+    const isAdmin = (perms) => (Array.isArray(perms) ? perms : []).some((x) => x === 'members.manage' || (Array.isArray(presets[x]) && presets[x].includes('members.manage')));
+
     const decisionForm = (p) => {
       const dst = status();
-      const bind = h('input', {type: 'radio', name: 'how', id: 'how-bind', value: 'bind', checked: true});
-      const create = h('input', {type: 'radio', name: 'how', id: 'how-create', value: 'create'});
+      // A new member is the default and no member is preselected: binding
+      // to an existing member (an admin is often the first in the list)
+      // must be a choice, never one click (docs/WEBAPP.md, Pages).
+      const bind = h('input', {type: 'radio', name: 'how', id: 'how-bind', value: 'bind'});
+      const create = h('input', {type: 'radio', name: 'how', id: 'how-create', value: 'create', checked: true});
       const memberSel = h('select', {id: 'enroll-member', name: 'member'},
-        members.map((m) => h('option', {value: m.name}, roleTitle(m) ? `${m.name} (${roleTitle(m)})` : m.name)));
+        h('option', {value: '', selected: true}, 'Choose a member…'),
+        members.map((m) => h('option', {value: m.name}, (roleTitle(m) ? `${m.name} (${roleTitle(m)})` : m.name) + (isAdmin(m.permissions) ? ' — admin' : ''))));
       const fields = memberFields(presets, {idPrefix: 'en'});
       const label = h('input', {id: 'enroll-label', name: 'label', maxlength: '128', autocomplete: 'off', placeholder: p.labelHint ? str(p.labelHint, 128) : 'enrolled device'});
-      const bindBox = h('div', {class: 'bind-box'}, field('Member', memberSel, 'The device gets a new token of this member; its other tokens stay.'));
-      const createBox = h('div', {class: 'create-box', hidden: true}, fields.node);
+      const bindBox = h('div', {class: 'bind-box', hidden: true}, field('Member', memberSel, 'The device gets a new token of this member; its other tokens stay.'));
+      const createBox = h('div', {class: 'create-box'}, fields.node);
       const sync = () => { bindBox.hidden = !bind.checked; createBox.hidden = !create.checked; };
       bind.addEventListener('change', sync);
       create.addEventListener('change', sync);
@@ -117,6 +125,12 @@ export const enrollPage = {
           }
         } catch (err) { dst.error(err.message); return; }
         if (label.value.trim()) body.label = label.value.trim();
+        // Admin power is confirmed by name: whoever holds the device
+        // afterwards can manage every member and token.
+        const target = body.member || body.newMember.name;
+        const power = body.member ? isAdmin((members.find((m) => m.name === body.member) || {}).permissions) : isAdmin(body.newMember.permissions);
+        if (power && !await confirmDialog(`${target} holds members.manage: the device ${str(p.labelHint, 128) ? `"${str(p.labelHint, 128)}" ` : ''}gets a token with full admin power over the team (every member, token and setting). Approve it as ${target}?`,
+          {yes: 'Approve with admin power', danger: true})) return;
         busy(true);
         dst.busy('Approving…');
         try {
@@ -130,8 +144,8 @@ export const enrollPage = {
         }
       }},
       h('fieldset', {class: 'checks'}, h('legend', {}, 'The device acts as'),
-        h('div', {class: 'check-row'}, bind, h('label', {for: 'how-bind', class: 'check'}, 'An existing member')),
-        h('div', {class: 'check-row'}, create, h('label', {for: 'how-create', class: 'check'}, 'A new member'))),
+        h('div', {class: 'check-row'}, create, h('label', {for: 'how-create', class: 'check'}, 'A new member')),
+        h('div', {class: 'check-row'}, bind, h('label', {for: 'how-bind', class: 'check'}, 'An existing member'))),
       bindBox, createBox,
       field('Token label', label, 'Optional; default: the device label, else "enrolled device".'),
       approveBtn,

@@ -6,9 +6,67 @@
 import {h, replace} from '../h.js';
 import {api, errorText} from '../api.js';
 import {status, field, confirmDialog, table, ago, bytes} from '../ui.js';
-import {readHref, joinPath, parentOf, upload} from './files-api.js';
+import {readHref, joinPath, parentOf, upload, readText} from './files-api.js';
 
 const MAX_NAME = 255;
+const MAX_PREVIEW_TEXT = 256 << 10; // what of a text file a preview reads
+
+// previewKind is how a file is previewed: 'image', 'pdf', 'audio',
+// 'video', 'text' or '' (none). Images, PDFs and media load from /fs/read
+// in the browser (served inline only for types that cannot run script:
+// gateway/fs.go); text is read as bytes and shown as text, whatever it
+// holds (an HTML file shows its source).
+const TEXT_EXT = /\.(txt|md|markdown|log|csv|tsv|json|jsonl|ya?ml|toml|ini|cfg|conf|xml|html?|css|js|mjs|ts|tsx|jsx|go|py|rb|rs|java|c|h|cc|cpp|hpp|sh|bash|zsh|sql|proto|diff|patch|env|gitignore|dockerfile|makefile)$/i;
+export function previewKind(entry) {
+  const mt = String(entry.mimeType || '').split(';')[0].trim().toLowerCase();
+  if (/^image\/(png|jpeg|gif|webp|avif|bmp)$/.test(mt)) return 'image';
+  if (mt === 'application/pdf') return 'pdf';
+  if (/^audio\/(mpeg|ogg|wav)$/.test(mt)) return 'audio';
+  if (/^video\/(mp4|webm)$/.test(mt)) return 'video';
+  if (mt.startsWith('text/') || /^application\/([a-z0-9.+-]*\+)?(json|xml|yaml|x-yaml|javascript|x-sh|toml)$/.test(mt)) return 'text';
+  if ((mt === '' || mt === 'application/octet-stream') && TEXT_EXT.test(String(entry.name || ''))) return 'text';
+  return '';
+}
+
+// previewDialog shows a file in a modal dialog: the image, the PDF in the
+// browser's viewer, the media with controls, or the text; a Download
+// link and Close. closed runs when it is gone.
+export function previewDialog(entry, closed = () => {}) {
+  const kind = previewKind(entry);
+  const href = readHref(entry.path);
+  const name = String(entry.name || 'file');
+  const body = h('div', {class: ['preview-body', 'pv-' + (kind || 'none')]});
+  const tid = 'preview-title';
+  const dlg = h('dialog', {class: 'preview', 'aria-labelledby': tid, 'data-kind': kind || 'none'});
+  let open = true;
+  const close = () => { if (!open) return; open = false; dlg.close(); dlg.remove(); closed(); };
+  dlg.addEventListener('cancel', (e) => { e.preventDefault(); close(); });
+  dlg.addEventListener('click', (e) => { if (e.target === dlg) close(); }); // the backdrop
+  if (kind === 'image') body.append(h('img', {src: href, alt: name}));
+  else if (kind === 'pdf') body.append(h('iframe', {src: href, title: 'PDF: ' + name, class: 'pdf-frame'}));
+  else if (kind === 'audio') body.append(h('audio', {src: href, controls: true, preload: 'metadata', 'aria-label': name}));
+  else if (kind === 'video') body.append(h('video', {src: href, controls: true, preload: 'metadata', 'aria-label': name}));
+  else if (kind === 'text') {
+    body.append(h('p', {class: 'msg', role: 'status'}, 'Loading…'));
+    readText(entry.path, MAX_PREVIEW_TEXT).then((r) => {
+      if (!open) return;
+      if (r.binary) { replace(body, h('p', {class: 'hint'}, 'This file holds binary data: no text preview. Download it to open it.')); return; }
+      replace(body, h('pre', {class: 'preview-text', tabindex: '0', 'aria-label': 'Contents of ' + name}, r.text),
+        r.cut ? h('p', {class: 'hint'}, `Showing the first ${bytes(MAX_PREVIEW_TEXT)}; download the file for the rest.`) : null);
+    }, (err) => { if (open) replace(body, h('p', {class: 'msg error', role: 'alert'}, errorText(err))); });
+  } else body.append(h('p', {class: 'hint'}, 'No preview for this type (' + (String(entry.mimeType || '') || 'unknown') + '). Download it to open it.'));
+  dlg.append(
+    h('div', {class: 'preview-head'},
+      h('h2', {id: tid, class: 'preview-name'}, name),
+      h('button', {type: 'button', class: 'quiet preview-close', onclick: close, 'aria-label': 'Close the preview'}, 'Close')),
+    h('p', {class: 'hint preview-meta'}, `${bytes(entry.size)} · ${String(entry.mimeType || 'unknown type')}`, entry.owner ? ' · ' + String(entry.owner) : ''),
+    body,
+    h('div', {class: 'actions'}, downloadLink(entry, 'Download'), kind ? h('a', {href, target: '_blank', rel: 'noopener', class: 'open-tab'}, 'Open in a new tab') : null));
+  document.body.append(dlg);
+  dlg.showModal();
+  dlg.querySelector('.preview-close').focus();
+  return close;
+}
 
 // pageHref is the Files page showing path (or the shared list).
 function pageHref(path) { return '/ui/files?path=' + encodeURIComponent(path); }
@@ -84,9 +142,17 @@ export const filesPage = {
       h('li', {}, h('a', {href: pageHref('/'), 'data-nav': '', 'aria-current': !shared && path === '/' ? 'page' : null}, 'All homes')),
       h('li', {}, h('a', {href: '/ui/files?view=shared', 'data-nav': '', 'aria-current': shared ? 'page' : null}, 'Shared with me'))));
 
+    // A file's name opens its preview; a modified click (new tab) follows
+    // the link to the bytes, as any link.
+    const fileLink = (e, text) => h('a', {class: 'fname file', href: readHref(e.path), onclick: (ev) => {
+      if (ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
+      ev.preventDefault();
+      const back = ev.currentTarget;
+      previewDialog(e, () => { if (back.isConnected) back.focus(); });
+    }}, text);
     const nameCell = (e) => {
       if (e.kind === 'dir') return h('a', {class: 'fname dir', href: pageHref(e.path), 'data-nav': ''}, e.name);
-      return h('span', {class: 'fname'}, e.name);
+      return fileLink(e, e.name);
     };
     const actions = (e) => {
       const mine = manager || e.path.startsWith('/' + me + '/');
@@ -97,7 +163,7 @@ export const filesPage = {
         mine && !home ? h('button', {type: 'button', class: 'quiet danger-text', 'aria-label': 'Delete ' + e.name, onclick: () => remove(e)}, 'Delete') : null);
     };
     const cols = shared
-      ? [{label: 'Path', cell: (e) => h('span', {class: 'fname'}, e.path)}, {label: 'Size', cell: (e) => bytes(e.size)},
+      ? [{label: 'Path', cell: (e) => fileLink(e, e.path)}, {label: 'Size', cell: (e) => bytes(e.size)},
         {label: 'Type', cell: (e) => h('code', {}, e.mimeType || '')}, {label: 'Owner', cell: (e) => e.owner || ''},
         {label: 'Modified', cell: (e) => ago(e.updatedAt)}, {label: 'Actions', cell: actions}]
       : [{label: 'Name', cell: nameCell}, {label: 'Size', cell: (e) => (e.kind === 'dir' ? '—' : bytes(e.size))},
@@ -135,24 +201,41 @@ export const filesPage = {
     // outcome line takes it.
     const focusStatus = () => { st.node.setAttribute('tabindex', '-1'); st.node.focus(); };
 
+    // Uploads run one after another, each with its row: a progress bar,
+    // then its outcome. A failure is shown on its row and the rest go on.
+    const uploads = h('ul', {class: 'uploads', 'aria-label': 'Uploads', hidden: true});
     async function uploadAll(files) {
       const list = [...files];
       if (!list.length || !writable) return;
-      const done = [];
-      for (const f of list) {
-        if (!f.name || f.name.length > MAX_NAME) { st.error('A file name must be 1 to 255 characters: ' + String(f.name).slice(0, 80)); continue; }
-        st.busy('Uploading ' + f.name + '…');
+      uploads.hidden = false;
+      const rows = list.map((f) => {
+        const bar = h('progress', {max: String(Math.max(1, f.size)), value: '0', 'aria-label': 'Uploading ' + f.name});
+        const line = h('span', {class: 'up-state'}, 'Waiting…');
+        const li = h('li', {class: 'upload', 'data-state': 'waiting'}, h('span', {class: 'up-name'}, f.name), bar, line);
+        uploads.prepend(li);
+        return {f, li, bar, line};
+      });
+      while (uploads.children.length > 50) uploads.lastChild.remove();
+      let ok = 0;
+      let failed = 0;
+      for (const r of rows) {
+        const set = (state, text) => { r.li.dataset.state = state; replace(r.line, text); };
+        if (!r.f.name || r.f.name.length > MAX_NAME) { set('error', 'A file name must be 1 to 255 characters.'); failed += 1; continue; }
+        set('uploading', 'Uploading…');
+        st.busy(`Uploading ${r.f.name}…`);
         try {
-          const res = await upload(joinPath(path, f.name), f, 'suffix');
-          done.push(res.renamed ? `${f.name} (saved as ${res.entry.name})` : res.entry.name);
+          const res = await upload(joinPath(path, r.f.name), r.f, 'suffix', (sent, total) => { r.bar.max = Math.max(1, total); r.bar.value = sent; });
+          r.bar.value = r.bar.max;
+          set('done', res.renamed ? `Saved as ${res.entry.name} (the name was taken)` : 'Uploaded');
+          ok += 1;
         } catch (err) {
-          st.error(`${f.name}: ${errorText(err)}`);
-          await load(false);
-          return;
+          set('error', errorText(err));
+          failed += 1;
         }
       }
       if (!alive) return;
-      st.ok('Uploaded ' + done.join(', '));
+      if (failed) st.error(`${failed} of ${rows.length} upload${rows.length > 1 ? 's' : ''} failed; see the list below.`);
+      else st.ok(`Uploaded ${ok} file${ok > 1 ? 's' : ''}.`);
       await load(false);
     }
 
@@ -195,8 +278,8 @@ export const filesPage = {
       } catch (err) { st.error(err); }
     }}, field('New folder', folderName), h('button', {type: 'submit'}, 'Create folder'));
 
-    const dropHint = h('p', {class: 'hint drop-hint'}, 'Or drop files on the listing to upload them here.');
-    const zone = h('section', {class: 'dropzone', 'aria-label': shared ? 'Shared files' : 'Folder contents'}, listing, more);
+    const dropHint = h('p', {class: 'hint drop-hint'}, 'Or drop files anywhere on the listing to upload them here.');
+    const zone = h('section', {class: ['dropzone', writable ? 'can-drop' : null], 'aria-label': shared ? 'Shared files' : 'Folder contents'}, listing, more);
     if (writable) {
       let depth = 0;
       zone.addEventListener('dragenter', (e) => { if (hasFiles(e)) { e.preventDefault(); depth += 1; zone.classList.add('over'); } });
@@ -218,6 +301,7 @@ export const filesPage = {
       writable ? h('div', {class: 'file-tools'}, field('Upload files', fileInput, 'Files keep their names; a name already taken gets a suffix (a-1.txt).'), mkdirForm, dropHint) : null,
       !writable && !shared && path !== '/' ? h('p', {class: 'hint'}, 'You can read what is shared with you here, not change it.') : null,
       st.node,
+      uploads,
       up,
       zone));
     // A file dropped anywhere else on the page would make the browser

@@ -8,9 +8,10 @@
 // watchers and members.manage holders, on the tab's one stream (live.js).
 // The board refetches the objective such a message names; the detail page
 // reloads itself and appends thread posts.
-import {h, replace, fmtTime} from '../h.js';
+import {h, replace, append, fmtTime} from '../h.js';
 import {api, errorText} from '../api.js';
 import {onMessage, onLiveState} from '../live.js';
+import {onObjectives, onTeamState} from '../teamlive.js';
 import {status, field, form, ago, bytes, uid, str} from '../ui.js';
 import {readHref, joinPath, upload} from './files-api.js';
 
@@ -28,7 +29,9 @@ const ID_RE = /^[A-Za-z0-9-]{1,64}$/;
 function cut(s, n = MAX_TEXT) { s = str(s); return s.length > n ? s.slice(0, n) + ' … (cut)' : s; }
 function statusLabel(s) { const x = STATUSES.find((t) => t.key === s); return x ? x.label : 'Unknown'; }
 function statusBadge(s) { return h('span', {class: ['obj-status', 'st-' + (STATUSES.some((t) => t.key === s) ? s : 'unknown')]}, statusLabel(s)); }
-function detailHref(id) { return '/ui/objectives?id=' + encodeURIComponent(id); }
+// detailHref is an objective's page: /ui/objectives/<id> (chat's obj:
+// links land there); ?id=<id>, the older form, still opens it.
+export function detailHref(id) { return '/ui/objectives/' + encodeURIComponent(id); }
 
 // objectiveEventOf is the objective id a live message reports on, '' if none.
 function objectiveIdOf(msg) {
@@ -46,7 +49,9 @@ async function members() {
 export const objectivesPage = {
   title: 'Objectives', auth: true,
   render(main, ctx) {
-    const id = ctx.url.searchParams.get('id');
+    const rest = ctx.url.pathname.replace(/^\/ui\/objectives\/?/, '').replace(/\/+$/, '');
+    let id = ctx.url.searchParams.get('id');
+    if (rest) { try { id = decodeURIComponent(rest); } catch { id = ''; } }
     if (id !== null) return renderDetail(main, ctx, ID_RE.test(id) ? id : '');
     return renderBoard(main, ctx);
   },
@@ -91,35 +96,31 @@ function renderBoard(main, {app}) {
     } catch (err) { if (alive) st.error(err); }
   }
 
-  // One fetch per objective at a time; a message arriving during it asks
-  // for one more after it, so the last state fetched is never older than
-  // the last message.
-  const inflight = new Map(); // id → whether another fetch is due
-  const refetch = async (oid) => {
-    if (inflight.has(oid)) { inflight.set(oid, true); return; }
-    inflight.set(oid, false);
-    try {
-      const r = await api('GET', '/objectives/' + encodeURIComponent(oid));
-      if (alive && r && r.objective && r.objective.id === oid) { objs.set(oid, r.objective); draw(); }
-    } catch { /* Refresh shows it */ }
-    const again = inflight.get(oid);
-    inflight.delete(oid);
-    if (again && alive) refetch(oid);
-  };
-  const off = onMessage((msg) => {
-    const oid = objectiveIdOf(msg);
-    if (oid) refetch(oid);
+  // Live: the team stream carries every objective created or changed,
+  // whole (every member may read them all), so the board needs no fetch
+  // per change. An objective arriving older than the one shown (same id,
+  // earlier updatedAt) is not drawn.
+  const off = onObjectives(({objective: o}) => {
+    if (!alive || !o || !ID_RE.test(str(o.id))) return;
+    const had = objs.get(o.id);
+    if (had && (Number(had.updatedAt) || 0) > (Number(o.updatedAt) || 0)) return;
+    objs.set(o.id, o);
+    draw();
   });
-  // A reconnect that resumed live-only (before the stream delivered
-  // anything) may have missed events: read the board again.
-  const offLive = onLiveState((s) => { if (s === 'live' && alive) loadAll(); });
+  // Changes made while the stream was down are not replayed: after a
+  // drop, read the board again.
+  let dropped = false;
+  const offLive = onTeamState((s) => {
+    if (s === 'reconnecting') dropped = true;
+    else if (s === 'live' && dropped && alive) { dropped = false; loadAll(); }
+  });
 
   const canCreate = perms.includes('objectives.create');
   main.append(h('section', {class: 'objectives'},
     h('div', {class: 'page-head'},
       h('h1', {}, 'Objectives'),
       h('button', {type: 'button', class: 'quiet', onclick: () => { st.clear(); loadAll(); }}, 'Refresh')),
-    h('p', {class: 'hint'}, 'Objectives you originate, own or watch update here live; others on Refresh.'),
+    h('p', {class: 'hint'}, 'The team\'s objectives, updated live.'),
     canCreate ? createForm(me, (o) => { objs.set(o.id, o); draw(); }) : null,
     st.node,
     board));
@@ -307,23 +308,28 @@ function renderDetail(main, {app}, id) {
     drawActions();
   };
 
-  // Each action is a small form; the server's refusal shows in its line.
-  const act = (label, submit, fields, run, cls) => {
-    return form({label, submit, cls: 'card act ' + (cls || ''), action: async () => {
-      await run();
-      st.ok(label + ': done.');
+  // Each action is a button that opens a dialog holding its form: the
+  // page shows one row of buttons, not a form per action. The server's
+  // refusal shows in the dialog, which stays open to try again.
+  const opener = (key, text, open, cls) => h('button', {type: 'button', class: ['act-open', cls], 'data-act': key, onclick: open}, text);
+  const act = (key, title, submit, fields, run, {danger = false, intro = null} = {}) => () => actionDialog({
+    key, title, submit, danger, intro, fields: fields(),
+    run: async (values) => {
+      await run(values);
+      st.ok(title + ': done.');
       await reload();
-      head.focus();
-      return '';
-    }}, h('h2', {}, label), fields);
-  };
+    },
+    closed: () => { const b = actionsBox.querySelector(`[data-act="${key}"]`); (b || head).focus(); },
+  });
 
   // Actions are redrawn only when what they depend on changed, so a live
-  // update does not wipe a reason being typed.
+  // update does not move focus from the row.
   let actionsKey = '';
+  let watchersDialog = null; // redraws the open Watchers dialog
   const drawActions = () => {
     if (!obj) return;
     const o = obj;
+    if (watchersDialog) watchersDialog();
     const key = JSON.stringify([o.status, o.assignee, o.originator, o.watchers, names]);
     if (key === actionsKey) return;
     actionsKey = key;
@@ -332,58 +338,94 @@ function renderDetail(main, {app}, id) {
     const origin = o.originator === me;
     const base = '/objectives/' + encodeURIComponent(o.id);
     const out = [];
+    const danger = [];
     if (live && (assignee || has('members.manage'))) {
       if (o.status === 'active') {
-        const reason = h('textarea', {rows: '2', required: true});
-        out.push(act('Block', 'Block', [field('Reason', reason)], () => {
-          if (!reason.value.trim()) throw new Error('A reason is required to block.');
-          return api('PATCH', base, {body: {status: 'blocked', blockReason: reason.value}});
-        }, 'act-block'));
+        out.push(opener('block', 'Block…', act('block', 'Block', 'Block', () => {
+          const reason = h('textarea', {rows: '3', name: 'reason', required: true, maxlength: '8192'});
+          return {nodes: [field('Reason', reason, 'What it waits for; the team sees it on the board.')], values: () => ({reason: reason.value}), focus: reason};
+        }, ({reason}) => {
+          if (!reason.trim()) throw new Error('A reason is required to block.');
+          return api('PATCH', base, {body: {status: 'blocked', blockReason: reason}});
+        })));
       } else if (o.status === 'blocked') {
-        out.push(act('Unblock', 'Unblock', [h('p', {class: 'hint'}, 'Back to active; the reason is cleared.')], () => api('PATCH', base, {body: {status: 'active'}}), 'act-unblock'));
+        out.push(opener('unblock', 'Unblock', async () => {
+          st.busy('Unblocking…');
+          try {
+            await api('PATCH', base, {body: {status: 'active'}});
+            st.ok('Unblock: done.');
+            await reload();
+          } catch (err) { st.error(err); }
+        }));
       }
     }
     if (live && assignee) {
-      const result = h('textarea', {rows: '2', required: true});
-      out.push(act('Complete', 'Mark done', [field('Result', result, 'What was done, against the outcome.')], () => {
-        if (!result.value.trim()) throw new Error('A result is required to complete.');
-        return api('POST', base + '/complete', {body: {result: result.value}});
-      }, 'act-complete'));
-    }
-    if (live && (origin || has('objectives.cancel'))) {
-      const reason = h('input', {type: 'text'});
-      out.push(act('Cancel', 'Cancel objective', [field('Reason (optional)', reason)], () =>
-        api('POST', base + '/cancel', {body: reason.value.trim() ? {reason: reason.value} : {}}), 'act-cancel'));
+      out.push(opener('complete', 'Mark done…', act('complete', 'Mark done', 'Mark done', () => {
+        const result = h('textarea', {rows: '3', name: 'result', required: true, maxlength: '8192'});
+        return {nodes: [field('Result', result, 'What was done, against the outcome.')], values: () => ({result: result.value}), focus: result};
+      }, ({result}) => {
+        if (!result.trim()) throw new Error('A result is required to complete.');
+        return api('POST', base + '/complete', {body: {result}});
+      })));
     }
     if (live && has('members.manage')) {
-      const to = h('select', {required: true}, h('option', {value: ''}, 'Choose…'), names.filter((n) => n !== o.assignee).map((n) => h('option', {value: n}, n)));
-      const note = h('input', {type: 'text'});
-      out.push(act('Reassign', 'Reassign', [field('To', to), field('Note (optional)', note)], () => {
-        if (!to.value) throw new Error('Choose who takes it over.');
-        return api('POST', base + '/reassign', {body: note.value.trim() ? {to: to.value, note: note.value} : {to: to.value}});
-      }, 'act-reassign'));
+      out.push(opener('reassign', 'Reassign…', act('reassign', 'Reassign', 'Reassign', () => {
+        const to = h('select', {name: 'to', required: true}, h('option', {value: ''}, 'Choose…'), names.filter((n) => n !== o.assignee).map((n) => h('option', {value: n}, n)));
+        const note = h('input', {type: 'text', name: 'note', maxlength: '8192', autocomplete: 'off'});
+        return {nodes: [h('p', {class: 'hint'}, 'Now assigned to ' + str(o.assignee) + '.'), field('To', to), field('Note (optional)', note)],
+          values: () => ({to: to.value, note: note.value}), focus: to};
+      }, ({to, note}) => {
+        if (!to) throw new Error('Choose who takes it over.');
+        return api('POST', base + '/reassign', {body: note.trim() ? {to, note} : {to}});
+      })));
     }
     if (origin || has('objectives.watch')) {
-      const watchers = Array.isArray(o.watchers) ? o.watchers.map(str) : [];
-      const add = h('select', {}, h('option', {value: ''}, 'Choose…'), names.filter((n) => !watchers.includes(n)).map((n) => h('option', {value: n}, n)));
-      const wst = status();
-      const remove = (w) => async () => {
-        wst.busy('Removing ' + w + '…');
-        try { await api('PATCH', base + '/watchers', {body: {remove: [w]}}); st.ok('Removed watcher ' + w + '.'); await reload(); head.focus(); } catch (err) { wst.error(err); }
-      };
-      out.push(h('div', {class: 'card act act-watchers'},
-        h('h2', {}, 'Watchers'),
-        watchers.length ? h('ul', {class: 'watchers'}, watchers.map((w) => h('li', {}, h('span', {}, w), ' ',
-          h('button', {type: 'button', class: 'quiet', 'aria-label': 'Remove watcher ' + w, onclick: remove(w)}, 'Remove')))) : h('p', {class: 'hint'}, 'No watchers.'),
-        form({label: 'Add watcher', submit: 'Add watcher', cls: 'inline-form', action: async () => {
-          if (!add.value) throw new Error('Choose a member.');
-          await api('PATCH', base + '/watchers', {body: {add: [add.value]}});
-          await reload();
-          return '';
-        }}, field('Add watcher', add)),
-        wst.node));
+      const count = Array.isArray(o.watchers) ? o.watchers.length : 0;
+      out.push(opener('watchers', `Watchers (${count})…`, () => openWatchers(base)));
     }
-    replace(actionsBox, out.length ? out : h('p', {class: 'hint'}, live ? 'You have no actions on this objective.' : 'This objective is ' + statusLabel(o.status).toLowerCase() + '; nothing more can change but its watchers.'));
+    if (live && (origin || has('objectives.cancel'))) {
+      danger.push(opener('cancel', 'Cancel objective…', act('cancel', 'Cancel objective', 'Cancel objective', () => {
+        const reason = h('input', {type: 'text', name: 'reason', maxlength: '8192', autocomplete: 'off'});
+        return {nodes: [field('Reason (optional)', reason)], values: () => ({reason: reason.value}), focus: reason};
+      }, ({reason}) => api('POST', base + '/cancel', {body: reason.trim() ? {reason} : {}}),
+      {danger: true, intro: `Cancel "${cut(o.title, 200)}"? It cannot be undone: a cancelled objective stays cancelled, and its assignee stops working on it.`}), 'danger-text'));
+    }
+    const empty = h('p', {class: 'hint'}, live ? 'You have no actions on this objective.' : 'This objective is ' + statusLabel(o.status).toLowerCase() + '; nothing more can change but its watchers.');
+    replace(actionsBox, out.length || danger.length
+      ? [h('div', {class: 'act-row', role: 'group', 'aria-label': 'Actions on this objective'}, out, danger.length ? h('span', {class: 'act-sep'}) : null, danger),
+        live ? null : empty]
+      : empty);
+  };
+
+  // openWatchers shows the watchers with Remove and an Add; the dialog
+  // follows the objective while open (live updates, its own changes).
+  const openWatchers = (base) => {
+    const wst = status();
+    const body = h('div', {class: 'watchers-body'});
+    const draw = () => {
+      const watchers = obj && Array.isArray(obj.watchers) ? obj.watchers.map(str) : [];
+      const add = h('select', {id: 'watcher-add'}, h('option', {value: ''}, 'Choose…'), names.filter((n) => !watchers.includes(n)).map((n) => h('option', {value: n}, n)));
+      const change = (what, busy) => async () => {
+        wst.busy(busy);
+        try { await api('PATCH', base + '/watchers', {body: what}); wst.clear(); await reload(); } catch (err) { wst.error(err); }
+      };
+      replace(body,
+        watchers.length ? h('ul', {class: 'watchers'}, watchers.map((w) => h('li', {}, h('span', {}, w),
+          h('button', {type: 'button', class: 'quiet danger-text', 'aria-label': 'Remove watcher ' + w, onclick: change({remove: [w]}, 'Removing ' + w + '…')}, 'Remove')))) : h('p', {class: 'hint'}, 'No watchers.'),
+        h('form', {class: 'inline-form', 'aria-label': 'Add watcher', onsubmit: (e) => {
+          e.preventDefault();
+          if (!add.value) { wst.error('Choose a member.'); add.focus(); return; }
+          change({add: [add.value]}, 'Adding ' + add.value + '…')();
+        }}, field('Add watcher', add), h('button', {type: 'submit'}, 'Add')));
+    };
+    watchersDialog = () => { const f = document.activeElement; const id = f && f.id; draw(); if (id && document.getElementById(id)) document.getElementById(id).focus(); };
+    draw();
+    openDialog({key: 'watchers', title: 'Watchers', nodes: [h('p', {class: 'hint'}, 'Watchers get every lifecycle event of this objective and read its thread.'), body, wst.node],
+      closeText: 'Close', closed: () => {
+        watchersDialog = null;
+        const b = actionsBox.querySelector('[data-act="watchers"]');
+        (b || head).focus();
+      }});
   };
 
   // Reloads may overlap (an action and its own live message): an answer
@@ -443,6 +485,9 @@ function renderDetail(main, {app}, id) {
     if (msg.data && msg.data.kind === 'objective_event') reload();
   });
   const offLive = onLiveState((s) => { if (s === 'live' && alive) { reload(); loadThread(); } });
+  // A member outside the thread (no lifecycle messages) still sees the
+  // objective change live, through the team stream.
+  const offTeam = onObjectives(({objective: o}) => { if (alive && o && o.id === id) reload(); });
 
   main.append(h('section', {class: 'objective'},
     back, head, st.node, summary,
@@ -456,5 +501,53 @@ function renderDetail(main, {app}, id) {
   })();
   reload();
   loadThread();
-  return () => { alive = false; off(); offLive(); };
+  return () => { alive = false; off(); offLive(); offTeam(); };
+}
+
+// openDialog shows a modal dialog titled title holding nodes, with a
+// close button; Escape closes it too. closed runs after it is gone.
+// It answers close().
+function openDialog({key, title, nodes, closeText = 'Cancel', closed = () => {}, footer = null}) {
+  const tid = uid('dlg');
+  const dlg = h('dialog', {class: ['act-dialog', 'act-' + key], 'aria-labelledby': tid});
+  let open = true;
+  const close = () => {
+    if (!open) return;
+    open = false;
+    dlg.close();
+    dlg.remove();
+    closed();
+  };
+  dlg.addEventListener('cancel', (e) => { e.preventDefault(); close(); });
+  append(dlg, [h('h2', {id: tid, class: 'dlg-title'}, title), nodes,
+    h('div', {class: 'actions'}, h('button', {type: 'button', class: 'quiet dlg-close', onclick: close}, closeText), footer)]);
+  document.body.append(dlg);
+  dlg.showModal();
+  return close;
+}
+
+// actionDialog is an action's form in a dialog: fields is {nodes,
+// values(), focus}; run(values) does it (throwing shows the error and
+// keeps the dialog open). A danger action's submit is styled as such and
+// its intro says what cannot be undone.
+function actionDialog({key, title, submit, danger, intro, fields, run, closed}) {
+  const st = status();
+  const btn = h('button', {type: 'submit', class: danger ? 'danger' : null}, submit);
+  let close = () => {};
+  const f = h('form', {class: 'act-form', novalidate: true, id: uid('actf'), onsubmit: async (e) => {
+    e.preventDefault();
+    if (btn.disabled) return;
+    btn.disabled = true;
+    st.busy('Working…');
+    try {
+      await run(fields.values());
+      close();
+    } catch (err) {
+      st.error(err);
+      btn.disabled = false;
+    }
+  }}, intro ? h('p', {class: danger ? 'dlg-warn' : 'hint'}, intro) : null, fields.nodes, st.node);
+  btn.setAttribute('form', f.id);
+  close = openDialog({key, title, nodes: [f], closeText: danger ? 'Keep it' : 'Cancel', closed, footer: btn});
+  if (fields.focus) fields.focus.focus();
 }

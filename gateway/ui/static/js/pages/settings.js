@@ -10,7 +10,8 @@
 // Signing out opts out first (app.js).
 import {h, replace} from '../h.js';
 import {api} from '../api.js';
-import {status} from '../ui.js';
+import {status, confirmDialog, ago, str, obj} from '../ui.js';
+import {theme, setTheme, THEMES} from '../theme.js';
 
 const SW_URL = '/ui/static/sw.js';
 const SCOPE = '/ui/';
@@ -130,6 +131,117 @@ const TEXT = {
   off: 'Off.',
 };
 
+const THEME_TEXT = {system: 'Same as the system', light: 'Light', dark: 'Dark'};
+
+// profileCard shows who is signed in: name, role, permissions. Changing
+// them is an admin's (Team page); the API has no self-edit.
+function profileCard(session) {
+  const role = obj(session.role);
+  const perms = Array.isArray(session.permissions) ? session.permissions.filter((p) => typeof p === 'string') : [];
+  const manager = perms.includes('members.manage');
+  return h('section', {class: 'card', 'aria-labelledby': 'profile-h', id: 'profile'},
+    h('h2', {id: 'profile-h'}, 'Profile'),
+    h('dl', {class: 'facts profile'},
+      h('dt', {}, 'Name'), h('dd', {class: 'profile-name'}, str(session.member)),
+      h('dt', {}, 'Role'), h('dd', {class: 'profile-role'}, str(role.title) || 'No role title'),
+      str(role.description) ? [h('dt', {}, 'About the role'), h('dd', {class: 'pre'}, str(role.description).slice(0, 4000))] : null,
+      h('dt', {}, 'Permissions'), h('dd', {class: 'profile-perms'}, perms.length ? perms.join(', ') : 'none beyond a member\'s')),
+    h('p', {class: 'hint'}, manager
+      ? ['Your name cannot change; role and permissions are edited on ', h('a', {href: '/ui/team', 'data-nav': ''}, 'Team'), '.']
+      : 'Your name cannot change; an admin edits role and permissions.'));
+}
+
+// themeCard picks light, dark or the system's theme for this browser.
+function themeCard() {
+  const now = theme();
+  return h('section', {class: 'card', 'aria-labelledby': 'theme-h'},
+    h('h2', {id: 'theme-h'}, 'Appearance'),
+    h('fieldset', {class: 'checks theme-choice'}, h('legend', {}, 'Theme (this browser)'),
+      THEMES.map((t) => h('div', {class: 'check-row'},
+        h('input', {type: 'radio', name: 'theme', id: 'theme-' + t, value: t, checked: t === now, onchange: () => setTheme(t)}),
+        h('label', {for: 'theme-' + t, class: 'check'}, THEME_TEXT[t])))));
+}
+
+// sessionsCard lists the member's browser sessions (GET
+// /members/:me/sessions) with Sign out for each other one and for all
+// others at once (DELETE …/sessions/:id), and the member's device tokens
+// (GET …/tokens) with Revoke. The current session is marked and offers
+// the header's Sign out instead.
+function sessionsCard(me) {
+  const base = '/members/' + encodeURIComponent(me);
+  const st = status();
+  const sessList = h('ul', {class: 'sessions', id: 'sessions', 'aria-busy': 'true'});
+  const tokList = h('ul', {class: 'sessions tokens', id: 'devices', 'aria-busy': 'true'});
+  const allOthers = h('button', {type: 'button', class: 'danger-text quiet', id: 'signout-others', hidden: true}, 'Sign out all other sessions');
+  let sessions = [];
+
+  const when = (label, ms) => (Number(ms) > 0 ? [label, ago(ms)] : null);
+  const end = async (ids) => {
+    for (const id of ids) await api('DELETE', base + '/sessions/' + encodeURIComponent(id));
+  };
+  const drawSessions = () => {
+    sessList.setAttribute('aria-busy', 'false');
+    const others = sessions.filter((x) => !x.current);
+    allOthers.hidden = others.length < 1;
+    replace(sessList, sessions.map((x) => h('li', {class: ['session', x.current ? 'current' : null], 'data-session': x.id},
+      h('div', {class: 'what'}, h('strong', {}, x.current ? 'This browser' : 'Another browser session'),
+        h('span', {class: 'hint'}, ' · ', when('signed in ', x.createdAt), ' · ', when('last active ', x.lastSeenAt))),
+      x.current ? h('span', {class: 'hint'}, 'Use Sign out at the top to end it.')
+        : h('button', {type: 'button', class: 'quiet danger-text', 'aria-label': 'Sign out the session signed in ' + (ago(x.createdAt).textContent || ''), onclick: async (e) => {
+          const btn = e.currentTarget;
+          btn.disabled = true;
+          st.busy('Signing it out…');
+          try { await end([x.id]); st.ok('That session is signed out.'); await loadSessions(); allOthers.hidden ? st.node.focus() : allOthers.focus(); } catch (err) { btn.disabled = false; st.error(err); }
+        }}, 'Sign out'))));
+  };
+  async function loadSessions() {
+    const r = await api('GET', base + '/sessions');
+    sessions = (Array.isArray(r && r.sessions) ? r.sessions : []).filter((x) => x && typeof x.id === 'string')
+      .sort((a, b) => (b.current - a.current) || ((Number(b.lastSeenAt) || 0) - (Number(a.lastSeenAt) || 0)));
+    drawSessions();
+  }
+  allOthers.addEventListener('click', async () => {
+    const others = sessions.filter((x) => !x.current);
+    if (!others.length) return;
+    if (!await confirmDialog(`Sign out ${others.length === 1 ? 'the other session' : `all ${others.length} other sessions`}? Those browsers go back to the sign-in page; this one stays signed in.`, {yes: 'Sign out others', danger: true})) return;
+    allOthers.disabled = true;
+    st.busy('Signing out the other sessions…');
+    try { await end(others.map((x) => x.id)); st.ok('Every other session is signed out.'); } catch (err) { st.error(err); }
+    allOthers.disabled = false;
+    try { await loadSessions(); } catch (err) { st.error(err); }
+    st.node.setAttribute('tabindex', '-1');
+    st.node.focus();
+  });
+
+  async function loadTokens() {
+    const r = await api('GET', base + '/tokens');
+    const toks = (Array.isArray(r && r.tokens) ? r.tokens : []).filter((t) => t && typeof t.id === 'string');
+    tokList.setAttribute('aria-busy', 'false');
+    replace(tokList, toks.length ? toks.map((t) => h('li', {class: 'session token', 'data-token-id': t.id},
+      h('div', {class: 'what'}, h('strong', {}, str(t.label) || 'unlabelled token'),
+        h('span', {class: 'hint'}, ' · ', str(t.origin) || 'token', ' · ', when('made ', t.createdAt), Number(t.lastUsedAt) > 0 ? [' · ', when('last used ', t.lastUsedAt)] : ' · never used')),
+      h('button', {type: 'button', class: 'quiet danger-text', 'aria-label': 'Revoke the token ' + (str(t.label) || t.id), onclick: async () => {
+        if (!await confirmDialog(`Revoke the token "${str(t.label) || t.id}"? The device or program using it stops working at once.`, {yes: 'Revoke', danger: true})) return;
+        st.busy('Revoking…');
+        try { await api('DELETE', base + '/tokens/' + encodeURIComponent(t.id)); st.ok('Token revoked.'); await loadTokens(); } catch (err) { st.error(err); }
+        st.node.setAttribute('tabindex', '-1');
+        st.node.focus();
+      }}, 'Revoke'))) : h('li', {class: 'empty'}, 'No device holds a token of yours.'));
+  }
+
+  const node = h('section', {class: 'card', 'aria-labelledby': 'sessions-h'},
+    h('h2', {id: 'sessions-h'}, 'Sessions and devices'),
+    h('h3', {}, 'Browser sessions'),
+    sessList, h('div', {class: 'actions'}, allOthers),
+    h('h3', {}, 'Device tokens'),
+    h('p', {class: 'hint'}, 'Devices approved with svc login and agents acting as you hold a token each.'),
+    tokList, st.node);
+  const load = () => Promise.all([
+    loadSessions().catch((err) => { sessList.setAttribute('aria-busy', 'false'); st.error(err); }),
+    loadTokens().catch((err) => { tokList.setAttribute('aria-busy', 'false'); st.error(err); })]);
+  return {node, load};
+}
+
 export const settingsPage = {
   title: 'Settings', auth: true,
   render(main, {app}) {
@@ -164,15 +276,21 @@ export const settingsPage = {
     };
     on.addEventListener('click', act(on, optIn, 'Turning on…', 'Notifications are on.', () => off));
     off.addEventListener('click', act(off, optOut, 'Turning off…', 'Notifications are off.', () => on));
-    main.append(h('div', {class: 'page narrow settings'},
+    const sessions = sessionsCard(me);
+    main.append(h('div', {class: 'page settings'},
       h('h1', {}, 'Settings'),
-      h('section', {class: 'card', 'aria-labelledby': 'push-h'},
-        h('h2', {id: 'push-h'}, 'Browser notifications'),
-        h('p', {class: 'hint'}, 'Get direct messages and objective events as notifications from this browser while svc is not open. The broker sends them only to browsers you turn this on in.'),
-        state,
-        h('div', {class: 'actions'}, on, off),
-        st.node)));
+      h('div', {class: 'settings-grid'},
+        profileCard(app.session),
+        themeCard(),
+        h('section', {class: 'card', 'aria-labelledby': 'push-h'},
+          h('h2', {id: 'push-h'}, 'Browser notifications'),
+          h('p', {class: 'hint'}, 'Get direct messages and objective events as notifications from this browser while svc is not open. The broker sends them only to browsers you turn this on in.'),
+          state,
+          h('div', {class: 'actions'}, on, off),
+          st.node),
+        sessions.node)));
     show();
+    sessions.load();
     return () => { alive = false; };
   },
 };

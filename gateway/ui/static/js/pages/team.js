@@ -1,13 +1,15 @@
-// Team: the roster with live presence (online/offline, streams, last seen)
-// and live activity (working/blocked/idle), and member admin: create a
-// member with presets, role and instructions, delete one, and a member's
-// tokens (list, revoke, rotate with the plaintext shown once).
+// Team: the roster with live presence (online/offline, streams, last seen),
+// live activity (working/blocked/idle) and which members are agents, and
+// member admin: create a member with presets, role and instructions,
+// delete one, and a member's tokens (list, revoke, rotate with the
+// plaintext shown once).
 //
-// Live: the spec has no presence event (no message on the tab's stream, no
-// presence stream), and a member's non-idle state lapses to idle lazily at
-// read time, so nothing could be pushed when it lapses. The page therefore
-// reads GET /roster every POLL_MS while the tab is visible, and at once
-// when it becomes visible again; rows are updated in place.
+// Live: presence, activity (its 30 s lapse included) and agent badges come
+// from the tab's team stream (teamlive.js); nothing polls. GET /roster is
+// read once for the members' roles and permissions, and again only when
+// the stream names a member the page does not list or drops one (a member
+// created or deleted elsewhere). Until the stream's first snapshot the
+// roster's own presence is shown.
 //
 // What a member without members.manage sees: the roster (public
 // projection: no instructions), their own tokens; no create, delete or
@@ -18,8 +20,8 @@ import {api} from '../api.js';
 import {status, form, field, confirmDialog, table, ago} from '../ui.js';
 import {memberFields, loadPresets, onceToken, tokensOf, roleTitle, textBlock} from './team-common.js';
 import {pendingList, onPendingCount} from '../approvals.js';
+import {onPresence, presenceReady} from '../teamlive.js';
 
-const POLL_MS = 2000;
 const MAX_MEMBERS = 2000; // rows shown at most
 
 const ACTIVITY = {
@@ -34,13 +36,14 @@ export const teamPage = {
     const me = app.session.member;
     const admin = Array.isArray(app.session.permissions) && app.session.permissions.includes('members.manage');
     let alive = true;
-    let timer = 0;
+    let live = false; // presence comes from the team stream
+    let reloading = null; // a roster reload in flight
     let presets = {};
     let teammates = [];
     let signature = '';
     const details = new Map(); // name → Member from GET /members (instructions for managers)
-    const presence = new Map(); // name → Presence
-    const rows = new Map(); // name → {li, pres, act, seen}
+    const presence = new Map(); // name → {connected, state, agent, lastSeen}
+    const rows = new Map(); // name → {li, pres, act, seen, badge}
     let open = ''; // member whose tokens panel is open
     let openedBy = ''; // the row action that opened the panel: 'tokens' or 'edit'
     let once = null; // the plaintext box on screen
@@ -60,8 +63,14 @@ export const teamPage = {
     };
     const activityOf = (name) => {
       const p = presence.get(name);
-      const a = p && typeof p.activity === 'string' ? p.activity : 'idle';
+      const a = p && typeof p.state === 'string' ? p.state : 'idle';
       return ACTIVITY[a] ? a : 'idle';
+    };
+    const agentOf = (name) => {
+      const p = presence.get(name);
+      if (p && typeof p.agent === 'boolean') return p.agent;
+      const m = teammates.find((x) => x.name === name);
+      return !!(m && m.agent === true);
     };
 
     const updateRow = (name) => {
@@ -75,6 +84,9 @@ export const teamPage = {
       replace(r.act, ACTIVITY[a].label, ACTIVITY[a].detail ? h('span', {class: 'detail'}, ' — ' + ACTIVITY[a].detail) : null);
       const p = presence.get(name);
       replace(r.seen, p && Number(p.lastSeen) > 0 ? ['last seen ', ago(p.lastSeen)] : 'not seen since the broker started');
+      const agent = agentOf(name);
+      r.badge.hidden = !agent;
+      r.li.dataset.kind = agent ? 'agent' : 'person';
     };
 
     const buildRow = (m) => {
@@ -82,6 +94,7 @@ export const teamPage = {
       const pres = h('span', {class: 'presence'});
       const act = h('span', {class: 'activity'});
       const seen = h('span', {class: 'seen'});
+      const badge = h('span', {class: 'tag agent', title: 'A runner has connected for this member'}, 'Agent');
       const d = details.get(name);
       const perms = Array.isArray(m.permissions) ? m.permissions.filter((x) => typeof x === 'string') : [];
       const mine = name === me;
@@ -100,13 +113,14 @@ export const teamPage = {
         h('div', {class: 'who'},
           h('span', {class: 'name'}, name),
           mine ? h('span', {class: 'tag'}, 'you') : null,
+          badge,
           roleTitle(m) ? h('span', {class: 'role'}, roleTitle(m)) : null),
         h('div', {class: 'state'}, pres, act, seen),
         m.role && m.role.description ? textBlock('role-desc', m.role.description) : null,
         h('p', {class: 'perms'}, perms.length ? 'Permissions: ' + perms.join(', ') : 'No extra permissions'),
         d && d.instructions ? h('div', {class: 'instructions'}, h('span', {class: 'label'}, 'Instructions'), textBlock('text', d.instructions)) : null,
         actions.length ? h('div', {class: 'actions'}, actions) : null);
-      rows.set(name, {li, pres, act, seen});
+      rows.set(name, {li, pres, act, seen, badge});
       updateRow(name);
       return li;
     };
@@ -139,8 +153,14 @@ export const teamPage = {
       if (!alive) return;
       const tm = (Array.isArray(r && r.teammates) ? r.teammates : []).filter((m) => m && typeof m.name === 'string');
       tm.sort((a, b) => (a.name === me ? -1 : b.name === me ? 1 : a.name.localeCompare(b.name)));
-      presence.clear();
-      for (const p of Array.isArray(r && r.connected) ? r.connected : []) if (p && typeof p.name === 'string') presence.set(p.name, p);
+      // The roster's presence until the stream's snapshot; after it, only
+      // when last seen (which the stream does not carry).
+      for (const p of Array.isArray(r && r.connected) ? r.connected : []) {
+        if (!p || typeof p.name !== 'string') continue;
+        const had = presence.get(p.name);
+        if (live && had) had.lastSeen = p.lastSeen;
+        else if (!live) presence.set(p.name, {connected: Number(p.connected) || 0, state: typeof p.activity === 'string' ? p.activity : 'idle', lastSeen: p.lastSeen});
+      }
       const sig = JSON.stringify(tm);
       if (force || sig !== signature) {
         // The team changed (a member added, removed or edited elsewhere):
@@ -156,25 +176,41 @@ export const teamPage = {
       list.dataset.loaded = 'true';
     };
 
-    const poll = async () => {
-      timer = 0;
-      if (!alive) return;
-      if (!document.hidden) {
-        try {
-          await loadRoster();
-          if (st.node.dataset.from === 'poll') { st.clear(); delete st.node.dataset.from; }
-        } catch (err) {
-          if (!alive) return;
-          st.error(err);
-          st.node.dataset.from = 'poll';
-        }
+    // reload reads the roster again (a member created or deleted
+    // elsewhere); one at a time.
+    const reload = () => {
+      if (reloading) return reloading;
+      reloading = loadRoster({force: true}).catch((err) => { if (alive) st.error(err); }).finally(() => { reloading = null; });
+      return reloading;
+    };
+
+    // The team stream: every change of presence, activity or agency, and
+    // a whole snapshot on each (re)connection.
+    const offPresence = onPresence((map, changed) => {
+      if (!alive || !presenceReady()) return;
+      live = true;
+      const names = changed ? [changed] : [...map.keys()];
+      if (!changed) {
+        for (const name of [...presence.keys()]) if (!map.has(name)) presence.delete(name);
       }
-      if (alive) timer = setTimeout(poll, POLL_MS);
-    };
-    const onVisible = () => {
-      if (!document.hidden && alive && timer) { clearTimeout(timer); poll(); }
-    };
-    document.addEventListener('visibilitychange', onVisible);
+      for (const name of names) {
+        const p = map.get(name);
+        const had = presence.get(name);
+        if (!p) { presence.delete(name); continue; }
+        // The stream does not carry last seen: a change of connections is
+        // a sighting now.
+        let lastSeen = had ? had.lastSeen : undefined;
+        if ((had && had.connected !== p.connected) || (!had && p.connected > 0)) lastSeen = Date.now();
+        presence.set(name, {connected: p.connected, state: p.state, agent: p.agent, lastSeen});
+      }
+      if (!list.dataset.loaded) return; // the first roster load draws them
+      const listed = new Set(teammates.map((m) => m.name));
+      if (names.some((n) => map.has(n) !== listed.has(n)) || (!changed && map.size !== listed.size)) {
+        reload();
+        return;
+      }
+      for (const name of names) updateRow(name);
+    });
 
     // --- Member admin -------------------------------------------------
 
@@ -359,14 +395,12 @@ export const teamPage = {
       } catch (err) {
         if (alive) st.error(err);
       }
-      if (alive && !timer) timer = setTimeout(poll, POLL_MS);
     })();
 
     return () => {
       alive = false;
       offApprovals();
-      clearTimeout(timer);
-      document.removeEventListener('visibilitychange', onVisible);
+      offPresence();
       if (once) once.drop();
       once = null;
     };

@@ -1,0 +1,114 @@
+package main
+
+// svc admin token: the recovery of a lost admin token (docs/OPERATIONS.md,
+// Lost the admin token).
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/server/auth"
+	"svc/server/teamconfig"
+	"svc/store"
+)
+
+// adminCommand dispatches `svc admin <sub>`.
+func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "token" {
+		return adminToken(ctx, args[1:], stdout, stderr)
+	}
+	return &exitError{code: 2, err: errors.New("usage: svc admin token --member NAME [--config-path P] [--db-path D]")}
+}
+
+// adminToken mints a new bearer token for a member who holds
+// members.manage, with the broker stopped: the database's lock (taken
+// by openStopped) refuses the command while a broker runs on it, and the
+// KEK must open the team config, so only someone holding both the files
+// and the key can mint one. Like a member change on a running broker, the
+// token row and the config's tokenHash are written together: the file
+// inside the store transaction, which a failed write rolls back. Only the
+// hash is stored; the plaintext is printed once, on stdout. The member's
+// other tokens stay valid.
+func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fset := flag.NewFlagSet("admin token", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	configPath, dbPath := maintenanceFlags(fset)
+	member := fset.String("member", "", "the member to mint a token for; it must hold members.manage (required)")
+	if done, err := parseFlags(fset, args); done {
+		return err
+	}
+	if *member == "" {
+		return &exitError{code: 2, err: errors.New("--member is required")}
+	}
+	// An in-memory broker's store is gone when it stops, and nothing locks
+	// its config against this command while it runs: refused.
+	cfg, err := maintenanceConfig(*configPath, *dbPath, false)
+	if err != nil {
+		return err
+	}
+	key, err := readKEK(cfg)
+	if err != nil {
+		return err
+	}
+	if key.k == nil {
+		return fmt.Errorf("no KEK: %s does not exist and SVC_KEK is not set; minting a token needs the key the team config is sealed under", key.path)
+	}
+	file, st, p, err := openStopped(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := file.CheckKEK(key.k); err != nil {
+		return fmt.Errorf("the team config %s does not open with the key from %s: %w", cfg.ConfigPath, key.name(), err)
+	}
+	if p.db.fingerprint != "" && p.db.fingerprint != key.k.Fingerprint() {
+		return fmt.Errorf("the database %s is sealed under the key %s, not the one from %s (%s)", cfg.DBPath, p.db.fingerprint, key.name(), key.k.Fingerprint())
+	}
+	// As a boot does: presets resolved to leaves before the check.
+	if _, err := file.Migrate(key.k); err != nil {
+		return fmt.Errorf("the team config %s: %w", cfg.ConfigPath, err)
+	}
+	i := file.MemberIndex(*member)
+	if i < 0 {
+		return fmt.Errorf("the team config %s has no member %q", cfg.ConfigPath, *member)
+	}
+	if !slices.Contains(file.Store.Members[i].Permissions, auth.MembersManage) {
+		return fmt.Errorf("member %q does not hold %s: a recovery token is minted only for a member who can manage the others (give it the permission in %s, or name another member)", *member, auth.MembersManage, cfg.ConfigPath)
+	}
+
+	plaintext, hash, err := auth.NewToken()
+	if err != nil {
+		return err
+	}
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	file.Store.Members[i].TokenHash = teamconfig.FormatTokenHash(hash)
+	err = st.WithTx(ctx, func(tx store.Tx) error {
+		if err := tx.CreateToken(ctx, store.Token{
+			ID: id.String(), Member: *member, Hash: hash, Label: "svc admin token", Origin: "bootstrap",
+			CreatedAt: now, CreatedBy: *member,
+		}); err != nil {
+			return err
+		}
+		// The config names the member's newest token (docs/DECISIONS.md,
+		// Members and tokens); written inside the transaction, so a
+		// failed write leaves the store as it was.
+		return teamconfig.Save(cfg.ConfigPath, file)
+	})
+	if err != nil {
+		return fmt.Errorf("mint a token for %q (nothing changed): %w", *member, err)
+	}
+	fmt.Fprintf(stdout, "token for %s: %s\n", *member, plaintext)
+	fmt.Fprintf(stderr, "svc: the token is shown only now; %s's other tokens still work (revoke them with DELETE /members/%s/tokens/<id>)\n", *member, *member)
+	return nil
+}
