@@ -10,11 +10,7 @@ RUNDIR  ?= .run
 # time, so every Go command runs with cgo on.
 export CGO_ENABLED := 1
 
-<<<<<<< HEAD
-.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium postgres
-=======
-.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium screenshots
->>>>>>> main
+.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium postgres screenshots
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -61,7 +57,6 @@ chromium: ## Install Debian's chromium for the browser tests when /usr/bin/chrom
 	    || { cat "$$log"; rm -f "$$log"; echo "could not install chromium"; exit 1; }; \
 	  rm -f "$$log"; }
 
-<<<<<<< HEAD
 # store/postgres's tests start a throwaway cluster from Debian's PostgreSQL
 # binaries (store/postgres/pgtest); SVC_TEST_PG_URL points them at an
 # existing server instead. Installed only when missing; quiet unless apt-get
@@ -74,10 +69,9 @@ postgres: ## Install Debian's postgresql for the store tests when /usr/lib/postg
 	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends postgresql; } >"$$log" 2>&1 \
 	    || { cat "$$log"; rm -f "$$log"; echo "could not install postgresql"; exit 1; }; \
 	  rm -f "$$log"; }
-=======
+
 screenshots: chromium ## Rewrite docs/webui/*.png: every page of the web app at 1280x800 and 375x812 (TestWebUIShowcase).
 	SVC_WEBUI_SHOTS=$(CURDIR)/docs/webui $(GO) test -count=1 -tags $(TAGS) -run '^TestWebUIShowcase$$' ./cmd/svc/e2e
->>>>>>> main
 
 fuzz: ## Run every fuzz target briefly.
 	@for pkg in $$($(GO) list ./...); do \
