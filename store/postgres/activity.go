@@ -45,7 +45,7 @@ func OpenActivity(ctx context.Context, url string, opts ...Option) (*ActivityDB,
 	if err != nil {
 		return nil, fmt.Errorf("open activity store: %w", err)
 	}
-	return &ActivityDB{c: c, r: reader{c.pool}, w: writer{c}, now: o.now}, nil
+	return &ActivityDB{c: c, r: reader{c}, w: writer{c}, now: o.now}, nil
 }
 
 // Close closes the pool. Calling it again does nothing.

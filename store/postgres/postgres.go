@@ -81,6 +81,9 @@ type conns struct {
 	pool     *pgxpool.Pool
 	writeKey int64
 	onCommit func(time.Duration)
+	// health is what the store's writes and reads say about the database
+	// (health.go).
+	health *health
 	// writing admits one write transaction of this process at a time,
 	// before it takes a connection: the others wait here rather than on
 	// the advisory lock, each holding a pooled connection, which could
@@ -108,7 +111,8 @@ func openConns(ctx context.Context, url, dir string, writeKey, migrateKey int64,
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	c := &conns{pool: pool, writeKey: writeKey, onCommit: o.onCommit, writing: make(chan struct{}, 1)}
+	c := &conns{pool: pool, writeKey: writeKey, onCommit: o.onCommit, writing: make(chan struct{}, 1),
+		health: newHealth(cfg.ConnConfig.Database, o)}
 	if err := c.checkSettings(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -143,7 +147,8 @@ func (c *conns) Close() {
 // withTx runs fn in one write transaction holding the store's write lock
 // (the process's, then the database's advisory lock, held to the commit):
 // it commits when fn returns nil and rolls back otherwise (a panic carries
-// on up the stack after the rollback).
+// on up the stack after the rollback). Its outcome is reported to health
+// (health.go).
 func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	select {
 	case c.writing <- struct{}{}:
@@ -152,24 +157,36 @@ func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	defer func() { <-c.writing }()
 	tx, err := c.pool.Begin(ctx)
-	if err != nil {
-		return translate("begin", err)
+	// A pooled connection the server closed while it sat idle (a restart,
+	// pg_terminate_backend) fails at BEGIN, which changes nothing: the
+	// pool drops it and the next may serve. Every pooled connection may
+	// be dead; a failure to connect ends the retries.
+	for range c.pool.Config().MaxConns {
+		var ce *pgconn.ConnectError
+		if err == nil || failureOfErr(ctx, err) != failUnavailable || errors.As(err, &ce) {
+			break
+		}
+		tx, err = c.pool.Begin(ctx)
 	}
+	if err != nil {
+		return c.health.wrote(ctx, translate("begin", err), false)
+	}
+	lost := func() bool { return tx.Conn().IsClosed() }
 	// After a commit this is a no-op; on an error or a panic it ends the
 	// transaction (the panic then carries on up the stack).
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, c.writeKey); err != nil {
-		return translate("take write lock", err)
+		return c.health.wrote(ctx, translate("take write lock", err), lost())
 	}
 	if err := fn(tx); err != nil {
-		return err
+		return c.health.wrote(ctx, err, lost())
 	}
 	start := time.Now()
 	err = tx.Commit(ctx)
 	if c.onCommit != nil {
 		c.onCommit(time.Since(start))
 	}
-	return translate("commit", err)
+	return c.health.wrote(ctx, translate("commit", err), lost())
 }
 
 // result is what ExecContext returns, shaped as database/sql's.
@@ -192,19 +209,41 @@ type scanner interface {
 }
 
 // reader runs statements on the pool, outside any transaction: for reads.
-type reader struct{ pool *pgxpool.Pool }
+// A statement that fails on damaged data tells health (health.go).
+type reader struct{ c *conns }
 
 func (h reader) ExecContext(ctx context.Context, query string, args ...any) (result, error) {
-	tag, err := h.pool.Exec(ctx, rebind(query), args...)
+	tag, err := h.c.pool.Exec(ctx, rebind(query), args...)
+	h.c.health.read(ctx, err)
 	return result{tag}, err
 }
 
 func (h reader) QueryContext(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
-	return h.pool.Query(ctx, rebind(query), args...)
+	rows, err := h.c.pool.Query(ctx, rebind(query), args...)
+	if err != nil {
+		h.c.health.read(ctx, err)
+		return nil, err
+	}
+	return watchedRows{Rows: rows, ctx: ctx, h: h.c.health}, nil
 }
 
 func (h reader) QueryRowContext(ctx context.Context, query string, args ...any) pgx.Row {
-	return h.pool.QueryRow(ctx, rebind(query), args...)
+	rows, err := h.QueryContext(ctx, query, args...)
+	return rowOf(rows, err)
+}
+
+// watchedRows tells health the error a read ends with: a row the server
+// could not read fails there, after the query started.
+type watchedRows struct {
+	pgx.Rows
+	ctx context.Context
+	h   *health
+}
+
+func (r watchedRows) Err() error {
+	err := r.Rows.Err()
+	r.h.read(r.ctx, err)
+	return err
 }
 
 // writer runs each statement in a transaction of its own that holds the
