@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -208,4 +209,42 @@ func TestRedactDBURL(t *testing.T) {
 		require.Equal(t, want, got, in)
 		require.False(t, strings.Contains(got, "hunter2"))
 	}
+}
+
+// TestCheckOnPostgres: svc check --db-url reports the server and verifies
+// the stored files against the entries PostgreSQL holds: a file whose
+// bytes were changed on disk is damage.
+func TestCheckOnPostgres(t *testing.T) {
+	url := pgCluster(t).NewDatabase(t)
+	dir := t.TempDir()
+	cfgPath := dir + "/svc.json"
+	s := startServe(t, "--config-path", cfgPath, "--db-url", url)
+	token := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(s.stdout.String())[1]
+	req, err := http.NewRequest(http.MethodPost, s.base+"/fs/write?path=/admin/notes.txt", strings.NewReader("checked on postgres"))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, s.stop())
+
+	ctx := context.Background()
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"check", "--db-url", url, "--config-path", cfgPath}, nil, &out, io.Discard), out.String())
+	require.Contains(t, out.String(), "ok      main store postgres")
+	require.Contains(t, out.String(), "data checksums")
+	require.Contains(t, out.String(), "1 stored contents")
+
+	blobs, err := filepath.Glob(filepath.Join(dir, "svc-files", "blobs", "*", "*"))
+	require.NoError(t, err)
+	require.Len(t, blobs, 1, "one stored content")
+	require.NoError(t, os.WriteFile(blobs[0], []byte("changed on disk!!!!"), 0o600))
+	out.Reset()
+	err = run(ctx, []string{"check", "--db-url", url, "--config-path", cfgPath}, nil, &out, io.Discard)
+	var ee *exitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.code)
+	require.Contains(t, out.String(), "DAMAGED file /admin/notes.txt")
 }
