@@ -5,7 +5,7 @@
 # authentication for the superuser svc, fsync and synchronous_commit on as
 # svc requires. Run as root, the server runs as the postgres user
 # (PostgreSQL refuses root), so DIR and its parent get search permission
-# (o+x) for it.
+# (o+x) for it; otherwise everything it creates is the user's alone.
 #
 #   scripts/pgcluster.sh start DIR          initdb on first use; start unless running
 #   scripts/pgcluster.sh status DIR         exit 0 when running
@@ -14,6 +14,7 @@
 #   scripts/pgcluster.sh dropdb DIR NAME    drop database NAME if it exists
 #   scripts/pgcluster.sh url DIR NAME       print database NAME's postgres:// URL
 set -euo pipefail
+umask 077
 usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 cmd=${1:-}; [[ -n $cmd && -n ${2:-} ]] || usage
 mkdir -p "$2"

@@ -33,7 +33,8 @@ type health struct {
 	log      *slog.Logger
 	database string // the database's name, never the URL (it may hold a password)
 
-	write   store.Failing
+	write   store.Failing // the server's disk refuses or fails writes
+	reach   store.Failing // the server cannot be reached, by a read or a write
 	damaged store.Failing
 }
 
@@ -41,6 +42,7 @@ func newHealth(database string, o options) *health {
 	return &health{
 		log: o.log, database: database,
 		write:   store.Failing{What: "writes", Now: o.now},
+		reach:   store.Failing{What: "database connections", Now: o.now},
 		damaged: store.Failing{What: "data", Now: o.now},
 	}
 }
@@ -133,44 +135,70 @@ func withSentinel(kind failure, err error) error {
 // a success clears that (after the hold); other errors change nothing.
 func (h *health) wrote(ctx context.Context, err error, lost bool) error {
 	if err == nil {
-		if ended := h.write.Succeed(); ended != nil {
-			h.log.Info("store writes succeed again", "database", h.database, "failing_since", ended.Since)
-		}
+		h.succeeded(&h.write, "store writes succeed again")
+		h.succeeded(&h.reach, "database reachable again")
 		return nil
 	}
 	kind := failureOfErr(ctx, err)
 	if kind == failNone && lost && ctx.Err() == nil {
 		kind = failUnavailable
 	}
+	return h.failed(kind, &h.write, "store write failed", err)
+}
+
+// read takes the outcome of a read and returns its error with its
+// sentinel added: a read reaches the server or not, and may find damage;
+// it says nothing about room to write.
+func (h *health) read(ctx context.Context, err error) error {
+	if err == nil {
+		h.succeeded(&h.reach, "database reachable again")
+		return nil
+	}
+	kind := failureOfErr(ctx, err)
+	if kind != failDamaged && kind != failUnavailable {
+		return err
+	}
+	return h.failed(kind, nil, "", err)
+}
+
+func (h *health) succeeded(f *store.Failing, msg string) {
+	if ended := f.Succeed(); ended != nil {
+		h.log.Info(msg, "database", h.database, "failing_since", ended.Since)
+	}
+}
+
+// failed records a failure of kind in its slot (slot: a write's disk
+// failures), logging at error level when a run of failures begins: an
+// operator must act, and one line per run keeps a server that is down
+// from flooding the log from here (each refused request is logged where
+// it is answered). It returns err with its sentinel added.
+func (h *health) failed(kind failure, slot *store.Failing, msg string, err error) error {
 	if kind == failNone {
 		return err
 	}
 	err = withSentinel(kind, err)
-	if kind == failDamaged {
+	switch {
+	case kind == failDamaged:
 		if h.damaged.Fail(err) {
 			h.log.Error("store damaged: stop the broker, then repair or restore the database", "database", h.database, "err", err)
 		}
-		return err
-	}
-	if h.write.Fail(err) {
-		h.log.Error("store write failed", "database", h.database, "err", err)
+	case kind == failUnavailable:
+		if h.reach.Fail(err) {
+			h.log.Error("database unreachable", "database", h.database, "err", err)
+		}
+	case slot != nil:
+		if slot.Fail(err) {
+			h.log.Error(msg, "database", h.database, "err", err)
+		}
 	}
 	return err
-}
-
-// read takes the error of a read: only damage counts, a read says
-// nothing about whether writes succeed.
-func (h *health) read(ctx context.Context, err error) {
-	if failureOfErr(ctx, err) == failDamaged && h.damaged.Fail(withSentinel(failDamaged, err)) {
-		h.log.Error("store damaged: stop the broker, then repair or restore the database", "database", h.database, "err", err)
-	}
 }
 
 // err returns why the store is failing now, or nil: one
 // *store.FailingError per failing kind.
 func (h *health) err() error {
 	var errs []error
-	for _, f := range []*store.Failing{&h.damaged, &h.write} {
+	for _, f := range []*store.Failing{&h.damaged, &h.reach, &h.write} {
 		if fe := f.Err(); fe != nil {
 			errs = append(errs, fe)
 		}

@@ -113,6 +113,7 @@ type healthTarget struct {
 	c      *conns
 	health func() error
 	write  func(ctx context.Context) error
+	read   func(ctx context.Context) error
 }
 
 var healthStores = []struct {
@@ -131,6 +132,9 @@ var healthStores = []struct {
 		}
 		return healthTarget{c: db.c, health: db.Health, write: func(ctx context.Context) error {
 			return db.PutMeta(ctx, "health_test", strconv.FormatInt(time.Now().UnixNano(), 10))
+		}, read: func(ctx context.Context) error {
+			_, err := db.GetMeta(ctx, "health_test")
+			return err
 		}}
 	}},
 	{"activity store", func(t *testing.T, url string, opts ...Option) healthTarget {
@@ -147,6 +151,9 @@ var healthStores = []struct {
 			_, err := db.AppendActivity(ctx, []store.ActivityEvent{{
 				Member: "alice", Kind: "tool_action", TS: time.UnixMilli(1), Data: []byte(`{}`),
 			}})
+			return err
+		}, read: func(ctx context.Context) error {
+			_, err := db.LastActivityID(ctx)
 			return err
 		}}
 	}},
@@ -178,9 +185,10 @@ func TestWriteFailuresAreReported(t *testing.T) {
 		is     error
 		what   string
 		clears bool
+		log    string // what the log says when it clears
 	}{
 		{name: "disk full", fail: func(tg healthTarget) func(ctx context.Context) error { return raising(tg.c, "53100") },
-			is: store.ErrStorageFull, what: "writes failing since", clears: true},
+			is: store.ErrStorageFull, what: "writes failing since", clears: true, log: "store writes succeed again"},
 		{name: "data damaged", fail: func(tg healthTarget) func(ctx context.Context) error { return raising(tg.c, "XX001") },
 			is: store.ErrDamaged, what: "data failing since", clears: false},
 		{name: "index damaged", fail: func(tg healthTarget) func(ctx context.Context) error { return raising(tg.c, "XX002") },
@@ -192,7 +200,7 @@ func TestWriteFailuresAreReported(t *testing.T) {
 					return err
 				})
 			}
-		}, is: store.ErrUnavailable, what: "writes failing since", clears: true},
+		}, is: store.ErrUnavailable, what: "database connections failing since", clears: true, log: "database reachable again"},
 	}
 	for _, st := range healthStores {
 		for _, tc := range tests {
@@ -224,7 +232,7 @@ func TestWriteFailuresAreReported(t *testing.T) {
 				require.NoError(t, tg.write(ctx))
 				if tc.clears {
 					require.NoError(t, tg.health())
-					require.Contains(t, logs.String(), "store writes succeed again")
+					require.Contains(t, logs.String(), tc.log)
 				} else {
 					require.ErrorIs(t, tg.health(), store.ErrDamaged, "damage stays until the broker restarts")
 				}
@@ -255,80 +263,91 @@ $$ BEGIN RAISE EXCEPTION 'simulated' USING ERRCODE = 'XX001'; END $$`)
 }
 
 // TestUnreachableDatabaseIsReported: with the server out of reach (every
-// connection cut and new ones refused), writes fail with
-// store.ErrUnavailable and Health says writes fail; once the server is
-// reachable again the first successful write after the hold clears it.
-// The server is put out of reach by a proxy between store and server, so
-// the test runs against any server, shared with the other tests.
+// connection cut and new ones refused), reads and writes fail with
+// store.ErrUnavailable (the API's 503) and Health says the database's
+// connections fail, whichever noticed first; once the server is reachable
+// again the first success after the hold clears it. The server is put out
+// of reach by a proxy between store and server, so the test runs against
+// any server, shared with the other tests.
 func TestUnreachableDatabaseIsReported(t *testing.T) {
 	for _, st := range healthStores {
-		t.Run(st.name, func(t *testing.T) {
-			ctx := t.Context()
-			// A migrated database to reach through the proxy.
-			direct := st.open(t, "")
-			url := direct.c.pool.Config().ConnString()
-			p := startProxy(t, url)
+		for _, first := range []string{"read", "write"} {
+			t.Run(st.name+"/"+first+" first", func(t *testing.T) {
+				ctx := t.Context()
+				// A migrated database to reach through the proxy.
+				direct := st.open(t, "")
+				p := startProxy(t, direct.c.pool.Config().ConnString())
 
-			clock := &testClock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
-			tg := st.open(t, p.url, WithNow(clock.now))
-			require.NoError(t, tg.write(ctx))
-			require.NoError(t, tg.health())
+				clock := &testClock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+				tg := st.open(t, p.url, WithNow(clock.now))
+				require.NoError(t, tg.write(ctx))
+				require.NoError(t, tg.read(ctx))
+				require.NoError(t, tg.health())
 
-			p.setDown(true)
-			for range 2 {
-				err := tg.write(ctx)
-				require.ErrorIs(t, err, store.ErrUnavailable)
-			}
-			h := tg.health()
-			require.ErrorIs(t, h, store.ErrUnavailable)
-			require.ErrorContains(t, h, "writes failing since 2026-11-28T12:00:00Z")
+				p.setDown(true)
+				ops := []func(context.Context) error{tg.read, tg.write}
+				if first == "write" {
+					ops = []func(context.Context) error{tg.write, tg.read}
+				}
+				require.ErrorIs(t, ops[0](ctx), store.ErrUnavailable)
+				h := tg.health()
+				require.ErrorIs(t, h, store.ErrUnavailable)
+				require.ErrorContains(t, h, "database connections failing since 2026-11-28T12:00:00Z")
+				require.ErrorIs(t, ops[1](ctx), store.ErrUnavailable)
 
-			p.setDown(false)
-			clock.advance(store.FailureHold)
-			require.NoError(t, tg.write(ctx))
-			require.NoError(t, tg.health())
-		})
+				p.setDown(false)
+				clock.advance(store.FailureHold)
+				require.NoError(t, ops[0](ctx))
+				require.NoError(t, tg.health())
+				require.NoError(t, ops[1](ctx))
+			})
+		}
 	}
 }
 
-// TestWriteAfterServerClosedIdleConnections: a write right after the
+// TestServerClosedIdleConnections: a read or a write right after the
 // server closed the store's idle pooled connections (a restart, an
 // administrator's pg_terminate_backend) succeeds on a new connection, and
-// Health stays quiet: nothing was sent on the dead one. Before, the write
-// failed with "conn closed".
-func TestWriteAfterServerClosedIdleConnections(t *testing.T) {
+// Health stays quiet. Before, each failed on a dead connection.
+func TestServerClosedIdleConnections(t *testing.T) {
 	for _, st := range healthStores {
-		t.Run(st.name, func(t *testing.T) {
-			ctx := t.Context()
-			tg := st.open(t, "")
-			for range 3 {
-				require.NoError(t, tg.write(ctx))
-				// Several idle connections in the pool, all to be closed.
-				var held []*pgxpool.Conn
-				for range 4 {
-					c, err := tg.c.pool.Acquire(ctx)
+		for _, op := range []string{"read", "write"} {
+			t.Run(st.name+"/"+op, func(t *testing.T) {
+				ctx := t.Context()
+				tg := st.open(t, "")
+				for range 3 {
+					require.NoError(t, tg.write(ctx))
+					// Several idle connections in the pool, all to be closed.
+					var held []*pgxpool.Conn
+					for range 4 {
+						c, err := tg.c.pool.Acquire(ctx)
+						require.NoError(t, err)
+						held = append(held, c)
+					}
+					for _, c := range held {
+						c.Release()
+					}
+					db := tg.c.pool.Config().ConnConfig.Database
+					admin, err := pgx.Connect(ctx, tg.c.pool.Config().ConnString())
 					require.NoError(t, err)
-					held = append(held, c)
-				}
-				for _, c := range held {
-					c.Release()
-				}
-				db := tg.c.pool.Config().ConnConfig.Database
-				admin, err := pgx.Connect(ctx, tg.c.pool.Config().ConnString())
-				require.NoError(t, err)
-				_, err = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+					_, err = admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE datname = $1 AND pid <> pg_backend_pid()`, db)
-				require.NoError(t, err)
-				require.Eventually(t, func() bool {
-					var n int
-					err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db).Scan(&n)
-					return err == nil && n == 0
-				}, 10*time.Second, 5*time.Millisecond)
-				require.NoError(t, admin.Close(ctx))
-				require.NoError(t, tg.write(ctx))
-				require.NoError(t, tg.health())
-			}
-		})
+					require.NoError(t, err)
+					require.Eventually(t, func() bool {
+						var n int
+						err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db).Scan(&n)
+						return err == nil && n == 0
+					}, 10*time.Second, 5*time.Millisecond)
+					require.NoError(t, admin.Close(ctx))
+					if op == "read" {
+						require.NoError(t, tg.read(ctx))
+					} else {
+						require.NoError(t, tg.write(ctx))
+					}
+					require.NoError(t, tg.health())
+				}
+			})
+		}
 	}
 }
 

@@ -236,27 +236,73 @@ type scanner interface {
 }
 
 // reader runs statements on the pool, outside any transaction: for reads.
-// A statement that fails on damaged data tells health (health.go).
+// What they say about the database goes to health (health.go).
 type reader struct{ c *conns }
 
+// ExecContext is not retried: a statement run with Exec may write.
 func (h reader) ExecContext(ctx context.Context, query string, args ...any) (result, error) {
 	tag, err := h.c.pool.Exec(ctx, rebind(query), args...)
-	h.c.health.read(ctx, err)
-	return result{tag}, err
+	return result{tag}, h.c.health.read(ctx, err)
 }
 
+// QueryContext reads the first row before it returns: a connection the
+// server closed fails there, in time to retry on another.
 func (h reader) QueryContext(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
-	rows, err := h.c.pool.Query(ctx, rebind(query), args...)
+	var rows *peekedRows
+	err := h.retry(ctx, func() error {
+		r, err := h.c.pool.Query(ctx, rebind(query), args...)
+		if err != nil {
+			return err
+		}
+		ok := r.Next()
+		if !ok {
+			if err := r.Err(); err != nil {
+				r.Close()
+				return err
+			}
+		}
+		rows = &peekedRows{Rows: r, pending: true, ok: ok}
+		return nil
+	})
 	if err != nil {
-		h.c.health.read(ctx, err)
 		return nil, err
 	}
 	return watchedRows{Rows: rows, ctx: ctx, h: h.c.health}, nil
 }
 
+// peekedRows are rows whose first Next was called already.
+type peekedRows struct {
+	pgx.Rows
+	pending bool // the first Next's answer is still to give
+	ok      bool
+}
+
+func (r *peekedRows) Next() bool {
+	if r.pending {
+		r.pending = false
+		return r.ok
+	}
+	return r.Rows.Next()
+}
+
 func (h reader) QueryRowContext(ctx context.Context, query string, args ...any) pgx.Row {
-	rows, err := h.QueryContext(ctx, query, args...)
-	return rowOf(rows, err)
+	return rowOf(h.QueryContext(ctx, query, args...))
+}
+
+// retry runs a query, again on the next pooled connection when the one it
+// took was closed by the server while it sat idle (a restart, an
+// administrator's pg_terminate_backend), as withTx does for BEGIN: a read
+// changes nothing. A failure to connect ends the retries.
+func (h reader) retry(ctx context.Context, read func() error) error {
+	err := read()
+	for range h.c.pool.Config().MaxConns {
+		var ce *pgconn.ConnectError
+		if err == nil || failureOfErr(ctx, err) != failUnavailable || errors.As(err, &ce) {
+			break
+		}
+		err = read()
+	}
+	return h.c.health.read(ctx, err)
 }
 
 // watchedRows tells health the error a read ends with: a row the server
@@ -268,9 +314,10 @@ type watchedRows struct {
 }
 
 func (r watchedRows) Err() error {
-	err := r.Rows.Err()
-	r.h.read(r.ctx, err)
-	return err
+	if err := r.Rows.Err(); err != nil {
+		return r.h.read(r.ctx, err)
+	}
+	return nil
 }
 
 // writer runs each statement in a transaction of its own that holds the
