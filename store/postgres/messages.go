@@ -221,7 +221,6 @@ func (q queries) queryMessages(ctx context.Context, op, query string, args ...an
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
-
 func nullJSON(b []byte) sql.NullString { return sql.NullString{String: string(b), Valid: b != nil} }
 
 func nonNilStrings(s []string) []string {
