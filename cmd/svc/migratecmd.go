@@ -108,31 +108,19 @@ func migrateConfig(from, fromAct, to, toAct string) (migrateOptions, error) {
 	if o.from == o.fromActivity {
 		return usage("--from and --from-activity name the same file")
 	}
-	if !isPostgresURL(to) {
-		return usage("--to must be a postgres:// or postgresql:// URL (or SVC_DB_URL)")
+	if to == "" {
+		return usage("--to must name the target database (or SVC_DB_URL)")
 	}
-	o.to, o.toActivity = to, to
+	if o.to, err = parseDBURL("--to", to); err != nil {
+		return o, err
+	}
+	o.toActivity = o.to
 	if toAct != "" {
-		if !isPostgresURL(toAct) {
-			return usage("--to-activity must be a postgres:// or postgresql:// URL")
+		if o.toActivity, err = parseDBURL("--to-activity", toAct); err != nil {
+			return o, err
 		}
-		o.toActivity = toAct
 	}
 	return o, nil
-}
-
-func isPostgresURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql")
-}
-
-// describeURL names a database without its password: host, port and name.
-func describeURL(s string) string {
-	cfg, err := pgconn.ParseConfig(s)
-	if err != nil {
-		return "(unparsable url)"
-	}
-	return fmt.Sprintf("postgres %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 }
 
 // storeCopy is one store on its way: its SQLite snapshot and its
@@ -171,15 +159,19 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 	}
 	defer func() { err = errors.Join(err, actDB.Close()) }()
 
-	// The target's schema comes from the store's own migrations.
+	// The target's schema comes from the store's own migrations, and its
+	// use lock, held alone until the end, keeps brokers off it.
 	pm, err := postgres.Open(ctx, o.to)
 	if err != nil {
-		return fmt.Errorf("the target %s: %w", describeURL(o.to), err)
+		return fmt.Errorf("the target %s: %w", redactDBURL(o.to), err)
 	}
-	_ = pm.Close()
+	defer func() { err = errors.Join(err, pm.Close()) }()
+	if err := pm.Use(ctx, true); err != nil {
+		return fmt.Errorf("the target %s: %w", redactDBURL(o.to), err)
+	}
 	pa, err := postgres.OpenActivity(ctx, o.toActivity)
 	if err != nil {
-		return fmt.Errorf("the activity target %s: %w", describeURL(o.toActivity), err)
+		return fmt.Errorf("the activity target %s: %w", redactDBURL(o.toActivity), err)
 	}
 	_ = pa.Close()
 
@@ -203,7 +195,7 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 
 	fmt.Fprintln(stdout, "svc migrate copies database rows only: the files' bytes stay under the files root the team config names, and sealed values are copied as they are (the same KEK opens them).")
 	for _, s := range stores {
-		fmt.Fprintf(stdout, "%s store: %s -> %s\n", s.name, s.srcPath, describeURL(s.dstURL))
+		fmt.Fprintf(stdout, "%s store: %s -> %s\n", s.name, s.srcPath, redactDBURL(s.dstURL))
 		if err := s.copy(ctx, o); err != nil {
 			return fmt.Errorf("%s store: %w", s.name, err)
 		}
@@ -255,7 +247,7 @@ func (s *storeCopy) open(ctx context.Context) error {
 		return fmt.Errorf("%s store: read %s: %w", s.name, s.srcPath, err)
 	}
 	if s.conn, err = pgx.Connect(ctx, s.dstURL); err != nil {
-		return fmt.Errorf("%s store: connect to %s: %w", s.name, describeURL(s.dstURL), err)
+		return fmt.Errorf("%s store: connect to %s: %w", s.name, redactDBURL(s.dstURL), err)
 	}
 	if s.tx, err = s.conn.Begin(ctx); err != nil {
 		return fmt.Errorf("%s store: begin: %w", s.name, err)

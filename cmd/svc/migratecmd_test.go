@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,32 +17,13 @@ import (
 
 	"svc/store"
 	"svc/store/postgres"
-	"svc/store/postgres/pgtest"
 	"svc/store/sqlite"
 )
-
-// The PostgreSQL the migrate tests copy into, started on first use and
-// stopped when the tests end.
-var (
-	pgOnce    sync.Once
-	pgCluster *pgtest.Cluster
-	pgErr     error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if pgCluster != nil {
-		pgCluster.Stop()
-	}
-	os.Exit(code)
-}
 
 // newPGDatabase is an empty database on the test cluster.
 func newPGDatabase(t *testing.T) string {
 	t.Helper()
-	pgOnce.Do(func() { pgCluster, pgErr = pgtest.Start(context.Background()) })
-	require.NoError(t, pgErr, "the migrate tests need PostgreSQL")
-	return pgCluster.NewDatabase(t)
+	return pgCluster(t).NewDatabase(t)
 }
 
 // at is a fixed instant with a sub-millisecond part plus d.
@@ -391,6 +371,16 @@ func TestMigrateRefuses(t *testing.T) {
 		require.Error(t, err, out)
 		require.Contains(t, err.Error(), "in use by another process")
 		require.Contains(t, err.Error(), "stop the broker first")
+	})
+	t.Run("a broker runs on the target", func(t *testing.T) {
+		url := newPGDatabase(t)
+		broker, err := postgres.Open(t.Context(), url)
+		require.NoError(t, err)
+		defer broker.Close()
+		require.NoError(t, broker.Use(t.Context(), false))
+		out, err := runCmd(t, "migrate", "--from", "sqlite:"+tm.main, "--to", url)
+		require.ErrorIs(t, err, postgres.ErrInUse, out)
+		require.Zero(t, pgCount(t, url, "members"))
 	})
 	t.Run("the target holds a team", func(t *testing.T) {
 		url := newPGDatabase(t)
