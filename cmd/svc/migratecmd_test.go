@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"svc/store"
 	"svc/store/postgres"
+	"svc/store/postgres/pgtest"
 	"svc/store/sqlite"
 )
 
@@ -534,4 +536,50 @@ func TestRowHasher(t *testing.T) {
 	}
 	_, err := hashRows(mixed, func() bool { return true }, func() ([]any, error) { return []any{"text", int64(0), nil}, nil })
 	require.Error(t, err, "text in an integer column")
+}
+
+// BenchmarkMigrate copies a store of 100k messages (each with two
+// recipient rows) and reports the rate of the whole command, schema
+// creation and verification included:
+//
+//	go test -tags sqlite_omit_load_extension -run '^$' -bench BenchmarkMigrate -benchtime 1x ./cmd/svc
+func BenchmarkMigrate(b *testing.B) {
+	const messages, batch = 100_000, 1000
+	ctx := context.Background()
+	dir := b.TempDir()
+	path := filepath.Join(dir, "svc.db")
+	s, err := sqlite.Open(ctx, path)
+	require.NoError(b, err)
+	for _, n := range []string{"alice", "bob"} {
+		require.NoError(b, s.PutMember(ctx, store.Member{Name: n, CreatedAt: at(0), UpdatedAt: at(0)}))
+	}
+	require.NoError(b, s.CreateChannel(ctx, store.Channel{ID: "c1", Slug: "eng", CreatedAt: at(0), CreatedBy: "alice"}))
+	for i := 0; i < messages; i += batch {
+		msgs := make([]store.Message, batch)
+		for j := range msgs {
+			msgs[j] = store.Message{From: "alice", Thread: "chan:c1", Body: fmt.Sprintf("message %d: a line of chat of a typical length, with some words in it", i+j),
+				Level: "info", Recipients: []string{"alice", "bob"}, CreatedAt: at(time.Duration(i+j) * time.Millisecond)}
+		}
+		_, err := s.AppendMessages(ctx, msgs)
+		require.NoError(b, err)
+	}
+	require.NoError(b, s.Close())
+	a, err := sqlite.OpenActivity(ctx, path+"-activity.db")
+	require.NoError(b, err)
+	require.NoError(b, a.Close())
+	c, err := pgtest.Start(ctx)
+	require.NoError(b, err)
+	defer c.Stop()
+
+	b.ResetTimer()
+	for range b.N {
+		url := c.NewDatabase(b)
+		o, err := migrateConfig("sqlite:"+path, "", url, "")
+		require.NoError(b, err)
+		var out bytes.Buffer
+		start := time.Now()
+		require.NoError(b, runMigrate(ctx, o, &out))
+		b.ReportMetric(float64(3*messages)/time.Since(start).Seconds(), "rows/s")
+		b.Log(out.String()[strings.LastIndex(out.String(), "committed:"):])
+	}
 }

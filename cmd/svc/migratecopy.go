@@ -28,7 +28,10 @@ func copyTable(ctx context.Context, src *sql.Tx, tx pgx.Tx, t *tablePlan) error 
 	for i, c := range t.cols {
 		names[i] = c.name
 	}
-	in := &sqliteSource{rows: rows, t: t, raw: make([]any, len(t.cols)), out: make([]any, len(t.cols))}
+	in := &sqliteSource{rows: rows, t: t, raw: make([]any, len(t.cols)), out: make([]any, len(t.cols)), ptrs: make([]any, len(t.cols))}
+	for i := range in.raw {
+		in.ptrs[i] = &in.raw[i]
+	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{t.name}, names, in); err != nil {
 		if in.err != nil {
 			return in.err
@@ -77,19 +80,15 @@ func (t *tablePlan) pgSelect() string {
 type sqliteSource struct {
 	rows     *sql.Rows
 	t        *tablePlan
-	raw, out []any
-	err      error
+	raw, out, ptrs []any
+	err            error
 }
 
 func (s *sqliteSource) Next() bool {
 	if s.err != nil || !s.rows.Next() {
 		return false
 	}
-	ptrs := make([]any, len(s.raw))
-	for i := range s.raw {
-		ptrs[i] = &s.raw[i]
-	}
-	if err := s.rows.Scan(ptrs...); err != nil {
+	if err := s.rows.Scan(s.ptrs...); err != nil {
 		s.err = fmt.Errorf("read from SQLite: %w", err)
 		return false
 	}
