@@ -78,8 +78,8 @@ func (t *tablePlan) pgSelect() string {
 // value to its PostgreSQL type and refusing any value that would not
 // convert without loss.
 type sqliteSource struct {
-	rows     *sql.Rows
-	t        *tablePlan
+	rows           *sql.Rows
+	t              *tablePlan
 	raw, out, ptrs []any
 	err            error
 }
