@@ -140,9 +140,9 @@ type storeCopy struct {
 // runMigrate copies both stores and commits them only when both verify.
 func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err error) {
 	start := time.Now()
-	for _, p := range []string{o.from, o.fromActivity} {
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("the source: %w", err)
+	for _, src := range []struct{ path, store, table string }{{o.from, "main", "members"}, {o.fromActivity, "activity", "activity"}} {
+		if err := holdsStore(ctx, src.path, src.store, src.table); err != nil {
+			return err
 		}
 	}
 	// Opening the stores as svc serve does takes the main file's lock (a
@@ -236,12 +236,39 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 	return nil
 }
 
+// holdsStore refuses a source file that is not the store it is named as
+// (the activity file given as the main store, an empty file), before
+// opening it as svc serve does would add a store's tables to it.
+func holdsStore(ctx context.Context, path, store, table string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("the %s store: %w", store, err)
+	}
+	db, err := sql.Open("sqlite3", readOnlyDSN(path))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var ok bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?)`, table).Scan(&ok); err != nil {
+		return fmt.Errorf("the %s store %s: %w", store, path, err)
+	}
+	if !ok {
+		return &exitError{code: 1, err: fmt.Errorf("%s does not hold svc's %s store (no %s table); nothing was changed", path, store, table)}
+	}
+	return nil
+}
+
+// readOnlyDSN opens an SQLite file read-only.
+func readOnlyDSN(path string) string {
+	params := url.Values{"mode": {"ro"}, "_busy_timeout": {"5000"}}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: params.Encode()}
+	return u.String()
+}
+
 // open reads the SQLite file in one read transaction (a snapshot) and
 // begins the PostgreSQL transaction.
 func (s *storeCopy) open(ctx context.Context) error {
-	params := url.Values{"mode": {"ro"}, "_busy_timeout": {"5000"}}
-	u := url.URL{Scheme: "file", Path: filepath.ToSlash(s.srcPath), RawQuery: params.Encode()}
-	db, err := sql.Open("sqlite3", u.String())
+	db, err := sql.Open("sqlite3", readOnlyDSN(s.srcPath))
 	if err != nil {
 		return fmt.Errorf("%s store: %w", s.name, err)
 	}

@@ -295,6 +295,18 @@ func viewMessages(ms []store.Message) []store.Message {
 	return out
 }
 
+// fileSums are the SHA-256 of files' contents.
+func fileSums(t *testing.T, paths ...string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		out = append(out, hexSHA(string(b)))
+	}
+	return out
+}
+
 // pgCount is the number of rows of a table on PostgreSQL.
 func pgCount(t *testing.T, url, table string) int64 {
 	t.Helper()
@@ -422,6 +434,24 @@ func TestMigrateRefuses(t *testing.T) {
 		require.ErrorIs(t, err, os.ErrNotExist)
 		_, statErr := os.Stat(filepath.Join(tm.dir, "nope.db"))
 		require.ErrorIs(t, statErr, os.ErrNotExist, "no file is created")
+	})
+	t.Run("files that are not the stores", func(t *testing.T) {
+		url := newPGDatabase(t)
+		empty := filepath.Join(t.TempDir(), "empty.db")
+		require.NoError(t, os.WriteFile(empty, nil, 0o600))
+		for _, args := range [][]string{
+			{"--from", "sqlite:" + tm.activity, "--from-activity", "sqlite:" + tm.main},
+			{"--from", "sqlite:" + empty, "--from-activity", "sqlite:" + tm.activity},
+			{"--from", "sqlite:" + tm.main, "--from-activity", "sqlite:" + empty},
+		} {
+			before := fileSums(t, tm.main, tm.activity, empty)
+			out, err := runCmd(t, append([]string{"migrate", "--to", url}, args...)...)
+			var ee *exitError
+			require.ErrorAs(t, err, &ee, out)
+			require.Equal(t, 1, ee.code)
+			require.Contains(t, err.Error(), "does not hold svc's")
+			require.Equal(t, before, fileSums(t, tm.main, tm.activity, empty), "no source file changed")
+		}
 	})
 	for _, tt := range []struct {
 		name string
