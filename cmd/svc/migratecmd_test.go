@@ -307,6 +307,29 @@ func fileSums(t *testing.T, paths ...string) []string {
 	return out
 }
 
+// The activity store may go to a database of its own, as svc serve
+// --activity-db-url puts it: each database then holds one store's tables.
+func TestMigrateActivityElsewhere(t *testing.T) {
+	tm := populate(t)
+	mainURL, actURL := newPGDatabase(t), newPGDatabase(t)
+	out, err := runCmd(t, "migrate", "--from", "sqlite:"+tm.main, "--to", mainURL, "--to-activity", actURL)
+	require.NoError(t, err, out)
+	require.Equal(t, tm.lastSeq, pgCount(t, mainURL, "messages"))
+	require.Equal(t, int64(2), pgCount(t, actURL, "activity"))
+	tables := func(url string) []string {
+		conn, err := pgx.Connect(t.Context(), url)
+		require.NoError(t, err)
+		defer conn.Close(context.WithoutCancel(t.Context()))
+		rows, err := conn.Query(t.Context(), `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`)
+		require.NoError(t, err)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return names
+	}
+	require.NotContains(t, tables(mainURL), "activity")
+	require.NotContains(t, tables(actURL), "messages")
+}
+
 // pgCount is the number of rows of a table on PostgreSQL.
 func pgCount(t *testing.T, url, table string) int64 {
 	t.Helper()
