@@ -134,7 +134,6 @@ type storeCopy struct {
 	conn    *pgx.Conn
 	tx      pgx.Tx
 	plan    *storePlan
-	checks  []tableCheck
 }
 
 // runMigrate copies both stores and commits them only when both verify.
@@ -211,7 +210,6 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 		if err != nil {
 			return fmt.Errorf("%s store: verify: %w", s.name, err)
 		}
-		s.checks = checks
 		fmt.Fprintf(stdout, "\n%s store, verified on both sides:\n", s.name)
 		bad += printChecks(stdout, checks)
 		for _, c := range checks {
@@ -224,9 +222,14 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 	if bad > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("verification failed: %d table(s) differ between SQLite and PostgreSQL; nothing was committed", bad)}
 	}
-	for _, s := range stores {
+	for i, s := range stores {
 		if err := s.tx.Commit(ctx); err != nil {
-			return fmt.Errorf("%s store: commit: %w", s.name, err)
+			if i > 0 {
+				// Rare (the connection lost between two commits), and
+				// loud: the main store is in, the activity store not.
+				return fmt.Errorf("%s store: commit: %w; the main store was committed: run again with --replace-target", s.name, err)
+			}
+			return fmt.Errorf("%s store: commit: %w; nothing was committed", s.name, err)
 		}
 	}
 	took := time.Since(start)
