@@ -10,7 +10,7 @@ RUNDIR  ?= .run
 # time, so every Go command runs with cgo on.
 export CGO_ENABLED := 1
 
-.PHONY: help build run generate check-generated lint vet test test-unit fuzz bench clean chromium postgres screenshots
+.PHONY: help build run run-postgres generate check-generated lint vet test test-unit fuzz bench clean chromium postgres screenshots
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -21,6 +21,11 @@ build: ## Build bin/svc.
 
 run: build ## Run the broker on 127.0.0.1:7433 with state in .run/ (first run prints the admin token).
 	bin/svc serve --config-path $(RUNDIR)/svc.json --db-path $(RUNDIR)/svc.db
+
+# State of its own under $(RUNDIR)/pg (cluster, team config, files); the
+# cluster stops with svc when this started it (scripts/run-postgres.sh).
+run-postgres: build postgres ## Run the broker on 127.0.0.1:7433 on a local PostgreSQL cluster in .run/pg (first run: initdb, prints the admin token).
+	scripts/run-postgres.sh bin/svc $(RUNDIR)
 
 generate: ## Regenerate gen/ from proto/ with the pinned local plugins.
 	rm -rf gen/svc gen/openapi/svc.swagger.json

@@ -62,6 +62,8 @@ func describeFailing(err error) string {
 		return fmt.Sprintf("data damaged since %s (stop the broker and run svc check)", since)
 	case errors.Is(fe.Err, store.ErrStorageFull):
 		return fmt.Sprintf("%s failing since %s (disk full)", fe.What, since)
+	case errors.Is(fe.Err, store.ErrUnavailable):
+		return fmt.Sprintf("%s failing since %s (database unreachable)", fe.What, since)
 	}
 	return fmt.Sprintf("%s failing since %s (disk error)", fe.What, since)
 }

@@ -41,6 +41,7 @@ func TestHealthReportsFailingStores(t *testing.T) {
 	full := &store.FailingError{What: "writes", Since: since, Err: fmt.Errorf("commit: %w (database or disk is full at /var/lib/svc/svc.db)", store.ErrStorageFull)}
 	damaged := &store.FailingError{What: "data", Since: since, Err: fmt.Errorf("select: %w", store.ErrDamaged)}
 	ckpt := &store.FailingError{What: "wal checkpoints", Since: since, Err: errors.New("disk I/O error /var/lib/svc")}
+	down := &store.FailingError{What: "writes", Since: since, Err: fmt.Errorf("begin: %w (dial unix /run/postgresql/.s.PGSQL.5432: connect: no such file or directory)", store.ErrUnavailable)}
 	tests := []struct {
 		name     string
 		main     error
@@ -53,6 +54,7 @@ func TestHealthReportsFailingStores(t *testing.T) {
 			"activity store: data damaged since 2026-11-28T12:00:00Z (stop the broker and run svc check)",
 			"activity store: wal checkpoints failing since 2026-11-28T12:00:00Z (disk error)",
 		}},
+		{name: "main database unreachable", main: down, want: []string{"main store: writes failing since 2026-11-28T12:00:00Z (database unreachable)"}},
 		{name: "both", main: full, activity: full, want: []string{
 			"main store: writes failing since 2026-11-28T12:00:00Z (disk full)",
 			"activity store: writes failing since 2026-11-28T12:00:00Z (disk full)",

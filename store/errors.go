@@ -23,6 +23,10 @@ var (
 	// ErrDamaged means the stored data is damaged: the database file is
 	// malformed or is not a database. It does not heal by retrying.
 	ErrDamaged = errors.New("stored data damaged")
+	// ErrUnavailable means the store could not reach its database server
+	// (down, restarting, the connection lost): the write failed and may
+	// succeed once the server is back. Only a server store returns it.
+	ErrUnavailable = errors.New("database unreachable")
 )
 
 // HealthReporter is a store that watches its own failures (a full disk,
@@ -41,8 +45,8 @@ type FailingError struct {
 	What string
 	// Since is the first failure of the run.
 	Since time.Time
-	// Err is that failure; it wraps ErrStorageFull or ErrDamaged when it
-	// is one.
+	// Err is that failure; it wraps ErrStorageFull, ErrDamaged or
+	// ErrUnavailable when it is one.
 	Err error
 }
 

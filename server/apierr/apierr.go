@@ -167,6 +167,8 @@ func Classify(err error) *Error {
 		return &Error{Code: CodeInsufficientStorage, Message: MsgStorageFull, Err: err}
 	case errors.Is(err, store.ErrDamaged):
 		return &Error{Code: CodeDataLoss, Message: MsgDamaged, Err: err}
+	case errors.Is(err, store.ErrUnavailable):
+		return &Error{Code: CodeUnavailable, Message: MsgUnavailable, Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeUnavailable, Message: "request cancelled or timed out", Err: err}
 	default:
@@ -179,6 +181,7 @@ func Classify(err error) *Error {
 const (
 	MsgStorageFull = "the broker's disk is full: nothing was stored; retry once its operator has freed space"
 	MsgDamaged     = "stored data needed for this request is damaged on the broker; its operator must restore it (see the broker's log)"
+	MsgUnavailable = "the broker cannot reach its database; retry shortly"
 )
 
 func forbiddenMessage(err error) string {
@@ -244,11 +247,14 @@ func ToStatus(err error) *status.Status {
 }
 
 // IsInternal reports whether err maps to an internal error, or to a
-// storage failure (a full disk, damage) an operator must act on; such
-// causes are logged at error level.
+// storage failure (a full disk, damage, an unreachable database) an
+// operator must act on; such causes are logged at error level.
 func IsInternal(err error) bool {
 	if st, ok := grpcStatus(err); ok {
 		return st.Code() == codes.Internal || st.Code() == codes.Unknown || st.Code() == codes.DataLoss
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return true
 	}
 	switch Classify(err).Code {
 	case CodeInternal, CodeInsufficientStorage, CodeDataLoss:

@@ -132,6 +132,7 @@ func TestRender(t *testing.T) {
 		{name: "store full through a closure", err: fmt.Errorf("append: %w", fmt.Errorf("%w: %w", store.ErrStorageFull, errors.New("driver"))), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantGRPC: codes.ResourceExhausted},
 		{name: "no space writing a file", err: fmt.Errorf("write config: %w", &fs.PathError{Op: "write", Path: "/etc/svc.json.tmp", Err: syscall.ENOSPC}), wantCode: CodeInsufficientStorage, wantHTTP: 507, wantMessage: MsgStorageFull},
 		{name: "over a disk quota", err: &fs.PathError{Op: "write", Path: "/x", Err: syscall.EDQUOT}, wantCode: CodeInsufficientStorage, wantHTTP: 507},
+		{name: "database unreachable", err: fmt.Errorf("begin: %w: %w", store.ErrUnavailable, errors.New("dial unix /run/postgresql/.s.PGSQL.5432: connect: connection refused")), wantCode: CodeUnavailable, wantHTTP: 503, wantMessage: MsgUnavailable, wantGRPC: codes.Unavailable},
 		{name: "store damaged", err: fmt.Errorf("list: %w (database disk image is malformed)", store.ErrDamaged), wantCode: CodeDataLoss, wantHTTP: 500, wantMessage: MsgDamaged, wantGRPC: codes.DataLoss},
 		{name: "unknown error is internal", err: errors.New("sqlite: disk I/O error at /var/secret.db"), wantCode: CodeInternal, wantHTTP: 500, wantMessage: "internal error", wantGRPC: codes.Internal},
 		{name: "typed internal keeps cause out", err: &Error{Code: CodeInternal, Message: "internal error", Err: errors.New("password=hunter2")}, wantCode: CodeInternal, wantHTTP: 500, wantMessage: "internal error"},
@@ -191,6 +192,7 @@ func TestInternalCauseNeverLeaks(t *testing.T) {
 		&Error{Code: CodeBadGateway, Message: "upstream failed", Err: status.Error(codes.Internal, secret)},
 		fmt.Errorf("%s: %w", secret, store.ErrStorageFull),
 		fmt.Errorf("%s: %w", secret, store.ErrDamaged),
+		fmt.Errorf("%s: %w", secret, store.ErrUnavailable),
 	} {
 		st := ToStatus(err)
 		require.NotContains(t, st.Message(), "hunter2")
@@ -290,6 +292,7 @@ func TestIsInternal(t *testing.T) {
 		{name: "grpc unknown", err: status.Error(codes.Unknown, "x"), want: true},
 		{name: "storage full: the operator must act", err: store.ErrStorageFull, want: true},
 		{name: "damage: the operator must act", err: store.ErrDamaged, want: true},
+		{name: "unreachable database: the operator must act", err: fmt.Errorf("commit: %w", store.ErrUnavailable), want: true},
 		{name: "grpc data loss", err: status.Error(codes.DataLoss, "x"), want: true},
 		{name: "payload too large", err: Errorf(CodePayloadTooLarge, "x"), want: false},
 		{name: "not found", err: store.ErrNotFound, want: false},

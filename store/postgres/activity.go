@@ -45,7 +45,7 @@ func OpenActivity(ctx context.Context, url string, opts ...Option) (*ActivityDB,
 	if err != nil {
 		return nil, fmt.Errorf("open activity store: %w", err)
 	}
-	return &ActivityDB{c: c, r: reader{c.pool}, w: writer{c}, now: o.now}, nil
+	return &ActivityDB{c: c, r: reader{c}, w: writer{c}, now: o.now}, nil
 }
 
 // Close closes the pool. Calling it again does nothing.
@@ -91,38 +91,64 @@ func (db *ActivityDB) CommitActivity(ctx context.Context, b store.ActivityBatch)
 	return out, nil
 }
 
+// appendEvents stores events in one statement, however many (one round
+// trip per event before; docs/SCALING.md), and fills out with them.
 func (db *ActivityDB) appendEvents(ctx context.Context, tx dbtx, events, out []store.ActivityEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
+	n := len(events)
+	var (
+		members, kinds, data        = make([]string, n), make([]string, n), make([]string, n)
+		uids, objectives, responses = make([]*string, n), make([]*string, n), make([]*string, n)
+		ts                          = make([]int64, n)
+	)
 	for i, e := range events {
-		ts := e.TS
-		if ts.IsZero() {
-			ts = db.now()
+		at := e.TS
+		if at.IsZero() {
+			at = db.now()
 		}
-		data := e.Data
-		if data == nil {
-			data = []byte("{}")
+		d := e.Data
+		if d == nil {
+			d = []byte("{}")
 		}
-		objective := sql.NullString{String: e.ObjectiveID, Valid: e.ObjectiveID != ""}
-		response := sql.NullString{String: e.ResponseID, Valid: e.ResponseID != ""}
-		uid := sql.NullString{String: e.MemberUID, Valid: e.MemberUID != ""}
-		// The id is the next of activity_seq, under the write lock the
-		// transaction holds: ids are the commit order (docs/DECISIONS.md,
-		// "PostgreSQL store").
-		if err := tx.QueryRowContext(ctx, insertActivity, e.Member, uid, e.Kind, ts.UnixMilli(), objective, string(data), response).Scan(&e.ID); err != nil {
-			return err
-		}
-		e.TS = fromMS(ts.UnixMilli())
-		e.Data = data
+		members[i], kinds[i], data[i], ts[i] = e.Member, e.Kind, string(d), at.UnixMilli()
+		uids[i], objectives[i], responses[i] = nonEmpty(e.MemberUID), nonEmpty(e.ObjectiveID), nonEmpty(e.ResponseID)
+		e.TS = fromMS(ts[i])
+		e.Data = d
 		out[i] = e
+	}
+	var base int64
+	if err := tx.QueryRowContext(ctx, insertActivity, int64(n), members, uids, kinds, ts, objectives, data, responses).Scan(&base); err != nil {
+		return err
+	}
+	for i := range out {
+		out[i].ID = base + int64(i) + 1
 	}
 	return nil
 }
 
-const insertActivity = noSavepoint + `WITH n AS (UPDATE activity_seq SET id = id + 1 RETURNING id)
-INSERT INTO activity (id, member, member_uid, kind, ts, objective_id, data, response_id)
-VALUES ((SELECT id FROM n), ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+// nonEmpty is a nullable text column's value as an array element: "" is
+// NULL.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// The batch takes the next n values of activity_seq under the write lock
+// the transaction holds: ids are the commit order (docs/DECISIONS.md,
+// "PostgreSQL store"), in the order of the batch (WITH ORDINALITY). The
+// INSERT runs to completion although the statement reads nothing from it.
+const insertActivity = noSavepoint + `WITH n AS (UPDATE activity_seq SET id = id + ?1 RETURNING id - ?1 AS base),
+ins AS (
+	INSERT INTO activity (id, member, member_uid, kind, ts, objective_id, data, response_id)
+	SELECT n.base + e.ord, e.member, e.member_uid, e.kind, e.ts, e.objective_id, e.data, e.response_id
+	FROM n, unnest(?2::text[], ?3::text[], ?4::text[], ?5::bigint[], ?6::text[], ?7::text[], ?8::text[])
+		WITH ORDINALITY AS e(member, member_uid, kind, ts, objective_id, data, response_id, ord)
+)
+SELECT base FROM n`
 
 func putState(ctx context.Context, tx dbtx, st store.CorrelationState, now func() time.Time) error {
 	if st.State == nil {

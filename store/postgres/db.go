@@ -40,7 +40,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	q := queries{r: reader{c.pool}, w: writer{c}, now: o.now, c: c}
+	q := queries{r: reader{c}, w: writer{c}, now: o.now, c: c}
 	return &DB{queries: q, c: c}, nil
 }
 

@@ -22,52 +22,107 @@ func (db *DB) AppendMessages(ctx context.Context, msgs []store.Message) ([]store
 }
 
 // AppendMessages stores messages in order and returns copies with Seq set.
-// It runs several statements on q.w, which must be a transaction.
+// It runs several statements on q.w, which must be a transaction: one for
+// the messages, however many, and one for their recipients if they name
+// any (one round trip per message and recipient before: the batch's
+// transaction holds the write lock for each of them; docs/SCALING.md).
 func (q queries) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
 	out := make([]store.Message, len(msgs))
-	ins, err := q.stmt(ctx, true, insertMessage)
-	if err != nil {
-		return nil, translate("append messages", err)
+	if len(msgs) == 0 {
+		return out, nil
 	}
-	rcpt, err := q.stmt(ctx, true, insertRecipient)
-	if err != nil {
-		return nil, translate("append messages", err)
-	}
+	var (
+		n                                = len(msgs)
+		senders, threads, titles, bodies = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		levels, atts                     = make([]string, n), make([]string, n)
+		recipients, data, meta           = make([]*string, n), make([]*string, n), make([]*string, n)
+		created, hops                    = make([]int64, n), make([]int64, n)
+		replyTo, chain                   = make([]*int64, n), make([]*int64, n)
+		all, stopped                     = make([]bool, n), make([]bool, n)
+		rcptMembers                      []string
+		rcptOrd                          []int64
+	)
 	for i, m := range msgs {
-		atts, err := json.Marshal(nonNilStrings(m.Attachments))
+		a, err := json.Marshal(nonNilStrings(m.Attachments))
 		if err != nil {
 			return nil, fmt.Errorf("append messages: %w", err)
 		}
-		created := q.orNow(m.CreatedAt).UnixMilli()
 		if m.ReplyTo < 0 || m.Hops < 0 || m.Chain < 0 {
 			return nil, fmt.Errorf("append messages: negative reply chain field")
 		}
-		row := ins.QueryRowContext(ctx, m.From, nullString(m.To), m.Thread, m.Title, m.Body, m.Level,
-			nullJSON(m.Data), nullJSON(m.Meta), string(atts), created, m.All,
-			nullSeq(m.ReplyTo), m.Hops, nullSeq(m.Chain), m.LoopStopped)
-		if err := row.Scan(&m.Seq); err != nil {
+		senders[i], threads[i], titles[i], bodies[i], levels[i], atts[i] = m.From, m.Thread, m.Title, m.Body, m.Level, string(a)
+		recipients[i], data[i], meta[i] = ptrOf(nullString(m.To)), ptrOf(nullJSON(m.Data)), ptrOf(nullJSON(m.Meta))
+		created[i], hops[i] = q.orNow(m.CreatedAt).UnixMilli(), int64(m.Hops)
+		replyTo[i], chain[i] = seqPtr(m.ReplyTo), seqPtr(m.Chain)
+		all[i], stopped[i] = m.All, m.LoopStopped
+		for _, r := range m.Recipients {
+			rcptMembers = append(rcptMembers, r)
+			rcptOrd = append(rcptOrd, int64(i+1))
+		}
+	}
+	ins, err := q.stmt(ctx, true, insertMessages)
+	if err != nil {
+		return nil, translate("append messages", err)
+	}
+	var base int64
+	if err := ins.QueryRowContext(ctx, int64(n), senders, recipients, threads, titles, bodies, levels,
+		data, meta, atts, created, all, replyTo, hops, chain, stopped).Scan(&base); err != nil {
+		return nil, translate("append messages", err)
+	}
+	if len(rcptMembers) > 0 {
+		rcpt, err := q.stmt(ctx, true, insertRecipients)
+		if err != nil {
 			return nil, translate("append messages", err)
 		}
-		for _, r := range m.Recipients {
-			if _, err := rcpt.ExecContext(ctx, r, m.Seq); err != nil {
-				return nil, translate("append messages", err)
-			}
+		if _, err := rcpt.ExecContext(ctx, rcptMembers, rcptOrd, base); err != nil {
+			return nil, translate("append messages", err)
 		}
-		m.CreatedAt = fromMS(created)
+	}
+	for i, m := range msgs {
+		m.Seq = base + int64(i) + 1
+		m.CreatedAt = fromMS(created[i])
 		out[i] = m
 	}
 	return out, nil
 }
 
+// ptrOf is a nullable column's value as an array element: nil for NULL.
+func ptrOf(v sql.NullString) *string {
+	if !v.Valid {
+		return nil
+	}
+	return &v.String
+}
+
+// seqPtr is a message seq as an array element: 0 (none) is NULL.
+func seqPtr(seq int64) *int64 {
+	if seq == 0 {
+		return nil
+	}
+	return &seq
+}
+
 const (
-	// The seq is the next of message_seq, bumped under the write lock the
-	// transaction holds to its commit: ids are the commit order
-	// (docs/DECISIONS.md, "PostgreSQL store"). Neither statement can fail
-	// on a constraint, so neither spends a savepoint.
-	insertMessage = noSavepoint + `WITH n AS (UPDATE message_seq SET seq = seq + 1 RETURNING seq)
-INSERT INTO messages (seq, sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members, reply_to, hops, chain, loop_stopped)
-VALUES ((SELECT seq FROM n), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`
-	insertRecipient = noSavepoint + `INSERT INTO message_recipients (member, seq) VALUES (?, ?) ON CONFLICT DO NOTHING`
+	// The batch takes the next n values of message_seq, bumped under the
+	// write lock the transaction holds to its commit: ids are the commit
+	// order (docs/DECISIONS.md, "PostgreSQL store"), in the order of the
+	// batch (WITH ORDINALITY). The INSERT runs to completion although the
+	// statement reads nothing from it (a data-modifying WITH always
+	// does). Neither statement can fail on a constraint, so neither spends
+	// a savepoint.
+	insertMessages = noSavepoint + `WITH n AS (UPDATE message_seq SET seq = seq + ?1 RETURNING seq - ?1 AS base),
+ins AS (
+	INSERT INTO messages (seq, sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members, reply_to, hops, chain, loop_stopped)
+	SELECT n.base + m.ord, m.sender, m.recipient, m.thread, m.title, m.body, m.level, m.data, m.meta, m.attachments, m.created_at, m.all_members, m.reply_to, m.hops, m.chain, m.loop_stopped
+	FROM n, unnest(?2::text[], ?3::text[], ?4::text[], ?5::text[], ?6::text[], ?7::text[], ?8::text[], ?9::text[], ?10::text[],
+		?11::bigint[], ?12::boolean[], ?13::bigint[], ?14::bigint[], ?15::bigint[], ?16::boolean[])
+		WITH ORDINALITY AS m(sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members, reply_to, hops, chain, loop_stopped, ord)
+)
+SELECT base FROM n`
+	// Recipients name their message by its place in the batch (1-based)
+	// after base, the seq before the batch.
+	insertRecipients = noSavepoint + `INSERT INTO message_recipients (member, seq)
+SELECT r.member, ?3 + r.ord FROM unnest(?1::text[], ?2::bigint[]) AS r(member, ord) ON CONFLICT DO NOTHING`
 )
 
 // ListMessages returns a thread's messages newest first, in commit order.
@@ -165,9 +220,6 @@ func (q queries) queryMessages(ctx context.Context, op, query string, args ...an
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
-
-// nullSeq stores a message seq of 0 (none) as NULL.
-func nullSeq(seq int64) sql.NullInt64 { return sql.NullInt64{Int64: seq, Valid: seq != 0} }
 
 func nullJSON(b []byte) sql.NullString { return sql.NullString{String: string(b), Valid: b != nil} }
 

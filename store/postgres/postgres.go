@@ -81,6 +81,9 @@ type conns struct {
 	pool     *pgxpool.Pool
 	writeKey int64
 	onCommit func(time.Duration)
+	// health is what the store's writes and reads say about the database
+	// (health.go).
+	health *health
 	// writing admits one write transaction of this process at a time,
 	// before it takes a connection: the others wait here rather than on
 	// the advisory lock, each holding a pooled connection, which could
@@ -119,7 +122,8 @@ func openConns(ctx context.Context, url, dir string, writeKey, migrateKey int64,
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	c := &conns{pool: pool, writeKey: writeKey, onCommit: o.onCommit, writing: make(chan struct{}, 1)}
+	c := &conns{pool: pool, writeKey: writeKey, onCommit: o.onCommit, writing: make(chan struct{}, 1),
+		health: newHealth(cfg.ConnConfig.Database, o)}
 	if err := c.checkSettings(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -170,7 +174,8 @@ func (c *conns) Close() {
 // withTx runs fn in one write transaction holding the store's write lock
 // (the process's, then the database's advisory lock, held to the commit):
 // it commits when fn returns nil and rolls back otherwise (a panic carries
-// on up the stack after the rollback).
+// on up the stack after the rollback). Its outcome is reported to health
+// (health.go).
 func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	select {
 	case c.writing <- struct{}{}:
@@ -179,24 +184,36 @@ func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	defer func() { <-c.writing }()
 	tx, err := c.pool.Begin(ctx)
-	if err != nil {
-		return translate("begin", err)
+	// A pooled connection the server closed while it sat idle (a restart,
+	// pg_terminate_backend) fails at BEGIN, which changes nothing: the
+	// pool drops it and the next may serve. Every pooled connection may
+	// be dead; a failure to connect ends the retries.
+	for range c.pool.Config().MaxConns {
+		var ce *pgconn.ConnectError
+		if err == nil || failureOfErr(ctx, err) != failUnavailable || errors.As(err, &ce) {
+			break
+		}
+		tx, err = c.pool.Begin(ctx)
 	}
+	if err != nil {
+		return c.health.wrote(ctx, translate("begin", err), false)
+	}
+	lost := func() bool { return tx.Conn().IsClosed() }
 	// After a commit this is a no-op; on an error or a panic it ends the
 	// transaction (the panic then carries on up the stack).
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, c.writeKey); err != nil {
-		return translate("take write lock", err)
+		return c.health.wrote(ctx, translate("take write lock", err), lost())
 	}
 	if err := fn(tx); err != nil {
-		return err
+		return c.health.wrote(ctx, err, lost())
 	}
 	start := time.Now()
 	err = tx.Commit(ctx)
 	if c.onCommit != nil {
 		c.onCommit(time.Since(start))
 	}
-	return translate("commit", err)
+	return c.health.wrote(ctx, translate("commit", err), lost())
 }
 
 // result is what ExecContext returns, shaped as database/sql's.
@@ -219,19 +236,88 @@ type scanner interface {
 }
 
 // reader runs statements on the pool, outside any transaction: for reads.
-type reader struct{ pool *pgxpool.Pool }
+// What they say about the database goes to health (health.go).
+type reader struct{ c *conns }
 
+// ExecContext is not retried: a statement run with Exec may write.
 func (h reader) ExecContext(ctx context.Context, query string, args ...any) (result, error) {
-	tag, err := h.pool.Exec(ctx, rebind(query), args...)
-	return result{tag}, err
+	tag, err := h.c.pool.Exec(ctx, rebind(query), args...)
+	return result{tag}, h.c.health.read(ctx, err)
 }
 
+// QueryContext reads the first row before it returns: a connection the
+// server closed fails there, in time to retry on another.
 func (h reader) QueryContext(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
-	return h.pool.Query(ctx, rebind(query), args...)
+	var rows *peekedRows
+	err := h.retry(ctx, func() error {
+		r, err := h.c.pool.Query(ctx, rebind(query), args...)
+		if err != nil {
+			return err
+		}
+		ok := r.Next()
+		if !ok {
+			if err := r.Err(); err != nil {
+				r.Close()
+				return err
+			}
+		}
+		rows = &peekedRows{Rows: r, pending: true, ok: ok}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return watchedRows{Rows: rows, ctx: ctx, h: h.c.health}, nil
+}
+
+// peekedRows are rows whose first Next was called already.
+type peekedRows struct {
+	pgx.Rows
+	pending bool // the first Next's answer is still to give
+	ok      bool
+}
+
+func (r *peekedRows) Next() bool {
+	if r.pending {
+		r.pending = false
+		return r.ok
+	}
+	return r.Rows.Next()
 }
 
 func (h reader) QueryRowContext(ctx context.Context, query string, args ...any) pgx.Row {
-	return h.pool.QueryRow(ctx, rebind(query), args...)
+	return rowOf(h.QueryContext(ctx, query, args...))
+}
+
+// retry runs a query, again on the next pooled connection when the one it
+// took was closed by the server while it sat idle (a restart, an
+// administrator's pg_terminate_backend), as withTx does for BEGIN: a read
+// changes nothing. A failure to connect ends the retries.
+func (h reader) retry(ctx context.Context, read func() error) error {
+	err := read()
+	for range h.c.pool.Config().MaxConns {
+		var ce *pgconn.ConnectError
+		if err == nil || failureOfErr(ctx, err) != failUnavailable || errors.As(err, &ce) {
+			break
+		}
+		err = read()
+	}
+	return h.c.health.read(ctx, err)
+}
+
+// watchedRows tells health the error a read ends with: a row the server
+// could not read fails there, after the query started.
+type watchedRows struct {
+	pgx.Rows
+	ctx context.Context
+	h   *health
+}
+
+func (r watchedRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return r.h.read(r.ctx, err)
+	}
+	return nil
 }
 
 // writer runs each statement in a transaction of its own that holds the
