@@ -1,0 +1,139 @@
+package e2e
+
+// PostgreSQL mode of the harness. With SVC_E2E_STORE=postgres every `svc
+// serve` child runs on PostgreSQL through --db-url: one pgtest cluster for
+// the whole run (or the server SVC_TEST_PG_URL names), a fresh database for
+// each child started without a dbPath (what in-memory SQLite is in the
+// default mode), and one database per dbPath, the same each time that
+// dbPath is used, so restart, kill -9 and crash tests find their data. A
+// child whose procOpts.store is "sqlite" stays on SQLite: its test is about
+// SQLite's files (docs/TESTING.md).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+
+	"svc/store/postgres/pgtest"
+)
+
+const (
+	// storeEnv selects the store of the run's brokers: "" or "sqlite"
+	// (the default), or "postgres".
+	storeEnv = "SVC_E2E_STORE"
+
+	storeSQLite   = "sqlite"
+	storePostgres = "postgres"
+)
+
+// runStore is the store of this run's children, from storeEnv.
+var runStore = func() string {
+	switch s := os.Getenv(storeEnv); s {
+	case "", storeSQLite:
+		return storeSQLite
+	case storePostgres:
+		return storePostgres
+	default:
+		fmt.Fprintf(os.Stderr, "e2e: %s=%q: want %q or %q\n", storeEnv, s, storeSQLite, storePostgres)
+		os.Exit(2)
+		return ""
+	}
+}()
+
+var (
+	pgOnce    sync.Once
+	pgCluster *pgtest.Cluster
+	pgErr     error
+
+	pgDBsMu sync.Mutex
+	// pgDBs maps a child's dbPath to the database that stands for it.
+	pgDBs = map[string]string{}
+)
+
+// pgClusterFor returns the run's cluster, started on first use (a run whose
+// children all stay on SQLite starts none); stopPG stops it.
+func pgClusterFor(t testing.TB) *pgtest.Cluster {
+	t.Helper()
+	pgOnce.Do(func() { pgCluster, pgErr = pgtest.Start(context.Background()) })
+	if pgErr != nil {
+		t.Fatalf("PostgreSQL for the e2e brokers: %v", pgErr)
+	}
+	return pgCluster
+}
+
+func stopPG() {
+	if pgCluster != nil {
+		pgCluster.Stop()
+	}
+}
+
+// storeOf is the store a child with opts runs on.
+func storeOf(opts procOpts) string {
+	switch opts.store {
+	case "":
+		return runStore
+	case storeSQLite, storePostgres:
+		return opts.store
+	}
+	panic(fmt.Sprintf("procOpts.store %q: want %q or %q", opts.store, storeSQLite, storePostgres))
+}
+
+// pgDatabaseFor returns the database URL of a child with dbPath: a fresh
+// database for "", else the one created on dbPath's first use.
+func pgDatabaseFor(t testing.TB, dbPath string) string {
+	t.Helper()
+	c := pgClusterFor(t)
+	if dbPath == "" {
+		return c.NewDatabase(t)
+	}
+	pgDBsMu.Lock()
+	defer pgDBsMu.Unlock()
+	if u, ok := pgDBs[dbPath]; ok {
+		return u
+	}
+	u := c.NewDatabase(t)
+	pgDBs[dbPath] = u
+	t.Cleanup(func() {
+		pgDBsMu.Lock()
+		delete(pgDBs, dbPath)
+		pgDBsMu.Unlock()
+	})
+	return u
+}
+
+// storeArgs are the flags that put a serve child with opts on its store.
+func storeArgs(t testing.TB, opts procOpts) []string {
+	t.Helper()
+	if storeOf(opts) == storePostgres {
+		return []string{"--db-url", pgDatabaseFor(t, opts.dbPath)}
+	}
+	if opts.dbPath != "" {
+		return []string{"--db-path", opts.dbPath}
+	}
+	return nil
+}
+
+// pgMaintenanceArgs rewrites `--db-path P` of a maintenance command (check,
+// prune, admin token, kek, files sweep) to `--db-url` of the database that
+// stands for P, when a PostgreSQL child used P: the command then acts on
+// the data that child wrote. Any other P is left as it is.
+func pgMaintenanceArgs(args []string) []string {
+	pgDBsMu.Lock()
+	defer pgDBsMu.Unlock()
+	if len(pgDBs) == 0 {
+		return args
+	}
+	out := slices.Clone(args)
+	for i := 0; i+1 < len(out); i++ {
+		if out[i] != "--db-path" {
+			continue
+		}
+		if u, ok := pgDBs[out[i+1]]; ok {
+			out[i], out[i+1] = "--db-url", u
+		}
+	}
+	return out
+}
