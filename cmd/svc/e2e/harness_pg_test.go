@@ -2,12 +2,16 @@ package e2e
 
 // PostgreSQL mode of the harness. With SVC_E2E_STORE=postgres every `svc
 // serve` child runs on PostgreSQL through --db-url: one pgtest cluster for
-// the whole run (or the server SVC_TEST_PG_URL names), a fresh database for
-// each child started without a dbPath (what in-memory SQLite is in the
-// default mode), and one database per dbPath, the same each time that
-// dbPath is used, so restart, kill -9 and crash tests find their data. A
-// child whose procOpts.store is "sqlite" stays on SQLite: its test is about
-// SQLite's files (docs/TESTING.md).
+// the whole run (or the server SVC_TEST_PG_URL names), and one database per
+// dbPath, the same each time that dbPath is used, so restart, kill -9 and
+// crash tests find their data. A child without a dbPath (in-memory SQLite
+// in the default mode) gets the database of its config: a fresh one for a
+// new config, the same one when it restarts on that config. A fresh
+// database at each restart would be refused: a durable store writes its
+// team id into the config, and the boot guard will not pair that config
+// with an empty database (docs/DECISIONS.md, Operations). A child whose
+// procOpts.store is "sqlite" stays on SQLite: its test is about SQLite's
+// files (docs/TESTING.md).
 
 import (
 	"context"
@@ -81,24 +85,26 @@ func storeOf(opts procOpts) string {
 	panic(fmt.Sprintf("procOpts.store %q: want %q or %q", opts.store, storeSQLite, storePostgres))
 }
 
-// pgDatabaseFor returns the database URL of a child with dbPath: a fresh
-// database for "", else the one created on dbPath's first use.
-func pgDatabaseFor(t testing.TB, dbPath string) string {
+// pgDatabaseFor returns the database URL of a child with opts: the one
+// created on the first use of its dbPath, or of its configPath when it has
+// no dbPath.
+func pgDatabaseFor(t testing.TB, opts procOpts) string {
 	t.Helper()
 	c := pgClusterFor(t)
-	if dbPath == "" {
-		return c.NewDatabase(t)
+	key := opts.dbPath
+	if key == "" {
+		key = "config:" + opts.configPath
 	}
 	pgDBsMu.Lock()
 	defer pgDBsMu.Unlock()
-	if u, ok := pgDBs[dbPath]; ok {
+	if u, ok := pgDBs[key]; ok {
 		return u
 	}
 	u := c.NewDatabase(t)
-	pgDBs[dbPath] = u
+	pgDBs[key] = u
 	t.Cleanup(func() {
 		pgDBsMu.Lock()
-		delete(pgDBs, dbPath)
+		delete(pgDBs, key)
 		pgDBsMu.Unlock()
 	})
 	return u
@@ -108,7 +114,7 @@ func pgDatabaseFor(t testing.TB, dbPath string) string {
 func storeArgs(t testing.TB, opts procOpts) []string {
 	t.Helper()
 	if storeOf(opts) == storePostgres {
-		return []string{"--db-url", pgDatabaseFor(t, opts.dbPath)}
+		return []string{"--db-url", pgDatabaseFor(t, opts)}
 	}
 	if opts.dbPath != "" {
 		return []string{"--db-path", opts.dbPath}

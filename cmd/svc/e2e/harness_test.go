@@ -322,7 +322,7 @@ func (b *lineBuffer) String() string {
 // procOpts are the settings of one svc serve child.
 type procOpts struct {
 	configPath string   // default: svc.json in a fresh temp dir
-	dbPath     string   // "" is in-memory (PostgreSQL mode: a fresh database)
+	dbPath     string   // "" is in-memory (PostgreSQL mode: the database of configPath)
 	env        []string // extra KEY=VALUE pairs, e.g. SVC_KEK
 	// store overrides the run's store (SVC_E2E_STORE, harness_pg_test.go):
 	// "sqlite" for a test about SQLite's own files, "postgres" for one
