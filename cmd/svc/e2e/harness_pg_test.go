@@ -15,11 +15,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"svc/store/postgres/pgtest"
 )
@@ -142,4 +146,32 @@ func pgMaintenanceArgs(args []string) []string {
 		}
 	}
 	return out
+}
+
+// requirePGLacks requires that no row of any table in the database of a
+// PostgreSQL child with opts holds any of secrets, as text or as the hex
+// of a bytea: what reading a SQLite file's bytes checks on SQLite.
+func requirePGLacks(t testing.TB, opts procOpts, secrets ...string) {
+	t.Helper()
+	require.Equal(t, storePostgres, storeOf(opts))
+	u := pgDatabaseFor(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT quote_ident(table_name) FROM information_schema.tables
+		WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, tables)
+	for _, table := range tables {
+		var dump string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(string_agg(x::text, E'\n'), '') FROM `+table+` x`).Scan(&dump))
+		for _, s := range secrets {
+			require.NotContains(t, dump, s, "table %s holds a secret", table)
+			require.NotContains(t, dump, hex.EncodeToString([]byte(s)), "table %s holds a secret in a bytea", table)
+		}
+	}
 }
