@@ -129,7 +129,9 @@ func storeArgs(t testing.TB, opts procOpts) []string {
 // pgMaintenanceArgs rewrites `--db-path P` of a maintenance command (check,
 // prune, admin token, kek, files sweep) to `--db-url` of the database that
 // stands for P, when a PostgreSQL child used P: the command then acts on
-// the data that child wrote. Any other P is left as it is.
+// the data that child wrote. Any other P is left as it is. A `svc serve`
+// without a database on the config of a PostgreSQL child gets that
+// child's database, as a restart of the child would.
 func pgMaintenanceArgs(args []string) []string {
 	pgDBsMu.Lock()
 	defer pgDBsMu.Unlock()
@@ -137,12 +139,23 @@ func pgMaintenanceArgs(args []string) []string {
 		return args
 	}
 	out := slices.Clone(args)
+	named := false
 	for i := 0; i+1 < len(out); i++ {
-		if out[i] != "--db-path" {
-			continue
+		switch out[i] {
+		case "--db-url":
+			named = true
+		case "--db-path":
+			named = true
+			if u, ok := pgDBs[out[i+1]]; ok {
+				out[i], out[i+1] = "--db-url", u
+			}
 		}
-		if u, ok := pgDBs[out[i+1]]; ok {
-			out[i], out[i+1] = "--db-url", u
+	}
+	if len(out) > 0 && out[0] == "serve" && !named {
+		if i := slices.Index(out, "--config-path"); i >= 0 && i+1 < len(out) {
+			if u, ok := pgDBs["config:"+out[i+1]]; ok {
+				out = append(out, "--db-url", u)
+			}
 		}
 	}
 	return out
