@@ -332,7 +332,7 @@ func TestBootSweepBound(t *testing.T) {
 
 	code, _, stderr = runSvc(t, []string{"files", "sweep", "--config-path", td.cfg, "--yes"}, nil, nil)
 	require.Equal(t, 2, code, "the database must be named: %s", stderr)
-	require.Contains(t, stderr, "--db-path is required")
+	require.Contains(t, stderr, "--db-path (SVC_DB_PATH) or --db-url (SVC_DB_URL) is required")
 
 	code, stdout, stderr = runSvc(t, yes, nil, nil)
 	require.Equal(t, 0, code, "stderr:\n%s", stderr)
