@@ -27,6 +27,7 @@ func TestCommandHelp(t *testing.T) {
 		{[]string{"kek", "reset", "--help"}, []string{"usage: svc kek", "-yes"}},
 		{[]string{"files", "sweep", "--help"}, []string{"usage: svc files sweep", "-config-path", "-db-path"}},
 		{[]string{"admin", "token", "--help"}, []string{"usage: svc admin token --member NAME", "-member", "-config-path", "-db-path", "SVC_DB_PATH"}},
+		{[]string{"migrate", "--help"}, []string{"usage: svc migrate --from sqlite:PATH --to postgres://...", "-from-activity", "-to-activity", "-replace-target", "SVC_DB_URL"}},
 		{[]string{"login", "--help"}, []string{"usage: svc login", "--label", "--url"}},
 		{[]string{"whoami", "--help"}, []string{"usage: svc whoami", "--token", "--url"}},
 		{[]string{"send", "--help"}, []string{"usage: svc send <to> <body>", "--title", "--level", "--attach"}},

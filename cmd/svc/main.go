@@ -60,6 +60,9 @@ commands:
   admin token --member NAME [--config-path P] --db-path D
                                              mint a new token for a members.manage holder
                                              (a lost admin token; the broker stopped)
+  migrate --from sqlite:PATH --to postgres://... [--replace-target]
+                                             copy a stopped team's stores into PostgreSQL,
+                                             verified per table (docs/OPERATIONS.md)
   version                                    print the version
   login [--url U] [--label L]                sign in with the device flow; saves the token
   whoami                                     print your member, role and permissions
@@ -181,6 +184,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return adminCommand(ctx, args[1:], stdout, stderr)
 	case "files":
 		return filesCommand(ctx, args[1:], stdin, stdout, stderr)
+	case "migrate":
+		return migrateCommand(ctx, args[1:], stdout, stderr)
 	case "login", "whoami", "send", "tail", "approve", "deny", "approvals":
 		return clientCommand(ctx, args[0], args[1:], stdout, stderr)
 	case "runner":
