@@ -116,8 +116,15 @@ func pgDatabaseFor(t testing.TB, opts procOpts) string {
 }
 
 // storeArgs are the flags that put a serve child with opts on its store.
+// A child whose env names its database (SVC_DB_URL, SVC_DB_PATH) gets none:
+// its test chose the database.
 func storeArgs(t testing.TB, opts procOpts) []string {
 	t.Helper()
+	if opts.dbPath == "" && slices.ContainsFunc(opts.env, func(kv string) bool {
+		return strings.HasPrefix(kv, "SVC_DB_URL=") || strings.HasPrefix(kv, "SVC_DB_PATH=")
+	}) {
+		return nil
+	}
 	if storeOf(opts) == storePostgres {
 		return []string{"--db-url", pgDatabaseFor(t, opts)}
 	}
