@@ -117,9 +117,14 @@ func TestFirstBoot(t *testing.T) {
 	requireWorks(t, grpcDriver{p.grpcConn(t)}, bearer(tok), "admin")
 
 	body := strings.TrimPrefix(tok, "svc_")
-	dbFiles := []string{dbPath, dbPath + "-wal", dbPath + "-activity.db", dbPath + "-activity.db-wal"}
-	for _, f := range dbFiles[:2] {
-		require.FileExists(t, f, "the running store has its file and WAL")
+	// On PostgreSQL there are no database files: the config's part holds.
+	sqliteFiles := storeOf(p.opts) == storeSQLite
+	var dbFiles []string
+	if sqliteFiles {
+		dbFiles = []string{dbPath, dbPath + "-wal", dbPath + "-activity.db", dbPath + "-activity.db-wal"}
+		for _, f := range dbFiles[:2] {
+			require.FileExists(t, f, "the running store has its file and WAL")
+		}
 	}
 	requireAbsent(t, dbFiles, tok, body)
 	require.NotContains(t, p.stderr.String(), body, "the token is never logged")
@@ -128,10 +133,15 @@ func TestFirstBoot(t *testing.T) {
 	require.Equal(t, "admin token: "+tok+"\n", p.stdout.String(), "stdout is exactly one line")
 	requireAbsent(t, dbFiles, tok, body)
 
-	for _, created := range []string{filepath.Join(dir, "etc"), filepath.Join(dir, "etc", "svc"), filepath.Join(dir, "var"), filepath.Join(dir, "var", "svc")} {
-		requireMode(t, created, 0o700)
+	created, private := []string{filepath.Join(dir, "etc"), filepath.Join(dir, "etc", "svc")}, []string{cfgPath, cfgPath + ".kek"}
+	if sqliteFiles {
+		created = append(created, filepath.Join(dir, "var"), filepath.Join(dir, "var", "svc"))
+		private = append(private, dbPath, dbPath+"-activity.db")
 	}
-	for _, f := range []string{cfgPath, cfgPath + ".kek", dbPath, dbPath + "-activity.db"} {
+	for _, d := range created {
+		requireMode(t, d, 0o700)
+	}
+	for _, f := range private {
 		requireMode(t, f, 0o600)
 	}
 	kekData, err := os.ReadFile(cfgPath + ".kek")
@@ -292,7 +302,9 @@ func TestAnotherSVCKEKRefusesToStart(t *testing.T) {
 	_, err = rand.Read(keyB)
 	require.NoError(t, err)
 	cfgPath := filepath.Join(t.TempDir(), "svc.json")
-	p := mustStartSvc(t, procOpts{configPath: cfgPath, env: []string{"SVC_KEK=" + base64.RawURLEncoding.EncodeToString(keyA)}})
+	// SQLite: an in-memory store, so the config alone holds the sealed
+	// values the second start must refuse to open.
+	p := mustStartSvc(t, procOpts{configPath: cfgPath, store: storeSQLite, env: []string{"SVC_KEK=" + base64.RawURLEncoding.EncodeToString(keyA)}})
 	admin := bearer(p.adminToken(t))
 	d := restDriver{p}
 	u := enroll(t, d, admin, "admin")
@@ -579,7 +591,9 @@ func TestActivityPruneRefusesWithoutTerminal(t *testing.T) {
 	dbPath := filepath.Join(dir, "svc.db")
 	p := mustStartSvc(t, procOpts{configPath: filepath.Join(dir, "svc.json"), dbPath: dbPath})
 	p.mustStop(t)
-	require.FileExists(t, dbPath+"-activity.db")
+	if storeOf(p.opts) == storeSQLite {
+		require.FileExists(t, dbPath+"-activity.db")
+	}
 
 	devNull, err := os.Open(os.DevNull)
 	require.NoError(t, err)

@@ -26,6 +26,7 @@ import (
 // the admin's TOTP.
 type teamDir struct {
 	dir, cfg, db, root string
+	store              string // procOpts.store of its brokers
 	adminTok, aliceTok string
 	admin              *totpUser
 	hookSecret         string
@@ -39,8 +40,10 @@ type teamDir struct {
 func mustTeamDir(t *testing.T, files bool) *teamDir {
 	t.Helper()
 	dir := t.TempDir()
-	td := &teamDir{dir: dir, cfg: filepath.Join(dir, "svc.json"), db: filepath.Join(dir, "svc.db"), root: filepath.Join(dir, "svc-files")}
-	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: td.db})
+	// SQLite: these tests pair a config with database files (mistyped,
+	// empty, another team's, edited with sql.Open).
+	td := &teamDir{dir: dir, cfg: filepath.Join(dir, "svc.json"), db: filepath.Join(dir, "svc.db"), root: filepath.Join(dir, "svc-files"), store: storeSQLite}
+	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: td.db, store: td.store})
 	td.adminTok = p.adminToken(t)
 	d := restDriver{p}
 	admin := bearer(td.adminTok)
@@ -104,7 +107,7 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // every file for its owner, alice's secret.
 func (td *teamDir) requireServes(t *testing.T, env ...string) *proc {
 	t.Helper()
-	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: td.db, env: env})
+	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: td.db, env: env, store: td.store})
 	for vp, content := range td.files {
 		mustRead(t, p, td.tokens[vp], vp, "application/octet-stream", content)
 	}
@@ -249,7 +252,7 @@ func TestBootStartsOverOnPurpose(t *testing.T) {
 	delete(cfg["team"].(obj), "id")
 	writeConfig(t, td.cfg, cfg)
 
-	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: fresh})
+	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: fresh, store: td.store})
 	requireWorks(t, restDriver{p}, bearer(td.adminTok), "admin")
 	p.mustStop(t)
 	newID := readJSON(t, td.cfg)["team"].(obj)["id"]
@@ -329,7 +332,7 @@ func TestBootSweepBound(t *testing.T) {
 
 	code, _, stderr = runSvc(t, []string{"files", "sweep", "--config-path", td.cfg, "--yes"}, nil, nil)
 	require.Equal(t, 2, code, "the database must be named: %s", stderr)
-	require.Contains(t, stderr, "--db-path is required")
+	require.Contains(t, stderr, "--db-path (SVC_DB_PATH) or --db-url (SVC_DB_URL) is required")
 
 	code, stdout, stderr = runSvc(t, yes, nil, nil)
 	require.Equal(t, 0, code, "stderr:\n%s", stderr)
@@ -428,7 +431,8 @@ func TestBootRefusesAnotherKEKForTheDatabase(t *testing.T) {
 	ka, err := kek.New(keyA)
 	require.NoError(t, err)
 	envA := []string{"SVC_KEK=" + strings.TrimSpace(string(kek.Encode(keyA)))}
-	p := mustStartSvc(t, procOpts{configPath: cfgPath, dbPath: dbPath, env: envA})
+	// SQLite: the refusals name the database file.
+	p := mustStartSvc(t, procOpts{configPath: cfgPath, dbPath: dbPath, env: envA, store: storeSQLite})
 	d := restDriver{p}
 	admin := bearer(adminTok)
 	mustCall(t, d, admin, "CreateSecret", obj{"slug": "gh", "envName": "GH_TOKEN", "allMembers": true})
@@ -443,14 +447,14 @@ func TestBootRefusesAnotherKEKForTheDatabase(t *testing.T) {
 	envB := []string{"SVC_KEK=" + strings.TrimSpace(string(kek.Encode(keyB)))}
 	requireRefused(t, serveArgs(cfgPath, dbPath), envB, "not the key the database "+dbPath+" was sealed under (fingerprint "+ka.Fingerprint()+")")
 
-	p = mustStartSvc(t, procOpts{configPath: cfgPath, dbPath: dbPath, env: envA})
+	p = mustStartSvc(t, procOpts{configPath: cfgPath, dbPath: dbPath, env: envA, store: storeSQLite})
 	d = restDriver{p}
 	require.Equal(t, obj{"GH_TOKEN": "v1"}, mustCall(t, d, admin, "ResolveSecrets", nil)["env"])
 	mustCall(t, d, admin, "DeleteSecretValue", obj{"slug": "gh"})
 	p.mustStop(t)
 
 	// Nothing sealed anywhere: a missing key is made, and recorded.
-	p = mustStartSvc(t, procOpts{configPath: cfgPath, dbPath: dbPath})
+	p = mustStartSvc(t, procOpts{configPath: cfgPath, dbPath: dbPath, store: storeSQLite})
 	require.Contains(t, p.stderr.String(), "created a new KEK file")
 	mustCall(t, restDriver{p}, admin, "SetSecretValue", obj{"slug": "gh", "value": "v2"})
 	p.mustStop(t)
@@ -467,7 +471,7 @@ func TestKEKRotate(t *testing.T) {
 	kekPath, newPath := td.cfg+".kek", filepath.Join(td.dir, "new.kek")
 	rotate := []string{"kek", "rotate", "--config-path", td.cfg, "--db-path", td.db, "--new-kek-file", newPath}
 
-	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: td.db})
+	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: td.db, store: td.store})
 	code, _, stderr := runSvc(t, append(slices.Clone(rotate), "--generate"), nil, nil)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "stop the broker first")
@@ -558,7 +562,7 @@ func TestKEKReset(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(newKey), string(installed))
 
-	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: td.db})
+	p := mustStartSvc(t, procOpts{configPath: td.cfg, dbPath: td.db, store: td.store})
 	d := restDriver{p}
 	admin := bearer(td.adminTok)
 	require.Equal(t, false, mustCall(t, d, admin, "GetSecret", obj{"slug": "gh"})["hasValue"])

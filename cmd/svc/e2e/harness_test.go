@@ -80,6 +80,7 @@ func TestMain(m *testing.M) {
 		execWithNofile(os.Args[2:])
 	}
 	code := m.Run()
+	stopPG()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
@@ -235,7 +236,7 @@ func childCommand(t testing.TB, args, env []string) *exec.Cmd {
 // runs that must end on their own.
 func runSvc(t testing.TB, args, env []string, stdin io.Reader) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := childCommand(t, args, env)
+	cmd := childCommand(t, pgMaintenanceArgs(args), env)
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
@@ -321,8 +322,12 @@ func (b *lineBuffer) String() string {
 // procOpts are the settings of one svc serve child.
 type procOpts struct {
 	configPath string   // default: svc.json in a fresh temp dir
-	dbPath     string   // "" is in-memory
+	dbPath     string   // "" is in-memory (PostgreSQL mode: the database of configPath)
 	env        []string // extra KEY=VALUE pairs, e.g. SVC_KEK
+	// store overrides the run's store (SVC_E2E_STORE, harness_pg_test.go):
+	// "sqlite" for a test about SQLite's own files, "postgres" for one
+	// that is about PostgreSQL in either mode.
+	store string
 }
 
 // proc is a running `svc serve` child.
@@ -354,9 +359,7 @@ func mustStartSvc(t testing.TB, opts procOpts) *proc {
 		opts.configPath = t.TempDir() + "/svc.json"
 	}
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--config-path", opts.configPath}
-	if opts.dbPath != "" {
-		args = append(args, "--db-path", opts.dbPath)
-	}
+	args = append(args, storeArgs(t, opts)...)
 	p := &proc{
 		opts:   opts,
 		cmd:    childCommand(t, args, opts.env),

@@ -32,7 +32,8 @@ func TestE2EMigrateSQLiteToPostgres(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfg, db := filepath.Join(dir, "svc.json"), filepath.Join(dir, "svc.db")
-	p := mustStartSvc(t, procOpts{configPath: cfg, dbPath: db})
+	// SQLite in either mode: svc migrate reads a SQLite file.
+	p := mustStartSvc(t, procOpts{configPath: cfg, dbPath: db, store: storeSQLite})
 	admin := bearer(p.adminToken(t))
 	d := restDriver{p}
 	aliceTok := createMember(t, d, admin, "alice")

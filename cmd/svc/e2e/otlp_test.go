@@ -1172,9 +1172,15 @@ func TestOTLPStateSurvivesKill9(t *testing.T) {
 	require.Len(t, otExchanges(t, p, tok, member), 1, "nothing else is complete yet")
 
 	p.kill(t)
-	files, err := filepath.Glob(filepath.Join(dir, "svc.db*"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
+	var files []string
+	if storeOf(p.opts) == storePostgres {
+		requirePGLacks(t, p.opts, otSecret, otEmail, otAccountID)
+	} else {
+		var err error
+		files, err = filepath.Glob(filepath.Join(dir, "svc.db*"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files)
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)

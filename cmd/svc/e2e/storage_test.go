@@ -90,7 +90,8 @@ func TestDamagedStoreRefusesToStart(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			cfg, db := filepath.Join(dir, "svc.json"), filepath.Join(dir, "svc.db")
-			p := mustStartSvc(t, procOpts{configPath: cfg, dbPath: db})
+			// SQLite: the test damages pages of the database file.
+			p := mustStartSvc(t, procOpts{configPath: cfg, dbPath: db, store: storeSQLite})
 			tok := p.adminToken(t)
 			mustCall(t, restDriver{p}, bearer(tok), "Push", obj{"body": "before the damage"})
 			p.mustStop(t)
@@ -236,6 +237,8 @@ func testDiskFull(t *testing.T, tmpfs bool) {
 	disk := newSmallDisk(t, tmpfs, func() *proc { return p })
 	p = mustStartSvc(t, procOpts{
 		configPath: filepath.Join(disk.dir, "svc.json"), dbPath: filepath.Join(disk.dir, "svc.db"), env: disk.env,
+		// SQLite: the database's own disk is the one that fills.
+		store: storeSQLite,
 	})
 	tok := p.adminToken(t)
 	admin := bearer(tok)
