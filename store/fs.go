@@ -140,3 +140,12 @@ type FsStore interface {
 	// BlobReferenced reports whether any file entry references sha.
 	BlobReferenced(ctx context.Context, sha string) (bool, error)
 }
+
+// FileBlob is one stored content that file entries reference, as the
+// stores' checks list them (svc check).
+type FileBlob struct {
+	SHA  string
+	Size int64
+	// Path is one file entry that holds this content.
+	Path string
+}

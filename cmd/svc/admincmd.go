@@ -39,7 +39,7 @@ func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("admin token", flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	configPath, dbPath := maintenanceFlags(fset)
+	configPath, dbPath, dbURL := maintenanceFlags(fset)
 	member := fset.String("member", "", "the member to mint a token for; it must hold members.manage (required)")
 	if done, err := parseFlags(fset, args); done {
 		return err
@@ -49,7 +49,7 @@ func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// An in-memory broker's store is gone when it stops, and nothing locks
 	// its config against this command while it runs: refused.
-	cfg, err := maintenanceConfig(*configPath, *dbPath, false)
+	cfg, err := maintenanceConfig(*configPath, *dbPath, dbURL, false)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("the team config %s does not open with the key from %s: %w", cfg.ConfigPath, key.name(), err)
 	}
 	if p.db.fingerprint != "" && p.db.fingerprint != key.k.Fingerprint() {
-		return fmt.Errorf("the database %s is sealed under the key %s, not the one from %s (%s)", cfg.DBPath, p.db.fingerprint, key.name(), key.k.Fingerprint())
+		return fmt.Errorf("the database %s is sealed under the key %s, not the one from %s (%s)", cfg.dbName(), p.db.fingerprint, key.name(), key.k.Fingerprint())
 	}
 	// As a boot does: presets resolved to leaves before the check.
 	if _, err := file.Migrate(key.k); err != nil {

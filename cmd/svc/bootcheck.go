@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"svc/server"
 	"svc/server/auth"
@@ -22,7 +23,6 @@ import (
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
-	"svc/store/sqlite"
 )
 
 // sweepLimit is how many unreferenced files under blobs a boot deletes
@@ -134,7 +134,8 @@ type pairing struct {
 	configPath   string
 	configExists bool
 	configID     string
-	dbPath       string // "" is in-memory
+	dbPath       string // the database's name in messages; "" is in-memory
+	dbFlag       string // the flag that names it, for advice
 	dbExisted    bool   // the database file was there before this start
 	db           storeFacts
 	root         string // files root; "" when the filesystem is off
@@ -165,14 +166,14 @@ func decide(p pairing) (verdict, error) {
 			return 0, refusal(
 				fmt.Sprintf("the team config %s does not exist, but the database %s holds a team (%s); a first boot would replace its members and delete their files", p.configPath, p.dbName(), p.db.describe()),
 				"if the config was moved or renamed, put it back or pass its path with --config-path (SVC_CONFIG_PATH)",
-				"if this is not the database you meant, pass the right one with --db-path (SVC_DB_PATH)",
-				"to start a new team, use a new --db-path and a config path in a new directory",
+				"if this is not the database you meant, pass the right one with "+p.flag(),
+				"to start a new team, use a new database ("+p.flag()+") and a config path in a new directory",
 			)
 		case p.blobs > 0:
 			return 0, refusal(
 				fmt.Sprintf("the team config %s does not exist and %s, but the files root %s holds %d files; a first boot would delete them", p.configPath, p.dbEmpty(), p.root, p.blobs),
 				"if the config was moved or renamed, put it back or pass its path with --config-path (SVC_CONFIG_PATH)",
-				"pass the database these files belong to with --db-path (SVC_DB_PATH)",
+				"pass the database these files belong to with "+p.flag(),
 				fmt.Sprintf("to start a new team here, move %s away first", filepath.Join(p.root, "blobs")),
 			)
 		}
@@ -182,28 +183,36 @@ func decide(p pairing) (verdict, error) {
 	case p.db.teamID != "" && p.configID != "" && p.db.teamID != p.configID:
 		return 0, refusal(
 			fmt.Sprintf("the team config %s belongs to team %s, but the database %s to team %s (%s)", p.configPath, p.configID, p.dbName(), p.db.teamID, p.db.describe()),
-			"pass the database of this config with --db-path (SVC_DB_PATH), or the config of this database with --config-path (SVC_CONFIG_PATH)",
+			"pass the database of this config with "+p.flag()+", or the config of this database with --config-path (SVC_CONFIG_PATH)",
 		)
 	case p.db.teamID != "" && p.configID == "":
 		return 0, refusal(
 			fmt.Sprintf("the database %s belongs to team %s (%s), but the team config %s names no team: it is not the config this database was started with", p.dbName(), p.db.teamID, p.db.describe(), p.configPath),
-			"pass that config with --config-path (SVC_CONFIG_PATH), or the database of this config with --db-path (SVC_DB_PATH)",
+			"pass that config with --config-path (SVC_CONFIG_PATH), or the database of this config with "+p.flag(),
 			fmt.Sprintf(`if %s is that config (its "id" was deleted), add "id": %q to its team block`, p.configPath, p.db.teamID),
 		)
 	case dbNew && p.blobs > 0:
 		return 0, refusal(
 			fmt.Sprintf("%s, but the files root %s holds %d files this database does not know (team config %s); starting would delete them", p.dbEmpty(), p.root, p.blobs, p.configPath),
-			"pass the database these files belong to with --db-path (SVC_DB_PATH)",
+			"pass the database these files belong to with "+p.flag(),
 			fmt.Sprintf("to start over with no files, move %s away first", filepath.Join(p.root, "blobs")),
 		)
 	case dbNew && p.db.teamID == "" && p.configID != "":
 		return 0, refusal(
 			fmt.Sprintf("the team config %s belongs to team %s, whose database is elsewhere: %s", p.configPath, p.configID, p.dbEmpty()),
-			"pass the team's database with --db-path (SVC_DB_PATH)",
+			"pass the team's database with "+p.flag(),
 			fmt.Sprintf(`to start team %s over on an empty database on purpose, delete "id" from the team block of %s`, p.configID, p.configPath),
 		)
 	}
 	return normalStart, nil
+}
+
+// flag is the flag that names the database, for advice.
+func (p pairing) flag() string {
+	if p.dbFlag == "" {
+		return "--db-path (SVC_DB_PATH)"
+	}
+	return p.dbFlag
 }
 
 func (p pairing) dbName() string {
@@ -259,17 +268,18 @@ func refusal(found string, todo ...string) error {
 // refusal the store is closed again, and a database file this start
 // created is removed: a mistyped --db-path leaves no empty database
 // behind to be mistaken for one later.
-func openChecked(ctx context.Context, cfg Config, log *slog.Logger, opts ...sqlite.Option) (*sqlite.DB, *booted, error) {
-	existed := dbFileExists(cfg.DBPath)
-	st, err := sqlite.Open(ctx, cfg.DBPath, opts...)
+func openChecked(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration)) (store.Store, *booted, error) {
+	// One broker per database until brokers share their live traffic
+	// (issue 29: --nats-url); docs/DECISIONS.md, "Choosing the store".
+	st, existed, err := openMain(ctx, cfg, log, observe, true)
 	if err != nil {
-		return nil, nil, storeOpenError("main store", err)
+		return nil, nil, err
 	}
 	b, err := prepareBoot(ctx, cfg, st, existed, log)
 	if err != nil {
 		cerr := st.Close()
 		var refused *refusedError
-		if errors.As(err, &refused) && !existed {
+		if errors.As(err, &refused) && !existed && cfg.DBURL == "" {
 			cerr = errors.Join(cerr, removeNewDB(cfg.DBPath))
 		}
 		return nil, nil, errors.Join(err, cerr)
@@ -336,12 +346,12 @@ func prepareBoot(ctx context.Context, cfg Config, st store.Store, dbExisted bool
 	// before team ids; decide refused one on a database that has an id)
 	// gets a new one. The config is written first: a crash before the
 	// database records it leaves a pair decide still starts.
-	if file.Team.ID == "" && cfg.DBPath != "" {
+	if file.Team.ID == "" && cfg.durable() {
 		if file.Team.ID, err = teamconfig.NewTeamID(); err != nil {
 			return nil, err
 		}
 		changed = true
-		log.Info("recorded a team id in the team config and the database", "team_id", file.Team.ID, "config", cfg.ConfigPath, "db", cfg.DBPath)
+		log.Info("recorded a team id in the team config and the database", "team_id", file.Team.ID, "config", cfg.ConfigPath, "db", cfg.dbName())
 	}
 	if changed {
 		if err := teamconfig.Save(cfg.ConfigPath, file); err != nil {
@@ -404,7 +414,10 @@ func keepMemberIDs(ctx context.Context, file *teamconfig.File, st store.MemberSt
 
 // readPairing gathers what decide needs.
 func readPairing(ctx context.Context, cfg Config, file *teamconfig.File, st store.MetaStore) (pairing, error) {
-	p := pairing{configPath: cfg.ConfigPath, configExists: file != nil, dbPath: cfg.DBPath, root: configFilesRoot(cfg, file)}
+	p := pairing{configPath: cfg.ConfigPath, configExists: file != nil, dbFlag: cfg.dbFlag(), root: configFilesRoot(cfg, file)}
+	if cfg.durable() {
+		p.dbPath = cfg.dbName()
+	}
 	if file != nil {
 		p.configID = file.Team.ID
 	}
@@ -466,7 +479,7 @@ func bootFirst(ctx context.Context, cfg Config, p pairing, key keySource, st sto
 	// An in-memory database keeps no id, so the config names no team: the
 	// next in-memory start is one more start of a config without one.
 	teamID := ""
-	if cfg.DBPath != "" {
+	if cfg.durable() {
 		teamID = p.db.teamID
 		if teamID == "" {
 			var err error
@@ -578,10 +591,7 @@ func describeSealed(p pairing, cfgSealed []teamconfig.SealedEntry) string {
 // kekRefusal refuses a KEK, saying how to find the right one, change keys
 // on purpose, or give up what a lost key sealed.
 func kekRefusal(cfg Config, p pairing, found string) error {
-	flags := fmt.Sprintf("--config-path %s --db-path %s", cfg.ConfigPath, p.dbName())
-	if cfg.DBPath == "" {
-		flags = fmt.Sprintf("--config-path %s --db-path :memory:", cfg.ConfigPath)
-	}
+	flags := fmt.Sprintf("--config-path %s %s", cfg.ConfigPath, cfg.dbArgs())
 	return refusal(found,
 		fmt.Sprintf("give the broker the key it was using: restore %s or set SVC_KEK (svc kek fingerprint --kek-file <file> prints a key file's fingerprint)", cfg.KEKPath()),
 		fmt.Sprintf("to change keys on purpose, start with the old key in place and run: svc kek rotate %s --new-kek-file <file> [--generate]", flags),
@@ -613,8 +623,8 @@ func removeNewDB(path string) error {
 // sweepRefusal explains a sweep that would delete more than sweepLimit.
 func sweepRefusal(cfg Config, root string, e *vfs.UnreferencedError) error {
 	return refusal(
-		fmt.Sprintf("the files root %s holds %d files (%d bytes) that no file entry of the database %s references; a boot deletes at most %d unasked", root, e.Count, e.Bytes, orMemory(cfg.DBPath), e.Max),
-		"if this is not the database these files belong to (a mistyped --db-path, a database restored from an older backup), pass the right one",
-		fmt.Sprintf("if the database is right (say a member with many files was deleted just before a crash), delete them on purpose: svc files sweep --config-path %s --db-path %s", cfg.ConfigPath, orMemory(cfg.DBPath)),
+		fmt.Sprintf("the files root %s holds %d files (%d bytes) that no file entry of the database %s references; a boot deletes at most %d unasked", root, e.Count, e.Bytes, cfg.dbName(), e.Max),
+		"if this is not the database these files belong to (a mistyped "+cfg.dbFlag()+", a database restored from an older backup), pass the right one",
+		fmt.Sprintf("if the database is right (say a member with many files was deleted just before a crash), delete them on purpose: svc files sweep --config-path %s %s", cfg.ConfigPath, cfg.dbArgs()),
 	)
 }

@@ -12,15 +12,19 @@ import (
 
 	"svc/server/teamconfig"
 	"svc/server/vfs"
+	"svc/store"
+	"svc/store/postgres"
 	"svc/store/sqlite"
 )
 
-const checkUsage = `usage: svc check [--db-path P] [--activity-db-path P] [--config-path P] [--files=false]
+const checkUsage = `usage: svc check [--db-path P] [--activity-db-path P] [--db-url U] [--config-path P] [--files=false]
 
 Checks the broker's storage in full: PRAGMA integrity_check of the main and
 activity stores (every page, every index), then every stored file against
 its SHA-256. It only reads, so it runs beside a broker or without one; it
-reads everything, so it takes as long as reading the disk.
+reads everything, so it takes as long as reading the disk. With --db-url
+(PostgreSQL), the server checks its own pages: svc check reports whether
+it checksums them and verifies the stored files.
 
 Exit status: 0 when everything is sound, 1 when damage is found or a store
 cannot be read, 2 on a usage error. See docs/OPERATIONS.md.
@@ -37,8 +41,20 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	actPath := fset.String("activity-db-path", os.Getenv("SVC_ACTIVITY_DB_PATH"), "activity store file; default <db-path>-activity.db (env SVC_ACTIVITY_DB_PATH)")
 	cfgPath := fset.String("config-path", envOr("SVC_CONFIG_PATH", defaultConfigPath), "team config file, whose files block names the files root (env SVC_CONFIG_PATH)")
 	files := fset.Bool("files", true, "verify every stored file against its SHA-256")
+	urls := addDBURLFlags(fset, false)
 	if done, err := parseFlags(fset, args); done {
 		return err
+	}
+	if *urls.main != "" {
+		var c Config
+		if err := urls.apply(&c, *dbPath, ""); err != nil {
+			return err
+		}
+		if !checkPostgres(ctx, stdout, c, *cfgPath, *files) {
+			return &exitError{code: 1, err: errors.New("damage found (or the store could not be read): see above and docs/OPERATIONS.md")}
+		}
+		fmt.Fprintln(stdout, "everything checked is sound")
+		return nil
 	}
 	mainPath, act := *dbPath, *actPath
 	if isMemory(mainPath) {
@@ -107,30 +123,39 @@ func checkStore(ctx context.Context, out io.Writer, name, path string) bool {
 	return true
 }
 
+// checkPostgres checks a main store on PostgreSQL: that it opens, what
+// protects its pages, and the stored files. It reports whether all is
+// sound.
+func checkPostgres(ctx context.Context, out io.Writer, c Config, cfgPath string, files bool) bool {
+	db, err := postgres.Open(ctx, c.DBURL)
+	if err != nil {
+		fmt.Fprintf(out, "FAILED  main store %s: cannot open: %v\n", c.dbName(), err)
+		return false
+	}
+	defer db.Close()
+	desc, err := db.Describe(ctx)
+	if err != nil {
+		fmt.Fprintf(out, "FAILED  main store %s: %v\n", c.dbName(), err)
+		return false
+	}
+	fmt.Fprintf(out, "ok      main store %s (%s; its pages are the server's to check: amcheck, pg_checksums)\n", c.dbName(), desc)
+	if !files {
+		return true
+	}
+	root, ok := filesRoot(out, cfgPath)
+	if !ok || root == "" {
+		return ok
+	}
+	return verifyBlobs(ctx, out, root, db)
+}
+
 // checkFiles verifies every blob the main store's file entries reference
 // against its name and size, and reports whether all are sound. Without a
 // team config, or with no files block, there are no files to check.
 func checkFiles(ctx context.Context, out io.Writer, dbPath, cfgPath string) bool {
-	cfg, err := teamconfig.Load(cfgPath)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		fmt.Fprintf(out, "skipped files: no team config at %s (set --config-path)\n", cfgPath)
-		return true
-	case err != nil:
-		fmt.Fprintf(out, "FAILED  files: %v\n", err)
-		return false
-	case cfg.Files == nil || cfg.Files.Root == "":
-		fmt.Fprintln(out, "skipped files: the team config has no files block")
-		return true
-	}
-	root := cfg.Files.Root
-	if !filepath.IsAbs(root) {
-		abs, err := filepath.Abs(cfgPath)
-		if err != nil {
-			fmt.Fprintf(out, "FAILED  files: %v\n", err)
-			return false
-		}
-		root = filepath.Join(filepath.Dir(abs), root)
+	root, ok := filesRoot(out, cfgPath)
+	if !ok || root == "" {
+		return ok
 	}
 	in, err := sqlite.Inspect(ctx, dbPath)
 	if err != nil {
@@ -138,6 +163,45 @@ func checkFiles(ctx context.Context, out io.Writer, dbPath, cfgPath string) bool
 		return false
 	}
 	defer in.Close()
+	return verifyBlobs(ctx, out, root, in)
+}
+
+// filesRoot reads the files root from the team config: "" (and ok) when
+// there are no files to check, said on out.
+func filesRoot(out io.Writer, cfgPath string) (root string, ok bool) {
+	cfg, err := teamconfig.Load(cfgPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(out, "skipped files: no team config at %s (set --config-path)\n", cfgPath)
+		return "", true
+	case err != nil:
+		fmt.Fprintf(out, "FAILED  files: %v\n", err)
+		return "", false
+	case cfg.Files == nil || cfg.Files.Root == "":
+		fmt.Fprintln(out, "skipped files: the team config has no files block")
+		return "", true
+	}
+	root = cfg.Files.Root
+	if !filepath.IsAbs(root) {
+		abs, err := filepath.Abs(cfgPath)
+		if err != nil {
+			fmt.Fprintf(out, "FAILED  files: %v\n", err)
+			return "", false
+		}
+		root = filepath.Join(filepath.Dir(abs), root)
+	}
+	return root, true
+}
+
+// blobLister lists what file entries reference (store/sqlite's Inspector,
+// store/postgres's DB).
+type blobLister interface {
+	FileBlobs(ctx context.Context) ([]store.FileBlob, error)
+	BlobReferenced(ctx context.Context, sha string) (bool, error)
+}
+
+// verifyBlobs checks every content in reports under root.
+func verifyBlobs(ctx context.Context, out io.Writer, root string, in blobLister) bool {
 	blobs, err := in.FileBlobs(ctx)
 	if err != nil {
 		fmt.Fprintf(out, "FAILED  files: %v\n", err)

@@ -44,8 +44,14 @@ type Config struct {
 	Addr           string
 	DBPath         string // "" means in-memory
 	ActivityDBPath string // "" means in-memory
-	KEK            string // base64 from SVC_KEK; "" means the KEK file
-	LogLevel       string
+	// DBURL puts the main store on PostgreSQL (--db-url, SVC_DB_URL)
+	// instead of SQLite; DBPath and ActivityDBPath are then "".
+	DBURL string
+	// ActivityDBURL puts the activity store in another PostgreSQL
+	// database than DBURL's (SVC_ACTIVITY_DB_URL).
+	ActivityDBURL string
+	KEK           string // base64 from SVC_KEK; "" means the KEK file
+	LogLevel      string
 	// WebPushSubject is the VAPID contact (SVC_WEBPUSH_SUBJECT); empty means
 	// mailto:svc@localhost.
 	WebPushSubject string
@@ -137,6 +143,7 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.Addr, "addr", env("SVC_ADDR", defaultAddr), "listen address for REST, SSE and gRPC (env SVC_ADDR)")
 	fs.StringVar(&c.DBPath, "db-path", env("SVC_DB_PATH", ""), "main store file; empty means in-memory (env SVC_DB_PATH)")
 	activity := fs.String("activity-db-path", env("SVC_ACTIVITY_DB_PATH", ""), "activity store file; default <db-path>-activity.db (env SVC_ACTIVITY_DB_PATH)")
+	urls := addDBURLFlags(fs, true)
 	fs.StringVar(&c.LogLevel, "log-level", env("SVC_LOG_LEVEL", "info"), "debug, info, warn or error (env SVC_LOG_LEVEL)")
 	proxies := fs.String("trusted-proxies", env("SVC_TRUSTED_PROXIES", ""), "reverse proxies whose X-Forwarded-For names the client: comma-separated addresses and CIDR ranges (env SVC_TRUSTED_PROXIES)")
 	jwtLifetimeDefault := os.Getenv("SVC_JWT_MAX_LIFETIME")
@@ -200,6 +207,12 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 		return c, err
 	}
 	c.ConfigPath = abs
+	if err := urls.apply(&c, c.DBPath, *activity); err != nil {
+		return c, err
+	}
+	if c.DBURL != "" {
+		return c, nil
+	}
 	if isMemory(c.DBPath) {
 		c.DBPath = ""
 	}

@@ -33,12 +33,12 @@ func filesCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 func filesSweep(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("files sweep", flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	configPath, dbPath := maintenanceFlags(fset)
+	configPath, dbPath, dbURL := maintenanceFlags(fset)
 	yes := fset.Bool("yes", false, "do not ask for confirmation")
 	if done, err := parseFlags(fset, args); done {
 		return err
 	}
-	cfg, err := maintenanceConfig(*configPath, *dbPath, false)
+	cfg, err := maintenanceConfig(*configPath, *dbPath, dbURL, false)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func filesSweep(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	// The files are judged by this database only if it is the team's: a
 	// pair that never started with team ids is refused here too.
 	if p.configID == "" || p.db.teamID != p.configID {
-		return fmt.Errorf("the database %s and the team config %s name no common team: start svc serve on them once first", cfg.DBPath, cfg.ConfigPath)
+		return fmt.Errorf("the database %s and the team config %s name no common team: start svc serve on them once first", cfg.dbName(), cfg.ConfigPath)
 	}
 	root := configFilesRoot(cfg, file)
 	if root == "" {
@@ -64,14 +64,14 @@ func filesSweep(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	_, err = blobs.Sweep(ctx, st.BlobReferenced, 0)
 	var ue *vfs.UnreferencedError
 	if err == nil {
-		fmt.Fprintf(stdout, "nothing to sweep: every file under %s is referenced by %s\n", root, cfg.DBPath)
+		fmt.Fprintf(stdout, "nothing to sweep: every file under %s is referenced by %s\n", root, cfg.dbName())
 		return nil
 	}
 	if !errors.As(err, &ue) {
 		return err
 	}
 	fmt.Fprintf(stdout, "%d files (%d bytes) under %s are referenced by no file entry of %s (team %s, %s).\n",
-		ue.Count, ue.Bytes, root, cfg.DBPath, p.db.teamID, p.db.describe())
+		ue.Count, ue.Bytes, root, cfg.dbName(), p.db.teamID, p.db.describe())
 	if err := askYes(stdin, stdout, *yes, "Delete them for good?"); err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ var importRules = append([]importRule{
 	{name: "store stays transport-free", pkg: "svc/store", allowed: []string{"svc/store"},
 		forbidden: []string{"google.golang.org/grpc", "google.golang.org/protobuf", "net/http"}},
 	{name: "server uses store, gen, redact and itself", pkg: "svc/server",
-		allowed: []string{"svc/server", "svc/store", "svc/gen", "svc/redact"}, forbidden: []string{"svc/store/sqlite"}},
+		allowed: []string{"svc/server", "svc/store", "svc/gen", "svc/redact"}, forbidden: []string{"svc/store/sqlite", "svc/store/postgres"}},
 	{name: "engines never import the server root or the gateway", pkg: "svc/server", except: []string{"svc/server!"},
 		forbidden: []string{"svc/server!", "svc/gateway", "svc/cmd"}},
 	// The engines and the store count in plain atomics the server reads
@@ -143,6 +143,8 @@ func TestImportRulesCatchViolations(t *testing.T) {
 		{"store stays transport-free", "svc/store/sqlite svc/gen/svc/v1", 1},
 		{"store stays transport-free", "svc/store/sqlite svc/store database/sql", 0},
 		{"server uses store, gen, redact and itself", "svc/server svc/store/sqlite", 1},
+		{"server uses store, gen, redact and itself", "svc/server svc/store/postgres", 1},
+		{"gateway uses server and gen", "svc/gateway svc/store/postgres", 1},
 		{"server uses store, gen, redact and itself", "svc/server svc/gateway", 1},
 		{"server uses store, gen, redact and itself", "svc/server svc/redact svc/server/otlp", 0},
 		{"gateway uses server and gen", "svc/gateway svc/redact", 1},

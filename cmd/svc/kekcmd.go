@@ -54,7 +54,7 @@ func kekCommand(ctx context.Context, args []string, stdin io.Reader, stdout, std
 func kekFingerprint(args []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("kek fingerprint", flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	configPath, _ := maintenanceFlags(fset)
+	configPath, _, _ := maintenanceFlags(fset)
 	file := fset.String("kek-file", "", "a KEK file (base64 of 32 bytes)")
 	if err := fset.Parse(args); err != nil {
 		return usageError(err)
@@ -148,12 +148,12 @@ func installKey(cfg Config, key []byte, stdout io.Writer, newPath string) error 
 func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("kek rotate", flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	configPath, dbPath := maintenanceFlags(fset)
+	configPath, dbPath, dbURL := maintenanceFlags(fset)
 	nk := addNewKeyFlags(fset)
 	if done, err := parseFlags(fset, args); done {
 		return err
 	}
-	cfg, err := maintenanceConfig(*configPath, *dbPath, true)
+	cfg, err := maintenanceConfig(*configPath, *dbPath, dbURL, true)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("the team config does not open with the key %s: %w", to.Fingerprint(), err)
 		}
 		if p.db.fingerprint != "" && p.db.fingerprint != to.Fingerprint() {
-			return fmt.Errorf("the database %s is sealed under %s, not the key in use (%s)", orMemory(cfg.DBPath), p.db.fingerprint, to.Fingerprint())
+			return fmt.Errorf("the database %s is sealed under %s, not the key in use (%s)", cfg.dbName(), p.db.fingerprint, to.Fingerprint())
 		}
 		fmt.Fprintf(stdout, "nothing to do: the broker's key is already %s\n", to.Fingerprint())
 		return nil
@@ -205,15 +205,15 @@ func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("the database %s: %w (nothing in it changed)", orMemory(cfg.DBPath), err)
+			return fmt.Errorf("the database %s: %w (nothing in it changed)", cfg.dbName(), err)
 		}
 	default:
-		return fmt.Errorf("the database %s is sealed under the key %s, neither the current one (%s) nor the new one (%s)", orMemory(cfg.DBPath), p.db.fingerprint, from.Fingerprint(), to.Fingerprint())
+		return fmt.Errorf("the database %s is sealed under the key %s, neither the current one (%s) nor the new one (%s)", cfg.dbName(), p.db.fingerprint, from.Fingerprint(), to.Fingerprint())
 	}
 	if err := teamconfig.Save(cfg.ConfigPath, file); err != nil {
 		return fmt.Errorf("rewrite the team config (run the same command again to finish): %w", err)
 	}
-	fmt.Fprintf(stdout, "re-sealed %d values in %s and %d in %s under the key %s\n", nDB, orMemory(cfg.DBPath), nCfg, cfg.ConfigPath, to.Fingerprint())
+	fmt.Fprintf(stdout, "re-sealed %d values in %s and %d in %s under the key %s\n", nDB, cfg.dbName(), nCfg, cfg.ConfigPath, to.Fingerprint())
 	return installKey(cfg, key, stdout, *nk.path)
 }
 
@@ -222,13 +222,13 @@ func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("kek reset", flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	configPath, dbPath := maintenanceFlags(fset)
+	configPath, dbPath, dbURL := maintenanceFlags(fset)
 	nk := addNewKeyFlags(fset)
 	yes := fset.Bool("yes", false, "do not ask for confirmation")
 	if done, err := parseFlags(fset, args); done {
 		return err
 	}
-	cfg, err := maintenanceConfig(*configPath, *dbPath, true)
+	cfg, err := maintenanceConfig(*configPath, *dbPath, dbURL, true)
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if file.WebPush != nil {
 		fmt.Fprintf(stdout, "  the web push keypair and every push subscription (browsers subscribe again)\n")
 	}
-	if err := askYes(stdin, stdout, *yes, fmt.Sprintf("Drop them from %s and %s?", orMemory(cfg.DBPath), cfg.ConfigPath)); err != nil {
+	if err := askYes(stdin, stdout, *yes, fmt.Sprintf("Drop them from %s and %s?", cfg.dbName(), cfg.ConfigPath)); err != nil {
 		return err
 	}
 	to, key, err := nk.load()
@@ -284,7 +284,7 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return dropPushSubscriptions(ctx, tx)
 	})
 	if err != nil {
-		return fmt.Errorf("the database %s: %w (nothing in it changed)", orMemory(cfg.DBPath), err)
+		return fmt.Errorf("the database %s: %w (nothing in it changed)", cfg.dbName(), err)
 	}
 	if _, err := file.DropSealed(to); err != nil {
 		return err

@@ -16,21 +16,22 @@ import (
 	"strings"
 
 	"svc/server/teamconfig"
-	"svc/store/sqlite"
+	"svc/store"
 )
 
-// maintenanceFlags adds --config-path and --db-path to fs, read as
-// `svc serve` reads them (flag, else SVC_CONFIG_PATH / SVC_DB_PATH).
-func maintenanceFlags(fs *flag.FlagSet) (configPath, dbPath *string) {
+// maintenanceFlags adds --config-path, --db-path and --db-url to fs, read
+// as `svc serve` reads them (flag, else SVC_CONFIG_PATH / SVC_DB_PATH /
+// SVC_DB_URL).
+func maintenanceFlags(fs *flag.FlagSet) (configPath, dbPath *string, urls dbURLFlags) {
 	configPath = fs.String("config-path", envOr("SVC_CONFIG_PATH", defaultConfigPath), "team config file (env SVC_CONFIG_PATH)")
-	dbPath = fs.String("db-path", os.Getenv("SVC_DB_PATH"), "main store file, required; :memory: for a broker run without one (env SVC_DB_PATH)")
-	return configPath, dbPath
+	dbPath = fs.String("db-path", os.Getenv("SVC_DB_PATH"), "main store file, required unless --db-url; :memory: for a broker run without one (env SVC_DB_PATH)")
+	return configPath, dbPath, addDBURLFlags(fs, false)
 }
 
 // maintenanceConfig checks the paths of a maintenance command: the
 // database must be named (":memory:" only where allowMemory), since a
 // forgotten --db-path would act on nothing.
-func maintenanceConfig(configPath, dbPath string, allowMemory bool) (Config, error) {
+func maintenanceConfig(configPath, dbPath string, urls dbURLFlags, allowMemory bool) (Config, error) {
 	c := Config{KEK: os.Getenv("SVC_KEK")}
 	if configPath == "" {
 		return c, &exitError{code: 2, err: errors.New("--config-path must not be empty")}
@@ -40,9 +41,13 @@ func maintenanceConfig(configPath, dbPath string, allowMemory bool) (Config, err
 		return c, err
 	}
 	c.ConfigPath = abs
+	if err := urls.apply(&c, dbPath, ""); err != nil {
+		return c, err
+	}
 	switch {
+	case c.DBURL != "":
 	case dbPath == "":
-		return c, &exitError{code: 2, err: errors.New("--db-path is required (or SVC_DB_PATH)")}
+		return c, &exitError{code: 2, err: errors.New("--db-path (SVC_DB_PATH) or --db-url (SVC_DB_URL) is required")}
 	case dbPath == ":memory:" && !allowMemory:
 		return c, &exitError{code: 2, err: errors.New("--db-path: an in-memory database holds nothing to work on")}
 	case dbPath != ":memory:":
@@ -54,10 +59,10 @@ func maintenanceConfig(configPath, dbPath string, allowMemory bool) (Config, err
 }
 
 // openStopped loads the team config (it must exist) and opens the database
-// (it must exist unless in-memory), taking its lock, so the broker must
-// be stopped; both must belong to one team (decide). The caller closes
-// the store.
-func openStopped(ctx context.Context, cfg Config) (*teamconfig.File, *sqlite.DB, pairing, error) {
+// (it must exist unless in-memory), taking its lock alone, so the broker
+// must be stopped; both must belong to one team (decide). The caller
+// closes the store.
+func openStopped(ctx context.Context, cfg Config) (*teamconfig.File, store.Store, pairing, error) {
 	file, err := readConfig(cfg)
 	if err != nil {
 		return nil, nil, pairing{}, err
@@ -70,7 +75,7 @@ func openStopped(ctx context.Context, cfg Config) (*teamconfig.File, *sqlite.DB,
 			return nil, nil, pairing{}, fmt.Errorf("the database: %w", err)
 		}
 	}
-	st, err := sqlite.Open(ctx, cfg.DBPath)
+	st, _, err := openMain(ctx, cfg, nil, nil, true)
 	if err != nil {
 		return nil, nil, pairing{}, fmt.Errorf("%w (stop the broker first)", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"svc/store"
 	"svc/store/sqlite"
 )
 
@@ -26,8 +27,13 @@ func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
 	dbPath := fs.String("db-path", os.Getenv("SVC_DB_PATH"), "main store file (env SVC_DB_PATH)")
 	actPath := fs.String("activity-db-path", os.Getenv("SVC_ACTIVITY_DB_PATH"), "activity store file (env SVC_ACTIVITY_DB_PATH)")
+	urls := addDBURLFlags(fs, true)
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2, err: err}
+	}
+	var c Config
+	if err := urls.apply(&c, *dbPath, *actPath); err != nil {
+		return err
 	}
 	age, err := parseAge(*olderThan)
 	if err != nil {
@@ -37,8 +43,10 @@ func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if path == "" && !isMemory(*dbPath) {
 		path = *dbPath + "-activity.db"
 	}
-	if isMemory(path) {
-		return &exitError{code: 2, err: errors.New("no activity store file: set --activity-db-path or --db-path")}
+	if c.DBURL != "" {
+		path = c.activityDBName()
+	} else if isMemory(path) {
+		return &exitError{code: 2, err: errors.New("no activity store: set --activity-db-path, --db-path or --db-url")}
 	}
 	cutoff := time.Now().Add(-age)
 	if !*yes {
@@ -51,10 +59,15 @@ func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return &exitError{code: 1, err: errors.New("aborted")}
 		}
 	}
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("activity store: %w", err)
+	var act store.ActivityStore
+	if c.DBURL != "" {
+		act, err = openActivity(ctx, c, nil, nil)
+	} else {
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("activity store: %w", err)
+		}
+		act, err = sqlite.OpenActivity(ctx, path)
 	}
-	act, err := sqlite.OpenActivity(ctx, path)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,6 @@ import (
 	"svc/server/teamconfig"
 	"svc/server/vfs"
 	"svc/store"
-	"svc/store/sqlite"
 )
 
 // shutdownTimeout bounds the drain on SIGTERM; the process ends within 10 s
@@ -69,7 +68,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The config, the database, the files and the KEK must belong
 	// together before anything is written (bootcheck.go).
 	commits := server.NewStoreCommits()
-	st, b, err := openChecked(ctx, cfg, log, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Main), sqlite.WithStartupCheck(cfg.StartupCheck))
+	st, b, err := openChecked(ctx, cfg, log, commits.Main)
 	if err != nil {
 		return err
 	}
@@ -82,9 +81,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// may assume).
 		fmt.Fprintf(stdout, "admin token: %s\n", b.firstToken)
 	}
-	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqlite.WithLogger(log), sqlite.WithCommitObserver(commits.Activity), sqlite.WithStartupCheck(cfg.StartupCheck))
+	act, err := openActivity(ctx, cfg, log, commits.Activity)
 	if err != nil {
-		return storeOpenError("activity store", err)
+		return err
 	}
 	defer act.Close()
 
@@ -178,7 +177,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("svc listening", "addr", lis.Addr().String(), "version", version,
 		"max_unauthenticated_conns", cfg.MaxUnauthConns, "max_streams_per_member", cfg.MaxStreamsPerMember,
 		"trusted_proxies", cfg.TrustedProxies.String(), "jwt_max_lifetime", cfg.JWTMaxLifetime.String(),
-		"config", cfg.ConfigPath, "db", orMemory(cfg.DBPath), "activity_db", orMemory(cfg.ActivityDBPath))
+		"config", cfg.ConfigPath, "db", cfg.dbName(), "activity_db", cfg.activityDBName())
 
 	g.Go(func() error {
 		<-gctx.Done()

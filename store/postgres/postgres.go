@@ -88,6 +88,17 @@ type conns struct {
 	writing chan struct{}
 
 	closeOnce sync.Once
+	usesMu    sync.Mutex
+	// uses are the connections holding the use lock (uselock.go),
+	// released, and with them the lock, by Close.
+	uses []*pgxpool.Conn
+}
+
+// held keeps conn, which holds a session lock, until Close.
+func (c *conns) held(conn *pgxpool.Conn) {
+	c.usesMu.Lock()
+	c.uses = append(c.uses, conn)
+	c.usesMu.Unlock()
 }
 
 // openConns connects to url, checks the settings durability rests on and
@@ -137,7 +148,23 @@ func (c *conns) checkSettings(ctx context.Context) error {
 
 // Close closes the pool; calling it again does nothing.
 func (c *conns) Close() {
-	c.closeOnce.Do(c.pool.Close)
+	c.closeOnce.Do(func() {
+		c.usesMu.Lock()
+		for _, conn := range c.uses {
+			// Unlocked at once: the server ends a closed connection's
+			// session, and with it the lock, only a little later.
+			// Closing it is what still releases the lock if the unlock
+			// is lost.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
+			_ = conn.Conn().Close(ctx)
+			cancel()
+			conn.Release()
+		}
+		c.uses = nil
+		c.usesMu.Unlock()
+		c.pool.Close()
+	})
 }
 
 // withTx runs fn in one write transaction holding the store's write lock

@@ -172,12 +172,7 @@ func (i *Inspector) IntegrityCheck(ctx context.Context) ([]string, error) {
 
 // FileBlob is the content of a file entry as the main database records
 // it.
-type FileBlob struct {
-	SHA  string
-	Size int64
-	// Path is one file entry that holds this content.
-	Path string
-}
+type FileBlob = store.FileBlob
 
 // FileBlobs lists the blobs file entries reference, each with one of
 // those entries, ordered by sha.

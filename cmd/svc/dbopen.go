@@ -1,0 +1,210 @@
+package main
+
+// Which store the broker and the maintenance commands open: SQLite files
+// (--db-path, the default) or PostgreSQL (--db-url), and how a store is
+// named in what svc prints, which never shows a database password.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"time"
+
+	"svc/store"
+	"svc/store/postgres"
+	"svc/store/sqlite"
+)
+
+// parseDBURL checks a --db-url value: a postgres:// or postgresql:// URL.
+// libpq's key=value form is refused: its password cannot be told apart to
+// keep it out of messages, and one form is simpler to document. The
+// value itself is never repeated in the error, since it may hold a
+// password.
+func parseDBURL(flagName, v string) (string, error) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", &exitError{code: 2, err: fmt.Errorf("%s: must be a postgres://user@host/database URL", flagName)}
+	}
+	return v, nil
+}
+
+// redactDBURL is a database URL as svc prints it: without its password,
+// in the user part or in the query.
+func redactDBURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil {
+		return "(a PostgreSQL database)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// dbName names the main store in messages: its file, (in-memory) or its
+// URL without a password.
+func (c Config) dbName() string {
+	if c.DBURL != "" {
+		return redactDBURL(c.DBURL)
+	}
+	return orMemory(c.DBPath)
+}
+
+// activityDBName names the activity store in messages.
+func (c Config) activityDBName() string {
+	switch {
+	case c.ActivityDBURL != "":
+		return redactDBURL(c.ActivityDBURL)
+	case c.DBURL != "":
+		return redactDBURL(c.DBURL)
+	}
+	return orMemory(c.ActivityDBPath)
+}
+
+// dbFlag is how to name this kind of store on the command line, for the
+// advice in refusals.
+func (c Config) dbFlag() string {
+	if c.DBURL != "" {
+		return "--db-url (SVC_DB_URL)"
+	}
+	return "--db-path (SVC_DB_PATH)"
+}
+
+// dbArgs are the flags that name the main store, for commands printed as
+// advice.
+func (c Config) dbArgs() string {
+	if c.DBURL != "" {
+		return "--db-url " + redactDBURL(c.DBURL)
+	}
+	if c.DBPath == "" {
+		return "--db-path :memory:"
+	}
+	return "--db-path " + c.DBPath
+}
+
+// durable reports whether the main store outlives the process.
+func (c Config) durable() bool { return c.DBURL != "" || c.DBPath != "" }
+
+// openMain opens the main store. existed reports whether it held the
+// store's schema (for a file: whether the file was there) before: a
+// refused first start removes only what it created. A broker (exclusive
+// false) shares the PostgreSQL database's use lock with other brokers; a
+// maintenance command takes it alone (on SQLite both take the file's
+// lock alone).
+func openMain(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration), exclusive bool) (st store.Store, existed bool, err error) {
+	if cfg.DBURL != "" {
+		opts := []postgres.Option{}
+		if log != nil {
+			opts = append(opts, postgres.WithLogger(log))
+		}
+		if observe != nil {
+			opts = append(opts, postgres.WithCommitObserver(observe))
+		}
+		db, err := postgres.Open(ctx, cfg.DBURL, opts...)
+		if err != nil {
+			return nil, false, fmt.Errorf("open main store %s: %w", cfg.dbName(), err)
+		}
+		if err := db.Use(ctx, exclusive); err != nil {
+			return nil, false, errors.Join(fmt.Errorf("main store %s: %w", cfg.dbName(), err), db.Close())
+		}
+		// The schema is created by Open; a database is never dropped.
+		return db, true, nil
+	}
+	existed = dbFileExists(cfg.DBPath)
+	opts := []sqlite.Option{}
+	if log != nil {
+		opts = append(opts, sqlite.WithLogger(log), sqlite.WithStartupCheck(cfg.StartupCheck))
+	}
+	if observe != nil {
+		opts = append(opts, sqlite.WithCommitObserver(observe))
+	}
+	db, err := sqlite.Open(ctx, cfg.DBPath, opts...)
+	if err != nil {
+		return nil, existed, storeOpenError("main store", err)
+	}
+	return db, existed, nil
+}
+
+// openActivity opens the activity store: in the main store's PostgreSQL
+// database unless --activity-db-url names another, else the SQLite file
+// beside the main one.
+func openActivity(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration)) (store.ActivityStore, error) {
+	if cfg.DBURL != "" {
+		u := cfg.ActivityDBURL
+		if u == "" {
+			u = cfg.DBURL
+		}
+		opts := []postgres.Option{}
+		if log != nil {
+			opts = append(opts, postgres.WithLogger(log))
+		}
+		if observe != nil {
+			opts = append(opts, postgres.WithCommitObserver(observe))
+		}
+		act, err := postgres.OpenActivity(ctx, u, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("open activity store %s: %w", redactDBURL(u), err)
+		}
+		return act, nil
+	}
+	opts := []sqlite.Option{}
+	if log != nil {
+		opts = append(opts, sqlite.WithLogger(log), sqlite.WithStartupCheck(cfg.StartupCheck))
+	}
+	if observe != nil {
+		opts = append(opts, sqlite.WithCommitObserver(observe))
+	}
+	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, opts...)
+	if err != nil {
+		return nil, storeOpenError("activity store", err)
+	}
+	return act, nil
+}
+
+// dbURLFlags adds --db-url and --activity-db-url to a command's flags,
+// read as svc serve reads them.
+type dbURLFlags struct{ main, activity *string }
+
+func addDBURLFlags(fs interface {
+	String(name, value, usage string) *string
+}, withActivity bool) dbURLFlags {
+	var f dbURLFlags
+	f.main = fs.String("db-url", os.Getenv("SVC_DB_URL"), "main store on PostgreSQL, a postgres://user@host/database URL, instead of --db-path (env SVC_DB_URL)")
+	if withActivity {
+		f.activity = fs.String("activity-db-url", os.Getenv("SVC_ACTIVITY_DB_URL"), "activity store on PostgreSQL; default the --db-url database (env SVC_ACTIVITY_DB_URL)")
+	}
+	return f
+}
+
+// apply checks the URLs and sets them on c, refusing a store named twice.
+func (f dbURLFlags) apply(c *Config, dbPath, activityPath string) error {
+	if *f.main != "" {
+		u, err := parseDBURL("--db-url/SVC_DB_URL", *f.main)
+		if err != nil {
+			return err
+		}
+		if dbPath != "" {
+			return &exitError{code: 2, err: errors.New("--db-url (SVC_DB_URL) and --db-path (SVC_DB_PATH) both name the main store: give one")}
+		}
+		c.DBURL = u
+	}
+	if f.activity == nil || *f.activity == "" {
+		return nil
+	}
+	if c.DBURL == "" {
+		return &exitError{code: 2, err: errors.New("--activity-db-url (SVC_ACTIVITY_DB_URL) needs --db-url: the activity store is on PostgreSQL only beside a main store there")}
+	}
+	if activityPath != "" {
+		return &exitError{code: 2, err: errors.New("--activity-db-url and --activity-db-path both name the activity store: give one")}
+	}
+	u, err := parseDBURL("--activity-db-url/SVC_ACTIVITY_DB_URL", *f.activity)
+	if err != nil {
+		return err
+	}
+	c.ActivityDBURL = u
+	return nil
+}
