@@ -100,24 +100,7 @@ func collect(t *testing.T, c <-chan sseMessage, n int) []sseMessage {
 // third pushes on A meanwhile; resuming on B with Last-Event-ID gives
 // exactly the rest.
 func TestTwoBrokersOnNATS(t *testing.T) {
-	url := pgCluster(t).NewDatabase(t)
-	ns := natstest.Start(t)
-	cfgPath := t.TempDir() + "/svc.json"
-	args := []string{"--config-path", cfgPath, "--db-url", url, "--nats-url", ns.URL()}
-	a := startServe(t, args...)
-	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(a.stdout.String())
-	require.NotNil(t, m, "a first boot prints the admin token")
-	admin := m[1]
-	// Members are created before the second broker starts: it reads them
-	// from the config file (members in PostgreSQL come later).
-	tokens := map[string]string{}
-	for _, name := range []string{"alice", "bob"} {
-		code, out := a.call(t, http.MethodPost, "/members", admin, map[string]any{"name": name})
-		require.Equal(t, http.StatusOK, code, "%v", out)
-		tokens[name] = out["token"].(string)
-	}
-	b := startServe(t, args...)
-
+	a, b, _, admin, tokens := twoBrokers(t)
 	stream := openStream(t, a, tokens["alice"], "alice", "")
 	const each = 40
 	var (
@@ -179,6 +162,64 @@ func TestTwoBrokersOnNATS(t *testing.T) {
 	case extra := <-resumed:
 		t.Fatalf("nothing more was pushed, got %v", extra)
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// twoBrokers starts brokers a and b of one team on one fresh PostgreSQL
+// database and one embedded NATS, with members alice and bob; it returns
+// the NATS, the admin token and the members' tokens.
+func twoBrokers(t *testing.T) (a, b *serving, ns *natstest.Server, admin string, tokens map[string]string) {
+	t.Helper()
+	url := pgCluster(t).NewDatabase(t)
+	ns = natstest.Start(t)
+	cfgPath := t.TempDir() + "/svc.json"
+	args := []string{"--config-path", cfgPath, "--db-url", url, "--nats-url", ns.URL()}
+	a = startServe(t, args...)
+	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(a.stdout.String())
+	require.NotNil(t, m, "a first boot prints the admin token")
+	admin = m[1]
+	// Members are created before the second broker starts: it reads them
+	// from the config file (members in PostgreSQL come later).
+	tokens = map[string]string{}
+	for _, name := range []string{"alice", "bob"} {
+		code, out := a.call(t, http.MethodPost, "/members", admin, map[string]any{"name": name})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		tokens[name] = out["token"].(string)
+	}
+	b = startServe(t, args...)
+	return a, b, ns, admin, tokens
+}
+
+// TestTwoBrokersWithoutNATS: while NATS is down, a member on broker A
+// still receives, in order, what another pushes on B (read from the
+// store), and once NATS is back, live traffic goes on, nothing twice.
+func TestTwoBrokersWithoutNATS(t *testing.T) {
+	a, b, ns, _, tokens := twoBrokers(t)
+	stream := openStream(t, a, tokens["alice"], "alice", "")
+	var want []sseMessage
+	push := func(body string) {
+		code, out := b.call(t, http.MethodPost, "/push", tokens["bob"], map[string]any{"to": "alice", "body": body})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		want = append(want, sseMessage{id: out["message"].(map[string]any)["id"].(string), body: body})
+	}
+	push("before the outage")
+	require.Equal(t, want, collect(t, stream, 1))
+
+	ns.Stop()
+	for i := range 5 {
+		push(fmt.Sprintf("during the outage %d", i))
+	}
+	require.Equal(t, want[1:], collect(t, stream, 5))
+
+	ns.Resume(t)
+	for i := range 5 {
+		push(fmt.Sprintf("after the outage %d", i))
+	}
+	require.Equal(t, want[6:], collect(t, stream, 5))
+	select {
+	case extra := <-stream:
+		t.Fatalf("nothing more was pushed, got %v", extra)
+	case <-time.After(300 * time.Millisecond):
 	}
 }
 
