@@ -13,6 +13,7 @@ import (
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/cluster"
 	"svc/server/groupcommit"
 	"svc/server/hub"
 	"svc/server/teamconfig"
@@ -89,6 +90,10 @@ type messenger struct {
 	// guard stamps each message's reply chain from its sender's turn,
 	// stops chains past the hop bound and limits agents' pushes.
 	guard *loopGuard
+	// fan, when set (several brokers, Server.JoinCluster), takes each
+	// committed batch instead of the hub: it publishes it on NATS and
+	// hands the hub every broker's messages in commit order.
+	fan *cluster.Fanout[clusterMsg]
 }
 
 // newMessenger returns a messenger over st and h; afterPublish, when not
@@ -255,6 +260,7 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 	var (
 		items  []hub.Item
 		stored []store.Message // items' messages, for afterPublish
+		fanned []clusterMsg    // the same, for the fan-out across brokers
 	)
 	for _, o := range batch {
 		if o.err != nil {
@@ -275,6 +281,9 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 			}
 			items = append(items, hub.Item{Ev: hub.NewEvent(s.Seq, pm), All: s.All, Sender: s.From, Recipients: s.Recipients})
 			stored = append(stored, s)
+			if m.fan != nil {
+				fanned = append(fanned, clusterMsg{Message: s, pm: pm})
+			}
 			r.msgs[i] = pm
 			if m.met != nil {
 				m.met.pushed(&o.out[i], i == 0 && o.msg != nil)
@@ -285,13 +294,21 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 	for _, s := range notices {
 		items = append(items, hub.Item{Ev: hub.NewEvent(s.Seq, messageToProto(s)), All: s.All, Sender: s.From, Recipients: s.Recipients})
 		stored = append(stored, s)
+		if m.fan != nil {
+			fanned = append(fanned, clusterMsg{Message: s})
+		}
 		if m.met != nil {
 			m.met.pushed(&s, false)
 		}
 	}
 	// One publish for the batch: each stream is woken once and writes the
-	// batch's messages to it in one write.
-	m.hub.PublishBatch(items)
+	// batch's messages to it in one write. With several brokers the
+	// fan-out publishes it, after any earlier id another broker committed.
+	if m.fan != nil {
+		m.fan.Committed(fanned)
+	} else {
+		m.hub.PublishBatch(items)
+	}
 	if m.afterPublish != nil {
 		live := func(member string) bool { return m.hub.Connected(member) > 0 }
 		for _, s := range stored {

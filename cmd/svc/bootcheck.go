@@ -269,9 +269,9 @@ func refusal(found string, todo ...string) error {
 // created is removed: a mistyped --db-path leaves no empty database
 // behind to be mistaken for one later.
 func openChecked(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration)) (store.Store, *booted, error) {
-	// One broker per database until brokers share their live traffic
-	// (issue 29: --nats-url); docs/DECISIONS.md, "Choosing the store".
-	st, existed, err := openMain(ctx, cfg, log, observe, true)
+	// One broker per database unless brokers share their live traffic
+	// over NATS (--nats-url); docs/DECISIONS.md, "Choosing the store".
+	st, existed, err := openMain(ctx, cfg, log, observe, cfg.NATSURL == "")
 	if err != nil {
 		return nil, nil, err
 	}

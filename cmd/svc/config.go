@@ -99,6 +99,11 @@ type Config struct {
 	// a Go duration from 1m to 720h; default 24h; docs/FEDERATION.md,
 	// Token lifetime).
 	JWTMaxLifetime time.Duration
+	// NATSURL makes this broker one of several serving the team
+	// (--nats-url, SVC_NATS_URL): they share the DBURL database and fan
+	// their live traffic out over this NATS (docs/DECISIONS.md, "Several
+	// brokers: fan-out on NATS"). Needs DBURL.
+	NATSURL string
 }
 
 // The bounds of --jwt-max-lifetime: under a minute no platform could
@@ -144,6 +149,7 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.DBPath, "db-path", env("SVC_DB_PATH", ""), "main store file; empty means in-memory (env SVC_DB_PATH)")
 	activity := fs.String("activity-db-path", env("SVC_ACTIVITY_DB_PATH", ""), "activity store file; default <db-path>-activity.db (env SVC_ACTIVITY_DB_PATH)")
 	urls := addDBURLFlags(fs, true)
+	natsURL := fs.String("nats-url", env("SVC_NATS_URL", ""), "join the other brokers of the team over this NATS, a nats://[user:pass@]host:port URL (several, comma-separated); needs --db-url (env SVC_NATS_URL)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SVC_LOG_LEVEL", "info"), "debug, info, warn or error (env SVC_LOG_LEVEL)")
 	proxies := fs.String("trusted-proxies", env("SVC_TRUSTED_PROXIES", ""), "reverse proxies whose X-Forwarded-For names the client: comma-separated addresses and CIDR ranges (env SVC_TRUSTED_PROXIES)")
 	jwtLifetimeDefault := os.Getenv("SVC_JWT_MAX_LIFETIME")
@@ -208,6 +214,9 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	c.ConfigPath = abs
 	if err := urls.apply(&c, c.DBPath, *activity); err != nil {
+		return c, err
+	}
+	if c.NATSURL, err = parseNATSURL(*natsURL, c.DBURL != ""); err != nil {
 		return c, err
 	}
 	if c.DBURL != "" {

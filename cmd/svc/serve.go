@@ -122,6 +122,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if _, err := srv.BindLegacyToolCredentials(ctx); err != nil {
 		return fmt.Errorf("refusing to start: binding tool credentials to their origin: %w", err)
 	}
+	if cfg.NATSURL != "" {
+		// Closed after Run (deferred before it): the fan-out unsubscribes
+		// first.
+		nc, err := connectNATS(cfg.NATSURL, "svc "+cfg.Addr, log)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if err := srv.JoinCluster(ctx, nc); err != nil {
+			return fmt.Errorf("refusing to start: joining the other brokers over NATS: %w", err)
+		}
+		log.Info("serving with other brokers", "nats", redactNATSURL(cfg.NATSURL))
+	}
 	lg := file.LoopGuardSettings()
 	log.Info("loop guard", "max_hops", lg.MaxHops, "agent_pushes_per_minute", lg.AgentPushesPerMinute, "agent_push_burst", lg.AgentPushBurst)
 	// The committer runs until the listeners have drained, so in-flight

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/cluster"
+	"svc/server/hub"
+	"svc/store"
+)
+
+// Several brokers of one team: each publishes its committed messages on
+// NATS and hands its hub every broker's messages in commit order
+// (server/cluster; docs/DECISIONS.md, "Several brokers: fan-out on NATS").
+
+// MessageRanger is what a store offers brokers that share it: every
+// message with after < seq <= upTo, oldest first, with its recipients.
+// The PostgreSQL store has it.
+type MessageRanger interface {
+	MessagesBetween(ctx context.Context, after, upTo int64) ([]store.Message, error)
+}
+
+// clusterMsg is a committed message as the fan-out carries it. pm is the
+// committing broker's rendering (the one its writer was answered with);
+// it does not travel.
+type clusterMsg struct {
+	store.Message
+	pm *apiv1.Message
+}
+
+// clusterStore reads what other brokers committed.
+type clusterStore struct {
+	st store.Store
+	r  MessageRanger
+}
+
+func (c clusterStore) Range(ctx context.Context, after, upTo int64) ([]clusterMsg, error) {
+	msgs, err := c.r.MessagesBetween(ctx, after, upTo)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]clusterMsg, len(msgs))
+	for i, m := range msgs {
+		out[i] = clusterMsg{Message: m}
+	}
+	return out, nil
+}
+
+func (c clusterStore) Last(ctx context.Context) (int64, error) { return c.st.LastMessageSeq(ctx) }
+
+// joinWithin bounds JoinCluster's store reads and NATS round trip.
+const joinWithin = 10 * time.Second
+
+// JoinCluster makes this broker one of several serving the team over nc:
+// from now on its committed messages go out on NATS, and its streams get
+// every broker's messages, in commit order, through the fan-out, which
+// Run runs. Call it once, after New and before Run. The store must be a
+// MessageRanger.
+func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
+	c := s.core
+	r, ok := c.store.(MessageRanger)
+	if !ok {
+		return errors.New("several brokers need a store that reads messages by id range (PostgreSQL)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, joinWithin)
+	defer cancel()
+	team, err := c.store.GetMeta(ctx, store.MetaTeamID)
+	if err != nil {
+		return fmt.Errorf("the team id that names the NATS subjects: %w", err)
+	}
+	f, err := cluster.New(ctx, cluster.Config[clusterMsg]{
+		Conn: nc, Subject: "svc." + team + ".msg", Store: clusterStore{st: c.store, r: r},
+		ID: func(m clusterMsg) int64 { return m.Seq }, Deliver: c.deliverRemote, Log: c.log,
+	})
+	if err != nil {
+		return err
+	}
+	c.msgs.fan = f
+	s.run = append(s.run, f.Run)
+	return nil
+}
+
+// deliverRemote hands the hub a run of messages in commit order, as the
+// committer does on a single broker: one publish, each stream woken once.
+func (c *core) deliverRemote(msgs []clusterMsg) {
+	items := make([]hub.Item, len(msgs))
+	for i, m := range msgs {
+		pm := m.pm
+		if pm == nil {
+			pm = messageToProto(m.Message)
+		}
+		items[i] = hub.Item{Ev: hub.NewEvent(m.Seq, pm), All: m.All, Sender: m.From, Recipients: m.Recipients}
+	}
+	c.hub.PublishBatch(items)
+}
