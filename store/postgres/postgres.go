@@ -213,7 +213,10 @@ func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if c.onCommit != nil {
 		c.onCommit(time.Since(start))
 	}
-	return c.health.wrote(ctx, translate("commit", err), lost())
+	// The commit gave the connection back to the pool, where another
+	// goroutine may already use it: only the error says whether it was
+	// lost (reading the connection's state here was a data race).
+	return c.health.wrote(ctx, translate("commit", err), false)
 }
 
 // result is what ExecContext returns, shaped as database/sql's.
