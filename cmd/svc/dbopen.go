@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"svc/store"
@@ -28,21 +29,52 @@ func parseDBURL(flagName, v string) (string, error) {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return "", &exitError{code: 2, err: fmt.Errorf("%s: must be a postgres://user@host/database URL", flagName)}
 	}
+	if !credentialsReadable(v, u) {
+		return "", &exitError{code: 2, err: fmt.Errorf("%s: %s", flagName, misreadCredentials)}
+	}
 	return v, nil
 }
 
-// redactDBURL is a database URL as svc prints it: without its password,
-// in the user part or in the query.
+// misreadCredentials explains credentialsReadable's refusal.
+const misreadCredentials = "the user or password part is not where a URL parser finds it (percent-encode '/', '?', '#' and '@' in a password, e.g. %2F) or the URL has a #fragment"
+
+// credentialsReadable reports whether url.Parse found the URL's
+// credentials where they are: a password holding an unescaped '/', '?' or
+// '#' ends the host early, so the parser sees no user part at all and a
+// redaction would print the password as part of the host or path. Such a
+// URL, or one with a fragment, is refused rather than printed.
+func credentialsReadable(raw string, u *url.URL) bool {
+	if strings.Contains(raw, "#") {
+		return false
+	}
+	return u.User != nil || !strings.Contains(raw, "@")
+}
+
+// redactDBURL is a database URL as svc prints it: scheme, user, host,
+// path and the query, with the password and any query value whose key
+// names a password or secret masked. What does not parse, or could be
+// misread (credentialsReadable), is not shown at all.
 func redactDBURL(v string) string {
 	u, err := url.Parse(v)
-	if err != nil {
+	if err != nil || !credentialsReadable(v, u) {
 		return "(a PostgreSQL database)"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	out := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		out.User = url.User(u.User.Username())
+		if _, ok := u.User.Password(); ok {
+			out.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
 	}
-	return u.Redacted()
+	if q := u.Query(); len(q) > 0 {
+		for k := range q {
+			if lk := strings.ToLower(k); strings.Contains(lk, "pass") || strings.Contains(lk, "secret") || strings.Contains(lk, "token") {
+				q.Set(k, "xxxxx")
+			}
+		}
+		out.RawQuery = q.Encode()
+	}
+	return out.String()
 }
 
 // dbName names the main store in messages: its file, (in-memory) or its

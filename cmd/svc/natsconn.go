@@ -40,7 +40,7 @@ func parseNATSURL(v string, haveDB bool) (string, error) {
 	}
 	for part := range strings.SplitSeq(v, ",") {
 		u, err := url.Parse(strings.TrimSpace(part))
-		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || !credentialsReadable(part, u) {
 			return "", &exitError{code: 2, err: errors.New("--nats-url/SVC_NATS_URL: must be nats://[user:pass@]host:port (or tls://), comma-separated for several servers")}
 		}
 	}
@@ -53,7 +53,7 @@ func redactNATSURL(v string) string {
 	parts := strings.Split(v, ",")
 	for i, p := range parts {
 		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil {
+		if err != nil || !credentialsReadable(p, u) {
 			parts[i] = "(a NATS server)"
 			continue
 		}

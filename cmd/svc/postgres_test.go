@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -204,6 +205,10 @@ func TestRedactDBURL(t *testing.T) {
 		"postgres://h/db?user=svc&password=hunter2":  "postgres://h/db?password=xxxxx&user=svc",
 		"postgres:///db?host=/run/pg&password=x%20y": "postgres:///db?host=%2Frun%2Fpg&password=xxxxx",
 		"postgres://svc:hunter2@%zz/db":              "(a PostgreSQL database)",
+		"postgres://svc:1234/hunter2@db/team":        "(a PostgreSQL database)",
+		"postgres://svc:99?hunter2@db/team":          "(a PostgreSQL database)",
+		"postgres://svc:42#hunter2@db/team":          "(a PostgreSQL database)",
+		"postgres://svc@db/team?sslpassword=hunter2": "postgres://svc@db/team?sslpassword=xxxxx",
 	} {
 		got := redactDBURL(in)
 		require.Equal(t, want, got, in)
@@ -247,4 +252,51 @@ func TestCheckOnPostgres(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 1, ee.code)
 	require.Contains(t, out.String(), "DAMAGED file /admin/notes.txt")
+}
+
+// TestDBURLMisreadCredentialsRefused: a password url.Parse would read as
+// part of the host or path is refused, not printed.
+func TestDBURLMisreadCredentialsRefused(t *testing.T) {
+	for _, v := range []string{"postgres://svc:1234/hunter2@db/team", "postgres://svc:99?hunter2@db/team", "postgres://svc:42#hunter2@db/team", "postgres://svc:ok@db/team#hunter2"} {
+		_, err := parseDBURL("--db-url", v)
+		require.ErrorContains(t, err, "percent-encode", v)
+		require.NotContains(t, err.Error(), "hunter2")
+		_, err = parseNATSURL(strings.Replace(strings.Replace(v, "postgres://", "nats://", 1), "/team", "", 1), true)
+		require.Error(t, err, v)
+		require.NotContains(t, err.Error(), "hunter2")
+	}
+}
+
+// FuzzRedactDBURL: whatever a password holds, a URL svc accepts is never
+// printed with it, in the user part or the query.
+func FuzzRedactDBURL(f *testing.F) {
+	for _, p := range []string{"hunter2", "1234/hunter2", "a?b#c@d", "p%40ss", "::::", "xxxxx1"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, pw string) {
+		if len(pw) < 4 || strings.ContainsAny(pw, "x") {
+			return // short values and the mask's own letter occur anywhere
+		}
+		for _, raw := range []string{"postgres://svc:" + pw + "@db.example:5432/team", "postgres://svc@db.example/team?password=" + url.QueryEscape(pw), "nats://svc:" + pw + "@nats.example:4222"} {
+			var shown string
+			if strings.HasPrefix(raw, "nats://") {
+				if _, err := parseNATSURL(raw, true); err != nil {
+					require.NotContains(t, err.Error(), pw)
+					continue
+				}
+				shown = redactNATSURL(raw)
+			} else {
+				if _, err := parseDBURL("--db-url", raw); err != nil {
+					require.NotContains(t, err.Error(), pw)
+					continue
+				}
+				shown = redactDBURL(raw)
+			}
+			for _, form := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw)} {
+				if len(form) >= 4 && !strings.Contains("svc db.example 5432 team password nats.example 4222 postgres", form) {
+					require.NotContains(t, shown, form, raw)
+				}
+			}
+		}
+	})
 }
