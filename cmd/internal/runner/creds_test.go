@@ -24,6 +24,7 @@ func TestMergeEnvLeavesOutTheToken(t *testing.T) {
 		{name: "SVC_TOKEN of another member", base: []string{"SVC_TOKEN=svc_other", "HOME=/h"}, want: []string{"HOME=/h"}},
 		{name: "a variable holding the token", base: []string{"MY_CREDS=user:" + tok + "@host", "TERM=dumb"}, want: []string{"TERM=dumb"}, dropped: []string{"MY_CREDS"}},
 		{name: "an OTLP header with the token", base: []string{"OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer " + tok}, dropped: []string{"OTEL_EXPORTER_OTLP_HEADERS"}},
+		{name: "the broker's credentials", base: []string{"SVC_DB_URL=postgres://svc:pw@db/team", "SVC_ACTIVITY_DB_URL=postgres://a:pw@db/act", "SVC_NATS_URL=nats://n:pw@nats:4222", "SVC_KEK=a2V5", "PGPASSWORD=pw", "PGPASSFILE=/etc/svc/pgpass", "PGSERVICEFILE=/etc/svc/pg", "LANG=C"}, want: []string{"LANG=C"}},
 		{name: "a part of the token is not the token", base: []string{"X=" + tok[:20]}, want: []string{"X=" + tok[:20]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -489,6 +489,15 @@ func agentEnv(otlp *relay.OTLP, socket string, secrets map[string]string) map[st
 	return env
 }
 
+// brokerSecretEnv are the broker's own settings that carry credentials
+// (a database or NATS URL with its password, libpq's password variables,
+// the KEK): a runner started from the broker's shell or unit file must
+// not hand them to its agent.
+var brokerSecretEnv = map[string]bool{
+	"SVC_DB_URL": true, "SVC_ACTIVITY_DB_URL": true, "SVC_NATS_URL": true, "SVC_KEK": true,
+	"PGPASSWORD": true, "PGPASSFILE": true, "PGSERVICEFILE": true,
+}
+
 // mergeEnv is the agent's environment: the runner's own without its
 // credential, relay socket and ticket (the agent reaches the broker only
 // through its toolbox and the OTLP relay) and without any variable that
@@ -497,7 +506,7 @@ func agentEnv(otlp *relay.OTLP, socket string, secrets map[string]string) map[st
 func mergeEnv(base []string, add map[string]string, extra []string, token string) (env, dropped []string) {
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
-		if k == client.EnvToken || k == relay.Env || k == relay.TicketEnv {
+		if k == client.EnvToken || k == relay.Env || k == relay.TicketEnv || brokerSecretEnv[k] {
 			continue
 		}
 		if token != "" && strings.Contains(v, token) {
