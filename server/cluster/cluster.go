@@ -288,7 +288,13 @@ func (f *Fanout[T]) receive(m *nats.Msg) {
 		return // our own, delivered from Committed
 	}
 	f.received.Add(1)
-	f.queue(span[T]{first: e.First, last: e.Last, items: e.Items})
+	// Only the range is trusted, as news that it committed: the records
+	// are read from the store. Anyone who can publish on the subject could
+	// otherwise hand every broker's streams forged messages (and push the
+	// position past real ones). Using the carried records again needs
+	// envelopes signed with a key only the brokers hold (docs/DECISIONS.md,
+	// Several brokers).
+	f.queue(span[T]{first: e.First, last: e.Last})
 }
 
 // wellFormed reports whether e announces a sane range and carries only
