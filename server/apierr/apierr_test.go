@@ -342,3 +342,28 @@ func TestRenderErrorDescription(t *testing.T) {
 		})
 	}
 }
+
+func TestValidText(t *testing.T) {
+	for _, tc := range []struct {
+		name, s  string
+		required bool
+		wantErr  string
+	}{
+		{"plain", "hello", true, ""},
+		{"blank required", "  ", true, "is required"},
+		{"blank optional", "", false, ""},
+		{"too long", "abcdef", false, "at most 5 bytes"},
+		{"not UTF-8", "a\xffb", false, "must be UTF-8"},
+		{"NUL", "a\x00b", false, "must not contain NUL"},
+		{"other control characters stay", "a\tb\x01c", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidText("body", tc.s, 5, tc.required)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}

@@ -6,7 +6,9 @@ import (
 )
 
 // ValidText checks a text field of a request: present (non-blank) when
-// required, at most limit bytes, UTF-8.
+// required, at most limit bytes, UTF-8 without NUL (PostgreSQL's text
+// cannot hold it, so one such field would fail every write committed with
+// it; no text a person or agent writes holds one).
 func ValidText(field, s string, limit int, required bool) error {
 	switch {
 	case required && strings.TrimSpace(s) == "":
@@ -15,6 +17,8 @@ func ValidText(field, s string, limit int, required bool) error {
 		return Invalid(field, "at most %d bytes", limit)
 	case !utf8.ValidString(s):
 		return Invalid(field, "must be UTF-8")
+	case strings.IndexByte(s, 0) >= 0:
+		return Invalid(field, "must not contain NUL")
 	}
 	return nil
 }

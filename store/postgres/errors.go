@@ -27,7 +27,9 @@ func translate(op string, err error) error {
 			return fmt.Errorf("%s: %w", op, store.ErrConflict)
 		case "23503": // foreign_key_violation
 			return fmt.Errorf("%s: %w", op, store.ErrPrecondition)
-		case "53100", "54000": // disk_full, program_limit_exceeded
+		case "53100": // disk_full. Not 54000 (program_limit_exceeded): a
+			// value too long for an index is the request's, not a full
+			// disk, and must not raise the storage alarm.
 			return fmt.Errorf("%s: %w (%s)", op, store.ErrStorageFull, pe.Message)
 		case "XX001", "XX002": // data_corrupted, index_corrupted
 			return fmt.Errorf("%s: %w (%s)", op, store.ErrDamaged, pe.Message)
