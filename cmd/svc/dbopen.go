@@ -129,14 +129,7 @@ func (c Config) durable() bool { return c.DBURL != "" || c.DBPath != "" }
 // lock alone).
 func openMain(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration), exclusive bool) (st store.Store, existed bool, err error) {
 	if cfg.DBURL != "" {
-		opts := []postgres.Option{}
-		if log != nil {
-			opts = append(opts, postgres.WithLogger(log))
-		}
-		if observe != nil {
-			opts = append(opts, postgres.WithCommitObserver(observe))
-		}
-		db, err := postgres.Open(ctx, cfg.DBURL, opts...)
+		db, err := postgres.Open(ctx, cfg.DBURL, pgOptions(log, observe)...)
 		if err != nil {
 			return nil, false, fmt.Errorf("open main store %s: %w", cfg.dbName(), err)
 		}
@@ -147,18 +140,37 @@ func openMain(ctx context.Context, cfg Config, log *slog.Logger, observe func(ti
 		return db, true, nil
 	}
 	existed = dbFileExists(cfg.DBPath)
-	opts := []sqlite.Option{}
+	db, err := sqlite.Open(ctx, cfg.DBPath, sqliteOptions(cfg, log, observe)...)
+	if err != nil {
+		return nil, existed, storeOpenError("main store", err)
+	}
+	return db, existed, nil
+}
+
+// pgOptions are a PostgreSQL store's options: the broker's logger and
+// commit observer when it has them (a maintenance command has neither).
+func pgOptions(log *slog.Logger, observe func(time.Duration)) []postgres.Option {
+	var opts []postgres.Option
+	if log != nil {
+		opts = append(opts, postgres.WithLogger(log))
+	}
+	if observe != nil {
+		opts = append(opts, postgres.WithCommitObserver(observe))
+	}
+	return opts
+}
+
+// sqliteOptions are an SQLite store's options, as pgOptions, with the
+// startup check the broker runs.
+func sqliteOptions(cfg Config, log *slog.Logger, observe func(time.Duration)) []sqlite.Option {
+	var opts []sqlite.Option
 	if log != nil {
 		opts = append(opts, sqlite.WithLogger(log), sqlite.WithStartupCheck(cfg.StartupCheck))
 	}
 	if observe != nil {
 		opts = append(opts, sqlite.WithCommitObserver(observe))
 	}
-	db, err := sqlite.Open(ctx, cfg.DBPath, opts...)
-	if err != nil {
-		return nil, existed, storeOpenError("main store", err)
-	}
-	return db, existed, nil
+	return opts
 }
 
 // openActivity opens the activity store: in the main store's PostgreSQL
@@ -170,27 +182,13 @@ func openActivity(ctx context.Context, cfg Config, log *slog.Logger, observe fun
 		if u == "" {
 			u = cfg.DBURL
 		}
-		opts := []postgres.Option{}
-		if log != nil {
-			opts = append(opts, postgres.WithLogger(log))
-		}
-		if observe != nil {
-			opts = append(opts, postgres.WithCommitObserver(observe))
-		}
-		act, err := postgres.OpenActivity(ctx, u, opts...)
+		act, err := postgres.OpenActivity(ctx, u, pgOptions(log, observe)...)
 		if err != nil {
 			return nil, fmt.Errorf("open activity store %s: %w", redactDBURL(u), err)
 		}
 		return act, nil
 	}
-	opts := []sqlite.Option{}
-	if log != nil {
-		opts = append(opts, sqlite.WithLogger(log), sqlite.WithStartupCheck(cfg.StartupCheck))
-	}
-	if observe != nil {
-		opts = append(opts, sqlite.WithCommitObserver(observe))
-	}
-	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, opts...)
+	act, err := sqlite.OpenActivity(ctx, cfg.ActivityDBPath, sqliteOptions(cfg, log, observe)...)
 	if err != nil {
 		return nil, storeOpenError("activity store", err)
 	}
