@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	neturl "net/url"
 	"path/filepath"
@@ -9,18 +8,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"svc/store/postgres/pgtest"
 )
 
-// migrateTarget is an empty database on a cluster of the test's own,
-// stopped when the test ends.
+// migrateTarget is an empty database on the run's cluster (the one the
+// harness's PostgreSQL mode uses, started on first use).
 func migrateTarget(t *testing.T) string {
 	t.Helper()
-	c, err := pgtest.Start(context.Background())
-	require.NoError(t, err, "PostgreSQL for the migration: %s", pgtest.Install)
-	t.Cleanup(c.Stop)
-	return c.NewDatabase(t)
+	return pgClusterFor(t).NewDatabase(t)
 }
 
 // A team served from SQLite moves to PostgreSQL with svc migrate and the
