@@ -10,7 +10,7 @@ RUNDIR  ?= .run
 # time, so every Go command runs with cgo on.
 export CGO_ENABLED := 1
 
-.PHONY: help build run run-postgres generate check-generated lint vet test test-unit fuzz bench clean chromium postgres screenshots
+.PHONY: help build run run-postgres run-cluster generate check-generated lint vet test test-unit fuzz bench clean chromium postgres screenshots
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -26,6 +26,13 @@ run: build ## Run the broker on 127.0.0.1:7433 with state in .run/ (first run pr
 # cluster stops with svc when this started it (scripts/run-postgres.sh).
 run-postgres: build postgres ## Run the broker on 127.0.0.1:7433 on a local PostgreSQL cluster in .run/pg (first run: initdb, prints the admin token).
 	scripts/run-postgres.sh bin/svc $(RUNDIR)
+
+# Two brokers of one team on 127.0.0.1:7433 and :7434, on make run-postgres's
+# cluster (database svc_cluster) and a nats-server built from go.mod's
+# module into $(RUNDIR)/bin; ^C stops everything it started
+# (scripts/run-cluster.sh, docs/OPERATIONS.md "Several brokers").
+run-cluster: build postgres ## Run two brokers on :7433 and :7434 sharing PostgreSQL (.run/pg) and NATS (first run prints the admin token).
+	scripts/run-cluster.sh bin/svc $(RUNDIR)
 
 generate: ## Regenerate gen/ from proto/ with the pinned local plugins.
 	rm -rf gen/svc gen/openapi/svc.swagger.json
