@@ -175,8 +175,11 @@ func sqliteOptions(cfg Config, log *slog.Logger, observe func(time.Duration)) []
 
 // openActivity opens the activity store: in the main store's PostgreSQL
 // database unless --activity-db-url names another, else the SQLite file
-// beside the main one.
-func openActivity(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration)) (store.ActivityStore, error) {
+// beside the main one. A broker (broker true) holds the use lock of an
+// activity database of its own shared, as it holds the main one's, so
+// svc migrate cannot fill that database under it; svc prune, which runs
+// beside brokers, takes none.
+func openActivity(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration), broker bool) (store.ActivityStore, error) {
 	if cfg.DBURL != "" {
 		u := cfg.ActivityDBURL
 		if u == "" {
@@ -185,6 +188,11 @@ func openActivity(ctx context.Context, cfg Config, log *slog.Logger, observe fun
 		act, err := postgres.OpenActivity(ctx, u, pgOptions(log, observe)...)
 		if err != nil {
 			return nil, fmt.Errorf("open activity store %s: %w", redactDBURL(u), err)
+		}
+		if broker && u != cfg.DBURL {
+			if err := act.Use(ctx, false); err != nil {
+				return nil, errors.Join(fmt.Errorf("activity store %s: %w", redactDBURL(u), err), act.Close())
+			}
 		}
 		return act, nil
 	}

@@ -61,7 +61,7 @@ func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	var act store.ActivityStore
 	if c.DBURL != "" {
-		act, err = openActivity(ctx, c, nil, nil)
+		act, err = openActivity(ctx, c, nil, nil, false)
 	} else {
 		if _, err := os.Stat(path); err != nil {
 			return fmt.Errorf("activity store: %w", err)
