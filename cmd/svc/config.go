@@ -163,6 +163,7 @@ func parseServeConfig(args []string, stderr io.Writer) (Config, error) {
 	if fs.NArg() > 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
 	}
+	warnSecretFlags(fs)
 	c.KEK = os.Getenv("SVC_KEK")
 	c.WebPushSubject = os.Getenv("SVC_WEBPUSH_SUBJECT")
 	c.WebPushAllowHTTP = os.Getenv("SVC_WEBPUSH_ALLOW_HTTP") == "1"

@@ -7,10 +7,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -175,8 +177,11 @@ func sqliteOptions(cfg Config, log *slog.Logger, observe func(time.Duration)) []
 
 // openActivity opens the activity store: in the main store's PostgreSQL
 // database unless --activity-db-url names another, else the SQLite file
-// beside the main one.
-func openActivity(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration)) (store.ActivityStore, error) {
+// beside the main one. A broker (broker true) holds the use lock of an
+// activity database of its own shared, as it holds the main one's, so
+// svc migrate cannot fill that database under it; svc prune, which runs
+// beside brokers, takes none.
+func openActivity(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration), broker bool) (store.ActivityStore, error) {
 	if cfg.DBURL != "" {
 		u := cfg.ActivityDBURL
 		if u == "" {
@@ -185,6 +190,11 @@ func openActivity(ctx context.Context, cfg Config, log *slog.Logger, observe fun
 		act, err := postgres.OpenActivity(ctx, u, pgOptions(log, observe)...)
 		if err != nil {
 			return nil, fmt.Errorf("open activity store %s: %w", redactDBURL(u), err)
+		}
+		if broker && u != cfg.DBURL {
+			if err := act.Use(ctx, false); err != nil {
+				return nil, errors.Join(fmt.Errorf("activity store %s: %w", redactDBURL(u), err), act.Close())
+			}
 		}
 		return act, nil
 	}
@@ -237,4 +247,63 @@ func (f dbURLFlags) apply(c *Config, dbPath, activityPath string) error {
 	}
 	c.ActivityDBURL = u
 	return nil
+}
+
+// secretFlags are the flags whose URL may carry a password, and the
+// environment variable that carries it unseen.
+var secretFlags = map[string]string{
+	"db-url":          "SVC_DB_URL",
+	"activity-db-url": "SVC_ACTIVITY_DB_URL",
+	"nats-url":        "SVC_NATS_URL",
+	"to":              "SVC_DB_URL",
+	"to-activity":     "SVC_ACTIVITY_DB_URL",
+}
+
+// warnSecretFlags prints one warning to fs's output when a URL given on
+// the command line (not by its environment variable) holds a password or
+// a token: every user of the machine reads a process's arguments (ps,
+// /proc/PID/cmdline). It names the flags, never the value. The command
+// still runs: refusing would break the scripts that work today.
+func warnSecretFlags(fs *flag.FlagSet) {
+	var named, envs []string
+	fs.Visit(func(f *flag.Flag) {
+		if env, ok := secretFlags[f.Name]; ok && urlHoldsSecret(f.Value.String()) {
+			named = append(named, "--"+f.Name)
+			envs = append(envs, env)
+		}
+	})
+	if len(named) == 0 {
+		return
+	}
+	verb := "holds a password"
+	if len(named) > 1 {
+		verb = "hold passwords"
+	}
+	slices.Sort(envs)
+	fmt.Fprintf(fs.Output(), "svc: warning: %s %s, which every user of this machine can read in the process list (ps); give the URL in %s instead, or keep a PostgreSQL password in a PGPASSFILE (~/.pgpass)\n",
+		strings.Join(named, " and "), verb, strings.Join(slices.Compact(envs), " and "))
+}
+
+// urlHoldsSecret reports whether a database or NATS URL (several,
+// comma-separated, for NATS) carries a secret: a password, a NATS token
+// (a user part alone) or a query parameter naming a password or a secret.
+// What does not parse is refused later, and is counted as holding one.
+func urlHoldsSecret(v string) bool {
+	for part := range strings.SplitSeq(v, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil {
+			return true
+		}
+		if u.User != nil {
+			if _, ok := u.User.Password(); ok || u.Scheme == "nats" || u.Scheme == "tls" {
+				return true
+			}
+		}
+		for k := range u.Query() {
+			if lk := strings.ToLower(k); strings.Contains(lk, "pass") || strings.Contains(lk, "secret") || strings.Contains(lk, "token") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -59,6 +59,7 @@ func kekFingerprint(args []string, stdout, stderr io.Writer) error {
 	if err := fset.Parse(args); err != nil {
 		return usageError(err)
 	}
+	warnSecretFlags(fset)
 	var (
 		k    *kek.KEK
 		from string

@@ -118,6 +118,7 @@ func parseFlags(fset *flag.FlagSet, args []string) (done bool, err error) {
 	if fset.NArg() > 0 {
 		return true, &exitError{code: 2, err: fmt.Errorf("unexpected arguments: %s", strings.Join(fset.Args(), " "))}
 	}
+	warnSecretFlags(fset)
 	return false, nil
 }
 

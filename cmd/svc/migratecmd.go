@@ -1,7 +1,8 @@
 package main
 
 // svc migrate: a team's stores copied from SQLite into PostgreSQL, table by
-// table, in one PostgreSQL transaction per store, verified by counts and a
+// table, in one PostgreSQL transaction (one per database when the
+// activity store is in another), verified by counts and a
 // checksum per table before anything commits (docs/OPERATIONS.md, Moving a
 // team to PostgreSQL; docs/DECISIONS.md, "svc migrate").
 
@@ -12,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -33,7 +35,8 @@ const migrateUsage = `usage: svc migrate --from sqlite:PATH --to postgres://... 
 Copies a team's data from its SQLite files (the main store at PATH and its
 activity store, PATH-activity.db unless --from-activity names another) into
 PostgreSQL: the schema is created with the store's own migrations, every
-table is copied in primary-key order inside one transaction per store, and
+table is copied in primary-key order inside one transaction (one per
+database when the activity store is in another), and
 each table's row count and SHA-256 are computed on both sides and compared
 before anything commits. Any difference rolls everything back.
 
@@ -133,7 +136,10 @@ type storeCopy struct {
 	srcDB   *sql.DB
 	conn    *pgx.Conn
 	tx      pgx.Tx
-	plan    *storePlan
+	// shared: conn and tx are another store's (both stores in one
+	// database), which commits and closes them.
+	shared bool
+	plan   *storePlan
 }
 
 // runMigrate copies both stores and commits them only when both verify.
@@ -172,7 +178,7 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 	if err != nil {
 		return fmt.Errorf("the activity target %s: %w", redactDBURL(o.toActivity), err)
 	}
-	_ = pa.Close()
+	defer func() { err = errors.Join(err, pa.Close()) }()
 
 	stores := []*storeCopy{
 		{name: "main", srcPath: o.from, dstURL: o.to},
@@ -183,10 +189,27 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 			s.close(ctx)
 		}
 	}()
-	for _, s := range stores {
-		if err := s.open(ctx); err != nil {
-			return err
-		}
+	if err := stores[0].open(ctx, nil); err != nil {
+		return err
+	}
+	// Both stores in one database are copied in one transaction: all or
+	// nothing, with no moment where the main store is in and the
+	// activity store not. In a database of its own the activity store
+	// gets its own transaction, and that database's use lock is held
+	// alone as the main one's is (a broker holds it shared there).
+	same, err := sameDatabase(ctx, stores[0].conn, o.toActivity)
+	if err != nil {
+		return fmt.Errorf("activity store: %w", err)
+	}
+	if same {
+		err = stores[1].open(ctx, stores[0])
+	} else if err = pa.Use(ctx, true); err != nil {
+		err = fmt.Errorf("the activity target %s: %w", redactDBURL(o.toActivity), err)
+	} else {
+		err = stores[1].open(ctx, nil)
+	}
+	if err != nil {
+		return err
 	}
 	if err := planStores(ctx, stores[0], stores[1]); err != nil {
 		return err
@@ -223,10 +246,14 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 		return &exitError{code: 1, err: fmt.Errorf("verification failed: %d table(s) differ between SQLite and PostgreSQL; nothing was committed", bad)}
 	}
 	for i, s := range stores {
+		if s.shared {
+			continue // committed with the store whose transaction it is in
+		}
 		if err := s.tx.Commit(ctx); err != nil {
 			if i > 0 {
-				// Rare (the connection lost between two commits), and
-				// loud: the main store is in, the activity store not.
+				// Only with the activity store in another database: rare
+				// (the connection lost between two commits), and loud: the
+				// main store is in, the activity store not.
 				return fmt.Errorf("%s store: commit: %w; the main store was committed: run again with --replace-target", s.name, err)
 			}
 			return fmt.Errorf("%s store: commit: %w; nothing was committed", s.name, err)
@@ -269,8 +296,8 @@ func readOnlyDSN(path string) string {
 }
 
 // open reads the SQLite file in one read transaction (a snapshot) and
-// begins the PostgreSQL transaction.
-func (s *storeCopy) open(ctx context.Context) error {
+// begins the PostgreSQL transaction, or joins with's when with is not nil.
+func (s *storeCopy) open(ctx context.Context, with *storeCopy) error {
 	db, err := sql.Open("sqlite3", readOnlyDSN(s.srcPath))
 	if err != nil {
 		return fmt.Errorf("%s store: %w", s.name, err)
@@ -279,6 +306,10 @@ func (s *storeCopy) open(ctx context.Context) error {
 	s.srcDB = db
 	if s.src, err = db.BeginTx(ctx, nil); err != nil {
 		return fmt.Errorf("%s store: read %s: %w", s.name, s.srcPath, err)
+	}
+	if with != nil {
+		s.conn, s.tx, s.shared = with.conn, with.tx, true
+		return nil
 	}
 	if s.conn, err = pgx.Connect(ctx, s.dstURL); err != nil {
 		return fmt.Errorf("%s store: connect to %s: %w", s.name, redactDBURL(s.dstURL), err)
@@ -294,13 +325,36 @@ func (s *storeCopy) open(ctx context.Context) error {
 	return nil
 }
 
+// sameDatabase reports whether url names the database conn is connected
+// to, however the two URLs are spelt (a host name and its address, a
+// socket and localhost): advisory locks are scoped to the database, so a
+// lock conn holds is refused to a session of the same database only.
+func sameDatabase(ctx context.Context, conn *pgx.Conn, url string) (bool, error) {
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return false, fmt.Errorf("connect to %s: %w", redactDBURL(url), err)
+	}
+	defer func() { _ = other.Close(context.WithoutCancel(ctx)) }()
+	// A random key: no other holder of an advisory lock uses it.
+	key := int64(rand.Uint64()) //nolint:gosec // a lock key, not a secret
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		return false, err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, key) }()
+	var got bool
+	if err := other.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&got); err != nil {
+		return false, err
+	}
+	return !got, nil // other's lock goes with its connection
+}
+
 // close rolls back whatever did not commit and closes the connections.
 func (s *storeCopy) close(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
-	if s.tx != nil {
+	if s.tx != nil && !s.shared {
 		_ = s.tx.Rollback(ctx)
 	}
-	if s.conn != nil {
+	if s.conn != nil && !s.shared {
 		_ = s.conn.Close(ctx)
 	}
 	if s.src != nil {

@@ -31,6 +31,7 @@ func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	warnSecretFlags(fs)
 	var c Config
 	if err := urls.apply(&c, *dbPath, *actPath); err != nil {
 		return err
@@ -61,7 +62,7 @@ func prune(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	var act store.ActivityStore
 	if c.DBURL != "" {
-		act, err = openActivity(ctx, c, nil, nil)
+		act, err = openActivity(ctx, c, nil, nil, false)
 	} else {
 		if _, err := os.Stat(path); err != nil {
 			return fmt.Errorf("activity store: %w", err)

@@ -81,7 +81,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// may assume).
 		fmt.Fprintf(stdout, "admin token: %s\n", b.firstToken)
 	}
-	act, err := openActivity(ctx, cfg, log, commits.Activity)
+	act, err := openActivity(ctx, cfg, log, commits.Activity, true)
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,8 @@ func objectsAt(v any, keys ...string) []map[string]any {
 }
 
 // decodeJSONValue decodes exactly one JSON value, keeping numbers as
-// json.Number so re-encoding loses no precision.
+// json.Number so re-encoding loses no precision, and with every NUL its
+// strings held (as the \u0000 escape) replaced (noNUL).
 func decodeJSONValue(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -148,7 +149,7 @@ func decodeJSONValue(b []byte) (any, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("trailing data after json value")
 	}
-	return v, nil
+	return noNULValue(v), nil
 }
 
 // encodeJSONValue encodes v compactly, without HTML escaping.

@@ -82,9 +82,9 @@ func record(lr *logspb.LogRecord, res map[string]string, codexService bool) Reco
 		r.Time = unixNano(lr.GetObservedTimeUnixNano())
 	}
 	if s, ok := lr.GetBody().GetValue().(*commonpb.AnyValue_StringValue); ok {
-		r.Body = s.StringValue
+		r.Body = noNUL(s.StringValue)
 	}
-	r.Name, r.Agent = nameRecord(r.Attrs, lr.GetEventName(), r.Body, codexService)
+	r.Name, r.Agent = nameRecord(r.Attrs, noNUL(lr.GetEventName()), r.Body, codexService)
 	return r
 }
 
@@ -140,7 +140,7 @@ func unixNano(n uint64) time.Time {
 func renderAttrs(kvs []*commonpb.KeyValue) map[string]string {
 	m := make(map[string]string, len(kvs))
 	for _, kv := range kvs {
-		m[kv.GetKey()] = renderValue(kv.GetValue())
+		m[noNUL(kv.GetKey())] = renderValue(kv.GetValue())
 	}
 	for _, k := range privateAttrs {
 		delete(m, k)
@@ -148,11 +148,12 @@ func renderAttrs(kvs []*commonpb.KeyValue) map[string]string {
 	return m
 }
 
-// renderValue renders one attribute value as a string.
+// renderValue renders one attribute value as a string, NUL replaced
+// (noNUL) in every string it holds.
 func renderValue(v *commonpb.AnyValue) string {
 	switch x := v.GetValue().(type) {
 	case *commonpb.AnyValue_StringValue:
-		return x.StringValue
+		return noNUL(x.StringValue)
 	case *commonpb.AnyValue_BoolValue:
 		return strconv.FormatBool(x.BoolValue)
 	case *commonpb.AnyValue_IntValue:
@@ -182,7 +183,7 @@ func jsonValue(v *commonpb.AnyValue, depth int) any {
 	}
 	switch x := v.GetValue().(type) {
 	case *commonpb.AnyValue_StringValue:
-		return x.StringValue
+		return noNUL(x.StringValue)
 	case *commonpb.AnyValue_BoolValue:
 		return x.BoolValue
 	case *commonpb.AnyValue_IntValue:
@@ -203,7 +204,7 @@ func jsonValue(v *commonpb.AnyValue, depth int) any {
 	case *commonpb.AnyValue_KvlistValue:
 		obj := make(map[string]any, len(x.KvlistValue.GetValues()))
 		for _, kv := range x.KvlistValue.GetValues() {
-			obj[kv.GetKey()] = jsonValue(kv.GetValue(), depth+1)
+			obj[noNUL(kv.GetKey())] = jsonValue(kv.GetValue(), depth+1)
 		}
 		return obj
 	}

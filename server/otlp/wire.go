@@ -95,12 +95,13 @@ func walk(b []byte, fs fields, fn func(num protowire.Number, v []byte) error) er
 	return nil
 }
 
-// utf8String reads a string field as protobuf does: it must be UTF-8.
+// utf8String reads a string field as protobuf does: it must be UTF-8. A
+// NUL is replaced (noNUL).
 func utf8String(v []byte) (string, error) {
 	if !utf8.Valid(v) {
 		return "", errMalformed
 	}
-	return string(v), nil
+	return noNUL(string(v)), nil
 }
 
 // checkString checks a string field no record reads.
