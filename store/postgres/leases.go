@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"time"
 
 	"svc/store"
