@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -184,4 +185,48 @@ func activityOn(t *testing.T, s *serving, token, member string) string {
 		}
 	}
 	return ""
+}
+
+// TestTwoBrokersRunnerMovesLosesNoTurn: bob's runner works on A (the
+// runner's protocol over REST: attach with an empty delivery update, a
+// turn started and ended per message, its position acknowledged); A
+// stops in the middle of a turn; the runner attaches to B, finds the
+// position and the turn it left, and resumes from the position: every
+// message once, none lost.
+func TestTwoBrokersRunnerMovesLosesNoTurn(t *testing.T) {
+	a, b, _, _, tokens := twoBrokers(t)
+	deliver := func(s *serving, body map[string]any) map[string]any {
+		t.Helper()
+		code, out := s.call(t, http.MethodPost, "/members/bob/delivery", tokens["bob"], body)
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		return out
+	}
+	deliver(a, map[string]any{})
+	stream := openStream(t, a, tokens["bob"], "bob", "")
+	var ids []string
+	for i := range 3 {
+		code, out := b.call(t, http.MethodPost, "/push", tokens["alice"], map[string]any{"to": "bob", "body": fmt.Sprintf("turn %d", i)})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		ids = append(ids, out["message"].(map[string]any)["id"].(string))
+	}
+	got := collect(t, stream, 3)
+	require.Equal(t, ids, []string{got[0].id, got[1].id, got[2].id})
+	deliver(a, map[string]any{"turn": "TURN_PHASE_STARTED", "turnMessageId": ids[0]})
+	deliver(a, map[string]any{"turn": "TURN_PHASE_ENDED", "position": ids[0]})
+	deliver(a, map[string]any{"turn": "TURN_PHASE_STARTED", "turnMessageId": ids[1]})
+	require.NoError(t, a.stop())
+
+	st := deliver(b, map[string]any{})
+	require.Equal(t, ids[0], st["position"], "%v", st)
+	require.Equal(t, true, st["turnActive"], "%v", st)
+	require.Equal(t, ids[1], st["turnMessageId"], "%v", st)
+	resumed := openStream(t, b, tokens["bob"], "bob", ids[0])
+	got = collect(t, resumed, 2)
+	require.Equal(t, []string{"turn 1", "turn 2"}, []string{got[0].body, got[1].body})
+	require.Equal(t, ids[1:], []string{got[0].id, got[1].id})
+	select {
+	case extra := <-resumed:
+		t.Fatalf("nothing more: %v", extra)
+	case <-time.After(300 * time.Millisecond):
+	}
 }
