@@ -44,8 +44,8 @@ func hookBrokers(t *testing.T) (a, b *serving, url, admin string, tokens map[str
 	return a, b, url, admin, tokens
 }
 
-// leaseHolder waits for the hooks lease to be held and answers its holder
-// and epoch.
+// leaseHolder waits for the hooks lease to be held and answers its
+// holder.
 func leaseHolder(t *testing.T, url string) string {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), url)
@@ -123,6 +123,7 @@ func requireOnly(t *testing.T, c <-chan sseMessage, want string, within time.Dur
 // over within its lifetime (and a renewal period).
 func TestTwoBrokersHookQueueOnAttach(t *testing.T) {
 	a, b, url, admin, tokens := hookBrokers(t)
+	require.Equal(t, int64(1), leaseEpoch(t, url), "A holds the lease")
 	hookEndpoint(t, a, admin, "q", "bob")
 	hookEndpoint(t, a, admin, "qc", "carol")
 
@@ -131,11 +132,13 @@ func TestTwoBrokersHookQueueOnAttach(t *testing.T) {
 	requireOnly(t, bob, "for bob while offline", 20*time.Second)
 
 	postHook(t, a, "qc", `{"text":"for carol before the takeover"}`)
-	epoch := leaseEpoch(t, url)
 	require.NoError(t, a.stop())
+	// Only the holder's loop flushes a queue: delivered means B holds the
+	// lease (within its lifetime and a renewal period of A's stop; the
+	// bound here leaves room for a loaded machine).
 	carol := openStream(t, b, tokens["carol"], "carol", "")
-	requireOnly(t, carol, "for carol before the takeover", 3*server.HookLeaseTTL)
-	require.Equal(t, epoch+1, leaseEpoch(t, url), "B took the lease over")
+	requireOnly(t, carol, "for carol before the takeover", 5*server.HookLeaseTTL)
+	require.GreaterOrEqual(t, leaseEpoch(t, url), int64(2), "B took the lease over")
 }
 
 // TestTwoBrokersApprovalAcrossBrokers: bob asks on A, where its stream
