@@ -21,6 +21,7 @@ type Tx interface {
 	DeliveryStore
 	LoopStore
 	MetaStore
+	LeaseStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction
 	// goes on.

@@ -430,8 +430,19 @@ const (
 // for the queue the time the oldest waited), expired or dropped. A queued
 // row past its TTL expires even when the member attaches.
 func (s *Service) resolveMember(ctx context.Context, member, kind string, dueBy time.Time, what memberRows, why string) error {
+	return s.resolveMemberAs(ctx, false, member, kind, dueBy, what, why)
+}
+
+// resolveMemberAs is resolveMember, by the scheduler loop when fenced:
+// then only while this broker holds the lease.
+func (s *Service) resolveMemberAs(ctx context.Context, fenced bool, member, kind string, dueBy time.Time, what memberRows, why string) error {
 	var t *hookTally
 	return s.d.Commit.CommitStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		if fenced {
+			if err := s.fence(ctx, tx); err != nil {
+				return nil, err
+			}
+		}
 		t = s.newTally()
 		now := s.now()
 		rows, err := tx.ListHookPending(ctx, store.HookPendingFilter{Kind: kind, Member: member, DueBy: dueBy})
@@ -588,13 +599,23 @@ func (s *Service) prune(ctx context.Context, now time.Time) error {
 
 // Poke asks for a pass soon; it never blocks.
 func (s *Service) Poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	for _, c := range []chan struct{}{s.wake, s.reach} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }
 
 func (s *Service) Run(ctx context.Context) {
+	if s.lease.owner != "" {
+		s.runLeased(ctx)
+		return
+	}
+	s.run(ctx)
+}
+
+func (s *Service) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -665,12 +686,12 @@ func (s *Service) Pass(ctx context.Context) (time.Time, error) {
 	for _, m := range queued {
 		switch {
 		case !s.d.Members.Known(m):
-			errs = append(errs, s.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDrop, "not on the team"))
-		case s.d.Members.Online(m):
-			errs = append(errs, s.resolveMember(ctx, m, store.HookQueue, time.Time{}, rowsDeliver, ""))
+			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookQueue, time.Time{}, rowsDrop, "not on the team"))
+		case s.d.Members.Online(m) || s.reached(m, true):
+			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookQueue, time.Time{}, rowsDeliver, ""))
 		case !queueDue[m]:
 		default:
-			errs = append(errs, s.resolveMember(ctx, m, store.HookQueue, now, rowsExpire,
+			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookQueue, now, rowsExpire,
 				fmt.Sprintf("%s not attached within queueTtlMs", m)))
 		}
 	}
@@ -687,14 +708,15 @@ func (s *Service) Pass(ctx context.Context) (time.Time, error) {
 	}
 	for _, m := range held {
 		busy, until := s.d.Members.Busy(m)
+		busy = busy && !s.reached(m, false)
 		switch {
 		case !s.d.Members.Known(m):
-			errs = append(errs, s.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDrop, "not on the team"))
+			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookWait, time.Time{}, rowsDrop, "not on the team"))
 		case !busy:
-			errs = append(errs, s.resolveMember(ctx, m, store.HookWait, time.Time{}, rowsDeliver, ""))
+			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookWait, time.Time{}, rowsDeliver, ""))
 		default:
 			if waitDue[m] {
-				errs = append(errs, s.resolveMember(ctx, m, store.HookWait, now, rowsDeliver, "forced out after maxWaitMs"))
+				errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookWait, now, rowsDeliver, "forced out after maxWaitMs"))
 			}
 			if next.IsZero() || until.Before(next) {
 				next = until
@@ -726,6 +748,9 @@ func (s *Service) flushDebounced(ctx context.Context, slug string) error {
 	route := s.routeHook(e)
 	var t *hookTally
 	err = s.d.Commit.CommitStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
+		if err := s.fence(ctx, tx); err != nil {
+			return nil, err
+		}
 		t = s.newTally()
 		e, err := Read(ctx, tx, slug)
 		if errors.Is(err, store.ErrNotFound) {

@@ -96,10 +96,14 @@ type Service struct {
 	// per endpoint and per client address.
 	rejects, rejectAddrs *auth.WindowLimiter
 	wake                 chan struct{}
-	mu                   sync.Mutex // one scheduler pass at a time
+	// reach wakes Announce (several brokers).
+	reach chan struct{}
+	mu    sync.Mutex // one scheduler pass at a time
 	// pruned is when old receipts were last pruned (at most once a
 	// minute: passes follow every delivery under load).
 	pruned time.Time
+	// lease is the loop's lease on several brokers.
+	lease leased
 }
 
 // New returns a Service over d.
@@ -111,7 +115,7 @@ func New(d Deps) *Service {
 		d.Now = time.Now
 	}
 	return &Service{
-		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1),
+		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1), reach: make(chan struct{}, 1),
 		rejects:     auth.NewWindowLimiter(RejectLimit, time.Minute, rateKeys, d.Now),
 		rejectAddrs: auth.NewWindowLimiter(RejectAddrLimit, time.Minute, rateKeys, d.Now),
 		endpoints: registry.Of[Endpoint]{
