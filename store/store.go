@@ -21,6 +21,8 @@ type Tx interface {
 	DeliveryStore
 	LoopStore
 	MetaStore
+	RevocationStore
+	LimitStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction
 	// goes on.
