@@ -77,16 +77,19 @@ func (b *brokerSessions) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRe
 	// session (loginMu).
 	b.loginMu.Lock()
 	defer b.loginMu.Unlock()
+	rev := b.revocation(req.GetName(), revokeSessions)
 	if err := b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
 		m.TOTPSecret = sealed
 		return nil
 	}, func(ctx context.Context, tx store.Tx) error {
-		_, err := tx.DeleteMemberSessions(ctx, req.GetName())
-		return err
+		if _, err := tx.DeleteMemberSessions(ctx, req.GetName()); err != nil {
+			return err
+		}
+		return rev.log(ctx, tx)
 	}); err != nil {
 		return nil, err
 	}
-	b.disconnect(req.GetName(), isSessionCred)
+	rev.apply()
 	b.stepMu.Lock()
 	delete(b.lastStep, req.GetName())
 	b.stepMu.Unlock()
@@ -250,15 +253,27 @@ func (b *brokerSessions) RevokeSession(ctx context.Context, req *apiv1.RevokeSes
 	if err := b.manageOrSelf(p, req.GetName()); err != nil {
 		return nil, err
 	}
-	s, err := b.store.DeleteSessionByID(ctx, req.GetName(), req.GetId())
+	// The delete and its revocations log entry commit together
+	// (clusterrevoke.go).
+	var (
+		s   store.Session
+		rev *revocation
+	)
+	err := b.store.WithTx(ctx, func(tx store.Tx) error {
+		var err error
+		if s, err = tx.DeleteSessionByID(ctx, req.GetName(), req.GetId()); err != nil {
+			return err
+		}
+		rev = b.revocation(s.Member, revokeCred+sessionCred(s.Hash))
+		return rev.log(ctx, tx)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apierr.Errorf(apierr.CodeNotFound, "no session %q of member %q", req.GetId(), req.GetName())
 	}
 	if err != nil {
 		return nil, err
 	}
-	ended := sessionCred(s.Hash)
-	b.disconnect(s.Member, func(c string) bool { return c == ended })
+	rev.apply()
 	if p.Via == auth.ViaSession && p.Session == s.Hash {
 		_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
 	}
@@ -270,11 +285,17 @@ func (b *brokerSessions) RevokeSession(ctx context.Context, req *apiv1.RevokeSes
 func (b *brokerSessions) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*apiv1.LogoutResponse, error) {
 	p := mustPrincipal(ctx)
 	if p.Via == auth.ViaSession {
-		if err := b.store.DeleteSession(ctx, p.Session); err != nil && !errors.Is(err, store.ErrNotFound) {
+		rev := b.revocation(p.Member, revokeCred+streamCred(p))
+		err := b.store.WithTx(ctx, func(tx store.Tx) error {
+			if err := tx.DeleteSession(ctx, p.Session); err != nil {
+				return err
+			}
+			return rev.log(ctx, tx)
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
-		ended := streamCred(p)
-		b.disconnect(p.Member, func(c string) bool { return c == ended })
+		rev.apply()
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
 	setHTTPStatus(ctx, http.StatusNoContent)
