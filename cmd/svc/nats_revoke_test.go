@@ -1,11 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/pquerna/otp/totp"
 	"github.com/stretchr/testify/require"
+
+	"svc/server/cluster/natstest"
 )
 
 // streamEnds fails unless the stream c ends (its events drained) within
@@ -103,4 +111,101 @@ func TestRotateTokenOnBEndsStreamOnA(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code)
 	code, _ = a.call(t, http.MethodGet, "/members", out["token"].(string), nil)
 	require.Equal(t, http.StatusOK, code, "the new token works on A")
+}
+
+// twoBrokersTOTP starts brokers a and b of one team, as twoBrokers does,
+// with member alice enrolled in TOTP before b starts (b reads members from
+// the config file); it returns alice's TOTP secret.
+func twoBrokersTOTP(t *testing.T) (a, b *serving, secret string) {
+	t.Helper()
+	url := pgCluster(t).NewDatabase(t)
+	ns := natstest.Start(t)
+	cfgPath := t.TempDir() + "/svc.json"
+	args := []string{"--config-path", cfgPath, "--db-url", url, "--nats-url", ns.URL()}
+	a = startServe(t, args...)
+	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(a.stdout.String())
+	require.NotNil(t, m, "a first boot prints the admin token")
+	admin := m[1]
+	code, out := a.call(t, http.MethodPost, "/members", admin, map[string]any{"name": "alice"})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	code, out = a.call(t, http.MethodPost, "/members/alice/enroll-totp", admin, map[string]any{})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	b = startServe(t, args...)
+	return a, b, out["totpSecret"].(string)
+}
+
+// login posts a TOTP code for alice to s, with no other credential, and
+// returns the status.
+func login(t *testing.T, s *serving, code string) int {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"member": "alice", "code": code})
+	require.NoError(t, err)
+	resp, err := http.Post(s.base+"/session/totp", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// currentCode is the secret's code now; wrongCode one that is not.
+func currentCode(t *testing.T, secret string) string {
+	t.Helper()
+	c, err := totp.GenerateCode(secret, time.Now())
+	require.NoError(t, err)
+	return c
+}
+
+func wrongCode(t *testing.T, secret string) string {
+	n, err := strconv.Atoi(currentCode(t, secret))
+	require.NoError(t, err)
+	return fmt.Sprintf("%06d", (n+500_000)%1_000_000)
+}
+
+// TestTOTPCodeUsedOnARefusedOnB: a TOTP code that opened a session on
+// broker A does not open one on broker B.
+func TestTOTPCodeUsedOnARefusedOnB(t *testing.T) {
+	a, b, secret := twoBrokersTOTP(t)
+	code := currentCode(t, secret)
+	require.Equal(t, http.StatusOK, login(t, a, code))
+	require.Equal(t, http.StatusUnauthorized, login(t, b, code), "a used code is refused on the other broker")
+	require.Equal(t, http.StatusUnauthorized, login(t, a, code), "and on the broker that took it")
+}
+
+// TestLoginFailuresCountAcrossBrokers: the member's failed logins spread
+// over A and B lock her out as many on one broker would: past the limit
+// even her correct code is refused, on either broker.
+func TestLoginFailuresCountAcrossBrokers(t *testing.T) {
+	a, b, secret := twoBrokersTOTP(t)
+	const limit = 5 // auth.TOTPMemberFailures
+	for i := range limit {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		require.Equal(t, http.StatusUnauthorized, login(t, s, wrongCode(t, secret)), "failure %d", i+1)
+	}
+	code := currentCode(t, secret)
+	require.Equal(t, http.StatusTooManyRequests, login(t, a, code), "locked out on A")
+	require.Equal(t, http.StatusTooManyRequests, login(t, b, code), "locked out on B")
+}
+
+// TestEnrollMintsCountAcrossBrokers: enrollment codes minted from one
+// address on A and B count against one limit.
+func TestEnrollMintsCountAcrossBrokers(t *testing.T) {
+	a, b, _ := twoBrokersTOTP(t)
+	const limit = 10 // auth.EnrollMintLimit
+	mint := func(s *serving) int {
+		resp, err := http.Post(s.base+"/enroll", "application/json", bytes.NewReader([]byte(`{}`)))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range limit {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		require.Equal(t, http.StatusOK, mint(s), "mint %d", i+1)
+	}
+	require.Equal(t, http.StatusTooManyRequests, mint(a))
+	require.Equal(t, http.StatusTooManyRequests, mint(b))
 }
