@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,4 +211,100 @@ func TestEnrollMintsCountAcrossBrokers(t *testing.T) {
 	}
 	require.Equal(t, http.StatusTooManyRequests, mint(a))
 	require.Equal(t, http.StatusTooManyRequests, mint(b))
+}
+
+// sessionLogin logs alice in on s with the secret's current code and
+// returns her session cookie.
+func sessionLogin(t *testing.T, s *serving, secret string) *http.Cookie {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"member": "alice", "code": currentCode(t, secret)})
+	require.NoError(t, err)
+	resp, err := http.Post(s.base+"/session/totp", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, c := range resp.Cookies() {
+		if c.Value != "" {
+			return c
+		}
+	}
+	t.Fatal("no session cookie")
+	return nil
+}
+
+// cookieStream opens alice's message stream on s with a session cookie;
+// the returned channel closes when the stream ends.
+func cookieStream(t *testing.T, s *serving, c *http.Cookie) <-chan sseMessage {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/subscribe?name=alice", nil)
+	require.NoError(t, err)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	out := make(chan sseMessage)
+	ready := make(chan struct{})
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		once := false
+		for sc.Scan() {
+			if !once && strings.TrimSpace(sc.Text()) == "event: ready" {
+				once = true
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("stream not ready within 30 s")
+	}
+	return out
+}
+
+// sessionCall sends a GET with the session cookie and returns the status.
+func sessionCall(t *testing.T, s *serving, path string, c *http.Cookie) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.base+path, nil)
+	require.NoError(t, err)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestSessionRevokedOnBEndsStreamOnA: alice's web session, streaming on
+// A, is revoked on B: the stream on A ends and the session is refused on A.
+func TestSessionRevokedOnBEndsStreamOnA(t *testing.T) {
+	a, b, secret := twoBrokersTOTP(t)
+	c := sessionLogin(t, a, secret)
+	stream := cookieStream(t, a, c)
+	req, err := http.NewRequest(http.MethodGet, b.base+"/members/alice/sessions", nil)
+	require.NoError(t, err)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var list struct {
+		Sessions []struct {
+			ID string `json:"id"`
+		} `json:"sessions"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	_ = resp.Body.Close()
+	require.Len(t, list.Sessions, 1)
+
+	req, err = http.NewRequest(http.MethodDelete, b.base+"/members/alice/sessions/"+list.Sessions[0].ID, nil)
+	require.NoError(t, err)
+	req.AddCookie(c)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	streamEnds(t, stream, revokeOverNATS)
+	require.Equal(t, http.StatusUnauthorized, sessionCall(t, a, "/session", c), "the revoked session is refused on A")
 }
