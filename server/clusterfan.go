@@ -85,7 +85,7 @@ func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
 	if err := s.joinHooks(nc, team); err != nil {
 		return err
 	}
-	return nil
+	return s.joinRevocations(ctx, nc, team)
 }
 
 // deliverRemote hands the hub a run of messages in commit order, as the

@@ -12,6 +12,7 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/auth"
 	"svc/server/clientaddr"
+	"svc/server/cluster"
 	"svc/server/hub"
 	"svc/server/kek"
 	"svc/server/teamconfig"
@@ -69,6 +70,9 @@ type core struct {
 	metrics *metrics
 	now     func() time.Time
 	log     *slog.Logger
+	// revokes fans the revocations log out to the other brokers; nil on a
+	// broker that serves the team alone (clusterrevoke.go).
+	revokes *cluster.Fanout[store.Revocation]
 }
 
 // inboundHooks is what the core asks of the inbound-hook capability
@@ -81,8 +85,10 @@ type inboundHooks interface {
 	DropMember(ctx context.Context, member, why string) error
 }
 
-// disconnect ends the live streams member holds, chat, activity and team, whose
-// credential match accepts (every one when match is nil).
+// disconnect ends the live streams member holds on this broker, chat,
+// activity and team, whose credential match accepts (every one when match
+// is nil). A revoke reaches every broker's streams through a revocation
+// (clusterrevoke.go), which calls this.
 func (c *core) disconnect(member string, match func(cred string) bool) {
 	c.hub.Disconnect(member, match)
 	c.act.Disconnect(member, match)

@@ -97,7 +97,9 @@ func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnroll
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	ip := e.clientIP(ctx, md)
-	if wait := e.mints.Allow(mintKey(ip)); wait > 0 {
+	if wait, err := e.allowMint(ctx, mintKey(ip)); err != nil {
+		return nil, err
+	} else if wait > 0 {
 		return nil, &apierr.Error{Code: apierr.CodeRateLimited, Message: "enrollment mint limit reached for this address", RetryAfter: wait}
 	}
 	deviceCode, err := randomDeviceCode()

@@ -138,6 +138,7 @@ func (b *brokerMembers) UpdateMember(ctx context.Context, req *apiv1.UpdateMembe
 		}
 	}
 	var updated teamconfig.Member
+	rev := b.revocation(req.GetName(), revokeActivity)
 	err := b.team.change(ctx, func(f *teamconfig.File) error {
 		i := f.MemberIndex(req.GetName())
 		if i < 0 {
@@ -156,7 +157,13 @@ func (b *brokerMembers) UpdateMember(ctx context.Context, req *apiv1.UpdateMembe
 		updated = cloneMember(*m)
 		return checkAdminRemains(f)
 	}, func(ctx context.Context, tx store.Tx) error {
-		return tx.PutMember(ctx, toStoreMember(updated, b.now()))
+		if err := tx.PutMember(ctx, toStoreMember(updated, b.now())); err != nil {
+			return err
+		}
+		if req.Permissions != nil && !slices.Contains(updated.Permissions, auth.ActivityRead) {
+			return rev.log(ctx, tx)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -164,7 +171,7 @@ func (b *brokerMembers) UpdateMember(ctx context.Context, req *apiv1.UpdateMembe
 	if req.Permissions != nil && !slices.Contains(updated.Permissions, auth.ActivityRead) {
 		// Streams watching other members' activity need activity.read; the
 		// member's own reconnect at once.
-		b.act.Disconnect(updated.Name, nil)
+		rev.apply()
 	}
 	return &apiv1.UpdateMemberResponse{Member: teammateToProto(updated)}, nil
 }
@@ -180,6 +187,7 @@ func (b *brokerMembers) DeleteMember(ctx context.Context, req *apiv1.DeleteMembe
 	var (
 		purged []string
 		gone   store.FormerMember
+		rev    = b.revocation(req.GetName(), revokeAll)
 	)
 	err := b.team.change(ctx, func(f *teamconfig.File) error {
 		i := f.MemberIndex(req.GetName())
@@ -212,13 +220,13 @@ func (b *brokerMembers) DeleteMember(ctx context.Context, req *apiv1.DeleteMembe
 		if err := tx.DeleteMember(ctx, req.GetName()); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		return nil
+		return rev.log(ctx, tx)
 	})
 	if err != nil {
 		return nil, err
 	}
 	b.purge(ctx, purged)
-	b.disconnect(req.GetName(), nil)
+	rev.apply()
 	b.presenceChanged(req.GetName())
 	if err := b.releaseMember(ctx, gone); err != nil {
 		// The member is gone; what is left is retried at the next start
@@ -368,6 +376,7 @@ func (b *brokerMembers) RotateToken(ctx context.Context, req *apiv1.RotateTokenR
 		return nil, err
 	}
 	now := b.now()
+	rev := b.revocation(req.GetName(), revokeTokens)
 	tok := store.Token{ID: newID(), Member: req.GetName(), Hash: hash, Label: "rotated", Origin: "rotate", CreatedAt: now, CreatedBy: p.Member}
 	// The config keeps the newest token's hash, so an in-memory store still
 	// knows the member's credential after a restart.
@@ -378,13 +387,16 @@ func (b *brokerMembers) RotateToken(ctx context.Context, req *apiv1.RotateTokenR
 		if _, err := tx.RevokeMemberTokens(ctx, req.GetName(), now); err != nil {
 			return err
 		}
-		return tx.CreateToken(ctx, tok)
+		if err := tx.CreateToken(ctx, tok); err != nil {
+			return err
+		}
+		return rev.log(ctx, tx)
 	})
 	if err != nil {
 		return nil, err
 	}
 	// Every token of the member is revoked: so are the streams they opened.
-	b.disconnect(req.GetName(), isTokenCred)
+	rev.apply()
 	return &apiv1.RotateTokenResponse{Token: plaintext, TokenInfo: tokenToProto(tok)}, nil
 }
 
@@ -422,6 +434,7 @@ func (b *brokerMembers) RevokeToken(ctx context.Context, req *apiv1.RevokeTokenR
 		return nil, notFound
 	}
 	revoked := teamconfig.FormatTokenHash(tokens[i].Hash)
+	rev := b.revocation(req.GetName(), revokeCred+"token:"+req.GetId())
 	err = b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
 		if m.TokenHash == revoked {
 			m.TokenHash = ""
@@ -432,13 +445,15 @@ func (b *brokerMembers) RevokeToken(ctx context.Context, req *apiv1.RevokeTokenR
 		if errors.Is(err, store.ErrNotFound) {
 			return notFound
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return rev.log(ctx, tx)
 	})
 	if err != nil {
 		return nil, err
 	}
-	revokedCred := "token:" + req.GetId()
-	b.disconnect(req.GetName(), func(c string) bool { return c == revokedCred })
+	rev.apply()
 	setHTTPStatus(ctx, http.StatusNoContent)
 	return &apiv1.RevokeTokenResponse{}, nil
 }

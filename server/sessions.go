@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -77,16 +78,25 @@ func (b *brokerSessions) EnrollTotp(ctx context.Context, req *apiv1.EnrollTotpRe
 	// session (loginMu).
 	b.loginMu.Lock()
 	defer b.loginMu.Unlock()
+	rev := b.revocation(req.GetName(), revokeSessions)
 	if err := b.team.changeMember(ctx, req.GetName(), func(m *teamconfig.Member) error {
 		m.TOTPSecret = sealed
 		return nil
 	}, func(ctx context.Context, tx store.Tx) error {
-		_, err := tx.DeleteMemberSessions(ctx, req.GetName())
-		return err
+		if _, err := tx.DeleteMemberSessions(ctx, req.GetName()); err != nil {
+			return err
+		}
+		if b.clustered() {
+			// The new authenticator's codes start afresh on every broker.
+			if err := tx.ForgetTOTPStep(ctx, req.GetName()); err != nil {
+				return err
+			}
+		}
+		return rev.log(ctx, tx)
 	}); err != nil {
 		return nil, err
 	}
-	b.disconnect(req.GetName(), isSessionCred)
+	rev.apply()
 	b.stepMu.Lock()
 	delete(b.lastStep, req.GetName())
 	b.stepMu.Unlock()
@@ -107,7 +117,7 @@ func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSes
 	md, _ := metadata.FromIncomingContext(ctx)
 	source := mintKey(b.clientIP(ctx, md))
 	b.loginMu.Lock()
-	matched, err := b.login(req, source)
+	matched, err := b.loginOnce(ctx, req, source)
 	if err != nil {
 		b.loginMu.Unlock()
 		return nil, err
@@ -135,7 +145,7 @@ func (b *brokerSessions) CreateSession(ctx context.Context, req *apiv1.CreateSes
 // member's limit and the source's, so strangers' failures elsewhere cannot
 // lock a member out (docs/DECISIONS.md, "Login limits: strangers cannot
 // lock a member out").
-func (b *brokerSessions) login(req *apiv1.CreateSessionRequest, source string) (string, error) {
+func (b *brokerSessions) login(lim loginLimits, req *apiv1.CreateSessionRequest, source string) (string, error) {
 	named := ""
 	var candidates []teamconfig.Member
 	if req.Member != nil {
@@ -148,22 +158,26 @@ func (b *brokerSessions) login(req *apiv1.CreateSessionRequest, source string) (
 		candidates = b.team.Members()
 	}
 	attempt := auth.Attempt{Member: named, Source: source, Global: named == ""}
-	if wait := b.limiter.Check(attempt); wait > 0 {
-		return "", rateLimited(wait)
+	if wait, err := lim.check(attempt); err != nil || wait > 0 {
+		return "", cmp.Or(err, rateLimited(wait))
 	}
 	for _, m := range candidates {
-		if !b.verifyTOTP(m, req.GetCode()) {
+		if ok, err := b.verifyTOTP(lim, m, req.GetCode()); err != nil {
+			return "", err
+		} else if !ok {
 			continue
 		}
 		// The codeless form is covered by the matched member's limit too
 		// (docs/DECISIONS.md, Sessions and TOTP): a locked-out member
 		// cannot log in by leaving out the name.
-		if wait := b.limiter.Check(auth.Attempt{Member: m.Name}); wait > 0 {
-			return "", rateLimited(wait)
+		if wait, err := lim.check(auth.Attempt{Member: m.Name}); err != nil || wait > 0 {
+			return "", cmp.Or(err, rateLimited(wait))
 		}
 		return m.Name, nil
 	}
-	b.limiter.Fail(attempt)
+	if err := lim.fail(attempt); err != nil {
+		return "", err
+	}
 	return "", fmt.Errorf("%w: invalid code", auth.ErrUnauthenticated)
 }
 
@@ -173,15 +187,15 @@ func rateLimited(wait time.Duration) error {
 
 // verifyTOTP checks code against the member's secret for the current step
 // and one step either side, in constant time, refusing a step at or before
-// the last one accepted.
-func (b *brokerSessions) verifyTOTP(m teamconfig.Member, code string) bool {
+// the last one accepted (lim keeps it).
+func (b *brokerSessions) verifyTOTP(lim loginLimits, m teamconfig.Member, code string) (bool, error) {
 	if b.kek == nil || !m.HasTOTP() {
-		return false
+		return false, nil
 	}
 	secret, err := teamconfig.OpenTOTP(b.kek, m)
 	if err != nil {
 		b.log.Warn("totp secret unreadable; re-enroll the member", "member", m.Name, "err", err)
-		return false
+		return false, nil
 	}
 	now := b.now()
 	step := now.Unix() / totpPeriod
@@ -190,22 +204,16 @@ func (b *brokerSessions) verifyTOTP(m teamconfig.Member, code string) bool {
 	for d := int64(-totpSkew); d <= totpSkew; d++ {
 		want, err := totp.GenerateCodeCustom(secret, time.Unix((step+d)*totpPeriod, 0), opts)
 		if err != nil {
-			return false
+			return false, nil
 		}
 		if subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1 {
 			matchedStep = step + d
 		}
 	}
 	if matchedStep < 0 {
-		return false
+		return false, nil
 	}
-	b.stepMu.Lock()
-	defer b.stepMu.Unlock()
-	if last, ok := b.lastStep[m.Name]; ok && matchedStep <= last {
-		return false
-	}
-	b.lastStep[m.Name] = matchedStep
-	return true
+	return lim.claimStep(m.Name, matchedStep)
 }
 
 // GetSession implements apiv1.BrokerServer.
@@ -250,15 +258,27 @@ func (b *brokerSessions) RevokeSession(ctx context.Context, req *apiv1.RevokeSes
 	if err := b.manageOrSelf(p, req.GetName()); err != nil {
 		return nil, err
 	}
-	s, err := b.store.DeleteSessionByID(ctx, req.GetName(), req.GetId())
+	// The delete and its revocations log entry commit together
+	// (clusterrevoke.go).
+	var (
+		s   store.Session
+		rev *revocation
+	)
+	err := b.store.WithTx(ctx, func(tx store.Tx) error {
+		var err error
+		if s, err = tx.DeleteSessionByID(ctx, req.GetName(), req.GetId()); err != nil {
+			return err
+		}
+		rev = b.revocation(s.Member, revokeCred+sessionCred(s.Hash))
+		return rev.log(ctx, tx)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apierr.Errorf(apierr.CodeNotFound, "no session %q of member %q", req.GetId(), req.GetName())
 	}
 	if err != nil {
 		return nil, err
 	}
-	ended := sessionCred(s.Hash)
-	b.disconnect(s.Member, func(c string) bool { return c == ended })
+	rev.apply()
 	if p.Via == auth.ViaSession && p.Session == s.Hash {
 		_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
 	}
@@ -270,11 +290,17 @@ func (b *brokerSessions) RevokeSession(ctx context.Context, req *apiv1.RevokeSes
 func (b *brokerSessions) Logout(ctx context.Context, _ *apiv1.LogoutRequest) (*apiv1.LogoutResponse, error) {
 	p := mustPrincipal(ctx)
 	if p.Via == auth.ViaSession {
-		if err := b.store.DeleteSession(ctx, p.Session); err != nil && !errors.Is(err, store.ErrNotFound) {
+		rev := b.revocation(p.Member, revokeCred+streamCred(p))
+		err := b.store.WithTx(ctx, func(tx store.Tx) error {
+			if err := tx.DeleteSession(ctx, p.Session); err != nil {
+				return err
+			}
+			return rev.log(ctx, tx)
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
-		ended := streamCred(p)
-		b.disconnect(p.Member, func(c string) bool { return c == ended })
+		rev.apply()
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs("set-cookie", auth.ClearSessionCookie()))
 	setHTTPStatus(ctx, http.StatusNoContent)

@@ -22,6 +22,8 @@ type Tx interface {
 	LoopStore
 	MetaStore
 	LeaseStore
+	RevocationStore
+	LimitStore
 	// Savepoint runs fn inside a savepoint of the transaction: when fn
 	// returns an error, what it wrote is rolled back and the transaction
 	// goes on.

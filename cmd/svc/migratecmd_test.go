@@ -98,6 +98,13 @@ func populate(t *testing.T) team {
 	must.NoError(err)
 	_, _, err = s.TakeLease(ctx, "hooks.scheduler", "a-broker", at(4*time.Minute), 15*time.Second)
 	must.NoError(err)
+	// What several brokers share (docs/DECISIONS.md, "Revocation and login
+	// limits across brokers").
+	_, err = s.AddRevocation(ctx, store.Revocation{Member: "alice", What: "tokens", At: at(4 * time.Minute)})
+	must.NoError(err)
+	must.NoError(s.AddLimitHit(ctx, "login:member:alice", at(4*time.Minute)))
+	_, err = s.ClaimTOTPStep(ctx, "alice", 1234)
+	must.NoError(err)
 
 	must.NoError(s.CreateObjective(ctx, store.Objective{ID: "obj-1", Title: "Ship", Outcome: "Shipped.", Status: store.StatusActive,
 		Assignee: "bob", Originator: "alice", AssigneeID: "bob-id", OriginatorID: "alice-id", Watchers: []string{"carol"},
@@ -217,6 +224,7 @@ func TestMigrateCopiesEveryTable(t *testing.T) {
 		"tool_sources", "tool_bindings", "tools", "enrollments", "pairing_codes", "hook_profiles", "hook_endpoints",
 		"hook_deliveries", "hook_pending", "deliveries", "meta", "former_members", "loop_stops", "approvals", "message_seq",
 		"leases", "activity", "activity_seq", "genai_raw", "genai", "genai_part", "otlp_state",
+		"revocations", "limit_hits", "totp_steps",
 	} {
 		f, ok := lines[tbl]
 		require.True(t, ok, "table %s is not in the verification:\n%s", tbl, out)
@@ -224,7 +232,7 @@ func TestMigrateCopiesEveryTable(t *testing.T) {
 		require.NotEqual(t, "0", f[0], "populate leaves %s empty: the test would not see it copied", tbl)
 		require.Equal(t, f[2], f[3], "checksums of %s", tbl)
 	}
-	require.Len(t, lines, 38, "a table the test does not know:\n%s", out)
+	require.Len(t, lines, 41, "a table the test does not know:\n%s", out)
 
 	ctx := t.Context()
 	pg, err := postgres.Open(ctx, url)

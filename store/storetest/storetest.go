@@ -29,6 +29,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		loopTests,
 		metaTests,
 		leaseTests,
+		revocationTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {

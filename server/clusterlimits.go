@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/auth"
+	"svc/store"
+)
+
+// The limits that guard secrets, where several brokers serve one team
+// (docs/DECISIONS.md, "Revocation and login limits across brokers"): the
+// TOTP failure limits, TOTP replay and the enrollment mint limit count in
+// the shared store, so N brokers do not give N times the tries. A broker
+// that serves the team alone keeps counting in memory.
+
+// sharedLimitsKept is how long a limit hit stays in the shared store: the
+// longest window that counts one.
+var sharedLimitsKept = max(auth.TOTPWindow, auth.EnrollMintWindow)
+
+// clustered reports whether other brokers serve the team too (JoinCluster
+// ran, before any request).
+func (c *core) clustered() bool { return c.revokes != nil }
+
+// loginLimits is what a TOTP login checks and counts: the failure limits
+// (auth.FailureLimiter's) and the last accepted time step per member.
+type loginLimits interface {
+	check(a auth.Attempt) (time.Duration, error)
+	fail(a auth.Attempt) error
+	// claimStep records step as member's last accepted one, false when a
+	// step at or after it was accepted (the code was used).
+	claimStep(member string, step int64) (bool, error)
+}
+
+// localLogin counts in this broker's memory.
+type localLogin struct{ b *brokerSessions }
+
+func (l localLogin) check(a auth.Attempt) (time.Duration, error) { return l.b.limiter.Check(a), nil }
+
+func (l localLogin) fail(a auth.Attempt) error {
+	l.b.limiter.Fail(a)
+	return nil
+}
+
+func (l localLogin) claimStep(member string, step int64) (bool, error) {
+	l.b.stepMu.Lock()
+	defer l.b.stepMu.Unlock()
+	if last, ok := l.b.lastStep[member]; ok && step <= last {
+		return false, nil
+	}
+	l.b.lastStep[member] = step
+	return true, nil
+}
+
+// sharedLogin counts in the shared store, in the login's transaction:
+// it holds the store's write lock, so check, verification and count are
+// one step across brokers as loginMu makes them on one.
+type sharedLogin struct {
+	ctx context.Context
+	tx  store.Tx
+	now time.Time
+}
+
+// Keys of the shared login counters.
+const (
+	loginKeyAll    = "login:all"
+	loginKeyMember = "login:member:"
+	loginKeySource = "login:source:"
+)
+
+func (l sharedLogin) check(a auth.Attempt) (time.Duration, error) {
+	var wait time.Duration
+	for _, k := range []struct {
+		on    bool
+		key   string
+		limit int
+	}{
+		{a.Global, loginKeyAll, auth.TOTPGlobalFailures},
+		{a.Member != "", loginKeyMember + a.Member, auth.TOTPMemberFailures},
+		{a.Source != "", loginKeySource + a.Source, auth.TOTPSourceFailures},
+	} {
+		if !k.on {
+			continue
+		}
+		w, err := windowWait(l.ctx, l.tx, k.key, k.limit, auth.TOTPWindow, l.now)
+		if err != nil {
+			return 0, err
+		}
+		wait = max(wait, w)
+	}
+	return wait, nil
+}
+
+func (l sharedLogin) fail(a auth.Attempt) error {
+	keys := []string{loginKeyAll}
+	if a.Member != "" {
+		keys = append(keys, loginKeyMember+a.Member)
+	}
+	if a.Source != "" {
+		keys = append(keys, loginKeySource+a.Source)
+	}
+	for _, k := range keys {
+		if err := l.tx.AddLimitHit(l.ctx, k, l.now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l sharedLogin) claimStep(member string, step int64) (bool, error) {
+	return l.tx.ClaimTOTPStep(l.ctx, member, step)
+}
+
+// windowWait is how long until key has fewer than limit hits in the
+// sliding window ending at now: zero when it has fewer already.
+func windowWait(ctx context.Context, tx store.Tx, key string, limit int, window time.Duration, now time.Time) (time.Duration, error) {
+	hits, err := tx.LimitHits(ctx, key, now.Add(-window), limit)
+	if err != nil || len(hits) < limit {
+		return 0, err
+	}
+	// Newest first: the limit-th newest leaves the window last of those
+	// that keep the key at its limit.
+	return max(hits[limit-1].Add(window).Sub(now), time.Millisecond), nil
+}
+
+// loginOnce runs one TOTP login under the limits: this broker's memory
+// alone, the shared store's counters in one transaction with others.
+func (b *brokerSessions) loginOnce(ctx context.Context, req *apiv1.CreateSessionRequest, source string) (string, error) {
+	if !b.clustered() {
+		return b.login(localLogin{b}, req, source)
+	}
+	var (
+		matched  string
+		loginErr error
+	)
+	err := b.store.WithTx(ctx, func(tx store.Tx) error {
+		l := &storeErrs{loginLimits: sharedLogin{ctx: ctx, tx: tx, now: b.now()}}
+		matched, loginErr = b.login(l, req, source)
+		// A store failure rolls the counts back and fails the login; a
+		// refused code commits its failure.
+		return l.err
+	})
+	if err != nil {
+		return "", err
+	}
+	return matched, loginErr
+}
+
+// storeErrs keeps the first error of the limits' store, so the login's
+// transaction can tell a failed store from a refused code.
+type storeErrs struct {
+	loginLimits
+	err error
+}
+
+func (s *storeErrs) keep(err error) error {
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	return err
+}
+
+func (s *storeErrs) check(a auth.Attempt) (time.Duration, error) {
+	d, err := s.loginLimits.check(a)
+	return d, s.keep(err)
+}
+
+func (s *storeErrs) fail(a auth.Attempt) error { return s.keep(s.loginLimits.fail(a)) }
+
+func (s *storeErrs) claimStep(member string, step int64) (bool, error) {
+	ok, err := s.loginLimits.claimStep(member, step)
+	return ok, s.keep(err)
+}
+
+// allowMint counts one enrollment code mint of key: zero, or how long
+// until one is allowed (nothing counted). With other brokers the count is
+// the shared store's.
+func (e *Enrollment) allowMint(ctx context.Context, key string) (time.Duration, error) {
+	if !e.clustered() {
+		return e.mints.Allow(key), nil
+	}
+	var wait time.Duration
+	err := e.store.WithTx(ctx, func(tx store.Tx) error {
+		now := e.now()
+		k := "mint:" + key
+		var err error
+		if wait, err = windowWait(ctx, tx, k, auth.EnrollMintLimit, auth.EnrollMintWindow, now); err != nil || wait > 0 {
+			return err
+		}
+		return tx.AddLimitHit(ctx, k, now)
+	})
+	return wait, err
+}
