@@ -39,6 +39,10 @@ type options struct {
 	// onCommit, when set, is told how long each write transaction's
 	// COMMIT took (WithCommitObserver).
 	onCommit func(time.Duration)
+	// use, when set, is the use lock's mode (WithUseLock); useCheck how
+	// often its connection is checked.
+	use      *bool
+	useCheck *time.Duration
 }
 
 // WithNow sets the clock used for timestamps the caller leaves zero. The
@@ -90,18 +94,11 @@ type conns struct {
 	// leave none for the reads of the one that holds the lock.
 	writing chan struct{}
 
-	closeOnce sync.Once
-	usesMu    sync.Mutex
-	// uses are the connections holding the use lock (uselock.go),
-	// released, and with them the lock, by Close.
-	uses []*pgxpool.Conn
-}
+	// use is the use lock when the store holds it (uselock.go), released
+	// by Close.
+	use *useLock
 
-// held keeps conn, which holds a session lock, until Close.
-func (c *conns) held(conn *pgxpool.Conn) {
-	c.usesMu.Lock()
-	c.uses = append(c.uses, conn)
-	c.usesMu.Unlock()
+	closeOnce sync.Once
 }
 
 // openConns connects to url, checks the settings durability rests on and
@@ -128,6 +125,16 @@ func openConns(ctx context.Context, url, dir string, writeKey, migrateKey int64,
 		c.Close()
 		return nil, err
 	}
+	if o.use != nil {
+		every := defaultUseCheck
+		if o.useCheck != nil {
+			every = *o.useCheck
+		}
+		if c.use, err = takeUse(ctx, cfg.ConnConfig.Copy(), *o.use, every, c.health); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	if err := migrate(ctx, pool, dir, migrateKey, o); err != nil {
 		c.Close()
 		return nil, err
@@ -153,20 +160,9 @@ func (c *conns) checkSettings(ctx context.Context) error {
 // Close closes the pool; calling it again does nothing.
 func (c *conns) Close() {
 	c.closeOnce.Do(func() {
-		c.usesMu.Lock()
-		for _, conn := range c.uses {
-			// Unlocked at once: the server ends a closed connection's
-			// session, and with it the lock, only a little later.
-			// Closing it is what still releases the lock if the unlock
-			// is lost.
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
-			_ = conn.Conn().Close(ctx)
-			cancel()
-			conn.Release()
+		if c.use != nil {
+			c.use.close()
 		}
-		c.uses = nil
-		c.usesMu.Unlock()
 		c.pool.Close()
 	})
 }
@@ -177,6 +173,9 @@ func (c *conns) Close() {
 // on up the stack after the rollback). Its outcome is reported to health
 // (health.go).
 func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if c.use != nil && !c.use.held.Load() {
+		return c.use.refused()
+	}
 	select {
 	case c.writing <- struct{}{}:
 	case <-ctx.Done():
