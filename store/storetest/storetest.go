@@ -28,6 +28,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		deliveryTests,
 		loopTests,
 		metaTests,
+		longValueTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {
