@@ -62,6 +62,8 @@ func describeFailing(err error) string {
 		return fmt.Sprintf("data damaged since %s (stop the broker and run svc check)", since)
 	case errors.Is(fe.Err, store.ErrStorageFull):
 		return fmt.Sprintf("%s failing since %s (disk full)", fe.What, since)
+	case errors.Is(fe.Err, store.ErrInUse):
+		return fmt.Sprintf("%s lost since %s (another broker or a maintenance command holds the database: writes are refused; stop one of them)", fe.What, since)
 	case errors.Is(fe.Err, store.ErrUnavailable):
 		return fmt.Sprintf("%s failing since %s (database unreachable)", fe.What, since)
 	}

@@ -42,6 +42,7 @@ func TestHealthReportsFailingStores(t *testing.T) {
 	damaged := &store.FailingError{What: "data", Since: since, Err: fmt.Errorf("select: %w", store.ErrDamaged)}
 	ckpt := &store.FailingError{What: "wal checkpoints", Since: since, Err: errors.New("disk I/O error /var/lib/svc")}
 	down := &store.FailingError{What: "writes", Since: since, Err: fmt.Errorf("begin: %w (dial unix /run/postgresql/.s.PGSQL.5432: connect: no such file or directory)", store.ErrUnavailable)}
+	lockLost := &store.FailingError{What: "use lock", Since: since, Err: fmt.Errorf("the database is %w by a maintenance command", store.ErrInUse)}
 	tests := []struct {
 		name     string
 		main     error
@@ -55,6 +56,9 @@ func TestHealthReportsFailingStores(t *testing.T) {
 			"activity store: wal checkpoints failing since 2026-11-28T12:00:00Z (disk error)",
 		}},
 		{name: "main database unreachable", main: down, want: []string{"main store: writes failing since 2026-11-28T12:00:00Z (database unreachable)"}},
+		{name: "main store's use lock held by another process", main: lockLost, want: []string{
+			"main store: use lock lost since 2026-11-28T12:00:00Z (another broker or a maintenance command holds the database: writes are refused; stop one of them)",
+		}},
 		{name: "both", main: full, activity: full, want: []string{
 			"main store: writes failing since 2026-11-28T12:00:00Z (disk full)",
 			"activity store: writes failing since 2026-11-28T12:00:00Z (disk full)",

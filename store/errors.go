@@ -27,6 +27,11 @@ var (
 	// (down, restarting, the connection lost): the write failed and may
 	// succeed once the server is back. Only a server store returns it.
 	ErrUnavailable = errors.New("database unreachable")
+	// ErrInUse means another process holds the store in a mode that
+	// excludes this one: a second broker or a maintenance command. A
+	// server store returns it when it lost its use lock and cannot take it
+	// again.
+	ErrInUse = errors.New("in use by another process")
 )
 
 // HealthReporter is a store that watches its own failures (a full disk,

@@ -131,12 +131,11 @@ func (c Config) durable() bool { return c.DBURL != "" || c.DBPath != "" }
 // lock alone).
 func openMain(ctx context.Context, cfg Config, log *slog.Logger, observe func(time.Duration), exclusive bool) (st store.Store, existed bool, err error) {
 	if cfg.DBURL != "" {
-		db, err := postgres.Open(ctx, cfg.DBURL, pgOptions(log, observe)...)
+		// The use lock is taken before the migrations, so a broker never
+		// changes the schema under another that runs alone.
+		db, err := postgres.Open(ctx, cfg.DBURL, append(pgOptions(log, observe), postgres.WithUseLock(exclusive))...)
 		if err != nil {
 			return nil, false, fmt.Errorf("open main store %s: %w", cfg.dbName(), err)
-		}
-		if err := db.Use(ctx, exclusive); err != nil {
-			return nil, false, errors.Join(fmt.Errorf("main store %s: %w", cfg.dbName(), err), db.Close())
 		}
 		// The schema is created by Open; a database is never dropped.
 		return db, true, nil

@@ -166,14 +166,11 @@ func runMigrate(ctx context.Context, o migrateOptions, stdout io.Writer) (err er
 
 	// The target's schema comes from the store's own migrations, and its
 	// use lock, held alone until the end, keeps brokers off it.
-	pm, err := postgres.Open(ctx, o.to)
+	pm, err := postgres.Open(ctx, o.to, postgres.WithUseLock(true))
 	if err != nil {
 		return fmt.Errorf("the target %s: %w", redactDBURL(o.to), err)
 	}
 	defer func() { err = errors.Join(err, pm.Close()) }()
-	if err := pm.Use(ctx, true); err != nil {
-		return fmt.Errorf("the target %s: %w", redactDBURL(o.to), err)
-	}
 	pa, err := postgres.OpenActivity(ctx, o.toActivity)
 	if err != nil {
 		return fmt.Errorf("the activity target %s: %w", redactDBURL(o.toActivity), err)

@@ -421,10 +421,9 @@ func TestMigrateRefuses(t *testing.T) {
 	})
 	t.Run("a broker runs on the target", func(t *testing.T) {
 		url := newPGDatabase(t)
-		broker, err := postgres.Open(t.Context(), url)
+		broker, err := postgres.Open(t.Context(), url, postgres.WithUseLock(false))
 		require.NoError(t, err)
 		defer broker.Close()
-		require.NoError(t, broker.Use(t.Context(), false))
 		out, err := runCmd(t, "migrate", "--from", "sqlite:"+tm.main, "--to", url)
 		require.ErrorIs(t, err, postgres.ErrInUse, out)
 		require.Zero(t, pgCount(t, url, "members"))

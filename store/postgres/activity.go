@@ -41,6 +41,7 @@ type ActivityDB struct {
 // clock's time.
 func OpenActivity(ctx context.Context, url string, opts ...Option) (*ActivityDB, error) {
 	o := newOptions(opts)
+	o.use = nil // the use lock is the main store's
 	c, err := openConns(ctx, url, activityMigrations, activityWriteKey, activityMigrateKey, o)
 	if err != nil {
 		return nil, fmt.Errorf("open activity store: %w", err)

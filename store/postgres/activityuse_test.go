@@ -25,8 +25,6 @@ func TestActivityUseLock(t *testing.T) {
 	require.NoError(t, broker.Close())
 	require.NoError(t, cmd.Use(ctx, true), "a command once the broker stopped")
 
-	main, err := Open(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = main.Close() })
-	require.ErrorIs(t, main.Use(ctx, false), ErrInUse, "the main store's lock is the same lock")
+	_, err := Open(ctx, url, WithUseLock(false))
+	require.ErrorIs(t, err, ErrInUse, "the main store's lock is the same lock")
 }

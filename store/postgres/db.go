@@ -37,6 +37,9 @@ type DB struct {
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	o := newOptions(opts)
 	c, err := openConns(ctx, url, mainMigrations, mainWriteKey, mainMigrateKey, o)
+	if errors.Is(err, ErrInUse) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -23,7 +23,8 @@ func translate(op string, err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
-		case "23505": // unique_violation
+		case "23505", // unique_violation
+			"23P01": // exclusion_violation: a hash index's uniqueness (fs_entries.path)
 			return fmt.Errorf("%s: %w", op, store.ErrConflict)
 		case "23503": // foreign_key_violation
 			return fmt.Errorf("%s: %w", op, store.ErrPrecondition)

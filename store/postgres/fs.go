@@ -87,6 +87,13 @@ func (q queries) ListDir(ctx context.Context, dir string, p store.Page) ([]store
 		dir, after, limitOrAll(p.Limit))
 }
 
+// fsBelow is the condition that col is within [?1, ?2): the fs_key bounds
+// let the btree on fs_key(path) find the range, since no btree holds a
+// whole path (migrations/main/0005_long_values.sql).
+func fsBelow(col string) string {
+	return `fs_key(` + col + `) >= fs_key(?1) AND fs_key(` + col + `) <= fs_key(?2) AND ` + col + ` >= ?1 AND ` + col + ` < ?2`
+}
+
 // limitOrAll renders a page's limit for SQL, where NULL is no limit.
 func limitOrAll(n int) any {
 	if n <= 0 {
@@ -99,10 +106,11 @@ func limitOrAll(n int) any {
 func (q queries) ListTree(ctx context.Context, dir string) ([]store.FsEntry, error) {
 	const op = "list fs tree"
 	if dir == "/" {
-		return q.queryFsEntries(ctx, op, q.r, `SELECT `+fsColumns+` FROM fs_entries ORDER BY path`)
+		return q.queryFsEntries(ctx, op, q.r, `SELECT `+fsColumns+` FROM fs_entries ORDER BY fs_key(path), path`)
 	}
 	lo, hi := below(dir)
-	return q.queryFsEntries(ctx, op, q.r, `SELECT `+fsColumns+` FROM fs_entries WHERE path >= ? AND path < ? ORDER BY path`, lo, hi)
+	return q.queryFsEntries(ctx, op, q.r, `SELECT `+fsColumns+` FROM fs_entries
+WHERE `+fsBelow("path")+` ORDER BY fs_key(path), path`, lo, hi)
 }
 
 // CreateEntry stores a new entry; a file's blob row is created or counted
@@ -204,7 +212,7 @@ func (q queries) DeleteTree(ctx context.Context, p string) (int, []string, error
 		return 0, nil, fmt.Errorf("%s: %q is not a clean absolute path: %w", op, p, store.ErrPrecondition)
 	}
 	lo, hi := below(p)
-	res, err := q.w.ExecContext(ctx, `DELETE FROM fs_entries WHERE path = ? OR (path >= ? AND path < ?)`, p, lo, hi)
+	res, err := q.w.ExecContext(ctx, `DELETE FROM fs_entries WHERE path = ?3 OR (`+fsBelow("path")+`)`, lo, hi, p)
 	if err != nil {
 		return 0, nil, translate(op, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -36,6 +37,7 @@ type health struct {
 	write   store.Failing // the server's disk refuses or fails writes
 	reach   store.Failing // the server cannot be reached, by a read or a write
 	damaged store.Failing
+	use     store.Failing // the use lock is lost and cannot be taken again (uselock.go)
 }
 
 func newHealth(database string, o options) *health {
@@ -44,6 +46,8 @@ func newHealth(database string, o options) *health {
 		write:   store.Failing{What: "writes", Now: o.now},
 		reach:   store.Failing{What: "database connections", Now: o.now},
 		damaged: store.Failing{What: "data", Now: o.now},
+		// A lock taken again is held: nothing to hold the report for.
+		use: store.Failing{What: "use lock", Now: o.now, Hold: time.Nanosecond},
 	}
 }
 
@@ -198,7 +202,7 @@ func (h *health) failed(kind failure, slot *store.Failing, msg string, err error
 // *store.FailingError per failing kind.
 func (h *health) err() error {
 	var errs []error
-	for _, f := range []*store.Failing{&h.damaged, &h.reach, &h.write} {
+	for _, f := range []*store.Failing{&h.damaged, &h.use, &h.reach, &h.write} {
 		if fe := f.Err(); fe != nil {
 			errs = append(errs, fe)
 		}

@@ -39,6 +39,10 @@ type options struct {
 	// onCommit, when set, is told how long each write transaction's
 	// COMMIT took (WithCommitObserver).
 	onCommit func(time.Duration)
+	// use, when set, is the use lock's mode (WithUseLock); useCheck how
+	// often its connection is checked.
+	use      *bool
+	useCheck *time.Duration
 }
 
 // WithNow sets the clock used for timestamps the caller leaves zero. The
@@ -90,33 +94,19 @@ type conns struct {
 	// leave none for the reads of the one that holds the lock.
 	writing chan struct{}
 
-	closeOnce sync.Once
-	usesMu    sync.Mutex
-	// uses are the connections holding the use lock (uselock.go),
-	// released, and with them the lock, by Close.
-	uses []*pgxpool.Conn
-}
+	// use is the use lock when the store holds it (uselock.go), released
+	// by Close.
+	use *useLock
 
-// held keeps conn, which holds a session lock, until Close.
-func (c *conns) held(conn *pgxpool.Conn) {
-	c.usesMu.Lock()
-	c.uses = append(c.uses, conn)
-	c.usesMu.Unlock()
+	closeOnce sync.Once
 }
 
 // openConns connects to url, checks the settings durability rests on and
 // applies the migrations of dir.
 func openConns(ctx context.Context, url, dir string, writeKey, migrateKey int64, o options) (*conns, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := poolConfig(url)
 	if err != nil {
-		// The URL may carry a password: the parse error is not repeated.
-		return nil, errors.New("parse database url: not a valid postgres:// url or connection string")
-	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = defaultConnectTimout
-	}
-	if !strings.Contains(url, "pool_max_conns") {
-		cfg.MaxConns = defaultMaxConns
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -128,11 +118,47 @@ func openConns(ctx context.Context, url, dir string, writeKey, migrateKey int64,
 		c.Close()
 		return nil, err
 	}
+	if o.use != nil {
+		every := defaultUseCheck
+		if o.useCheck != nil {
+			every = *o.useCheck
+		}
+		if c.use, err = takeUse(ctx, cfg.ConnConfig.Copy(), *o.use, every, c.health); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	if err := migrate(ctx, pool, dir, migrateKey, o); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// poolConfig parses url with the store's defaults: a connect timeout, and
+// defaultMaxConns connections unless the URL's pool_max_conns says.
+func poolConfig(url string) (*pgxpool.Config, error) {
+	// The URL may carry a password: a parse error is not repeated.
+	const invalid = "parse database url: not a valid postgres:// url or connection string"
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, errors.New(invalid)
+	}
+	// pgxpool takes pool_max_conns out of what it parsed, and its default
+	// (the number of CPUs, at least 4) cannot be told from a value given:
+	// pgconn's parse of the same string keeps it among the parameters it
+	// does not know, from a URL's query or a key=value string alike.
+	cc, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return nil, errors.New(invalid)
+	}
+	if _, given := cc.RuntimeParams["pool_max_conns"]; !given {
+		cfg.MaxConns = defaultMaxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimout
+	}
+	return cfg, nil
 }
 
 // checkSettings refuses a server on which an acknowledged commit could be
@@ -153,20 +179,9 @@ func (c *conns) checkSettings(ctx context.Context) error {
 // Close closes the pool; calling it again does nothing.
 func (c *conns) Close() {
 	c.closeOnce.Do(func() {
-		c.usesMu.Lock()
-		for _, conn := range c.uses {
-			// Unlocked at once: the server ends a closed connection's
-			// session, and with it the lock, only a little later.
-			// Closing it is what still releases the lock if the unlock
-			// is lost.
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, _ = conn.Exec(ctx, "SELECT pg_advisory_unlock_all()")
-			_ = conn.Conn().Close(ctx)
-			cancel()
-			conn.Release()
+		if c.use != nil {
+			c.use.close()
 		}
-		c.uses = nil
-		c.usesMu.Unlock()
 		c.pool.Close()
 	})
 }
@@ -177,24 +192,22 @@ func (c *conns) Close() {
 // on up the stack after the rollback). Its outcome is reported to health
 // (health.go).
 func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if c.use != nil && !c.use.held.Load() {
+		return c.use.refused()
+	}
 	select {
 	case c.writing <- struct{}{}:
 	case <-ctx.Done():
 		return translate("begin", ctx.Err())
 	}
 	defer func() { <-c.writing }()
-	tx, err := c.pool.Begin(ctx)
-	// A pooled connection the server closed while it sat idle (a restart,
-	// pg_terminate_backend) fails at BEGIN, which changes nothing: the
-	// pool drops it and the next may serve. Every pooled connection may
-	// be dead; a failure to connect ends the retries.
-	for range c.pool.Config().MaxConns {
-		var ce *pgconn.ConnectError
-		if err == nil || failureOfErr(ctx, err) != failUnavailable || errors.As(err, &ce) {
-			break
-		}
+	// A BEGIN changes nothing: retried on a connection the server closed.
+	var tx pgx.Tx
+	err := c.retryIdle(ctx, func() error {
+		var err error
 		tx, err = c.pool.Begin(ctx)
-	}
+		return err
+	})
 	if err != nil {
 		return c.health.wrote(ctx, translate("begin", err), false)
 	}
@@ -292,20 +305,28 @@ func (h reader) QueryRowContext(ctx context.Context, query string, args ...any) 
 	return rowOf(h.QueryContext(ctx, query, args...))
 }
 
-// retry runs a query, again on the next pooled connection when the one it
-// took was closed by the server while it sat idle (a restart, an
-// administrator's pg_terminate_backend), as withTx does for BEGIN: a read
-// changes nothing. A failure to connect ends the retries.
+// retry runs a read with retryIdle (a read changes nothing) and tells
+// health its outcome.
 func (h reader) retry(ctx context.Context, read func() error) error {
-	err := read()
-	for range h.c.pool.Config().MaxConns {
+	return h.c.health.read(ctx, h.c.retryIdle(ctx, read))
+}
+
+// retryIdle runs op, which must change nothing when it fails, again on the
+// next pooled connection when the one it took was closed by the server
+// while it sat idle (a restart, an administrator's pg_terminate_backend):
+// the pool drops that connection and the next may serve. Every pooled
+// connection may be dead, so it tries up to the pool's size more times; a
+// failure to connect ends the retries.
+func (c *conns) retryIdle(ctx context.Context, op func() error) error {
+	err := op()
+	for range c.pool.Config().MaxConns {
 		var ce *pgconn.ConnectError
 		if err == nil || failureOfErr(ctx, err) != failUnavailable || errors.As(err, &ce) {
 			break
 		}
-		err = read()
+		err = op()
 	}
-	return h.c.health.read(ctx, err)
+	return err
 }
 
 // watchedRows tells health the error a read ends with: a row the server

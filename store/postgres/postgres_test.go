@@ -205,10 +205,21 @@ func TestWritersWaitingLeaveConnectionsForReads(t *testing.T) {
 	u.RawQuery = q.Encode()
 	db, err := Open(t.Context(), u.String())
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	// Bounded: the pool's Close waits for every connection to come back,
+	// which writers stuck on each other's connections may never do.
+	t.Cleanup(func() {
+		closed := make(chan error, 1)
+		go func() { closed <- db.Close() }()
+		select {
+		case err := <-closed:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Error("Close still waits for pooled connections after 10s")
+		}
+	})
 	require.NoError(t, db.PutMember(t.Context(), store.Member{Name: "alice"}))
 
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	const writers = 4
 	errs := make(chan error, writers)
@@ -222,8 +233,17 @@ func TestWritersWaitingLeaveConnectionsForReads(t *testing.T) {
 			})
 		}()
 	}
+	// The test fails, rather than hangs, when the writers deadlock: one
+	// of these transactions takes milliseconds.
+	deadline := time.After(20 * time.Second)
 	for range writers {
-		require.NoError(t, <-errs)
+		select {
+		case err := <-errs:
+			require.NoError(t, err)
+		case <-deadline:
+			cancel()
+			t.Fatal("the write transactions still wait after 20s: the waiting writers hold every pooled connection, so the lock holder's read gets none")
+		}
 	}
 	members, err := db.ListMembers(t.Context())
 	require.NoError(t, err)

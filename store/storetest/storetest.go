@@ -30,6 +30,7 @@ func RunAll(t *testing.T, newStore func(t *testing.T) store.Store) {
 		metaTests,
 		leaseTests,
 		revocationTests,
+		longValueTests,
 	} {
 		for _, tc := range suite {
 			t.Run(tc.name, func(t *testing.T) {
