@@ -82,6 +82,9 @@ func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
 	}
 	c.msgs.fan = f
 	s.run = append(s.run, f.Run)
+	if err := s.joinActivity(ctx, nc, team); err != nil {
+		return err
+	}
 	return s.joinPresence(nc, team)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +304,80 @@ func waitTeam(c <-chan sseEvent, want string, d time.Duration) bool {
 		case <-deadline:
 			return false
 		}
+	}
+}
+
+// TestActivityAcrossBrokers: a live activity stream on A gets, in commit
+// order and once each, the rows written through B and through A
+// meanwhile; the stream's order is the store's.
+func TestActivityAcrossBrokers(t *testing.T) {
+	a, b, _, _, tokens := twoBrokers(t)
+	stream, _ := openSSE(t, a, tokens["bob"], "/members/bob/activity/stream")
+	const each = 15
+	upload := func(s *serving, who string) {
+		for i := range each {
+			code, out := s.call(t, http.MethodPost, "/members/bob/activity", tokens["bob"], map[string]any{
+				"events": []map[string]any{{"kind": "tool_action", "data": map[string]any{"via": who, "n": i}}},
+			})
+			if code != http.StatusOK {
+				t.Errorf("upload through %s: %d %v", who, code, out)
+				return
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); upload(b, "B") }()
+	upload(a, "A")
+	<-done
+
+	type row struct {
+		ID   float64 `json:"id"`
+		Data struct {
+			Via string  `json:"via"`
+			N   float64 `json:"n"`
+		} `json:"data"`
+	}
+	var got []row
+	deadline := time.After(60 * time.Second)
+	for len(got) < 2*each {
+		select {
+		case ev, ok := <-stream:
+			require.True(t, ok, "the stream ended after %d rows", len(got))
+			if ev.name != "activity" {
+				continue
+			}
+			var r row
+			require.NoError(t, json.Unmarshal([]byte(ev.data), &r))
+			got = append(got, r)
+		case <-deadline:
+			t.Fatalf("%d of %d rows within 60 s", len(got), 2*each)
+		}
+	}
+	next := map[string]float64{}
+	for i, r := range got {
+		if i > 0 {
+			require.Less(t, got[i-1].ID, r.ID, "commit order, each once")
+		}
+		require.Equal(t, next[r.Data.Via], r.Data.N, "each writer's rows in its order")
+		next[r.Data.Via]++
+	}
+	require.Equal(t, map[string]float64{"A": each, "B": each}, next)
+
+	// The stream carried exactly the store's rows.
+	code, out := b.call(t, http.MethodGet, "/members/bob/activity?limit=100", tokens["bob"], nil)
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	var stored, streamed []float64
+	for _, r := range out["activity"].([]any) {
+		stored = append(stored, r.(map[string]any)["id"].(float64))
+	}
+	for _, r := range got {
+		streamed = append(streamed, r.ID)
+	}
+	slices.Sort(stored)
+	require.Equal(t, stored, streamed)
+	select {
+	case extra := <-stream:
+		t.Fatalf("nothing more was written, got %v", extra)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

@@ -41,6 +41,7 @@ func RunActivity(t *testing.T, newStore func(t *testing.T) store.ActivityStore) 
 		{"ActivityUsageGroups", testActivityUsageGroups},
 		{"MemberUIDs", testMemberUIDs},
 		{"AdoptMemberRows", testAdoptMemberRows},
+		{"ActivityBetween", testActivityBetween},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
