@@ -47,6 +47,10 @@ const (
 	// maxPresenceMembers bounds the entries one table may hold (a team
 	// has far fewer members); a larger one is dropped as malformed.
 	maxPresenceMembers = 10_000
+	// maxPresencePeers bounds the other brokers' tables held: a team runs
+	// a handful of brokers; past this a new origin is dropped (a broker
+	// that restarts gets a new origin, and its old table lapses).
+	maxPresencePeers = 256
 	// maxTeamEvent bounds a team-stream event from NATS.
 	maxTeamEvent = 256 << 10
 	// presenceVersion is the version of what the presence subject
@@ -301,6 +305,11 @@ func (cp *clusterPresence) receive(m *nats.Msg) {
 	life := min(max(time.Duration(e.HB)*time.Millisecond, minHeartbeat), maxHeartbeat) * presenceMissed
 	cp.mu.Lock()
 	t := cp.peers[e.Origin]
+	if t == nil && len(cp.peers) >= maxPresencePeers {
+		cp.mu.Unlock()
+		cp.log.Warn("presence: too many brokers; a new one's table dropped")
+		return
+	}
 	if t == nil {
 		t = &peerTable{members: map[string]peerEntry{}}
 		cp.peers[e.Origin] = t

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -117,6 +118,17 @@ func TestClusterPresenceTables(t *testing.T) {
 			require.Equal(t, tc.want.state, tm.State)
 		})
 	}
+}
+
+// TestClusterPresencePeersBounded: past maxPresencePeers brokers, a new
+// one's table is dropped; the ones held still count.
+func TestClusterPresencePeersBounded(t *testing.T) {
+	cp, _ := testClusterPresence(t)
+	for i := range maxPresencePeers + 5 {
+		cp.receive(&nats.Msg{Data: fmt.Appendf(nil, `{"v":1,"o":"b%d","hb":5000,"f":true,"m":{"bob":{"c":1}}}`, i)})
+	}
+	require.Len(t, cp.peers, maxPresencePeers)
+	require.Equal(t, maxPresencePeers, cp.c.connected("bob"))
 }
 
 // TestClusterPresenceLocalOnly: a broker tells the others its own streams
