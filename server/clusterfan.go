@@ -85,7 +85,13 @@ func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
 	if err := s.joinHooks(nc, team); err != nil {
 		return err
 	}
-	return s.joinRevocations(ctx, nc, team)
+	if err := s.joinRevocations(ctx, nc, team); err != nil {
+		return err
+	}
+	if err := s.joinActivity(ctx, nc, team); err != nil {
+		return err
+	}
+	return s.joinPresence(nc, team)
 }
 
 // deliverRemote hands the hub a run of messages in commit order, as the

@@ -94,6 +94,9 @@ type messenger struct {
 	// committed batch instead of the hub: it publishes it on NATS and
 	// hands the hub every broker's messages in commit order.
 	fan *cluster.Fanout[clusterMsg]
+	// connected, when set (several brokers), counts a member's live
+	// streams on every broker: web push goes only to members with none.
+	connected func(member string) int
 }
 
 // newMessenger returns a messenger over st and h; afterPublish, when not
@@ -310,7 +313,11 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 		m.hub.PublishBatch(items)
 	}
 	if m.afterPublish != nil {
-		live := func(member string) bool { return m.hub.Connected(member) > 0 }
+		connected := m.hub.Connected
+		if m.connected != nil {
+			connected = m.connected
+		}
+		live := func(member string) bool { return connected(member) > 0 }
 		for _, s := range stored {
 			m.afterPublish(s, live)
 		}

@@ -51,6 +51,11 @@ type presence struct {
 	lapses map[string]*time.Timer
 	// afterFunc arms a lapse timer; time.AfterFunc unless a test sets one.
 	afterFunc func(d time.Duration, f func()) *time.Timer
+	// remote, with several brokers, is member's live activity as the
+	// other brokers last reported it, and until when it holds
+	// (clusterpresence.go); it reads when the state here is idle. It must
+	// not call back into presence.
+	remote func(member string) (state string, until time.Time)
 }
 
 type sighting struct {
@@ -180,15 +185,37 @@ func (pr *presence) runnerDetached(member string) {
 func (pr *presence) busy(member string) (bool, time.Time) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	if pr.blocked != nil && pr.blocked(member) {
+		return false, time.Time{}
+	}
+	if s := pr.seen[member]; s != nil && s.state == stateWorking {
+		if until := s.stateAt.Add(activityTTL); pr.now().Before(until) {
+			return true, until
+		}
+	}
+	if pr.remote != nil {
+		if state, until := pr.remote(member); state == stateWorking {
+			return true, until
+		}
+	}
+	return false, time.Time{}
+}
+
+// localState is how member's live activity reads on this broker alone,
+// with its live streams here, and until when a non-idle state holds
+// without a refresh: what this broker tells the others.
+func (pr *presence) localState(member string, connected int) (string, time.Time) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
 	s := pr.seen[member]
-	if s == nil || s.state != stateWorking || (pr.blocked != nil && pr.blocked(member)) {
-		return false, time.Time{}
+	switch {
+	case connected > 0 && pr.blocked != nil && pr.blocked(member):
+		// Held while the decision waits: refreshed by every heartbeat.
+		return stateBlocked, pr.now().Add(activityTTL)
+	case s != nil && s.state != stateIdle && pr.now().Sub(s.stateAt) < activityTTL:
+		return s.state, s.stateAt.Add(activityTTL)
 	}
-	until := s.stateAt.Add(activityTTL)
-	if !pr.now().Before(until) {
-		return false, time.Time{}
-	}
-	return true, until
+	return stateIdle, time.Time{}
 }
 
 // list renders every sighting of a current member, by name. A non-idle
@@ -225,6 +252,9 @@ func (pr *presence) stateLocked(name string, s *sighting, connected int, now tim
 		return stateBlocked
 	case s != nil && s.state != stateIdle && now.Sub(s.stateAt) < activityTTL:
 		return s.state
+	case pr.remote != nil:
+		state, _ := pr.remote(name)
+		return state
 	}
 	return stateIdle
 }
@@ -251,7 +281,7 @@ func (b *brokerPresence) GetRoster(context.Context, *apiv1.GetRosterRequest) (*a
 		resp.Teammates = append(resp.Teammates, tm)
 		roles[m.Name] = roleToProto(m.Role)
 	}
-	resp.Connected = b.presence.list(b.hub.Connected, func(name string) (*apiv1.Role, bool) {
+	resp.Connected = b.presence.list(b.connected, func(name string) (*apiv1.Role, bool) {
 		r, ok := roles[name]
 		return r, ok
 	})

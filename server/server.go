@@ -220,7 +220,7 @@ func New(d Deps, opts ...Option) *Server {
 		},
 		Members: notify.Members{
 			Known:  func(name string) bool { _, ok := c.team.Member(name); return ok },
-			Online: func(name string) bool { return c.hub.Connected(name) > 0 },
+			Online: func(name string) bool { return c.connected(name) > 0 },
 			Busy:   func(name string) (bool, time.Time) { return c.presence.busy(name) },
 		},
 		Registry: kit, KEK: d.KEK,

@@ -39,11 +39,24 @@ type teamLive struct {
 	hub *hub.Hub
 	mu  sync.Mutex
 	seq int64
+	// cluster, with several brokers, shares presence and the team
+	// stream's changes with the others (clusterpresence.go).
+	cluster *clusterPresence
 }
 
-// publish numbers and publishes the event ev builds. ev runs under mu, so
-// the state it reads is the state as of its number.
+// teamPublish publishes a channel or objective change ev builds to this
+// broker's team streams and, with several brokers, to theirs.
 func (c *core) teamPublish(ev func() *apiv1.StreamTeamResponse) {
+	if c.live != nil && c.live.cluster != nil {
+		c.live.cluster.publishTeam(ev())
+	}
+	c.teamPublishLocal(ev)
+}
+
+// teamPublishLocal numbers and publishes the event ev builds to this
+// broker's team streams. ev runs under mu, so the state it reads is the
+// state as of its number.
+func (c *core) teamPublishLocal(ev func() *apiv1.StreamTeamResponse) {
 	t := c.live
 	if t == nil {
 		return
@@ -64,14 +77,24 @@ func (c *core) teamMember(name string) *apiv1.TeamMember {
 	if !ok {
 		return &apiv1.TeamMember{Name: name, State: stateIdle, Gone: true}
 	}
-	n := c.hub.Connected(name)
+	n := c.connected(name)
 	return &apiv1.TeamMember{Name: name, Connected: int32(n), State: c.presence.state(name, n), Agent: c.agents.is(m)}
 }
 
 // presenceChanged tells the team streams member's presence or live
 // activity may read differently now.
 func (c *core) presenceChanged(member string) {
-	c.teamPublish(func() *apiv1.StreamTeamResponse {
+	if c.live != nil && c.live.cluster != nil {
+		c.live.cluster.changed(member)
+	}
+	c.teamPresence(member)
+}
+
+// teamPresence tells this broker's team streams member's presence may read
+// differently now. Each broker builds presence events from its own sum of
+// every broker's tables, so they never travel.
+func (c *core) teamPresence(member string) {
+	c.teamPublishLocal(func() *apiv1.StreamTeamResponse {
 		return &apiv1.StreamTeamResponse{Event: &apiv1.StreamTeamResponse_Presence{Presence: c.teamMember(member)}}
 	})
 }
@@ -136,6 +159,27 @@ func (c *core) attachTeam(p *auth.Principal) (*Feed, error) {
 		return []*hub.Event{first}, at, false, nil
 	}, formatTeamID)
 	return c.counted(f, nil, streamTeam)
+}
+
+// endTeamStreams ends every team stream of this broker: their clients
+// reconnect to a fresh snapshot.
+func (c *core) endTeamStreams() {
+	if c.live == nil {
+		return
+	}
+	for _, m := range c.team.Members() {
+		c.live.hub.Disconnect(m.Name, nil)
+	}
+}
+
+// connected is member's live chat streams on every broker: this one's,
+// plus what the others last said (clusterpresence.go).
+func (c *core) connected(member string) int {
+	n := c.hub.Connected(member)
+	if c.live != nil && c.live.cluster != nil {
+		n += c.live.cluster.remoteConns(member)
+	}
+	return n
 }
 
 // formatTeamID is a team stream event's SSE id. The stream is not

@@ -185,6 +185,18 @@ func New(d Deps) *Service {
 	return s
 }
 
+// FanOut has committed rows go to fan instead of this broker's live
+// streams; fan hands every broker's rows, in commit order, to the returned
+// deliver (several brokers; server/clusteractivity.go). Call it before
+// Run. Without a writer (no activity store) deliver does nothing.
+func (s *Service) FanOut(fan func(rows []store.ActivityEvent)) (deliver func(rows []store.ActivityEvent)) {
+	if s.writer == nil {
+		return func([]store.ActivityEvent) {}
+	}
+	s.writer.fan = fan
+	return s.writer.deliver
+}
+
 // Run runs the writer and the telemetry flush timer until ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	if s.writer == nil {

@@ -43,6 +43,10 @@ type writer struct {
 	// live streams (activityRowToProto otherwise).
 	owner  func(name string) string
 	render func(store.ActivityEvent) *apiv1.ActivityRow
+	// fan, when set (several brokers, Service.FanOut), takes each
+	// committed batch instead of the hub: it sends it to the other
+	// brokers and hands deliver every broker's rows in commit order.
+	fan func(rows []store.ActivityEvent)
 }
 
 type pendingActivity struct {
@@ -134,10 +138,20 @@ func (w *writer) timed(n int, start time.Time) {
 	}
 }
 
-// publish hands committed rows to the live streams of their members. A row
-// is rendered only when its member has a live stream: a stream opened later
-// replays it from the store, which holds it already.
+// publish hands one transaction's committed rows to the live streams of
+// their members, through the fan-out when there is one.
 func (w *writer) publish(rows []store.ActivityEvent) {
+	if w.fan != nil {
+		w.fan(rows)
+		return
+	}
+	w.deliver(rows)
+}
+
+// deliver hands committed rows to this broker's live streams of their
+// members. A row is rendered only when its member has a live stream: a
+// stream opened later replays it from the store, which holds it already.
+func (w *writer) deliver(rows []store.ActivityEvent) {
 	for _, r := range rows {
 		if w.hub.Connected(r.Member) == 0 {
 			continue

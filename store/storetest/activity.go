@@ -42,6 +42,7 @@ func RunActivity(t *testing.T, newStore func(t *testing.T) store.ActivityStore) 
 		{"MemberUIDs", testMemberUIDs},
 		{"AdoptMemberRows", testAdoptMemberRows},
 		{"LongResponseID", testActivityLongResponseID},
+		{"ActivityBetween", testActivityBetween},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,457 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	apiv1 "svc/gen/svc/v1"
+)
+
+// Presence and the team stream across brokers (docs/DECISIONS.md,
+// "Presence and the team stream on several brokers"). Each broker
+// publishes its own table (per member: its live streams here, and its
+// live activity as reported here) on svc.<team>.presence: a member's
+// entry when it changes, the whole table every presenceHeartbeat, and an
+// empty goodbye when it stops. Every broker adds what it heard to its own
+// counts; a table not refreshed within presenceMissed heartbeats of its
+// sender is dropped, so a dead broker stops counting.
+//
+// Channel and objective changes go out on svc.<team>.team as the event
+// the team stream carries; every other broker hands them to its own team
+// streams. That subject is plain NATS (the team stream is not resumable):
+// when NATS drops, and again when it is back, the broker ends its team
+// streams, and their clients reconnect to a fresh snapshot.
+
+const (
+	// presenceHeartbeat is how often a broker sends its whole table, and
+	// the interval its peers expect from it.
+	presenceHeartbeat = 5 * time.Second
+	// presenceMissed is how many heartbeats a table outlives without a
+	// word from its broker: 15 s with the default heartbeat.
+	presenceMissed = 3
+	// minHeartbeat and maxHeartbeat bound the interval a peer announces:
+	// neither a table that lapses at once nor one that outlives its
+	// broker by minutes.
+	minHeartbeat = time.Second
+	maxHeartbeat = 30 * time.Second
+	// maxPresenceMembers bounds the entries one table may hold (a team
+	// has far fewer members); a larger one is dropped as malformed.
+	maxPresenceMembers = 10_000
+	// maxPresencePeers bounds the other brokers' tables held: a team runs
+	// a handful of brokers; past this a new origin is dropped (a broker
+	// that restarts gets a new origin, and its old table lapses).
+	maxPresencePeers = 256
+	// maxTeamEvent bounds a team-stream event from NATS.
+	maxTeamEvent = 256 << 10
+	// presenceVersion is the version of what the presence subject
+	// carries; another is dropped.
+	presenceVersion = 1
+)
+
+// peerEntry is one member's presence on one broker.
+type peerEntry struct {
+	// Conns is the member's live streams on that broker.
+	Conns int `json:"c,omitempty"`
+	// State is its live activity as reported there, idle when empty;
+	// Left the milliseconds it holds without a refresh.
+	State string `json:"s,omitempty"`
+	Left  int64  `json:"t,omitempty"`
+	// until is when State lapses, on this broker's clock.
+	until time.Time
+}
+
+func (e peerEntry) idle() bool { return e.Conns == 0 && e.State == "" }
+
+// presenceEnvelope is one message on the presence subject.
+type presenceEnvelope struct {
+	V      int    `json:"v"`
+	Origin string `json:"o"`
+	// HB is the sender's heartbeat in milliseconds.
+	HB int64 `json:"hb"`
+	// Full: Members is the sender's whole table; otherwise only the
+	// entries that changed (an idle entry removes one).
+	Full bool `json:"f,omitempty"`
+	// Bye: the sender stops; drop its table.
+	Bye     bool                 `json:"b,omitempty"`
+	Members map[string]peerEntry `json:"m,omitempty"`
+}
+
+// peerTable is what one other broker last said.
+type peerTable struct {
+	heard   time.Time
+	life    time.Duration // how long the table holds without a word
+	members map[string]peerEntry
+}
+
+// clusterPresence is a broker's share of the team's presence.
+type clusterPresence struct {
+	c        *core
+	nc       *nats.Conn
+	subject  string
+	teamSubj string
+	origin   string
+	log      *slog.Logger
+	now      func() time.Time
+	beat     time.Duration
+
+	mu    sync.Mutex
+	peers map[string]*peerTable
+	// dirty are the members whose local entry may have changed since it
+	// was last sent; sent is what was last sent, by member.
+	dirty map[string]bool
+	sent  map[string]peerEntry
+	wake  chan struct{}
+
+	subs   []*nats.Subscription
+	status chan nats.Status
+	// poke wakes the hook scheduler: a member's reach changed.
+	poke func()
+}
+
+// joinPresence starts sharing presence and the team stream over nc.
+func (s *Server) joinPresence(nc *nats.Conn, team string) error {
+	c := s.core
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	cp := &clusterPresence{
+		c: c, nc: nc, subject: "svc." + team + ".presence", teamSubj: "svc." + team + ".team",
+		origin: hex.EncodeToString(b[:]), log: c.log, now: c.now, beat: presenceHeartbeat,
+		peers: map[string]*peerTable{}, dirty: map[string]bool{}, sent: map[string]peerEntry{},
+		wake: make(chan struct{}, 1),
+	}
+	cp.status = nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING)
+	for _, sub := range []struct {
+		subj string
+		f    nats.MsgHandler
+	}{{cp.subject, cp.receive}, {cp.teamSubj, cp.receiveTeam}} {
+		ns, err := nc.Subscribe(sub.subj, sub.f)
+		if err != nil {
+			cp.stop()
+			return fmt.Errorf("presence: subscribe %s: %w", sub.subj, err)
+		}
+		cp.subs = append(cp.subs, ns)
+	}
+	if s.notify != nil {
+		cp.poke = s.notify.Poke
+	}
+	c.live.cluster = cp
+	c.presence.remote = cp.remoteState
+	c.msgs.connected = c.connected
+	s.run = append(s.run, cp.run)
+	return nil
+}
+
+func (cp *clusterPresence) stop() {
+	for _, s := range cp.subs {
+		_ = s.Unsubscribe()
+	}
+	cp.nc.RemoveStatusListener(cp.status)
+}
+
+// changed marks member's local entry for sending; it never blocks.
+func (cp *clusterPresence) changed(member string) {
+	cp.mu.Lock()
+	cp.dirty[member] = true
+	cp.mu.Unlock()
+	select {
+	case cp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// local is member's entry on this broker alone.
+func (cp *clusterPresence) local(member string) peerEntry {
+	n := cp.c.hub.Connected(member)
+	state, until := cp.c.presence.localState(member, n)
+	e := peerEntry{Conns: n}
+	if state != stateIdle {
+		e.State = state
+		e.Left = max(until.Sub(cp.now()).Milliseconds(), 1)
+	}
+	return e
+}
+
+// run sends changes as they come and the whole table every heartbeat,
+// drops tables whose broker went quiet, and says goodbye when ctx ends.
+func (cp *clusterPresence) run(ctx context.Context) {
+	defer cp.stop()
+	tick := time.NewTicker(cp.beat)
+	defer tick.Stop()
+	sweep := time.NewTicker(minHeartbeat)
+	defer sweep.Stop()
+	cp.sendFull()
+	for {
+		select {
+		case <-ctx.Done():
+			cp.send(presenceEnvelope{Bye: true})
+			_ = cp.nc.FlushTimeout(time.Second)
+			return
+		case <-cp.wake:
+			cp.sendDirty()
+		case <-tick.C:
+			cp.sendFull()
+		case <-sweep.C:
+			cp.sweep()
+		case st := <-cp.status:
+			// The team stream is plain NATS: what was published while
+			// this broker was cut off is gone, so its team streams end
+			// (when NATS drops, and when it is back) and their clients
+			// start again from a snapshot.
+			cp.c.endTeamStreams()
+			if st == nats.CONNECTED {
+				cp.sendFull()
+			}
+		}
+	}
+}
+
+// sendDirty sends the entries of the members marked changed whose local
+// entry reads differently from what was last sent.
+func (cp *clusterPresence) sendDirty() {
+	cp.mu.Lock()
+	dirty := cp.dirty
+	cp.dirty = map[string]bool{}
+	cp.mu.Unlock()
+	out := map[string]peerEntry{}
+	for m := range dirty {
+		e := cp.local(m)
+		cp.mu.Lock()
+		was, had := cp.sent[m]
+		if e.idle() {
+			delete(cp.sent, m)
+		} else {
+			cp.sent[m] = e
+		}
+		cp.mu.Unlock()
+		if had != !e.idle() || was.Conns != e.Conns || was.State != e.State {
+			out[m] = e
+		}
+	}
+	if len(out) > 0 {
+		cp.send(presenceEnvelope{Members: out})
+	}
+}
+
+// sendFull sends the whole local table: every member with a live stream
+// here or a live activity reported here.
+func (cp *clusterPresence) sendFull() {
+	table := map[string]peerEntry{}
+	for _, m := range cp.c.team.Members() {
+		if e := cp.local(m.Name); !e.idle() {
+			table[m.Name] = e
+		}
+	}
+	cp.mu.Lock()
+	cp.sent = maps.Clone(table)
+	cp.mu.Unlock()
+	cp.send(presenceEnvelope{Full: true, Members: table})
+}
+
+func (cp *clusterPresence) send(e presenceEnvelope) {
+	e.V, e.Origin, e.HB = presenceVersion, cp.origin, cp.beat.Milliseconds()
+	data, err := json.Marshal(e)
+	if err != nil {
+		cp.log.Error("presence: table not encoded", "err", err)
+		return
+	}
+	if err := cp.nc.Publish(cp.subject, data); err != nil {
+		// The next heartbeat sends the whole table again.
+		cp.log.Debug("presence: not published", "err", err)
+	}
+}
+
+// receive takes another broker's table or changes. Like everything from
+// NATS it is checked first: bounded, known states, sane counts.
+func (cp *clusterPresence) receive(m *nats.Msg) {
+	var e presenceEnvelope
+	if err := json.Unmarshal(m.Data, &e); err != nil || e.V != presenceVersion || e.Origin == "" || len(e.Origin) > 64 || len(e.Members) > maxPresenceMembers {
+		cp.log.Warn("presence: malformed table dropped", "bytes", len(m.Data), "err", err)
+		return
+	}
+	if e.Origin == cp.origin {
+		return
+	}
+	now := cp.now()
+	for name, pe := range e.Members {
+		switch pe.State {
+		case "", stateWorking, stateBlocked:
+		case stateIdle:
+			pe.State = ""
+		default:
+			cp.log.Warn("presence: unknown state dropped", "state", pe.State)
+			return
+		}
+		if pe.Conns < 0 || pe.Conns > 1<<20 || pe.Left < 0 || name == "" {
+			cp.log.Warn("presence: malformed entry dropped")
+			return
+		}
+		left := min(time.Duration(pe.Left)*time.Millisecond, activityTTL)
+		if pe.State == "" {
+			left = 0
+		}
+		pe.until = now.Add(left)
+		e.Members[name] = pe
+	}
+	life := min(max(time.Duration(e.HB)*time.Millisecond, minHeartbeat), maxHeartbeat) * presenceMissed
+	cp.mu.Lock()
+	t := cp.peers[e.Origin]
+	if t == nil && len(cp.peers) >= maxPresencePeers {
+		cp.mu.Unlock()
+		cp.log.Warn("presence: too many brokers; a new one's table dropped")
+		return
+	}
+	if t == nil {
+		t = &peerTable{members: map[string]peerEntry{}}
+		cp.peers[e.Origin] = t
+	}
+	t.heard, t.life = now, life
+	var news []string
+	apply := func(name string, pe peerEntry) {
+		was, had := t.members[name]
+		if pe.idle() {
+			delete(t.members, name)
+		} else {
+			t.members[name] = pe
+		}
+		if had != !pe.idle() || was.Conns != pe.Conns || was.State != pe.State {
+			news = append(news, name)
+		}
+	}
+	switch {
+	case e.Bye:
+		for name := range t.members {
+			news = append(news, name)
+		}
+		delete(cp.peers, e.Origin)
+	case e.Full:
+		for name := range t.members {
+			if _, ok := e.Members[name]; !ok {
+				apply(name, peerEntry{})
+			}
+		}
+		fallthrough
+	default:
+		for name, pe := range e.Members {
+			apply(name, pe)
+		}
+	}
+	cp.mu.Unlock()
+	cp.told(news)
+}
+
+// told tells this broker's team streams and hook scheduler that members'
+// presence on another broker changed.
+func (cp *clusterPresence) told(members []string) {
+	if len(members) == 0 {
+		return
+	}
+	for _, m := range members {
+		if _, ok := cp.c.team.Member(m); ok {
+			// Seen by the team: the roster lists it as it would a member
+			// seen here.
+			cp.c.presence.touch(m)
+		}
+		cp.c.teamPresence(m)
+	}
+	if cp.poke != nil {
+		cp.poke()
+	}
+}
+
+// sweep drops the tables of brokers not heard from within their life.
+func (cp *clusterPresence) sweep() {
+	now := cp.now()
+	var gone []string
+	cp.mu.Lock()
+	for origin, t := range cp.peers {
+		if now.Sub(t.heard) >= t.life {
+			for name := range t.members {
+				gone = append(gone, name)
+			}
+			delete(cp.peers, origin)
+			cp.log.Warn("presence: a broker went quiet; its streams no longer count", "broker", origin)
+		}
+	}
+	cp.mu.Unlock()
+	cp.told(gone)
+}
+
+// remoteConns is member's live streams on the other brokers.
+func (cp *clusterPresence) remoteConns(member string) int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	n := 0
+	for _, t := range cp.peers {
+		n += t.members[member].Conns
+	}
+	return n
+}
+
+// remoteState is member's live activity on the other brokers: working
+// when any reports it, else blocked when any does; and until when it
+// holds.
+func (cp *clusterPresence) remoteState(member string) (string, time.Time) {
+	now := cp.now()
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	state, until := stateIdle, time.Time{}
+	for _, t := range cp.peers {
+		e, ok := t.members[member]
+		if !ok || e.State == "" || !now.Before(e.until) {
+			continue
+		}
+		switch {
+		case e.State == stateWorking && (state != stateWorking || e.until.After(until)):
+			state, until = stateWorking, e.until
+		case e.State == stateBlocked && state == stateIdle:
+			state, until = stateBlocked, e.until
+		}
+	}
+	return state, until
+}
+
+// publishTeam sends a channel or objective change to the other brokers'
+// team streams.
+func (cp *clusterPresence) publishTeam(ev *apiv1.StreamTeamResponse) {
+	data, err := protojson.Marshal(ev)
+	if err != nil || len(data) > maxTeamEvent {
+		cp.log.Error("team stream: change not sent to the other brokers", "bytes", len(data), "err", err)
+		return
+	}
+	msg := nats.NewMsg(cp.teamSubj)
+	msg.Header.Set("o", cp.origin)
+	msg.Data = data
+	if err := cp.nc.PublishMsg(msg); err != nil {
+		cp.log.Debug("team stream: not published", "err", err)
+	}
+}
+
+// receiveTeam hands another broker's channel or objective change to this
+// broker's team streams. Only those two kinds come this way: presence is
+// built here from the tables.
+func (cp *clusterPresence) receiveTeam(m *nats.Msg) {
+	if m.Header.Get("o") == cp.origin {
+		return
+	}
+	ev := &apiv1.StreamTeamResponse{}
+	if len(m.Data) > maxTeamEvent || protojson.Unmarshal(m.Data, ev) != nil {
+		cp.log.Warn("team stream: malformed change dropped", "bytes", len(m.Data))
+		return
+	}
+	switch ev.Event.(type) {
+	case *apiv1.StreamTeamResponse_Channel, *apiv1.StreamTeamResponse_Objective:
+		cp.c.teamPublishLocal(func() *apiv1.StreamTeamResponse { return ev })
+	default:
+		cp.log.Warn("team stream: unexpected change dropped")
+	}
+}

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// testClusterPresence is a broker's share of presence with no NATS and a
+// clock the test moves; what other brokers say is handed to receive.
+func testClusterPresence(t *testing.T) (*clusterPresence, func(time.Duration)) {
+	t.Helper()
+	tb, _ := mustBroker(t)
+	var mu sync.Mutex
+	now := time.UnixMilli(1_700_000_000_000)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	tb.core.presence.now = clock
+	cp := &clusterPresence{c: tb.core, origin: "me", log: discardLogger(), now: clock, beat: presenceHeartbeat,
+		peers: map[string]*peerTable{}, dirty: map[string]bool{}, sent: map[string]peerEntry{}, wake: make(chan struct{}, 1)}
+	tb.core.live.cluster = cp
+	tb.core.presence.remote = cp.remoteState
+	return cp, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+}
+
+// TestClusterPresenceTables: what other brokers' tables add to a
+// member's presence, how changes and whole tables apply, which tables are
+// dropped as malformed, and when a quiet broker's table lapses.
+func TestClusterPresenceTables(t *testing.T) {
+	type want struct {
+		conns int
+		state string
+		busy  bool
+	}
+	for _, tc := range []struct {
+		name  string
+		msgs  []string
+		after time.Duration // the clock moves, then a sweep, before the check
+		want  want
+	}{
+		{"nothing heard", nil, 0, want{0, stateIdle, false}},
+		{"two brokers add up", []string{
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2}}}`,
+			`{"v":1,"o":"b","hb":5000,"f":true,"m":{"bob":{"c":1,"s":"working","t":30000}}}`,
+		}, 0, want{3, stateWorking, true}},
+		{"a change replaces one entry", []string{
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2}}}`,
+			`{"v":1,"o":"a","hb":5000,"m":{"bob":{"c":1}}}`,
+		}, 0, want{1, stateIdle, false}},
+		{"an idle entry removes it", []string{
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2}}}`,
+			`{"v":1,"o":"a","hb":5000,"m":{"bob":{}}}`,
+		}, 0, want{0, stateIdle, false}},
+		{"a whole table drops what it leaves out", []string{
+			`{"v":1,"o":"a","hb":5000,"m":{"bob":{"c":2}}}`,
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"admin":{"c":1}}}`,
+		}, 0, want{0, stateIdle, false}},
+		{"goodbye", []string{
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2}}}`,
+			`{"v":1,"o":"a","hb":5000,"b":true}`,
+		}, 0, want{0, stateIdle, false}},
+		{"working beats blocked", []string{
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":1,"s":"blocked","t":30000}}}`,
+			`{"v":1,"o":"b","hb":5000,"f":true,"m":{"bob":{"c":1,"s":"working","t":30000}}}`,
+		}, 0, want{2, stateWorking, true}},
+		{"blocked is not busy", []string{
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":1,"s":"blocked","t":30000}}}`,
+		}, 0, want{1, stateBlocked, false}},
+		{"a state lapses when its time is up", []string{
+			`{"v":1,"o":"a","hb":30000,"f":true,"m":{"bob":{"c":1,"s":"working","t":1000}}}`,
+		}, 2 * time.Second, want{1, stateIdle, false}},
+		{"a state holds no longer than the activity TTL", []string{
+			`{"v":1,"o":"a","hb":30000,"f":true,"m":{"bob":{"c":1,"s":"working","t":99999999}}}`,
+		}, activityTTL, want{1, stateIdle, false}},
+		{"a table holds three heartbeats", []string{
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2}}}`,
+		}, 14 * time.Second, want{2, stateIdle, false}},
+		{"then lapses", []string{
+			`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2}}}`,
+		}, 15 * time.Second, want{0, stateIdle, false}},
+		{"a tiny heartbeat is taken as a second", []string{
+			`{"v":1,"o":"a","hb":1,"f":true,"m":{"bob":{"c":2}}}`,
+		}, 2 * time.Second, want{2, stateIdle, false}},
+		{"a huge heartbeat is taken as 30 s", []string{
+			`{"v":1,"o":"a","hb":999999999,"f":true,"m":{"bob":{"c":2}}}`,
+		}, 90 * time.Second, want{0, stateIdle, false}},
+		{"malformed tables count for nothing", []string{
+			`{"v":1,"o":"a","hb":5000,"m":{"bob":{"c":-1}}}`,
+			`{"v":1,"o":"a","hb":5000,"m":{"bob":{"c":1,"s":"asleep"}}}`,
+			`{"v":1,"o":"a","hb":5000,"m":{"bob":{"c":1,"s":"working","t":-5}}}`,
+			`{"v":1,"o":"a","hb":5000,"m":{"":{"c":1}}}`,
+			`{"v":1,"o":"","hb":5000,"m":{"bob":{"c":1}}}`,
+			`{"v":2,"o":"a","hb":5000,"m":{"bob":{"c":1}}}`,
+			`{"v":1,"o":"a","hb":5000,"m":{"bob":{"c":1048577}}}`,
+			`[1,2]`,
+		}, 0, want{0, stateIdle, false}},
+		{"our own table is not counted twice", []string{
+			`{"v":1,"o":"me","hb":5000,"f":true,"m":{"bob":{"c":2}}}`,
+		}, 0, want{0, stateIdle, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp, advance := testClusterPresence(t)
+			for _, m := range tc.msgs {
+				cp.receive(&nats.Msg{Data: []byte(m)})
+			}
+			advance(tc.after)
+			cp.sweep()
+			c := cp.c
+			require.Equal(t, tc.want.conns, c.connected("bob"), "live streams")
+			require.Equal(t, tc.want.state, c.presence.state("bob", c.connected("bob")), "live activity")
+			busy, _ := c.presence.busy("bob")
+			require.Equal(t, tc.want.busy, busy, "busy")
+			tm := c.teamMember("bob")
+			require.Equal(t, int32(tc.want.conns), tm.Connected)
+			require.Equal(t, tc.want.state, tm.State)
+		})
+	}
+}
+
+// TestClusterPresencePeersBounded: past maxPresencePeers brokers, a new
+// one's table is dropped; the ones held still count.
+func TestClusterPresencePeersBounded(t *testing.T) {
+	cp, _ := testClusterPresence(t)
+	for i := range maxPresencePeers + 5 {
+		cp.receive(&nats.Msg{Data: fmt.Appendf(nil, `{"v":1,"o":"b%d","hb":5000,"f":true,"m":{"bob":{"c":1}}}`, i)})
+	}
+	require.Len(t, cp.peers, maxPresencePeers)
+	require.Equal(t, maxPresencePeers, cp.c.connected("bob"))
+}
+
+// TestClusterPresenceLocalOnly: a broker tells the others its own streams
+// and activity, never what it heard from them (or a dead broker's state
+// would echo on forever).
+func TestClusterPresenceLocalOnly(t *testing.T) {
+	cp, _ := testClusterPresence(t)
+	cp.receive(&nats.Msg{Data: []byte(`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2,"s":"working","t":30000}}}`)})
+	require.Equal(t, peerEntry{}, cp.local("bob"))
+	cp.c.presence.setActivity("bob", stateWorking)
+	e := cp.local("bob")
+	require.Equal(t, stateWorking, e.State)
+	require.Equal(t, activityTTL.Milliseconds(), e.Left)
+	require.Equal(t, 0, e.Conns)
+}
