@@ -82,7 +82,7 @@ func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
 	}
 	c.msgs.fan = f
 	s.run = append(s.run, f.Run)
-	return nil
+	return s.joinMembers(nc, team)
 }
 
 // deliverRemote hands the hub a run of messages in commit order, as the
