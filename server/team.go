@@ -225,6 +225,11 @@ type mirrorFunc func(ctx context.Context, tx store.Tx) error
 func (t *Team) change(ctx context.Context, fn func(f *teamconfig.File) error, mirror mirrorFunc) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	if t.shared != nil {
+		// The members live in the store: no file is written.
+		return t.changeShared(ctx, fn, mirror)
+	}
 	data, err := t.file.Marshal()
 	if err != nil {
 		return err
@@ -232,10 +237,6 @@ func (t *Team) change(ctx context.Context, fn func(f *teamconfig.File) error, mi
 	next, err := teamconfig.Parse(data)
 	if err != nil {
 		return err
-	}
-	ctx = context.WithoutCancel(ctx)
-	if t.shared != nil {
-		return t.changeShared(ctx, fn, mirror)
 	}
 	if err := fn(next); err != nil {
 		return err
