@@ -91,7 +91,10 @@ func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
 	if err := s.joinActivity(ctx, nc, team); err != nil {
 		return err
 	}
-	return s.joinPresence(nc, team)
+	if err := s.joinPresence(nc, team); err != nil {
+		return err
+	}
+	return s.joinMembers(nc, team)
 }
 
 // deliverRemote hands the hub a run of messages in commit order, as the

@@ -18,12 +18,17 @@ import (
 // Team is the member registry. The team config file is its authority: every
 // change is written to the file (atomically, fsynced) before it is applied in
 // memory and mirrored into the store, where other tables reference members.
+// When brokers share the team (NewSharedTeam), a document in the store is
+// the authority instead, and the file keeps everything else.
 type Team struct {
 	mu    sync.RWMutex
 	path  string
 	file  *teamconfig.File
 	store store.Store
 	now   func() time.Time
+	// shared is set when the members live in the store
+	// (server/clustermembers.go).
+	shared *sharedMembers
 }
 
 // NewTeam loads the registry from a validated, migrated config and makes the
@@ -45,40 +50,46 @@ func NewTeam(ctx context.Context, path string, f *teamconfig.File, st store.Stor
 		}
 	}
 	err := st.WithTx(ctx, func(tx store.Tx) error {
-		ts := now()
-		members := make([]store.Member, 0, len(f.Store.Members))
-		for _, m := range f.Store.Members {
-			members = append(members, toStoreMember(m, ts))
-		}
-		if err := tx.ReplaceMembers(ctx, members); err != nil {
-			return err
-		}
-		for _, m := range f.Store.Members {
-			if m.TokenHash == "" {
-				continue
-			}
-			h, err := teamconfig.ParseTokenHash(m.TokenHash)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.GetTokenByHash(ctx, h); err == nil {
-				continue
-			} else if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			if err := tx.CreateToken(ctx, store.Token{
-				ID: newID(), Member: m.Name, Hash: h, Label: "config", Origin: "bootstrap",
-				CreatedAt: ts, CreatedBy: m.Name,
-			}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return mirrorMembers(ctx, tx, f.Store.Members, now())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sync members into store: %w", err)
 	}
 	return t, nil
+}
+
+// mirrorMembers makes the store's member mirror equal to members, and
+// seeds each member's tokenHash as a bootstrap token unless the store
+// already knows that hash (a revoked hash is never revived).
+func mirrorMembers(ctx context.Context, tx store.Tx, ms []teamconfig.Member, ts time.Time) error {
+	members := make([]store.Member, 0, len(ms))
+	for _, m := range ms {
+		members = append(members, toStoreMember(m, ts))
+	}
+	if err := tx.ReplaceMembers(ctx, members); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.TokenHash == "" {
+			continue
+		}
+		h, err := teamconfig.ParseTokenHash(m.TokenHash)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.GetTokenByHash(ctx, h); err == nil {
+			continue
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := tx.CreateToken(ctx, store.Token{
+			ID: newID(), Member: m.Name, Hash: h, Label: "config", Origin: "bootstrap",
+			CreatedAt: ts, CreatedBy: m.Name,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func toStoreMember(m teamconfig.Member, now time.Time) store.Member {
@@ -89,8 +100,19 @@ func toStoreMember(m teamconfig.Member, now time.Time) store.Member {
 	return sm
 }
 
-// MemberPermissions implements auth.MemberLookup.
+// MemberPermissions implements auth.MemberLookup. When brokers share the
+// team, it first brings the registry up to the store's version, so every
+// request is checked against the members as committed before it began, on
+// whichever broker; when the store cannot say, the member is refused.
 func (t *Team) MemberPermissions(name string) ([]string, bool) {
+	if t.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), freshWithin)
+		err := t.fresh(ctx)
+		cancel()
+		if err != nil {
+			return nil, false
+		}
+	}
 	m, ok := t.Member(name)
 	return m.Permissions, ok
 }
@@ -203,6 +225,11 @@ type mirrorFunc func(ctx context.Context, tx store.Tx) error
 func (t *Team) change(ctx context.Context, fn func(f *teamconfig.File) error, mirror mirrorFunc) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	if t.shared != nil {
+		// The members live in the store: no file is written.
+		return t.changeShared(ctx, fn, mirror)
+	}
 	data, err := t.file.Marshal()
 	if err != nil {
 		return err
@@ -217,7 +244,6 @@ func (t *Team) change(ctx context.Context, fn func(f *teamconfig.File) error, mi
 	if err := next.Validate(); err != nil {
 		return err
 	}
-	ctx = context.WithoutCancel(ctx)
 	err = t.store.WithTx(ctx, func(tx store.Tx) error {
 		if mirror != nil {
 			if err := mirror(ctx, tx); err != nil {

@@ -65,6 +65,9 @@ func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer st.Close()
+	if err := refuseSharedMembers(cfg, file, "svc admin token"); err != nil {
+		return err
+	}
 	if err := file.CheckKEK(key.k); err != nil {
 		return fmt.Errorf("the team config %s does not open with the key from %s: %w", cfg.ConfigPath, key.name(), err)
 	}

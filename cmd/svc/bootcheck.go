@@ -320,8 +320,14 @@ func prepareBoot(ctx context.Context, cfg Config, st store.Store, dbExisted bool
 	if v == firstBoot {
 		return bootFirst(ctx, cfg, p, key, st, log)
 	}
-	if err := checkMembers(ctx, cfg, p, file, st); err != nil {
+	shared, err := checkSharedMembers(ctx, cfg, file, st)
+	if err != nil {
 		return nil, err
+	}
+	if !shared {
+		if err := checkMembers(ctx, cfg, p, file, st); err != nil {
+			return nil, err
+		}
 	}
 	k, err := checkKEK(ctx, cfg, p, file, key, st, log)
 	if err != nil {
@@ -368,7 +374,7 @@ func prepareBoot(ctx context.Context, cfg Config, st store.Store, dbExisted bool
 			return nil, err
 		}
 	}
-	if !file.HasManager() {
+	if !shared && !file.HasManager() {
 		log.Warn("no member holds members.manage; the team cannot be managed over the API")
 	}
 	return &booted{file: file, kek: k}, nil

@@ -173,6 +173,10 @@ func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
+	// Members' TOTP secrets are sealed too, and they are in the database.
+	if err := refuseSharedMembers(cfg, file, "svc kek rotate"); err != nil {
+		return err
+	}
 	to, key, err := nk.load()
 	if err != nil {
 		return err
@@ -245,6 +249,9 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	defer st.Close()
+	if err := refuseSharedMembers(cfg, file, "svc kek reset"); err != nil {
+		return err
+	}
 	if cur.k != nil && keyOpensAll(ctx, cur.k, file, p, st) {
 		return fmt.Errorf("the key from %s (%s) opens everything sealed: it is not lost; use svc kek rotate to change it", cur.name(), cur.k.Fingerprint())
 	}

@@ -87,7 +87,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer act.Close()
 
-	team, err := server.NewTeam(ctx, cfg.ConfigPath, file, st, time.Now)
+	newTeam := server.NewTeam
+	if cfg.NATSURL != "" {
+		// Brokers that share the team keep its members in the database.
+		newTeam = server.NewSharedTeam
+	}
+	team, err := newTeam(ctx, cfg.ConfigPath, file, st, time.Now)
 	if err != nil {
 		return err
 	}

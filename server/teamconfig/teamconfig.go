@@ -62,6 +62,11 @@ type Team struct {
 // Store holds the member entries.
 type Store struct {
 	Members []Member `json:"members"`
+	// MembersInDatabase says the members live in the database, not here:
+	// brokers that share one team over NATS keep them there, and the file
+	// then holds none (docs/DECISIONS.md, "Members in the database when
+	// brokers share a team").
+	MembersInDatabase bool `json:"membersInDatabase,omitempty"`
 }
 
 // Role is a member's title and description.
