@@ -178,8 +178,9 @@ func twoBrokers(t *testing.T) (a, b *serving, ns *natstest.Server, admin string,
 	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(a.stdout.String())
 	require.NotNil(t, m, "a first boot prints the admin token")
 	admin = m[1]
-	// Members are created before the second broker starts: it reads them
-	// from the config file (members in PostgreSQL come later).
+	// Members are created before the second broker starts, so it starts
+	// with them; members created later reach it through the database
+	// (nats_members_test.go).
 	tokens = map[string]string{}
 	for _, name := range []string{"alice", "bob"} {
 		code, out := a.call(t, http.MethodPost, "/members", admin, map[string]any{"name": name})

@@ -39,7 +39,7 @@ func TestE2EClusterKillUnderLoad(t *testing.T) {
 	a := mustStartSvc(t, opts)
 	adminTok := a.adminToken(t)
 	admin := bearer(adminTok)
-	// Members before B starts: B reads them from the config file.
+	// Members before B starts (they live in the database: B reads them there).
 	bobTok := createMember(t, restDriver{a}, admin, "bob")
 	carolTok := createMember(t, restDriver{a}, admin, "carol")
 	b := mustStartSvc(t, opts)
