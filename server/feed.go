@@ -159,6 +159,12 @@ func (c *core) subscribe(h *hub.Hub, key string, p *auth.Principal) (*hub.Subscr
 		// read (docs/FEDERATION.md, "Token lifetime").
 		sub.EndAt(p.ExpiresAt)
 	}
+	if err == nil && c.clustered() {
+		if err := c.credentialLive(p); err != nil {
+			sub.Close()
+			return nil, err
+		}
+	}
 	switch {
 	case errors.Is(err, hub.ErrClosed):
 		return nil, errShuttingDown
