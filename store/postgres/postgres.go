@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -97,6 +98,9 @@ type conns struct {
 	// use is the use lock when the store holds it (uselock.go), released
 	// by Close.
 	use *useLock
+	// newConn is set when the pool opened a connection: the next write
+	// checks the use lock first (see withTx).
+	newConn atomic.Bool
 
 	closeOnce sync.Once
 }
@@ -108,12 +112,17 @@ func openConns(ctx context.Context, url, dir string, writeKey, migrateKey int64,
 	if err != nil {
 		return nil, err
 	}
+	c := &conns{writeKey: writeKey, onCommit: o.onCommit, writing: make(chan struct{}, 1),
+		health: newHealth(cfg.ConnConfig.Database, o)}
+	cfg.AfterConnect = func(context.Context, *pgx.Conn) error {
+		c.newConn.Store(true)
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	c := &conns{pool: pool, writeKey: writeKey, onCommit: o.onCommit, writing: make(chan struct{}, 1),
-		health: newHealth(cfg.ConnConfig.Database, o)}
+	c.pool = pool
 	if err := c.checkSettings(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -215,6 +224,16 @@ func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	// After a commit this is a no-op; on an error or a panic it ends the
 	// transaction (the panic then carries on up the stack).
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// A write on a connection the pool opened since the last write may
+	// follow a restart of the server, which ended the use lock's session
+	// too: the lock is checked now, not at the watcher's next tick, so
+	// no write goes through while another process may hold it.
+	if c.use != nil && c.newConn.Swap(false) {
+		c.use.check(defaultUseCheck)
+		if !c.use.held.Load() {
+			return c.use.refused()
+		}
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, c.writeKey); err != nil {
 		return c.health.wrote(ctx, translate("take write lock", err), lost())
 	}

@@ -176,3 +176,45 @@ func TestUseLockTakenByAnother(t *testing.T) {
 	require.NoError(t, db.Health())
 	require.Contains(t, logs.String(), "the database's use lock is held again")
 }
+
+// TestUseLockCheckedAfterReconnect: when every connection of the broker
+// ends at once (what a restart of the server does) and another process
+// takes the use lock before the watcher's next tick, the broker's next
+// write, which needs a new connection, checks the lock first and is
+// refused. Before, it went through: the lock was only looked at every few
+// seconds.
+func TestUseLockCheckedAfterReconnect(t *testing.T) {
+	ctx := t.Context()
+	url := cluster.NewDatabase(t)
+	// No ticker: only the check before a write can notice.
+	db, err := Open(ctx, url, WithUseLock(false), withUseCheck(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	require.NoError(t, db.PutMeta(ctx, "k", "before"))
+	admin, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+
+	rows, err := admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	require.NoError(t, err)
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(t, err)
+	require.NotEmpty(t, pids)
+	for _, pid := range pids {
+		terminate(t, admin, pid)
+	}
+	var ok bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, useKey).Scan(&ok))
+	require.True(t, ok, "another process takes the lock the restart released")
+
+	err = db.PutMeta(ctx, "k", "during")
+	require.ErrorIs(t, err, store.ErrInUse, "the first write after the reconnect checks the lock")
+	v, err := db.GetMeta(ctx, "k")
+	require.NoError(t, err, "reads go on")
+	require.Equal(t, "before", v)
+
+	require.NoError(t, admin.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, useKey).Scan(&ok))
+	require.True(t, ok)
+	db.c.use.check(time.Second)
+	require.NoError(t, db.PutMeta(ctx, "k", "after"), "writes go on once the lock is held again")
+}
