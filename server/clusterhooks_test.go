@@ -15,7 +15,7 @@ import (
 // broker joined, all the while NATS is cut off, and for one lifetime
 // after it is back: other brokers' tables lapsed meanwhile and arrive
 // again within a heartbeat.
-func TestPresenceDoubt(t *testing.T) {
+func TestHookPresenceDoubtFollowsNATS(t *testing.T) {
 	ns := natstest.Start(t)
 	nc, err := nats.Connect(ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	require.NoError(t, err)
