@@ -140,6 +140,30 @@ func TestTwoBrokersHookQueueOnAttach(t *testing.T) {
 	require.GreaterOrEqual(t, leaseEpoch(t, url), int64(2), "B took the lease over")
 }
 
+// TestTwoBrokersHookDebounceOnNonHolder: a debounced hook posted to the
+// broker that does not run the scheduler goes out at the end of its
+// window, not at the holder's next 30 s rescan: the non-holder tells the
+// holder its ingress wrote rows, and the holder looks at the store every
+// few seconds anyway.
+func TestTwoBrokersHookDebounceOnNonHolder(t *testing.T) {
+	a, b, _, admin, tokens := hookBrokers(t)
+	code, out := a.call(t, http.MethodPost, "/notifications/endpoints", admin, map[string]any{
+		"slug": "deb", "targets": []any{map[string]any{"member": "bob"}},
+		"auth": map[string]any{"kind": "header-secret"}, "policy": map[string]any{"debounceMs": 500},
+	})
+	require.Equal(t, http.StatusCreated, code, "%v", out)
+	code, out = a.call(t, http.MethodPut, "/notifications/endpoints/deb/secret", admin, map[string]any{"secret": hookSecret})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	bob := openStream(t, b, tokens["bob"], "bob", "")
+	eventually(t, admin, "bob", rosterEntry{Connected: 1}, a, b) // the holder sees bob attached on B
+	// The holder's loop passed on bob's attach and has nothing pending: it
+	// would sleep 30 s unless told or looking by itself.
+	time.Sleep(time.Second)
+
+	postHook(t, b, "deb", `{"text":"debounced on the non-holder"}`)
+	requireOnly(t, bob, "debounced on the non-holder", 10*time.Second)
+}
+
 // TestTwoBrokersApprovalAcrossBrokers: bob asks on A, where its stream
 // is (so presence reads blocked there); the admin's decision on B reaches
 // bob on A, and A's presence no longer reads blocked. (The admin decides:

@@ -298,7 +298,7 @@ func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery,
 		return store.HookDelivery{}, err
 	}
 	if t != nil && t.added > 0 {
-		s.Poke()
+		s.rowsAdded()
 	}
 	return out, nil
 }

@@ -24,28 +24,26 @@ const LeaseName = "hooks.scheduler"
 // LeaseTTL plus one renewal period.
 const LeaseTTL = 15 * time.Second
 
-// remoteReach is how long a notice from another broker that a member
-// attached (or became free) counts; brokers repeat it every
-// ReachAnnounce while it still holds.
-const (
-	remoteReach   = 10 * time.Second
-	ReachAnnounce = 3 * time.Second
-)
+// ReachAnnounce is how often the brokers look at the members that
+// queued or held copies wait for, and the holder wakes its loop: a lost
+// report or notice is repeated, and a row another broker wrote is seen
+// within it.
+const ReachAnnounce = 3 * time.Second
 
 // errLeaseLost refuses a scheduler write of a broker that no longer holds
 // the lease.
 var errLeaseLost = errors.New("the hooks lease is held by another broker")
 
-// leased is a Service's part of the cluster: its lease and what other
-// brokers reported of members' reach.
+// leased is a Service's part of the cluster: its lease, and how far the
+// presence it reads can be trusted.
 type leased struct {
 	owner string        // this broker's id; "" alone: the loop always runs
 	ttl   time.Duration // LeaseTTL; shorter in tests
 	mu    sync.Mutex
 	epoch int64 // 0 while not held
-	// attached and idle are members another broker reports attached, or
-	// no longer working, until when the report counts.
-	attached, idle map[string]time.Time
+	// doubt answers how much longer the presence summed across brokers
+	// may miss members attached elsewhere (0: complete); nil alone.
+	doubt func() time.Duration
 }
 
 // Clustered makes s one of several brokers' services: its loop runs only
@@ -68,40 +66,31 @@ func (s *Service) Holding() bool {
 	return s.lease.epoch != 0
 }
 
-// RemoteReach records another broker's report that member attached
-// (attached) or is no longer working (!attached), and asks for a pass.
-func (s *Service) RemoteReach(member string, attached bool) {
-	if !s.d.Members.Known(member) {
-		return // a name off the team would only grow the map
-	}
-	s.lease.mu.Lock()
-	m := &s.lease.idle
-	if attached {
-		m = &s.lease.attached
-	}
-	if *m == nil {
-		*m = map[string]time.Time{}
-	}
-	(*m)[member] = s.now().Add(remoteReach)
-	s.lease.mu.Unlock()
-	s.Poke()
+// PresenceDoubt tells the loop how long the presence it reads may still
+// miss members attached on other brokers (NATS cut off, or not long back):
+// meanwhile no queued copy expires and no held copy goes out because its
+// member looks free (docs/DECISIONS.md, "Hook schedulers: fixes of the
+// review"). Call before Run.
+func (s *Service) PresenceDoubt(doubt func() time.Duration) {
+	s.lease.doubt = doubt
 }
 
-// reached reports whether another broker reported member attached
-// (attached) or free, recently.
-func (s *Service) reached(member string, attached bool) bool {
-	s.lease.mu.Lock()
-	defer s.lease.mu.Unlock()
-	m := s.lease.idle
-	if attached {
-		m = s.lease.attached
+// presenceDoubt is PresenceDoubt's answer now (0 alone).
+func (s *Service) presenceDoubt() time.Duration {
+	if s.lease.doubt == nil {
+		return 0
 	}
-	until, ok := m[member]
-	if ok && !s.now().Before(until) {
-		delete(m, member)
-		return false
+	return max(s.lease.doubt(), 0)
+}
+
+// RemoteReach is another broker's report that a member's reach changed
+// there, or that it wrote rows the loop must time: a wake-up only. What
+// the pass decides it reads from the store and the presence summed
+// across brokers, never from the report, which may be stale or forged.
+func (s *Service) RemoteReach() {
+	if s.Holding() {
+		s.wakeLoop()
 	}
-	return ok
 }
 
 // wakeLoop asks the loop for a pass soon; it never blocks.
@@ -143,8 +132,9 @@ func (s *Service) runLeased(ctx context.Context) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	type loop struct {
-		stop context.CancelFunc
-		done chan struct{}
+		stop  context.CancelFunc
+		done  chan struct{}
+		epoch int64 // the lease's epoch it runs under
 	}
 	var cur *loop
 	drop := func() {
@@ -169,13 +159,21 @@ func (s *Service) runLeased(ctx context.Context) {
 		case !ok:
 			drop()
 		default:
+			if cur != nil && cur.epoch != l.Epoch {
+				// Lost and taken again between two ticks: another broker
+				// may have run the loop meanwhile. The old loop stops
+				// before the new epoch is set, so none of its passes
+				// writes under it; a fresh one starts below.
+				s.d.Log.InfoContext(ctx, "hooks lease taken again at a new epoch; the scheduler restarts", "was", cur.epoch, "epoch", l.Epoch)
+				drop()
+			}
 			s.lease.mu.Lock()
 			s.lease.epoch = l.Epoch // a holder keeps its epoch while it renews
 			s.lease.mu.Unlock()
 			if cur == nil {
 				s.d.Log.InfoContext(ctx, "hooks scheduler runs on this broker", "epoch", l.Epoch)
 				rctx, stop := context.WithCancel(ctx)
-				c := &loop{stop: stop, done: make(chan struct{})}
+				c := &loop{stop: stop, done: make(chan struct{}), epoch: l.Epoch}
 				cur = c
 				go func() { defer close(c.done); s.run(rctx) }()
 			}
@@ -188,29 +186,40 @@ func (s *Service) runLeased(ctx context.Context) {
 	}
 }
 
-// Announce runs, on every broker of several, the reports the lease holder
-// needs of members this broker serves: a member attached here with
-// copies queued, or attached here and not working with copies held. It
-// looks when a member's reach changes here (Poke) and every ReachAnnounce
-// while such copies wait, so a lost report is repeated. publish sends one
-// report (attached, or free) to the other brokers.
+// Announce runs, on every broker of several, what wakes the lease
+// holder's loop. On the holder it wakes the loop every ReachAnnounce,
+// so rows written by another broker's ingress (a debounce window, a
+// busy wait, a queue's TTL) are timed within that even when a notice is
+// lost. On every other broker it sends a notice as soon as its ingress
+// wrote rows (publish with member ""), and reports the members it
+// serves that copies wait for: attached here with copies queued, or
+// attached here and not working with copies held; it looks when a
+// member's reach changes here (Poke) and every ReachAnnounce while such
+// copies wait, so a lost report is repeated. The holder takes reports
+// and notices as wake-ups only (RemoteReach).
 func (s *Service) Announce(ctx context.Context, publish func(member string, attached bool)) {
 	tick := time.NewTicker(ReachAnnounce)
 	defer tick.Stop()
 	for {
+		due := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.reach:
+		case <-s.due:
+			due = true
 		case <-tick.C:
 		}
-		send := publish
 		if s.Holding() {
-			// Its own pass sees its own members; it needs only waking, as
-			// copies queued by another broker's ingress never poked it.
-			send = func(string, bool) { s.wakeLoop() }
+			// Its own pass sees every member and row: it needs only waking,
+			// as rows another broker's ingress wrote never poked it.
+			s.wakeLoop()
+			continue
 		}
-		if err := s.announce(ctx, send); err != nil && ctx.Err() == nil {
+		if due {
+			publish("", false)
+		}
+		if err := s.announce(ctx, publish); err != nil && ctx.Err() == nil {
 			s.d.Log.WarnContext(ctx, "hook reach reports not sent", "err", err)
 		}
 	}

@@ -433,14 +433,30 @@ func (s *Service) resolveMember(ctx context.Context, member, kind string, dueBy 
 	return s.resolveMemberAs(ctx, false, member, kind, dueBy, what, why)
 }
 
+// errStillMember refuses the loop's drop of the copies of a member the
+// store still has (several brokers): the loop's member list lagged.
+var errStillMember = errors.New("the member is in the store: copies kept")
+
 // resolveMemberAs is resolveMember, by the scheduler loop when fenced:
-// then only while this broker holds the lease.
+// then only while this broker holds the lease, and (several brokers)
+// dropping a member's copies only when the store has no such member.
 func (s *Service) resolveMemberAs(ctx context.Context, fenced bool, member, kind string, dueBy time.Time, what memberRows, why string) error {
 	var t *hookTally
 	return s.d.Commit.CommitStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		if fenced {
 			if err := s.fence(ctx, tx); err != nil {
 				return nil, err
+			}
+			if what == rowsDrop && s.lease.owner != "" {
+				// The loop's member list may lag a member another broker
+				// just created: the store says whether it is on the team.
+				_, err := tx.GetMember(ctx, member)
+				if err == nil {
+					return nil, errStillMember
+				}
+				if !errors.Is(err, store.ErrNotFound) {
+					return nil, err
+				}
 			}
 		}
 		t = s.newTally()
@@ -597,6 +613,17 @@ func (s *Service) prune(ctx context.Context, now time.Time) error {
 	}
 }
 
+// rowsAdded asks for a pass soon after rows the loop times were written
+// and, on a broker that does not run the loop, has Announce tell the
+// holder; it never blocks.
+func (s *Service) rowsAdded() {
+	s.Poke()
+	select {
+	case s.due <- struct{}{}:
+	default:
+	}
+}
+
 // Poke asks for a pass soon; it never blocks.
 func (s *Service) Poke() {
 	for _, c := range []chan struct{}{s.wake, s.reach} {
@@ -683,13 +710,27 @@ func (s *Service) Pass(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	// While presence may miss members attached on other brokers, rows due
+	// are left for a later pass: skipped makes the loop look again soon
+	// rather than at once.
+	doubt := s.presenceDoubt()
+	skipped := false
+	drop := func(m, kind string) {
+		err := s.resolveMemberAs(ctx, true, m, kind, time.Time{}, rowsDrop, "not on the team")
+		if errors.Is(err, errStillMember) {
+			skipped, err = true, nil
+		}
+		errs = append(errs, err)
+	}
 	for _, m := range queued {
 		switch {
 		case !s.d.Members.Known(m):
-			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookQueue, time.Time{}, rowsDrop, "not on the team"))
-		case s.d.Members.Online(m) || s.reached(m, true):
+			drop(m, store.HookQueue)
+		case s.d.Members.Online(m):
 			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookQueue, time.Time{}, rowsDeliver, ""))
 		case !queueDue[m]:
+		case doubt > 0:
+			skipped = true
 		default:
 			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookQueue, now, rowsExpire,
 				fmt.Sprintf("%s not attached within queueTtlMs", m)))
@@ -708,17 +749,18 @@ func (s *Service) Pass(ctx context.Context) (time.Time, error) {
 	}
 	for _, m := range held {
 		busy, until := s.d.Members.Busy(m)
-		busy = busy && !s.reached(m, false)
 		switch {
 		case !s.d.Members.Known(m):
-			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookWait, time.Time{}, rowsDrop, "not on the team"))
-		case !busy:
+			drop(m, store.HookWait)
+		case !busy && doubt == 0:
 			errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookWait, time.Time{}, rowsDeliver, ""))
 		default:
 			if waitDue[m] {
 				errs = append(errs, s.resolveMemberAs(ctx, true, m, store.HookWait, now, rowsDeliver, "forced out after maxWaitMs"))
 			}
-			if next.IsZero() || until.Before(next) {
+			if !busy {
+				skipped = true // free here, maybe working where presence is not heard
+			} else if next.IsZero() || until.Before(next) {
 				next = until
 			}
 		}
@@ -732,6 +774,11 @@ func (s *Service) Pass(ctx context.Context) (time.Time, error) {
 	}
 	if ok && (next.IsZero() || d.Before(next)) {
 		next = d
+	}
+	// Rows left for later: look again in a second (the doubt may be over),
+	// not every 10 ms for rows past due, nor only when the next row is.
+	if soon := now.Add(hookRetry); skipped && (next.IsZero() || !next.After(now) || next.After(soon)) {
+		next = soon
 	}
 	return next, nil
 }

@@ -96,9 +96,10 @@ type Service struct {
 	// per endpoint and per client address.
 	rejects, rejectAddrs *auth.WindowLimiter
 	wake                 chan struct{}
-	// reach wakes Announce (several brokers).
-	reach chan struct{}
-	mu    sync.Mutex // one scheduler pass at a time
+	// reach wakes Announce (several brokers); due too, when this
+	// broker wrote rows the loop times (a notice to the holder).
+	reach, due chan struct{}
+	mu         sync.Mutex // one scheduler pass at a time
 	// pruned is when old receipts were last pruned (at most once a
 	// minute: passes follow every delivery under load).
 	pruned time.Time
@@ -115,7 +116,7 @@ func New(d Deps) *Service {
 		d.Now = time.Now
 	}
 	return &Service{
-		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1), reach: make(chan struct{}, 1),
+		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1), reach: make(chan struct{}, 1), due: make(chan struct{}, 1),
 		rejects:     auth.NewWindowLimiter(RejectLimit, time.Minute, rateKeys, d.Now),
 		rejectAddrs: auth.NewWindowLimiter(RejectAddrLimit, time.Minute, rateKeys, d.Now),
 		endpoints: registry.Of[Endpoint]{
