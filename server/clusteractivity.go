@@ -30,7 +30,7 @@ func (a activityRanges) Range(ctx context.Context, after, upTo int64) ([]store.A
 func (a activityRanges) Last(ctx context.Context) (int64, error) { return a.st.LastActivityID(ctx) }
 
 // joinActivity fans the activity writer's commits out over nc.
-func (s *Server) joinActivity(ctx context.Context, nc *nats.Conn, team string) error {
+func (s *Server) joinActivity(ctx context.Context, nc *nats.Conn, team, origin string) error {
 	c := s.core
 	if c.activity == nil || !s.act.Enabled() {
 		return nil // no activity store: nothing to fan out
@@ -41,7 +41,7 @@ func (s *Server) joinActivity(ctx context.Context, nc *nats.Conn, team string) e
 	}
 	var deliver func([]store.ActivityEvent)
 	f, err := cluster.New(ctx, cluster.Config[store.ActivityEvent]{
-		Conn: nc, Subject: "svc." + team + ".act", Store: activityRanges{st: c.activity, r: r},
+		Conn: nc, Subject: "svc." + team + ".act", Origin: origin, Store: activityRanges{st: c.activity, r: r},
 		ID:      func(e store.ActivityEvent) int64 { return e.ID },
 		Deliver: func(rows []store.ActivityEvent) { deliver(rows) },
 		Log:     c.log,

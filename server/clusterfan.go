@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -73,8 +76,12 @@ func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return fmt.Errorf("the team id that names the NATS subjects: %w", err)
 	}
+	// One origin names this broker on every subject, so what it sends
+	// and the logs of every broker about it read alike.
+	origin := brokerOrigin()
+	c.log.Info("joined the team's other brokers over NATS", "origin", origin)
 	f, err := cluster.New(ctx, cluster.Config[clusterMsg]{
-		Conn: nc, Subject: "svc." + team + ".msg", Store: clusterStore{st: c.store, r: r},
+		Conn: nc, Subject: "svc." + team + ".msg", Origin: origin, Store: clusterStore{st: c.store, r: r},
 		ID: func(m clusterMsg) int64 { return m.Seq }, Deliver: c.deliverRemote, Log: c.log,
 	})
 	if err != nil {
@@ -82,19 +89,32 @@ func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
 	}
 	c.msgs.fan = f
 	s.run = append(s.run, f.Run)
-	if err := s.joinHooks(nc, team); err != nil {
+	if err := s.joinHooks(nc, team, origin); err != nil {
 		return err
 	}
-	if err := s.joinRevocations(ctx, nc, team); err != nil {
+	if err := s.joinRevocations(ctx, nc, team, origin); err != nil {
 		return err
 	}
-	if err := s.joinActivity(ctx, nc, team); err != nil {
+	if err := s.joinActivity(ctx, nc, team, origin); err != nil {
 		return err
 	}
-	if err := s.joinPresence(nc, team); err != nil {
+	if err := s.joinPresence(nc, team, origin); err != nil {
 		return err
 	}
 	return s.joinMembers(nc, team)
+}
+
+// brokerOrigin names this broker to the others for as long as it runs:
+// its host name (when short enough) and 8 random bytes, as one broker
+// restarted on the same host is another. At most maxOriginLen bytes.
+func brokerOrigin() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	origin := hex.EncodeToString(b[:])
+	if h, err := os.Hostname(); err == nil && h != "" && len(h)+1+len(origin) <= maxOriginLen {
+		origin = h + "-" + origin // names the holder in the leases table
+	}
+	return origin
 }
 
 // deliverRemote hands the hub a run of messages in commit order, as the

@@ -2,10 +2,7 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"sync"
 	"time"
 
@@ -39,14 +36,9 @@ type hookReport struct {
 const maxHookReport = 1 << 10
 
 // joinHooks makes the hook schedulers one of several brokers': a lease
-// for the loop, reports of reach sent and heard on svc.<team>.hooks.
-func (s *Server) joinHooks(nc *nats.Conn, team string) error {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	origin := hex.EncodeToString(b[:])
-	if h, err := os.Hostname(); err == nil && len(h) <= 64 {
-		origin = h + "-" + origin // names the holder in the leases table
-	}
+// for the loop, held as origin, reports of reach sent and heard on
+// svc.<team>.hooks.
+func (s *Server) joinHooks(nc *nats.Conn, team, origin string) error {
 	subject := "svc." + team + ".hooks"
 	hooked := s.notify
 	hooked.Clustered(origin, HookLeaseTTL)

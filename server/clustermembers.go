@@ -300,6 +300,11 @@ func (t *Team) reload(ctx context.Context) error {
 // Shared reports whether the members live in the store (NewSharedTeam).
 func (t *Team) Shared() bool { return t != nil && t.shared != nil }
 
+// MembersPoll is how often a broker checks the members' version without
+// news; tests of several brokers lengthen it to show a change came over
+// NATS, not from the poll.
+var MembersPoll = membersPoll
+
 // joinMembers shares the registry with the other brokers over nc: a change
 // committed here is announced on svc.<team>.members; an announcement, or
 // the poll every membersPoll, reloads it from the store. Nothing is taken
@@ -329,7 +334,7 @@ func (s *Server) joinMembers(nc *nats.Conn, team string) error {
 	}
 	s.run = append(s.run, func(ctx context.Context) {
 		defer func() { _ = sub.Unsubscribe() }()
-		tick := time.NewTicker(membersPoll)
+		tick := time.NewTicker(MembersPoll)
 		defer tick.Stop()
 		for {
 			select {

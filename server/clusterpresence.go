@@ -2,16 +2,16 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/time/rate"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	apiv1 "svc/gen/svc/v1"
@@ -44,13 +44,23 @@ const (
 	// broker by minutes.
 	minHeartbeat = time.Second
 	maxHeartbeat = 30 * time.Second
-	// maxPresenceMembers bounds the entries one table may hold (a team
-	// has far fewer members); a larger one is dropped as malformed.
+	// maxPresenceMembers bounds the entries one message may name (a team
+	// has far fewer members); a larger one is dropped as malformed. What
+	// a table holds is bounded tighter: only the team's members are kept.
 	maxPresenceMembers = 10_000
 	// maxPresencePeers bounds the other brokers' tables held: a team runs
-	// a handful of brokers; past this a new origin is dropped (a broker
-	// that restarts gets a new origin, and its old table lapses).
+	// a handful of brokers. Past it a new origin takes the place of the
+	// one heard from longest ago, so a broker that restarts (with a new
+	// origin) is always let in; a table that names none of the team's
+	// members takes no place at all.
 	maxPresencePeers = 256
+	// maxOriginLen bounds a sender's origin (JoinCluster's brokerOrigin
+	// makes at most 64 bytes).
+	maxOriginLen = 64
+	// presenceWarnEvery is the most often a kind of dropped presence
+	// message is logged: anyone who can publish on the subject could
+	// otherwise fill the log.
+	presenceWarnEvery = time.Minute
 	// maxTeamEvent bounds a team-stream event from NATS.
 	maxTeamEvent = 256 << 10
 	// presenceVersion is the version of what the presence subject
@@ -116,19 +126,36 @@ type clusterPresence struct {
 	status chan nats.Status
 	// poke wakes the hook scheduler: a member's reach changed.
 	poke func()
+
+	// warnMalformed, warnState and warnPeers limit the warnings about
+	// dropped messages and tables to one per presenceWarnEvery each;
+	// dropped counts what was dropped since the last warning.
+	warnMalformed, warnState, warnPeers rate.Sometimes
+	dropped                             atomic.Int64
 }
 
-// joinPresence starts sharing presence and the team stream over nc.
-func (s *Server) joinPresence(nc *nats.Conn, team string) error {
-	c := s.core
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	cp := &clusterPresence{
-		c: c, nc: nc, subject: "svc." + team + ".presence", teamSubj: "svc." + team + ".team",
-		origin: hex.EncodeToString(b[:]), log: c.log, now: c.now, beat: presenceHeartbeat,
+// newClusterPresence is a broker's share of presence, not yet joined.
+func newClusterPresence(c *core, origin string) *clusterPresence {
+	return &clusterPresence{
+		c: c, origin: origin, log: c.log, now: c.now, beat: PresenceHeartbeat,
 		peers: map[string]*peerTable{}, dirty: map[string]bool{}, sent: map[string]peerEntry{},
-		wake: make(chan struct{}, 1),
+		wake:          make(chan struct{}, 1),
+		warnMalformed: rate.Sometimes{First: 1, Interval: presenceWarnEvery},
+		warnState:     rate.Sometimes{First: 1, Interval: presenceWarnEvery},
+		warnPeers:     rate.Sometimes{First: 1, Interval: presenceWarnEvery},
 	}
+}
+
+// PresenceHeartbeat is the heartbeat a broker announces; tests of several
+// brokers lengthen it, so that a table outlives what they measure.
+var PresenceHeartbeat = presenceHeartbeat
+
+// joinPresence starts sharing presence and the team stream over nc, as
+// the broker origin names.
+func (s *Server) joinPresence(nc *nats.Conn, team, origin string) error {
+	c := s.core
+	cp := newClusterPresence(c, origin)
+	cp.nc, cp.subject, cp.teamSubj = nc, "svc."+team+".presence", "svc."+team+".team"
 	cp.status = nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING)
 	for _, sub := range []struct {
 		subj string
@@ -270,52 +297,74 @@ func (cp *clusterPresence) send(e presenceEnvelope) {
 	}
 }
 
+// warn logs a dropped message through limit: at most one line per
+// presenceWarnEvery, with how many were dropped since the last.
+func (cp *clusterPresence) warn(limit *rate.Sometimes, msg string, args ...any) {
+	cp.dropped.Add(1)
+	limit.Do(func() {
+		cp.log.Warn(msg, append(args, "dropped", cp.dropped.Swap(0))...)
+	})
+}
+
 // receive takes another broker's table or changes. Like everything from
-// NATS it is checked first: bounded, known states, sane counts.
+// NATS it is checked first: bounded, known states, sane counts. Only the
+// team's members are kept: a name the team does not know counts for
+// nobody, so a forged table holds no more than the team's size and tells
+// the team streams nothing.
 func (cp *clusterPresence) receive(m *nats.Msg) {
 	var e presenceEnvelope
-	if err := json.Unmarshal(m.Data, &e); err != nil || e.V != presenceVersion || e.Origin == "" || len(e.Origin) > 64 || len(e.Members) > maxPresenceMembers {
-		cp.log.Warn("presence: malformed table dropped", "bytes", len(m.Data), "err", err)
+	if err := json.Unmarshal(m.Data, &e); err != nil || e.V != presenceVersion || e.Origin == "" || len(e.Origin) > maxOriginLen || len(e.Members) > maxPresenceMembers {
+		cp.warn(&cp.warnMalformed, "presence: malformed table dropped", "bytes", len(m.Data), "err", err)
 		return
 	}
 	if e.Origin == cp.origin {
 		return
 	}
 	now := cp.now()
+	members := make(map[string]peerEntry, min(len(e.Members), 64))
 	for name, pe := range e.Members {
 		switch pe.State {
 		case "", stateWorking, stateBlocked:
 		case stateIdle:
 			pe.State = ""
 		default:
-			cp.log.Warn("presence: unknown state dropped", "state", pe.State)
+			cp.warn(&cp.warnState, "presence: table with an unknown state dropped")
 			return
 		}
 		if pe.Conns < 0 || pe.Conns > 1<<20 || pe.Left < 0 || name == "" {
-			cp.log.Warn("presence: malformed entry dropped")
+			cp.warn(&cp.warnMalformed, "presence: malformed table dropped", "bytes", len(m.Data))
 			return
+		}
+		if _, ok := cp.c.team.Member(name); !ok {
+			// Not (yet) a member here: one created on another broker a
+			// moment ago is counted from that broker's next whole table.
+			continue
 		}
 		left := min(time.Duration(pe.Left)*time.Millisecond, activityTTL)
 		if pe.State == "" {
 			left = 0
 		}
 		pe.until = now.Add(left)
-		e.Members[name] = pe
+		members[name] = pe
 	}
 	life := min(max(time.Duration(e.HB)*time.Millisecond, minHeartbeat), maxHeartbeat) * presenceMissed
+	var news []string
 	cp.mu.Lock()
 	t := cp.peers[e.Origin]
-	if t == nil && len(cp.peers) >= maxPresencePeers {
-		cp.mu.Unlock()
-		cp.log.Warn("presence: too many brokers; a new one's table dropped")
-		return
-	}
 	if t == nil {
+		if e.Bye || !anyLive(members) {
+			// Nothing of this origin is held and it says nothing that
+			// counts: it takes no place.
+			cp.mu.Unlock()
+			return
+		}
+		if len(cp.peers) >= maxPresencePeers {
+			news = cp.evictStalest()
+		}
 		t = &peerTable{members: map[string]peerEntry{}}
 		cp.peers[e.Origin] = t
 	}
 	t.heard, t.life = now, life
-	var news []string
 	apply := func(name string, pe peerEntry) {
 		was, had := t.members[name]
 		if pe.idle() {
@@ -335,18 +384,50 @@ func (cp *clusterPresence) receive(m *nats.Msg) {
 		delete(cp.peers, e.Origin)
 	case e.Full:
 		for name := range t.members {
-			if _, ok := e.Members[name]; !ok {
+			if _, ok := members[name]; !ok {
 				apply(name, peerEntry{})
 			}
 		}
 		fallthrough
 	default:
-		for name, pe := range e.Members {
+		for name, pe := range members {
 			apply(name, pe)
 		}
 	}
 	cp.mu.Unlock()
 	cp.told(news)
+}
+
+// anyLive reports whether a table holds an entry that counts.
+func anyLive(members map[string]peerEntry) bool {
+	for _, pe := range members {
+		if !pe.idle() {
+			return true
+		}
+	}
+	return false
+}
+
+// evictStalest drops the table heard from longest ago, to make room for a
+// new origin, and returns the members it held. cp.mu is held. A real
+// broker evicted by a flood of forged origins is back at its next whole
+// table.
+func (cp *clusterPresence) evictStalest() []string {
+	var stalest string
+	var heard time.Time
+	for origin, t := range cp.peers {
+		if stalest == "" || t.heard.Before(heard) {
+			stalest, heard = origin, t.heard
+		}
+	}
+	t := cp.peers[stalest]
+	delete(cp.peers, stalest)
+	gone := make([]string, 0, len(t.members))
+	for name := range t.members {
+		gone = append(gone, name)
+	}
+	cp.warn(&cp.warnPeers, "presence: too many brokers; the table heard from longest ago dropped", "broker", stalest)
+	return gone
 }
 
 // told tells this broker's team streams and hook scheduler that members'

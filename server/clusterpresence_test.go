@@ -1,7 +1,10 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +22,8 @@ func testClusterPresence(t *testing.T) (*clusterPresence, func(time.Duration)) {
 	now := time.UnixMilli(1_700_000_000_000)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	tb.core.presence.now = clock
-	cp := &clusterPresence{c: tb.core, origin: "me", log: discardLogger(), now: clock, beat: presenceHeartbeat,
-		peers: map[string]*peerTable{}, dirty: map[string]bool{}, sent: map[string]peerEntry{}, wake: make(chan struct{}, 1)}
+	cp := newClusterPresence(tb.core, "me")
+	cp.log, cp.now = discardLogger(), clock
 	tb.core.live.cluster = cp
 	tb.core.presence.remote = cp.remoteState
 	return cp, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
@@ -121,14 +124,101 @@ func TestClusterPresenceTables(t *testing.T) {
 }
 
 // TestClusterPresencePeersBounded: past maxPresencePeers brokers, a new
-// one's table is dropped; the ones held still count.
+// one's table takes the place of the one heard from longest ago (a broker
+// that restarts with a new origin is let in); the others still count.
 func TestClusterPresencePeersBounded(t *testing.T) {
-	cp, _ := testClusterPresence(t)
-	for i := range maxPresencePeers + 5 {
+	cp, advance := testClusterPresence(t)
+	for i := range maxPresencePeers {
 		cp.receive(&nats.Msg{Data: fmt.Appendf(nil, `{"v":1,"o":"b%d","hb":5000,"f":true,"m":{"bob":{"c":1}}}`, i)})
+		advance(time.Millisecond)
 	}
 	require.Len(t, cp.peers, maxPresencePeers)
-	require.Equal(t, maxPresencePeers, cp.c.connected("bob"))
+	// b0 speaks again: b1 is now the one heard from longest ago.
+	cp.receive(&nats.Msg{Data: []byte(`{"v":1,"o":"b0","hb":5000,"f":true,"m":{"bob":{"c":1}}}`)})
+	cp.receive(&nats.Msg{Data: []byte(`{"v":1,"o":"restarted","hb":5000,"f":true,"m":{"bob":{"c":5}}}`)})
+	require.Len(t, cp.peers, maxPresencePeers)
+	for origin, held := range map[string]bool{"restarted": true, "b0": true, "b1": false, "b2": true} {
+		_, ok := cp.peers[origin]
+		require.Equal(t, held, ok, "%s's table held", origin)
+	}
+	require.Equal(t, maxPresencePeers-1+5, cp.c.connected("bob"))
+}
+
+// TestClusterPresenceStrangers: a table's names that are no member of the
+// team count for nobody: they are not held (a table holds at most the
+// team), they tell the team streams nothing, and a table that names only
+// strangers takes no place among the brokers' tables, so forged origins
+// cannot crowd out real brokers.
+func TestClusterPresenceStrangers(t *testing.T) {
+	forged := func(origin string, strangers int, withBob bool) *nats.Msg {
+		m := map[string]peerEntry{}
+		for i := range strangers {
+			m[fmt.Sprintf("ghost%d", i)] = peerEntry{Conns: 1, State: stateWorking, Left: 30000}
+		}
+		if withBob {
+			m["bob"] = peerEntry{Conns: 2}
+		}
+		data, err := json.Marshal(presenceEnvelope{V: presenceVersion, Origin: origin, HB: 5000, Full: true, Members: m})
+		require.NoError(t, err)
+		return &nats.Msg{Data: data}
+	}
+	cp, advance := testClusterPresence(t)
+	c := cp.c
+	f, err := c.attachTeam(bobToken())
+	require.NoError(t, err)
+	defer f.Close()
+	require.NotNil(t, nextTeam(t, f).GetSnapshot())
+
+	// Only strangers: nothing held, nothing told, for any number of
+	// origins.
+	seq := c.live.seq
+	for i := range maxPresencePeers + 10 {
+		cp.receive(forged(fmt.Sprintf("forged%d", i), 3, false))
+	}
+	require.Zero(t, len(cp.peers), "tables held")
+	require.Equal(t, seq, c.live.seq, "team stream events for strangers")
+	require.Equal(t, 0, c.connected("ghost1"))
+	noTeamEvent(t, f)
+
+	// Bob among strangers: bob alone is held and told.
+	cp.receive(forged("a", 5000, true))
+	require.Len(t, cp.peers["a"].members, 1)
+	require.LessOrEqual(t, len(cp.peers["a"].members), len(c.team.Members()))
+	require.Equal(t, 2, c.connected("bob"))
+	p := nextTeam(t, f).GetPresence()
+	require.Equal(t, "bob", p.GetName())
+	require.Equal(t, int32(2), p.GetConnected())
+	noTeamEvent(t, f)
+
+	// Its lapse tells bob's change alone too.
+	advance(presenceMissed * presenceHeartbeat)
+	cp.sweep()
+	require.Equal(t, 0, c.connected("bob"))
+	require.Equal(t, "bob", nextTeam(t, f).GetPresence().GetName())
+	noTeamEvent(t, f)
+}
+
+// TestClusterPresenceWarningsLimited: a flood of malformed tables logs
+// one warning (with how many were dropped), not one a message.
+func TestClusterPresenceWarningsLimited(t *testing.T) {
+	for _, tc := range []struct{ name, msg string }{
+		{"malformed", `{"v":1,"o":"a","hb":5000,"m":{"bob":{"c":-1}}}`},
+		{"not json", `[1,2]`},
+		{"unknown state", `{"v":1,"o":"a","hb":5000,"m":{"bob":{"c":1,"s":"asleep"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp, _ := testClusterPresence(t)
+			var buf syncBuffer
+			cp.log = slog.New(slog.NewTextHandler(&buf, nil))
+			for range 1000 {
+				cp.receive(&nats.Msg{Data: []byte(tc.msg)})
+			}
+			out := buf.String()
+			require.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+			require.Contains(t, out, "dropped=1")
+			require.Zero(t, len(cp.peers), "tables held")
+		})
+	}
 }
 
 // TestClusterPresenceLocalOnly: a broker tells the others its own streams

@@ -112,12 +112,17 @@ func (l revocationLog) Range(ctx context.Context, after, upTo int64) ([]store.Re
 
 func (l revocationLog) Last(ctx context.Context) (int64, error) { return l.st.LastRevocationID(ctx) }
 
+// RevocationPoll is how often the revocations fan-out reads the log's
+// newest id, the default (cluster.DefaultPoll) when 0. Tests of several
+// brokers lengthen it to show a revoke came over NATS, not from the poll.
+var RevocationPoll time.Duration
+
 // joinRevocations fans the revocations log out on svc.<team>.revoke and
 // prunes the shared log and limit counters; JoinCluster calls it.
-func (s *Server) joinRevocations(ctx context.Context, nc *nats.Conn, team string) error {
+func (s *Server) joinRevocations(ctx context.Context, nc *nats.Conn, team, origin string) error {
 	c := s.core
 	f, err := cluster.New(ctx, cluster.Config[store.Revocation]{
-		Conn: nc, Subject: "svc." + team + ".revoke", Store: revocationLog{c.store},
+		Conn: nc, Subject: "svc." + team + ".revoke", Origin: origin, Store: revocationLog{c.store}, Poll: RevocationPoll,
 		ID: func(r store.Revocation) int64 { return r.ID },
 		Deliver: func(rs []store.Revocation) {
 			for _, r := range rs {

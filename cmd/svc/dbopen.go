@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -283,11 +284,21 @@ func warnSecretFlags(fs *flag.FlagSet) {
 		strings.Join(named, " and "), verb, strings.Join(slices.Compact(envs), " and "))
 }
 
+// keywordPassword finds a password setting in libpq's key=value form:
+// password=, sslpassword= and the like, any case, spaces allowed around
+// the '='.
+var keywordPassword = regexp.MustCompile(`(?i)(^|[\s'"])[a-z_]*password\s*=`)
+
 // urlHoldsSecret reports whether a database or NATS URL (several,
 // comma-separated, for NATS) carries a secret: a password, a NATS token
 // (a user part alone) or a query parameter naming a password or a secret.
-// What does not parse is refused later, and is counted as holding one.
+// What does not parse is refused later, and is counted as holding one; so
+// is a value with no scheme that holds a password= setting (libpq's
+// key=value form, refused later too, which a URL parser reads as a path).
 func urlHoldsSecret(v string) bool {
+	if !strings.Contains(v, "://") && keywordPassword.MatchString(v) {
+		return true
+	}
 	for part := range strings.SplitSeq(v, ",") {
 		u, err := url.Parse(strings.TrimSpace(part))
 		if err != nil {

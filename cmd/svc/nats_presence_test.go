@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"svc/server"
 )
 
 // Presence, the team stream and live activity across brokers
@@ -127,6 +129,11 @@ func eventually(t *testing.T, token, member string, want rosterEntry, brokers ..
 // is offline on both; a broker that stops says goodbye and stops counting
 // at once.
 func TestPresenceAcrossBrokers(t *testing.T) {
+	// A 20 s heartbeat: a table holds a minute after its last word, past
+	// what the goodbye check below measures.
+	was := server.PresenceHeartbeat
+	server.PresenceHeartbeat = 20 * time.Second
+	t.Cleanup(func() { server.PresenceHeartbeat = was })
 	a, b, _, admin, tokens := twoBrokers(t)
 	_, stop1 := openSSE(t, a, tokens["alice"], "/subscribe?name=alice")
 	eventually(t, admin, "alice", rosterEntry{Connected: 1}, a, b)
@@ -146,15 +153,20 @@ func TestPresenceAcrossBrokers(t *testing.T) {
 	stop1()
 	eventually(t, admin, "alice", rosterEntry{}, a, b)
 
-	// A stops (a clean shutdown says goodbye) while bob streams there: B
-	// stops counting him without waiting for A's table to lapse.
+	// A stops (a clean shutdown says goodbye) while bob streams there and
+	// his live activity, reported there, holds: B stops counting him
+	// without waiting for A's table to lapse (60 s after its last word) or
+	// his activity (30 s after the report). His stream ends as A shuts
+	// down, which A sends as a change of its own; only the goodbye drops
+	// the activity.
 	openSSE(t, a, tokens["bob"], "/subscribe?name=bob")
-	eventually(t, admin, "bob", rosterEntry{Connected: 1}, a, b)
-	stopped := time.Now()
+	reported := time.Now()
+	code, out = a.call(t, http.MethodPost, "/presence/activity", tokens["bob"], map[string]any{"state": "working"})
+	require.Equal(t, http.StatusNoContent, code, "%v", out)
+	eventually(t, admin, "bob", rosterEntry{Connected: 1, Activity: "working"}, a, b)
 	require.NoError(t, a.stop())
 	eventually(t, admin, "bob", rosterEntry{}, b)
-	// A's table would hold 15 s without the goodbye.
-	require.Less(t, time.Since(stopped), 10*time.Second, "the goodbye, not the lapse, dropped A's table")
+	require.Less(t, time.Since(reported), 25*time.Second, "the goodbye, not a lapse, dropped A's table")
 }
 
 // TestPresenceDeadBroker: a broker that dies without a goodbye stops

@@ -74,3 +74,43 @@ func TestSecretOnCommandLineWarnsMaintenance(t *testing.T) {
 		})
 	}
 }
+
+// libpq's key=value form is refused (--db-url takes a URL), but a URL
+// parser reads it as a path, with no password in sight: a password=
+// setting in it is warned about first, like a URL's, before the refusal.
+func TestSecretOnCommandLineWarnsKeyValue(t *testing.T) {
+	const pw = "s3cr3t-pw"
+	tests := []struct {
+		name string
+		args []string
+		warn string // "": no warning
+	}{
+		{"password", []string{"--db-url", "host=db.example dbname=team password=" + pw}, "--db-url holds a password"},
+		{"first, any case, spaced", []string{"--db-url", "PASSWORD = " + pw + " host=db.example"}, "--db-url holds a password"},
+		{"quoted", []string{"--db-url", "host=db.example password='" + pw + " x'"}, "--db-url holds a password"},
+		{"sslpassword", []string{"--db-url", "host=db.example sslpassword=" + pw}, "--db-url holds a password"},
+		{"activity", []string{"--db-url", "postgres://svc@db.example/team", "--activity-db-url", "host=act.example password=" + pw}, "--activity-db-url holds a password"},
+		{"no password", []string{"--db-url", "host=db.example dbname=team user=svc"}, ""},
+		{"a password file is no password", []string{"--db-url", "host=db.example passfile=/home/svc/.pgpass"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"SVC_DB_URL", "SVC_ACTIVITY_DB_URL", "SVC_NATS_URL", "SVC_DB_PATH"} {
+				t.Setenv(k, "")
+			}
+			var stderr bytes.Buffer
+			_, err := parseServeConfig(tt.args, &stderr)
+			require.Error(t, err, "the key=value form is refused")
+			require.Contains(t, err.Error(), "must be a postgres://user@host/database URL")
+			out := stderr.String()
+			require.NotContains(t, out, pw)
+			require.NotContains(t, err.Error(), pw)
+			if tt.warn == "" {
+				require.Empty(t, out)
+				return
+			}
+			require.Equal(t, 1, strings.Count(out, "svc: warning:"), out)
+			require.Contains(t, out, tt.warn)
+		})
+	}
+}

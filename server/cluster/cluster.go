@@ -79,6 +79,10 @@ type Config[T any] struct {
 	// Subject is where every broker of the team publishes this kind of
 	// record, e.g. svc.<team id>.msg.
 	Subject string
+	// Origin names this broker in what it publishes, so it drops its own
+	// batches when they come back; one per broker, shared by its fan-outs
+	// and its logs. Random when empty.
+	Origin string
 	// Store reads holes and the tail.
 	Store Store[T]
 	// ID returns a record's id.
@@ -188,9 +192,12 @@ func New[T any](ctx context.Context, c Config[T]) (*Fanout[T], error) {
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	f := &Fanout[T]{c: c, origin: hex.EncodeToString(b[:]), wake: make(chan struct{}, 1)}
+	if c.Origin == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		c.Origin = hex.EncodeToString(b[:])
+	}
+	f := &Fanout[T]{c: c, origin: c.Origin, wake: make(chan struct{}, 1)}
 	f.status = c.Conn.StatusChanged(nats.CONNECTED)
 	sub, err := c.Conn.Subscribe(c.Subject, f.receive)
 	if err != nil {
