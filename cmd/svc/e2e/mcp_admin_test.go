@@ -280,8 +280,12 @@ func TestE2EMCPRelayMode(t *testing.T) {
 	alice := startMCP(t, p, aliceTok, relay.Env+"="+srv.Path())
 	require.Eventually(t, func() bool { return srv.Subscribers() == 1 }, 10*time.Second, 20*time.Millisecond)
 	// Subscribing recomputes once (a change before it would be missed
-	// otherwise); let that settle before changing anything.
-	time.Sleep(3 * Debounce())
+	// otherwise); let that settle before changing anything. The recompute
+	// is one call to the broker after the debounce, which on a loaded
+	// machine under -race took longer than 3 debounces (the binding below
+	// then landed first and the toolbox knew of it): nothing observable
+	// says it is done, so the wait is generous.
+	time.Sleep(3 * time.Second)
 	// Under a runner the toolbox opens no stream of its own.
 	require.Contains(t, strings.Split(alice.ok(t, "roster", nil), "\n"), "- alice (you) [Lead] offline")
 
