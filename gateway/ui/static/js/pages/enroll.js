@@ -203,8 +203,16 @@ export const enrollPage = {
       }
     }
 
+    // ready is the page's first load (members, presets, pending); a
+    // look-up waits for it, so its form lists the members and is not
+    // replaced by the first load's own rendering while someone fills it.
+    let ready = Promise.resolve();
+    let looked = false;
     const lookup = h('form', {class: 'card lookup', novalidate: true, 'aria-label': 'Find a device by its code', onsubmit: async (e) => {
       e.preventDefault();
+      looked = true;
+      await ready;
+      if (!alive) return;
       const c = normalizeCode(codeInput.value);
       if (c) {
         codeInput.value = c;
@@ -236,13 +244,14 @@ export const enrollPage = {
     section.append(lookup, detail, h('h2', {}, 'Waiting devices'), pendingList,
       h('button', {type: 'button', class: 'quiet', onclick: refreshList}, 'Refresh the list'));
 
-    (async () => {
+    ready = (async () => {
       try {
         const [, m, ps] = await Promise.all([loadPending(), api('GET', '/members'), loadPresets().catch(() => ({}))]);
         if (!alive) return;
         members = (Array.isArray(m && m.members) ? m.members : []).filter((x) => x && typeof x.name === 'string');
         presets = ps;
         renderList();
+        if (looked) return; // the look-up under way shows the code
         if (codeInput.value) show();
         (codeInput.value && detail.querySelector('h2') ? detail.querySelector('h2') : codeInput).focus();
       } catch (err) {
