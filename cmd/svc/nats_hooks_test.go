@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc/server"
-	"svc/server/cluster/natstest"
 	"svc/server/notify"
 )
 
@@ -24,14 +22,7 @@ func hookBrokers(t *testing.T) (a, b *serving, url, admin string, tokens map[str
 	was := server.HookLeaseTTL
 	server.HookLeaseTTL = 3 * time.Second
 	t.Cleanup(func() { server.HookLeaseTTL = was })
-	url = pgCluster(t).NewDatabase(t)
-	ns := natstest.Start(t)
-	cfgPath := t.TempDir() + "/svc.json"
-	args := []string{"--config-path", cfgPath, "--db-url", url, "--nats-url", ns.URL()}
-	a = startServe(t, args...)
-	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(a.stdout.String())
-	require.NotNil(t, m, "a first boot prints the admin token")
-	admin = m[1]
+	a, args, url, _, admin := firstBroker(t)
 	tokens = map[string]string{}
 	for _, name := range []string{"alice", "bob", "carol"} {
 		code, out := a.call(t, http.MethodPost, "/members", admin, map[string]any{"name": name})

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -35,12 +34,9 @@ type sharedTeam struct {
 
 func startSharedTeam(t *testing.T) *sharedTeam {
 	t.Helper()
-	st := &sharedTeam{dbURL: pgCluster(t).NewDatabase(t), ns: natstest.Start(t), cfgPath: t.TempDir() + "/svc.json"}
-	st.args = []string{"--config-path", st.cfgPath, "--db-url", st.dbURL, "--nats-url", st.ns.URL()}
-	st.a = startServe(t, st.args...)
-	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(st.a.stdout.String())
-	require.NotNil(t, m, "a first boot prints the admin token")
-	st.admin = m[1]
+	st := &sharedTeam{}
+	st.a, st.args, st.dbURL, st.ns, st.admin = firstBroker(t)
+	st.cfgPath = st.args[1] // firstBroker's args start with --config-path PATH
 	st.b = startServe(t, st.args...)
 	return st
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc/server"
-	"svc/server/cluster/natstest"
 )
 
 // streamEnds fails unless the stream c ends (its events drained) within
@@ -139,14 +137,7 @@ func TestRotateTokenOnBEndsStreamOnA(t *testing.T) {
 // the config file); it returns alice's TOTP secret.
 func twoBrokersTOTP(t *testing.T) (a, b *serving, secret string) {
 	t.Helper()
-	url := pgCluster(t).NewDatabase(t)
-	ns := natstest.Start(t)
-	cfgPath := t.TempDir() + "/svc.json"
-	args := []string{"--config-path", cfgPath, "--db-url", url, "--nats-url", ns.URL()}
-	a = startServe(t, args...)
-	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(a.stdout.String())
-	require.NotNil(t, m, "a first boot prints the admin token")
-	admin := m[1]
+	a, args, _, _, admin := firstBroker(t)
 	code, out := a.call(t, http.MethodPost, "/members", admin, map[string]any{"name": "alice"})
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	code, out = a.call(t, http.MethodPost, "/members/alice/enroll-totp", admin, map[string]any{})

@@ -165,19 +165,27 @@ func TestTwoBrokersOnNATS(t *testing.T) {
 	}
 }
 
+// firstBroker starts the first broker of a team on a fresh PostgreSQL
+// database and an embedded NATS; it returns the broker, the arguments
+// that start another broker of the team, the database's URL, the NATS and
+// the admin token its first boot printed.
+func firstBroker(t *testing.T) (a *serving, args []string, url string, ns *natstest.Server, admin string) {
+	t.Helper()
+	url = pgCluster(t).NewDatabase(t)
+	ns = natstest.Start(t)
+	args = []string{"--config-path", t.TempDir() + "/svc.json", "--db-url", url, "--nats-url", ns.URL()}
+	a = startServe(t, args...)
+	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(a.stdout.String())
+	require.NotNil(t, m, "a first boot prints the admin token")
+	return a, args, url, ns, m[1]
+}
+
 // twoBrokers starts brokers a and b of one team on one fresh PostgreSQL
 // database and one embedded NATS, with members alice and bob; it returns
 // the NATS, the admin token and the members' tokens.
 func twoBrokers(t *testing.T) (a, b *serving, ns *natstest.Server, admin string, tokens map[string]string) {
 	t.Helper()
-	url := pgCluster(t).NewDatabase(t)
-	ns = natstest.Start(t)
-	cfgPath := t.TempDir() + "/svc.json"
-	args := []string{"--config-path", cfgPath, "--db-url", url, "--nats-url", ns.URL()}
-	a = startServe(t, args...)
-	m := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(a.stdout.String())
-	require.NotNil(t, m, "a first boot prints the admin token")
-	admin = m[1]
+	a, args, _, ns, admin := firstBroker(t)
 	// Members are created before the second broker starts, so it starts
 	// with them; members created later reach it through the database
 	// (nats_members_test.go).
