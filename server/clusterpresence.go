@@ -200,6 +200,7 @@ func (s *Server) joinPresence(nc *nats.Conn, team, origin string) error {
 	c.live.cluster = cp
 	c.presence.remote = cp.remoteState
 	c.msgs.connected = c.connected
+	c.msgs.live = c.liveAddressed
 	s.run = append(s.run, cp.run)
 	return nil
 }
@@ -429,6 +430,29 @@ func (cp *clusterPresence) receive(m *nats.Msg) {
 	}
 	cp.mu.Unlock()
 	cp.told(news)
+}
+
+// liveAddressed counts the members a message addresses (as hub.Live's
+// arguments) that hold a live stream on any broker.
+func (c *core) liveAddressed(all bool, sender string, recipients []string) int {
+	n := 0
+	count := func(member string) {
+		if c.connected(member) > 0 {
+			n++
+		}
+	}
+	if !all {
+		for _, r := range recipients {
+			count(r)
+		}
+		return n
+	}
+	for _, m := range c.team.Members() {
+		if m.Name != sender {
+			count(m.Name)
+		}
+	}
+	return n
 }
 
 // signedByPeer reports whether m may be taken: signed by a broker of the

@@ -139,11 +139,18 @@ func TestPresenceAcrossBrokers(t *testing.T) {
 	a, b, _, admin, tokens := twoBrokers(t)
 	_, stop1 := openSSE(t, a, tokens["alice"], "/subscribe?name=alice")
 	eventually(t, admin, "alice", rosterEntry{Connected: 1}, a, b)
+	// A push on B counts alice's stream on A as live.
+	code, out := b.call(t, http.MethodPost, "/push", tokens["bob"], map[string]any{"to": "alice", "body": "hi"})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	require.EqualValues(t, 1, out["delivery"].(map[string]any)["live"], "%v", out)
+	code, out = b.call(t, http.MethodPost, "/push", admin, map[string]any{"body": "to everyone"})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	require.EqualValues(t, 1, out["delivery"].(map[string]any)["live"], "a broadcast too: %v", out)
 	_, stop2 := openSSE(t, b, tokens["alice"], "/subscribe?name=alice")
 	eventually(t, admin, "alice", rosterEntry{Connected: 2}, a, b)
 
 	// Live activity reported on A reads on B, and back to idle on both.
-	code, out := a.call(t, http.MethodPost, "/presence/activity", tokens["alice"], map[string]any{"state": "working"})
+	code, out = a.call(t, http.MethodPost, "/presence/activity", tokens["alice"], map[string]any{"state": "working"})
 	require.Equal(t, http.StatusNoContent, code, "%v", out)
 	eventually(t, admin, "alice", rosterEntry{Connected: 2, Activity: "working"}, a, b)
 	code, out = a.call(t, http.MethodPost, "/presence/activity", tokens["alice"], map[string]any{"state": "idle"})
