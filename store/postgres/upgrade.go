@@ -66,31 +66,76 @@ func pendingMigrations(ctx context.Context, pool *pgxpool.Pool, dir string, abse
 	return n, nil
 }
 
+// upgradeKey is held, alone, by a broker upgrading the schema for as long
+// as it holds the use lock alone for it: a broker starting meanwhile,
+// refused the use lock shared, tells an upgrade (which it waits for) from
+// a maintenance command (which it does not).
+const upgradeKey int64 = 0x5356_4322
+
 // upgradeAlone takes the use lock alone over the shared hold u has, for
-// a schema upgrade; false when another session holds it. A session's own
-// holds never conflict with its requests, so only other brokers refuse it.
+// a schema upgrade, with upgradeKey; false (holding neither) when another
+// session holds either. A session's own holds never conflict with its
+// requests, so only other brokers refuse it.
 func (u *useLock) upgradeAlone(ctx context.Context) (bool, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var ok bool
-	if err := u.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, useKey).Scan(&ok); err != nil {
-		return false, fmt.Errorf("take the use lock for a schema upgrade: %w", err)
+	if err := u.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, upgradeKey).Scan(&ok); err != nil || !ok {
+		return false, wrapUpgrade(err)
 	}
-	return ok, nil
+	if err := u.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, useKey).Scan(&ok); err != nil || !ok {
+		_, uerr := u.conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, upgradeKey)
+		return false, wrapUpgrade(errors.Join(err, uerr))
+	}
+	return true, nil
 }
 
-// endUpgrade gives up the hold upgradeAlone took; the shared one stays.
+func wrapUpgrade(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("take the use lock for a schema upgrade: %w", err)
+}
+
+// endUpgrade gives up the holds upgradeAlone took; the shared one stays.
 func (u *useLock) endUpgrade(ctx context.Context) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var ok bool
-	if err := u.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, useKey).Scan(&ok); err != nil {
+	var use, upgrade bool
+	if err := u.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1), pg_advisory_unlock($2)`, useKey, upgradeKey).Scan(&use, &upgrade); err != nil {
 		return fmt.Errorf("end the schema upgrade's use lock: %w", err)
 	}
-	if !ok {
+	if !use || !upgrade {
 		return errors.New("end the schema upgrade's use lock: it was not held")
 	}
 	return nil
+}
+
+// waitUpgrade waits, on conn, while a broker upgrades the schema (it
+// holds upgradeKey), up to upgradeWait, then takes the use lock shared;
+// false at once when the use lock is held alone by anything else (a
+// command), or still after the wait.
+func waitUpgrade(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	deadline := time.Now().Add(upgradeWait)
+	for {
+		var upgrading, ok bool
+		err := conn.QueryRow(ctx, `SELECT NOT pg_try_advisory_lock_shared($1)`, upgradeKey).Scan(&upgrading)
+		if err == nil && !upgrading {
+			_, err = conn.Exec(ctx, `SELECT pg_advisory_unlock_shared($1)`, upgradeKey)
+		}
+		if err == nil {
+			// Once more: the upgrade may have ended between the two looks.
+			err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock_shared($1)`, useKey).Scan(&ok)
+		}
+		if err != nil || ok || !upgrading || time.Now().After(deadline) {
+			return ok, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(100*time.Millisecond + rand.N(200*time.Millisecond)):
+		}
+	}
 }
 
 // upgradeWait bounds how long a broker with migrations to apply waits
