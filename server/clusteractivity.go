@@ -44,12 +44,13 @@ func (s *Server) joinActivity(ctx context.Context, nc *nats.Conn, team, origin s
 		Conn: nc, Subject: "svc." + team + ".act", Origin: origin, Store: activityRanges{st: c.activity, r: r},
 		ID:      func(e store.ActivityEvent) int64 { return e.ID },
 		Deliver: func(rows []store.ActivityEvent) { deliver(rows) },
-		Log:     c.log,
+		Log:     c.log, Signer: c.signer,
 	})
 	if err != nil {
 		return err
 	}
 	deliver = s.act.FanOut(f.Committed)
+	c.fanMetrics("act", f.Stats)
 	s.run = append(s.run, f.Run)
 	return nil
 }

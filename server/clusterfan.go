@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/cluster"
@@ -80,14 +81,20 @@ func (s *Server) JoinCluster(ctx context.Context, nc *nats.Conn) error {
 	// and the logs of every broker about it read alike.
 	origin := brokerOrigin()
 	c.log.Info("joined the team's other brokers over NATS", "origin", origin)
+	if c.kek != nil {
+		c.signer = cluster.NewSigner(c.kek.Derive(cluster.SignerLabel))
+	} else {
+		c.log.Warn("no KEK: what this broker sends its peers over NATS is unsigned, so they read every message from the database")
+	}
 	f, err := cluster.New(ctx, cluster.Config[clusterMsg]{
-		Conn: nc, Subject: "svc." + team + ".msg", Origin: origin, Store: clusterStore{st: c.store, r: r},
+		Conn: nc, Subject: "svc." + team + ".msg", Origin: origin, Store: clusterStore{st: c.store, r: r}, Signer: c.signer,
 		ID: func(m clusterMsg) int64 { return m.Seq }, Deliver: c.deliverRemote, Log: c.log,
 	})
 	if err != nil {
 		return err
 	}
 	c.msgs.fan = f
+	c.fanMetrics("msg", f.Stats)
 	s.run = append(s.run, f.Run)
 	if err := s.joinHooks(nc, team, origin); err != nil {
 		return err
@@ -129,4 +136,29 @@ func (c *core) deliverRemote(msgs []clusterMsg) {
 		items[i] = hub.Item{Ev: hub.NewEvent(m.Seq, pm), All: m.All, Sender: m.From, Recipients: m.Recipients}
 	}
 	c.hub.PublishBatch(items)
+}
+
+// fanMetrics shows a fan-out's counters on /metrics under kind (msg,
+// act, revoke): what an operator of several brokers watches to see NATS
+// carry the traffic (store records stay near zero while the brokers sign,
+// and grow with every batch NATS loses or no key covers).
+func (c *core) fanMetrics(kind string, stats func() cluster.Stats) {
+	if c.metrics == nil {
+		return
+	}
+	labels := prometheus.Labels{"kind": kind}
+	count := func(name, help string, v func(cluster.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return float64(v(stats())) })
+	}
+	c.metrics.reg.MustRegister(
+		count("svc_cluster_published_total", "Committed batches this broker published on NATS, by kind: msg (chat), act (activity) or revoke.",
+			func(s cluster.Stats) uint64 { return s.Published }),
+		count("svc_cluster_received_total", "Other brokers' batches taken from NATS, by kind.",
+			func(s cluster.Stats) uint64 { return s.Received }),
+		count("svc_cluster_rejected_total", "NATS messages dropped as malformed or with a bad signature, by kind.",
+			func(s cluster.Stats) uint64 { return s.Rejected }),
+		count("svc_cluster_store_records_total", "Other brokers' records read from the store (holes, the tail, batches too large or unsigned), by kind.",
+			func(s cluster.Stats) uint64 { return s.StoreRecords }),
+	)
 }

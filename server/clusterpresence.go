@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/cluster"
 )
 
 // Presence and the team stream across brokers (docs/DECISIONS.md,
@@ -64,8 +66,12 @@ const (
 	// maxTeamEvent bounds a team-stream event from NATS.
 	maxTeamEvent = 256 << 10
 	// presenceVersion is the version of what the presence subject
-	// carries; another is dropped.
-	presenceVersion = 1
+	// carries; another is dropped. 2: counted and timed, for Replays.
+	presenceVersion = 2
+	// replayWindow is the oldest presence or team-stream message taken,
+	// and so the most the brokers' clocks may differ (docs/DECISIONS.md,
+	// "Signed NATS messages").
+	replayWindow = time.Minute
 )
 
 // peerEntry is one member's presence on one broker.
@@ -94,6 +100,19 @@ type presenceEnvelope struct {
 	// Bye: the sender stops; drop its table.
 	Bye     bool                 `json:"b,omitempty"`
 	Members map[string]peerEntry `json:"m,omitempty"`
+	// N counts the sender's messages on the subject, from 1; At is when
+	// it sent this one (Unix milliseconds): a replay is refused.
+	N  int64 `json:"n"`
+	At int64 `json:"at"`
+}
+
+// teamEnvelope is one message on the team-stream subject: a channel or
+// objective change as the team stream carries it.
+type teamEnvelope struct {
+	Origin string          `json:"o"`
+	N      int64           `json:"n"`
+	At     int64           `json:"at"`
+	Event  json.RawMessage `json:"e"`
 }
 
 // peerTable is what one other broker last said.
@@ -124,14 +143,19 @@ type clusterPresence struct {
 
 	subs   []*nats.Subscription
 	status chan nats.Status
+	// sentN and sentTeamN count what this broker sent on each subject;
+	// replays and teamReplays refuse its peers' old messages sent again.
+	sentN, sentTeamN     atomic.Int64
+	replays, teamReplays *cluster.Replays
 	// poke wakes the hook scheduler: a member's reach changed.
 	poke func()
 
-	// warnMalformed, warnState and warnPeers limit the warnings about
-	// dropped messages and tables to one per presenceWarnEvery each;
-	// dropped counts what was dropped since the last warning.
-	warnMalformed, warnState, warnPeers rate.Sometimes
-	dropped                             atomic.Int64
+	// warnMalformed, warnState, warnPeers and warnReplay limit the
+	// warnings about dropped messages and tables to one per
+	// presenceWarnEvery each; dropped counts what was dropped since the
+	// last warning.
+	warnMalformed, warnState, warnPeers, warnReplay rate.Sometimes
+	dropped                                         atomic.Int64
 }
 
 // newClusterPresence is a broker's share of presence, not yet joined.
@@ -143,6 +167,8 @@ func newClusterPresence(c *core, origin string) *clusterPresence {
 		warnMalformed: rate.Sometimes{First: 1, Interval: presenceWarnEvery},
 		warnState:     rate.Sometimes{First: 1, Interval: presenceWarnEvery},
 		warnPeers:     rate.Sometimes{First: 1, Interval: presenceWarnEvery},
+		warnReplay:    rate.Sometimes{First: 1, Interval: presenceWarnEvery},
+		replays:       cluster.NewReplays(replayWindow), teamReplays: cluster.NewReplays(replayWindow),
 	}
 }
 
@@ -174,6 +200,7 @@ func (s *Server) joinPresence(nc *nats.Conn, team, origin string) error {
 	c.live.cluster = cp
 	c.presence.remote = cp.remoteState
 	c.msgs.connected = c.connected
+	c.msgs.live = c.liveAddressed
 	s.run = append(s.run, cp.run)
 	return nil
 }
@@ -286,12 +313,13 @@ func (cp *clusterPresence) sendFull() {
 
 func (cp *clusterPresence) send(e presenceEnvelope) {
 	e.V, e.Origin, e.HB = presenceVersion, cp.origin, cp.beat.Milliseconds()
+	e.N, e.At = cp.sentN.Add(1), cp.now().UnixMilli()
 	data, err := json.Marshal(e)
 	if err != nil {
 		cp.log.Error("presence: table not encoded", "err", err)
 		return
 	}
-	if err := cp.nc.Publish(cp.subject, data); err != nil {
+	if err := cp.nc.PublishMsg(cp.c.signer.Msg(cp.subject, data)); err != nil {
 		// The next heartbeat sends the whole table again.
 		cp.log.Debug("presence: not published", "err", err)
 	}
@@ -312,6 +340,9 @@ func (cp *clusterPresence) warn(limit *rate.Sometimes, msg string, args ...any) 
 // nobody, so a forged table holds no more than the team's size and tells
 // the team streams nothing.
 func (cp *clusterPresence) receive(m *nats.Msg) {
+	if !cp.signedByPeer(m) {
+		return
+	}
 	var e presenceEnvelope
 	if err := json.Unmarshal(m.Data, &e); err != nil || e.V != presenceVersion || e.Origin == "" || len(e.Origin) > maxOriginLen || len(e.Members) > maxPresenceMembers {
 		cp.warn(&cp.warnMalformed, "presence: malformed table dropped", "bytes", len(m.Data), "err", err)
@@ -321,6 +352,9 @@ func (cp *clusterPresence) receive(m *nats.Msg) {
 		return
 	}
 	now := cp.now()
+	if !cp.fresh(cp.replays, "presence", e.Origin, e.N, e.At, now) {
+		return
+	}
 	members := make(map[string]peerEntry, min(len(e.Members), 64))
 	for name, pe := range e.Members {
 		switch pe.State {
@@ -396,6 +430,62 @@ func (cp *clusterPresence) receive(m *nats.Msg) {
 	}
 	cp.mu.Unlock()
 	cp.told(news)
+}
+
+// liveAddressed counts the members a message addresses (as hub.Live's
+// arguments) that hold a live stream on any broker.
+func (c *core) liveAddressed(all bool, sender string, recipients []string) int {
+	n := 0
+	count := func(member string) {
+		if c.connected(member) > 0 {
+			n++
+		}
+	}
+	if !all {
+		for _, r := range recipients {
+			count(r)
+		}
+		return n
+	}
+	for _, m := range c.team.Members() {
+		if m.Name != sender {
+			count(m.Name)
+		}
+	}
+	return n
+}
+
+// signedByPeer reports whether m may be taken: signed by a broker of the
+// team, or unsigned where this broker has no key (then the subject is
+// only as private as the NATS account).
+func (cp *clusterPresence) signedByPeer(m *nats.Msg) bool {
+	switch cp.c.signer.Check(m) {
+	case cluster.Signed:
+		return true
+	case cluster.Unsigned:
+		if cp.c.signer == nil {
+			return true
+		}
+		cp.warn(&cp.warnMalformed, "presence: unsigned message dropped (a broker without the team's KEK, or not a broker)", "subject", m.Subject)
+	default:
+		cp.warn(&cp.warnMalformed, "presence: message with a bad signature dropped", "subject", m.Subject)
+	}
+	return false
+}
+
+// fresh reports whether origin's message n, sent at (Unix ms), is new,
+// and records it if so.
+func (cp *clusterPresence) fresh(r *cluster.Replays, what, origin string, n, at int64, now time.Time) bool {
+	err := r.Take(origin, n, time.UnixMilli(at), now)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, cluster.ErrStale):
+		cp.warn(&cp.warnReplay, what+": message dropped: its sender's clock and this one differ by more than "+replayWindow.String()+", or it was sent again later", "broker", origin, "skew", now.Sub(time.UnixMilli(at)).Round(time.Millisecond))
+	default:
+		cp.warn(&cp.warnReplay, what+": message sent again dropped", "broker", origin)
+	}
+	return false
 }
 
 // anyLive reports whether a table holds an entry that counts.
@@ -504,15 +594,17 @@ func (cp *clusterPresence) remoteState(member string) (string, time.Time) {
 // publishTeam sends a channel or objective change to the other brokers'
 // team streams.
 func (cp *clusterPresence) publishTeam(ev *apiv1.StreamTeamResponse) {
-	data, err := protojson.Marshal(ev)
-	if err != nil || len(data) > maxTeamEvent {
-		cp.log.Error("team stream: change not sent to the other brokers", "bytes", len(data), "err", err)
+	event, err := protojson.Marshal(ev)
+	if err != nil || len(event) > maxTeamEvent {
+		cp.log.Error("team stream: change not sent to the other brokers", "bytes", len(event), "err", err)
 		return
 	}
-	msg := nats.NewMsg(cp.teamSubj)
-	msg.Header.Set("o", cp.origin)
-	msg.Data = data
-	if err := cp.nc.PublishMsg(msg); err != nil {
+	data, err := json.Marshal(teamEnvelope{Origin: cp.origin, N: cp.sentTeamN.Add(1), At: cp.now().UnixMilli(), Event: event})
+	if err != nil {
+		cp.log.Error("team stream: change not sent to the other brokers", "err", err)
+		return
+	}
+	if err := cp.nc.PublishMsg(cp.c.signer.Msg(cp.teamSubj, data)); err != nil {
 		cp.log.Debug("team stream: not published", "err", err)
 	}
 }
@@ -521,12 +613,16 @@ func (cp *clusterPresence) publishTeam(ev *apiv1.StreamTeamResponse) {
 // broker's team streams. Only those two kinds come this way: presence is
 // built here from the tables.
 func (cp *clusterPresence) receiveTeam(m *nats.Msg) {
-	if m.Header.Get("o") == cp.origin {
+	if !cp.signedByPeer(m) {
 		return
 	}
+	var e teamEnvelope
 	ev := &apiv1.StreamTeamResponse{}
-	if len(m.Data) > maxTeamEvent || protojson.Unmarshal(m.Data, ev) != nil {
-		cp.log.Warn("team stream: malformed change dropped", "bytes", len(m.Data))
+	if len(m.Data) > maxTeamEvent+1024 || json.Unmarshal(m.Data, &e) != nil || e.Origin == "" || len(e.Origin) > maxOriginLen || protojson.Unmarshal(e.Event, ev) != nil {
+		cp.warn(&cp.warnMalformed, "team stream: malformed change dropped", "bytes", len(m.Data))
+		return
+	}
+	if e.Origin == cp.origin || !cp.fresh(cp.teamReplays, "team stream", e.Origin, e.N, e.At, cp.now()) {
 		return
 	}
 	switch ev.Event.(type) {

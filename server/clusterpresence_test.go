@@ -6,11 +6,16 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	apiv1 "svc/gen/svc/v1"
+	"svc/server/cluster"
 )
 
 // testClusterPresence is a broker's share of presence with no NATS and a
@@ -27,6 +32,36 @@ func testClusterPresence(t *testing.T) (*clusterPresence, func(time.Duration)) {
 	tb.core.live.cluster = cp
 	tb.core.presence.remote = cp.remoteState
 	return cp, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+}
+
+// peerN counts the messages the tests' peers send.
+var peerN atomic.Int64
+
+// peerMsg is raw as a peer of cp sends it now: counted and timed (n and
+// at added unless raw has them), "v":1 read as the current version and
+// "v":2 as the next. Anything but a JSON object goes as it is.
+func peerMsg(cp *clusterPresence, raw string) *nats.Msg {
+	var e map[string]any
+	if json.Unmarshal([]byte(raw), &e) != nil {
+		return &nats.Msg{Data: []byte(raw)}
+	}
+	switch e["v"] {
+	case 1.0:
+		e["v"] = presenceVersion
+	case 2.0:
+		e["v"] = presenceVersion + 1
+	}
+	if _, ok := e["n"]; !ok {
+		e["n"] = peerN.Add(1)
+	}
+	if _, ok := e["at"]; !ok {
+		e["at"] = cp.now().UnixMilli()
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	return &nats.Msg{Data: data}
 }
 
 // TestClusterPresenceTables: what other brokers' tables add to a
@@ -107,7 +142,7 @@ func TestClusterPresenceTables(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cp, advance := testClusterPresence(t)
 			for _, m := range tc.msgs {
-				cp.receive(&nats.Msg{Data: []byte(m)})
+				cp.receive(peerMsg(cp, m))
 			}
 			advance(tc.after)
 			cp.sweep()
@@ -129,13 +164,13 @@ func TestClusterPresenceTables(t *testing.T) {
 func TestClusterPresencePeersBounded(t *testing.T) {
 	cp, advance := testClusterPresence(t)
 	for i := range maxPresencePeers {
-		cp.receive(&nats.Msg{Data: fmt.Appendf(nil, `{"v":1,"o":"b%d","hb":5000,"f":true,"m":{"bob":{"c":1}}}`, i)})
+		cp.receive(peerMsg(cp, fmt.Sprintf(`{"v":1,"o":"b%d","hb":5000,"f":true,"m":{"bob":{"c":1}}}`, i)))
 		advance(time.Millisecond)
 	}
 	require.Len(t, cp.peers, maxPresencePeers)
 	// b0 speaks again: b1 is now the one heard from longest ago.
-	cp.receive(&nats.Msg{Data: []byte(`{"v":1,"o":"b0","hb":5000,"f":true,"m":{"bob":{"c":1}}}`)})
-	cp.receive(&nats.Msg{Data: []byte(`{"v":1,"o":"restarted","hb":5000,"f":true,"m":{"bob":{"c":5}}}`)})
+	cp.receive(peerMsg(cp, `{"v":1,"o":"b0","hb":5000,"f":true,"m":{"bob":{"c":1}}}`))
+	cp.receive(peerMsg(cp, `{"v":1,"o":"restarted","hb":5000,"f":true,"m":{"bob":{"c":5}}}`))
 	require.Len(t, cp.peers, maxPresencePeers)
 	for origin, held := range map[string]bool{"restarted": true, "b0": true, "b1": false, "b2": true} {
 		_, ok := cp.peers[origin]
@@ -150,6 +185,7 @@ func TestClusterPresencePeersBounded(t *testing.T) {
 // strangers takes no place among the brokers' tables, so forged origins
 // cannot crowd out real brokers.
 func TestClusterPresenceStrangers(t *testing.T) {
+	var at func() int64
 	forged := func(origin string, strangers int, withBob bool) *nats.Msg {
 		m := map[string]peerEntry{}
 		for i := range strangers {
@@ -158,11 +194,12 @@ func TestClusterPresenceStrangers(t *testing.T) {
 		if withBob {
 			m["bob"] = peerEntry{Conns: 2}
 		}
-		data, err := json.Marshal(presenceEnvelope{V: presenceVersion, Origin: origin, HB: 5000, Full: true, Members: m})
+		data, err := json.Marshal(presenceEnvelope{V: presenceVersion, Origin: origin, HB: 5000, Full: true, Members: m, N: peerN.Add(1), At: at()})
 		require.NoError(t, err)
 		return &nats.Msg{Data: data}
 	}
 	cp, advance := testClusterPresence(t)
+	at = func() int64 { return cp.now().UnixMilli() }
 	c := cp.c
 	f, err := c.attachTeam(bobToken())
 	require.NoError(t, err)
@@ -211,7 +248,7 @@ func TestClusterPresenceWarningsLimited(t *testing.T) {
 			var buf syncBuffer
 			cp.log = slog.New(slog.NewTextHandler(&buf, nil))
 			for range 1000 {
-				cp.receive(&nats.Msg{Data: []byte(tc.msg)})
+				cp.receive(peerMsg(cp, tc.msg))
 			}
 			out := buf.String()
 			require.Equal(t, 1, strings.Count(out, "level=WARN"), out)
@@ -226,11 +263,140 @@ func TestClusterPresenceWarningsLimited(t *testing.T) {
 // would echo on forever).
 func TestClusterPresenceLocalOnly(t *testing.T) {
 	cp, _ := testClusterPresence(t)
-	cp.receive(&nats.Msg{Data: []byte(`{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2,"s":"working","t":30000}}}`)})
+	cp.receive(peerMsg(cp, `{"v":1,"o":"a","hb":5000,"f":true,"m":{"bob":{"c":2,"s":"working","t":30000}}}`))
 	require.Equal(t, peerEntry{}, cp.local("bob"))
 	cp.c.presence.setActivity("bob", stateWorking)
 	e := cp.local("bob")
 	require.Equal(t, stateWorking, e.State)
 	require.Equal(t, activityTTL.Milliseconds(), e.Left)
 	require.Equal(t, 0, e.Conns)
+}
+
+// TestClusterPresenceSignedAndFresh: with the team's key, a broker takes
+// only what its peers signed, and of that only what is new: a message
+// sent again (by anyone who heard it), or sent at a time too far from
+// this broker's clock, counts for nothing. Each case ends with bob's
+// live streams on the other brokers as this one counts them.
+func TestClusterPresenceSignedAndFresh(t *testing.T) {
+	key := make([]byte, 32)
+	key[0] = 1
+	team, other := cluster.NewSigner(key), cluster.NewSigner(make([]byte, 32))
+	table := func(origin string, n int64, at time.Time, conns int) []byte {
+		data, err := json.Marshal(presenceEnvelope{V: presenceVersion, Origin: origin, HB: 5000, Full: true,
+			Members: map[string]peerEntry{"bob": {Conns: conns}}, N: n, At: at.UnixMilli()})
+		require.NoError(t, err)
+		return data
+	}
+	for _, tc := range []struct {
+		name string
+		// send returns what arrives, in order, given the broker's clock.
+		send func(now time.Time) []*nats.Msg
+		want int
+	}{
+		{"signed", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(presenceSubj, table("a", 1, now, 2))}
+		}, 2},
+		{"unsigned", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{(*cluster.Signer)(nil).Msg(presenceSubj, table("a", 1, now, 2))}
+		}, 0},
+		{"signed with another key", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{other.Msg(presenceSubj, table("a", 1, now, 2))}
+		}, 0},
+		{"a later message replaces an earlier", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(presenceSubj, table("a", 1, now, 2)), team.Msg(presenceSubj, table("a", 2, now, 3))}
+		}, 3},
+		{"an earlier message sent again is refused", func(now time.Time) []*nats.Msg {
+			first := team.Msg(presenceSubj, table("a", 1, now, 2))
+			return []*nats.Msg{first, team.Msg(presenceSubj, table("a", 2, now, 0)), first}
+		}, 0},
+		{"the same message twice counts once", func(now time.Time) []*nats.Msg {
+			m := team.Msg(presenceSubj, table("a", 7, now, 2))
+			return []*nats.Msg{m, m}
+		}, 2},
+		{"counts are per sender", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(presenceSubj, table("a", 5, now, 2)), team.Msg(presenceSubj, table("b", 1, now, 1))}
+		}, 3},
+		{"sent longer ago than the window", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(presenceSubj, table("a", 1, now.Add(-replayWindow-time.Second), 2))}
+		}, 0},
+		{"sent within the window", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(presenceSubj, table("a", 1, now.Add(-replayWindow+time.Second), 2))}
+		}, 2},
+		{"sent from too far ahead", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(presenceSubj, table("a", 1, now.Add(replayWindow+time.Second), 2))}
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp, _ := testClusterPresence(t)
+			cp.c.signer = team
+			for _, m := range tc.send(cp.now()) {
+				cp.receive(m)
+			}
+			require.Equal(t, tc.want, cp.c.connected("bob"))
+		})
+	}
+}
+
+// presenceSubj is the presence subject of the tests' team.
+const presenceSubj = "svc.t1.presence"
+
+// TestClusterTeamEventsSignedAndFresh: the same for the channel and
+// objective changes other brokers send the team streams.
+func TestClusterTeamEventsSignedAndFresh(t *testing.T) {
+	key := make([]byte, 32)
+	key[0] = 1
+	team := cluster.NewSigner(key)
+	const subj = "svc.t1.team"
+	event := func(origin string, n int64, at time.Time, channel string) []byte {
+		ev, err := protojson.Marshal(&apiv1.StreamTeamResponse{Event: &apiv1.StreamTeamResponse_Channel{Channel: &apiv1.ChannelChange{Op: "created", Channel: &apiv1.Channel{Slug: channel}}}})
+		require.NoError(t, err)
+		data, err := json.Marshal(teamEnvelope{Origin: origin, N: n, At: at.UnixMilli(), Event: ev})
+		require.NoError(t, err)
+		return data
+	}
+	for _, tc := range []struct {
+		name string
+		send func(now time.Time) []*nats.Msg
+		want []string // the channels the team stream tells, in order
+	}{
+		{"signed", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(subj, event("a", 1, now, "ops"))}
+		}, []string{"ops"}},
+		{"unsigned", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{(*cluster.Signer)(nil).Msg(subj, event("a", 1, now, "ops"))}
+		}, nil},
+		{"signed for the presence subject", func(now time.Time) []*nats.Msg {
+			m := team.Msg(presenceSubj, event("a", 1, now, "ops"))
+			m.Subject = subj
+			return []*nats.Msg{m}
+		}, nil},
+		{"sent again", func(now time.Time) []*nats.Msg {
+			m := team.Msg(subj, event("a", 1, now, "ops"))
+			return []*nats.Msg{m, team.Msg(subj, event("a", 2, now, "dev")), m}
+		}, []string{"ops", "dev"}},
+		{"stale", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(subj, event("a", 1, now.Add(-2*replayWindow), "ops"))}
+		}, nil},
+		{"our own", func(now time.Time) []*nats.Msg {
+			return []*nats.Msg{team.Msg(subj, event("me", 1, now, "ops"))}
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp, _ := testClusterPresence(t)
+			cp.c.signer = team
+			f, err := cp.c.attachTeam(bobToken())
+			require.NoError(t, err)
+			defer f.Close()
+			require.NotNil(t, nextTeam(t, f).GetSnapshot())
+			for _, m := range tc.send(cp.now()) {
+				cp.receiveTeam(m)
+			}
+			var got []string
+			for range tc.want {
+				got = append(got, nextTeam(t, f).GetChannel().GetChannel().GetSlug())
+			}
+			require.Equal(t, tc.want, got)
+			noTeamEvent(t, f)
+		})
+	}
 }

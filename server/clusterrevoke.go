@@ -129,12 +129,13 @@ func (s *Server) joinRevocations(ctx context.Context, nc *nats.Conn, team, origi
 				c.endStreams(r)
 			}
 		},
-		Log: c.log,
+		Log: c.log, Signer: c.signer,
 	})
 	if err != nil {
 		return err
 	}
 	c.revokes = f
+	c.fanMetrics("revoke", f.Stats)
 	s.run = append(s.run, f.Run, c.pruneShared)
 	return nil
 }

@@ -73,6 +73,11 @@ type core struct {
 	// revokes fans the revocations log out to the other brokers; nil on a
 	// broker that serves the team alone (clusterrevoke.go).
 	revokes *cluster.Fanout[store.Revocation]
+	// signer signs what this broker publishes on NATS and checks what its
+	// peers do, with a key derived from the KEK they share; nil on a
+	// broker alone or without a KEK (docs/DECISIONS.md, "Signed NATS
+	// messages").
+	signer *cluster.Signer
 }
 
 // inboundHooks is what the core asks of the inbound-hook capability

@@ -97,6 +97,10 @@ type messenger struct {
 	// connected, when set (several brokers), counts a member's live
 	// streams on every broker: web push goes only to members with none.
 	connected func(member string) int
+	// live, when set (several brokers), counts the members a message
+	// addresses that hold a live stream on any broker: a push's
+	// delivery.live. Without it, the hub's count (this broker's streams).
+	live func(all bool, sender string, recipients []string) int
 }
 
 // newMessenger returns a messenger over st and h; afterPublish, when not
@@ -278,7 +282,11 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 				pm.Id = formatMessageID(s.Seq)
 				pm.CreatedAt = wire.MS(s.CreatedAt)
 				setReplyChain(pm, s)
-				r.live = m.hub.Live(s.All, s.From, s.Recipients)
+				if m.live != nil {
+					r.live = m.live(s.All, s.From, s.Recipients)
+				} else {
+					r.live = m.hub.Live(s.All, s.From, s.Recipients)
+				}
 			} else {
 				pm = messageToProto(s)
 			}

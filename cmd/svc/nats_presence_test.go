@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc/server"
+	"svc/server/cluster"
+	"svc/server/kek"
 )
 
 // Presence, the team stream and live activity across brokers
@@ -137,11 +139,18 @@ func TestPresenceAcrossBrokers(t *testing.T) {
 	a, b, _, admin, tokens := twoBrokers(t)
 	_, stop1 := openSSE(t, a, tokens["alice"], "/subscribe?name=alice")
 	eventually(t, admin, "alice", rosterEntry{Connected: 1}, a, b)
+	// A push on B counts alice's stream on A as live.
+	code, out := b.call(t, http.MethodPost, "/push", tokens["bob"], map[string]any{"to": "alice", "body": "hi"})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	require.EqualValues(t, 1, out["delivery"].(map[string]any)["live"], "%v", out)
+	code, out = b.call(t, http.MethodPost, "/push", admin, map[string]any{"body": "to everyone"})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	require.EqualValues(t, 1, out["delivery"].(map[string]any)["live"], "a broadcast too: %v", out)
 	_, stop2 := openSSE(t, b, tokens["alice"], "/subscribe?name=alice")
 	eventually(t, admin, "alice", rosterEntry{Connected: 2}, a, b)
 
 	// Live activity reported on A reads on B, and back to idle on both.
-	code, out := a.call(t, http.MethodPost, "/presence/activity", tokens["alice"], map[string]any{"state": "working"})
+	code, out = a.call(t, http.MethodPost, "/presence/activity", tokens["alice"], map[string]any{"state": "working"})
 	require.Equal(t, http.StatusNoContent, code, "%v", out)
 	eventually(t, admin, "alice", rosterEntry{Connected: 2, Activity: "working"}, a, b)
 	code, out = a.call(t, http.MethodPost, "/presence/activity", tokens["alice"], map[string]any{"state": "idle"})
@@ -198,32 +207,62 @@ func TestPresenceDeadBroker(t *testing.T) {
 	// Bob streams on A too, so the dead broker's count adds to a live one.
 	openSSE(t, a, tokens["bob"], "/subscribe?name=bob")
 	eventually(t, admin, "bob", rosterEntry{Connected: 1}, a, b)
-	// Its heartbeat is 2 s: its table holds 6 s after the last word.
-	table := `{"v":1,"o":"deadbroker","hb":2000,"f":true,"m":{"bob":{"c":2,"s":"working","t":30000}}}`
+	// It signs as the team's brokers do (with the KEK they share), counts
+	// its messages and times them. Its heartbeat is 2 s: its table holds
+	// 6 s after the last word.
+	signer := teamSigner(t, a)
+	n := int64(0)
+	msg := func(s *cluster.Signer, format string, args ...any) *nats.Msg {
+		n++
+		return s.Msg(subject, []byte(fmt.Sprintf(format, args...)))
+	}
+	now := func() int64 { return time.Now().UnixMilli() }
+	send := func(m *nats.Msg) {
+		t.Helper()
+		require.NoError(t, nc.PublishMsg(m))
+		require.NoError(t, nc.Flush())
+	}
 	sent := time.Now()
-	require.NoError(t, nc.Publish(subject, []byte(table)))
-	require.NoError(t, nc.Flush())
+	send(msg(signer, `{"v":2,"o":"deadbroker","hb":2000,"f":true,"m":{"bob":{"c":2,"s":"working","t":30000}},"n":%d,"at":%d}`, n+1, now()))
 	eventually(t, admin, "bob", rosterEntry{Connected: 3, Activity: "working"}, a, b)
 	eventually(t, admin, "bob", rosterEntry{Connected: 1}, a, b)
 	require.GreaterOrEqual(t, time.Since(sent), 6*time.Second, "a table holds for three heartbeats")
 
-	// Malformed tables count for nothing.
-	for _, bad := range []string{
-		`{"v":1,"o":"x","hb":1000,"m":{"bob":{"c":-5}}}`,
-		`{"v":1,"o":"x","hb":1000,"m":{"bob":{"c":1,"s":"asleep"}}}`,
-		`{"v":2,"o":"x","hb":1000,"m":{"bob":{"c":1}}}`,
-		`not json`,
+	// Malformed tables count for nothing; nor do good ones not signed by
+	// a broker of the team.
+	for _, bad := range []*nats.Msg{
+		msg(signer, `{"v":2,"o":"x","hb":1000,"m":{"bob":{"c":-5}},"n":%d,"at":%d}`, n+1, now()),
+		msg(signer, `{"v":2,"o":"x","hb":1000,"m":{"bob":{"c":1,"s":"asleep"}},"n":%d,"at":%d}`, n+1, now()),
+		msg(signer, `{"v":1,"o":"x","hb":1000,"m":{"bob":{"c":1}},"n":%d,"at":%d}`, n+1, now()),
+		msg(signer, `not json`),
+		msg(nil, `{"v":2,"o":"y","hb":2000,"m":{"bob":{"c":10}},"n":%d,"at":%d}`, n+1, now()),
+		msg(cluster.NewSigner(make([]byte, 32)), `{"v":2,"o":"y","hb":2000,"m":{"bob":{"c":20}},"n":%d,"at":%d}`, n+1, now()),
 	} {
-		require.NoError(t, nc.Publish(subject, []byte(bad)))
+		require.NoError(t, nc.PublishMsg(bad))
 	}
 	// A good table after them, from the same connection (so read after
 	// them), counts alone: they were dropped.
-	require.NoError(t, nc.Publish(subject, []byte(`{"v":1,"o":"x","hb":2000,"m":{"bob":{"c":1}}}`)))
-	require.NoError(t, nc.Flush())
+	good := msg(signer, `{"v":2,"o":"x","hb":2000,"m":{"bob":{"c":1}},"n":%d,"at":%d}`, n+1, now())
+	send(good)
 	eventually(t, admin, "bob", rosterEntry{Connected: 2}, a, b)
-	require.NoError(t, nc.Publish(subject, []byte(`{"v":1,"o":"x","hb":2000,"b":true}`)))
-	require.NoError(t, nc.Flush())
+	send(msg(signer, `{"v":2,"o":"x","hb":2000,"b":true,"n":%d,"at":%d}`, n+1, now()))
 	eventually(t, admin, "bob", rosterEntry{Connected: 1}, a, b)
+	// The good table sent again (anyone on the subject heard it) counts
+	// for nothing: once z's table, sent after it, counts, it was read.
+	send(good)
+	send(msg(signer, `{"v":2,"o":"z","hb":2000,"m":{"bob":{"c":4}},"n":%d,"at":%d}`, n+1, now()))
+	eventually(t, admin, "bob", rosterEntry{Connected: 5}, a, b)
+}
+
+// teamSigner is the signer of the team broker s serves: the key derived
+// from the KEK beside its config file.
+func teamSigner(t *testing.T, s *serving) *cluster.Signer {
+	t.Helper()
+	i := slices.Index(s.args, "--config-path")
+	require.GreaterOrEqual(t, i, 0, "started with --config-path")
+	k, err := kek.Load(s.args[i+1] + ".kek")
+	require.NoError(t, err)
+	return cluster.NewSigner(k.Derive(cluster.SignerLabel))
 }
 
 // teamEvent reads the next team-stream event from c whose data holds

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -144,6 +145,14 @@ func TestTwoBrokersOnNATS(t *testing.T) {
 		}
 	}
 	require.Equal(t, each, bobs)
+	// NATS carried B's messages to A with their records, signed with the
+	// key the brokers derive from the KEK they share: A read (nearly)
+	// none of them from the store. Unsigned, it read every one.
+	require.NotZero(t, metric(t, a, admin, `svc_cluster_received_total{kind="msg"}`))
+	read := metric(t, a, admin, `svc_cluster_store_records_total{kind="msg"}`)
+	t.Logf("A read %v of B's %d messages from the store", read, each)
+	require.Less(t, read, float64(each))
+	require.Zero(t, metric(t, a, admin, `svc_cluster_rejected_total{kind="msg"}`))
 
 	// Resuming on the other broker after the 25th: exactly the rest, in
 	// order, then live ones from either broker.
@@ -270,4 +279,28 @@ func TestNATSURLFlags(t *testing.T) {
 		require.Equal(t, v, got)
 	}
 	require.Equal(t, "nats://u:xxxxx@h:4222,nats://xxxxx@h2:1", redactNATSURL("nats://u:p@h:4222,nats://tok@h2:1"))
+}
+
+// metric reads one sample of s's /metrics, named with its labels as the
+// text format writes them.
+func metric(t *testing.T, s *serving, token, sample string) float64 {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.base+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), sample+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	t.Fatalf("no sample %s on /metrics", sample)
+	return 0
 }

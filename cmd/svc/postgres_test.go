@@ -70,6 +70,8 @@ type serving struct {
 	base   string
 	stdout *syncBuffer
 	stop   func() error
+	// args are what it was started with (after serve --addr).
+	args []string
 }
 
 // startServe runs `svc serve args…` until stop, once it listens.
@@ -86,7 +88,7 @@ func startServe(t *testing.T, args ...string) *serving {
 	deadline := time.After(90 * time.Second)
 	for {
 		if m := listeningAt.FindStringSubmatch(stderr.String()); m != nil {
-			s := &serving{base: "http://" + m[1], stdout: stdout}
+			s := &serving{base: "http://" + m[1], stdout: stdout, args: args}
 			var once sync.Once
 			var err error
 			s.stop = func() error {

@@ -97,6 +97,12 @@ type Config[T any] struct {
 	Page       int
 	MaxPayload int
 	MaxPending int
+	// Signer, when set, signs what this broker publishes and tells its
+	// peers' batches from anyone else's: a batch its peers signed is
+	// delivered with the records it carries, with no store read. Without
+	// one, batches go as their ranges alone and every receiver reads the
+	// records from the store (docs/DECISIONS.md, "Signed NATS messages").
+	Signer *Signer
 	// Log defaults to a discard logger.
 	Log *slog.Logger
 }
@@ -291,17 +297,25 @@ func (f *Fanout[T]) receive(m *nats.Msg) {
 		f.c.Log.Warn("cluster: malformed batch dropped", "subject", m.Subject, "bytes", len(m.Data), "err", err)
 		return
 	}
+	verdict := f.c.Signer.Check(m)
+	if verdict == Forged {
+		f.rejected.Add(1)
+		f.c.Log.Warn("cluster: batch with a bad signature dropped", "subject", m.Subject, "bytes", len(m.Data))
+		return
+	}
 	if e.Origin == f.origin {
 		return // our own, delivered from Committed
 	}
 	f.received.Add(1)
-	// Only the range is trusted, as news that it committed: the records
-	// are read from the store. Anyone who can publish on the subject could
-	// otherwise hand every broker's streams forged messages (and push the
-	// position past real ones). Using the carried records again needs
-	// envelopes signed with a key only the brokers hold (docs/DECISIONS.md,
-	// Several brokers).
-	f.queue(span[T]{first: e.First, last: e.Last})
+	// An unsigned batch is news that its range committed, no more: its
+	// records are read from the store. Anyone who can publish on the
+	// subject could otherwise hand every broker's streams forged messages
+	// (and push the position past real ones). A signed one comes from a
+	// broker of the team, which sends what it committed.
+	if verdict != Signed {
+		e.Items = nil
+	}
+	f.queue(span[T]{first: e.First, last: e.Last, items: e.Items})
 }
 
 // wellFormed reports whether e announces a sane range and carries only
@@ -447,7 +461,10 @@ func (f *Fanout[T]) publish(s span[T]) {
 	if mp := f.c.Conn.MaxPayload(); mp > 0 && int(mp) < limit {
 		limit = int(mp)
 	}
-	e := envelope[T]{V: envelopeVersion, Origin: f.origin, First: s.first, Last: s.last, Items: s.items}
+	e := envelope[T]{V: envelopeVersion, Origin: f.origin, First: s.first, Last: s.last}
+	if f.c.Signer != nil {
+		e.Items = s.items // unsigned, no receiver would use them
+	}
 	data, err := json.Marshal(e)
 	if err != nil || len(data) > limit {
 		e.Items = nil
@@ -456,7 +473,7 @@ func (f *Fanout[T]) publish(s span[T]) {
 			return
 		}
 	}
-	if err := f.c.Conn.Publish(f.c.Subject, data); err != nil {
+	if err := f.c.Conn.PublishMsg(f.c.Signer.Msg(f.c.Subject, data)); err != nil {
 		f.c.Log.Warn("cluster: batch not published; other brokers read it from the store", "subject", f.c.Subject, "first", s.first, "last", s.last, "err", err)
 		return
 	}

@@ -97,6 +97,8 @@ type opts struct {
 	maxPending    int
 	// drop loses the broker's publish of the batch [first, last].
 	drop func(first, last int64) bool
+	// signer signs and checks batches (nil: none).
+	signer *Signer
 }
 
 const subject = "svc.team1.msg"
@@ -113,7 +115,7 @@ func startBroker(t testing.TB, url string, st *memStore, o opts) *broker {
 	b := &broker{t: t, st: st, nc: nc}
 	f, err := New(t.Context(), Config[rec]{
 		Conn: nc, Subject: subject, Store: st, ID: recID, Deliver: b.deliver,
-		GapWait: o.gapWait, Poll: o.poll, MaxPayload: o.maxPayload, MaxPending: o.maxPending,
+		GapWait: o.gapWait, Poll: o.poll, MaxPayload: o.maxPayload, MaxPending: o.maxPending, Signer: o.signer,
 	})
 	require.NoError(t, err)
 	f.dropPublish = o.drop

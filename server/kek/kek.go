@@ -5,6 +5,7 @@ package kek
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -40,6 +42,7 @@ type Sealed struct {
 type KEK struct {
 	aead        cipher.AEAD
 	fingerprint string
+	key         []byte // for Derive
 }
 
 // New returns a KEK for a 32-byte key.
@@ -57,7 +60,7 @@ func New(key []byte) (*KEK, error) {
 	}
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(fingerprintLabel))
-	return &KEK{aead: aead, fingerprint: hex.EncodeToString(mac.Sum(nil)[:16])}, nil
+	return &KEK{aead: aead, fingerprint: hex.EncodeToString(mac.Sum(nil)[:16]), key: slices.Clone(key)}, nil
 }
 
 // Parse decodes a base64 (standard or URL alphabet, padding optional) key.
@@ -206,6 +209,18 @@ const fingerprintLabel = "svc-kek-fingerprint-v1"
 // it, so a broker started under another key is refused before it seals
 // anything (docs/DECISIONS.md, "The KEK a store was sealed under").
 func (k *KEK) Fingerprint() string { return k.fingerprint }
+
+// Derive returns a 32-byte key for one use other than sealing (say, the
+// MAC brokers sign what they publish with), HKDF-SHA256 of the KEK with
+// label as its info: whoever holds the KEK derives the same key, and the
+// derived key reveals neither the KEK nor another label's key.
+func (k *KEK) Derive(label string) []byte {
+	out, err := hkdf.Key(sha256.New, k.key, nil, label, KeySize)
+	if err != nil {
+		panic("kek: " + err.Error()) // only for a length HKDF cannot give
+	}
+	return out
+}
 
 // Seal encrypts plaintext. purpose is bound as additional data, so a value
 // sealed for one purpose (say one member's TOTP secret) cannot be moved to

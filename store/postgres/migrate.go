@@ -23,6 +23,10 @@ const (
 	activityMigrations = "migrations/activity"
 )
 
+// testMigrations, set by tests, are migrations of a later build: added
+// to those of their directory.
+var testMigrations = map[string][]migration{}
+
 type migration struct {
 	version int
 	name    string
@@ -52,6 +56,7 @@ func loadMigrations(dir string) ([]migration, error) {
 		}
 		ms = append(ms, migration{version: v, name: name, sql: string(body)})
 	}
+	ms = append(ms, testMigrations[dir]...)
 	slices.SortFunc(ms, func(a, b migration) int { return cmp.Compare(a.version, b.version) })
 	for i := 1; i < len(ms); i++ {
 		if ms[i].version == ms[i-1].version {
@@ -73,11 +78,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, dir string, key int64, o o
 	if err != nil {
 		return err
 	}
-	table := "schema_migrations"
-	if dir == activityMigrations {
-		// The activity store may share the main store's database.
-		table = "activity_schema_migrations"
-	}
+	table := migrationsTable(dir)
 	for _, m := range ms {
 		applied, err := applyMigration(ctx, pool, table, m, key, ms[len(ms)-1].version, o)
 		if err != nil {
@@ -88,6 +89,15 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, dir string, key int64, o o
 		}
 	}
 	return nil
+}
+
+// migrationsTable is the table that records dir's applied migrations.
+func migrationsTable(dir string) string {
+	if dir == activityMigrations {
+		// The activity store may share the main store's database.
+		return "activity_schema_migrations"
+	}
+	return "schema_migrations"
 }
 
 // applyMigration runs m unless it is recorded; the advisory lock makes the

@@ -137,7 +137,12 @@ func openConns(ctx context.Context, url, dir string, writeKey, migrateKey int64,
 			return nil, err
 		}
 	}
-	if err := migrate(ctx, pool, dir, migrateKey, o); err != nil {
+	if c.use != nil && !c.use.exclusive && dir == mainMigrations {
+		err = c.migrateShared(ctx, o)
+	} else {
+		err = migrate(ctx, pool, dir, migrateKey, o)
+	}
+	if err != nil {
 		c.Close()
 		return nil, err
 	}

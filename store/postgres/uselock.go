@@ -102,7 +102,13 @@ func (u *useLock) take(ctx context.Context) (*pgx.Conn, error) {
 		fn = "pg_try_advisory_lock"
 	}
 	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT "+fn+"($1)", useKey).Scan(&ok); err != nil {
+	err = conn.QueryRow(ctx, "SELECT "+fn+"($1)", useKey).Scan(&ok)
+	if err == nil && !ok && !u.exclusive {
+		// Held alone: by a command, or by a broker upgrading the schema,
+		// which a broker waits for (upgrade.go).
+		ok, err = waitUpgrade(ctx, conn)
+	}
+	if err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("take the use lock: %w", err)
 	}
