@@ -17,6 +17,7 @@ import (
 	"svc/server/kek"
 	"svc/server/teamconfig"
 	"svc/store"
+	"svc/store/postgres"
 )
 
 // Maintenance commands on a team whose members live in the database
@@ -126,6 +127,35 @@ func TestSharedAdminTokenWhileBrokersRun(t *testing.T) {
 	require.Equal(t, teamconfig.FormatTokenHash(sum), doc.Store.Members[i].TokenHash)
 	require.NotContains(t, stderr, tok)
 	require.NotEqual(t, version, metaValue(t, st.dbURL, "members_version"))
+}
+
+// TestSharedAdminTokenAndTheUseLock: svc admin token takes the use lock
+// shared, as the brokers do: a process holding the database alone (a KEK
+// command, svc migrate, a broker without NATS) refuses it, changing
+// nothing; with no broker running it works too, and the brokers started
+// afterwards accept the token.
+func TestSharedAdminTokenAndTheUseLock(t *testing.T) {
+	st := startSharedTeam(t)
+	require.NoError(t, st.a.stop())
+	require.NoError(t, st.b.stop())
+	version := metaValue(t, st.dbURL, "members_version")
+	mint := []string{"admin", "token", "--member", "admin", "--config-path", st.cfgPath, "--db-url", st.dbURL}
+
+	alone, err := postgres.Open(t.Context(), st.dbURL, postgres.WithUseLock(true))
+	require.NoError(t, err)
+	stdout, _, err := runMaint(t, mint...)
+	require.ErrorIs(t, err, store.ErrInUse)
+	require.Empty(t, stdout)
+	require.Equal(t, version, metaValue(t, st.dbURL, "members_version"), "a refusal writes nothing")
+	require.NoError(t, alone.Close())
+
+	stdout, stderr, err := runMaint(t, mint...)
+	require.NoError(t, err, "stderr: %s", stderr)
+	m := sharedTokenOut.FindStringSubmatch(stdout)
+	require.NotNil(t, m, "stdout: %q", stdout)
+	a := startServe(t, st.args...)
+	code, out := a.call(t, http.MethodPost, "/members", m[1], map[string]any{"name": "carol"})
+	require.Equal(t, http.StatusOK, code, "%v", out)
 }
 
 // TestSharedKEKRotate: svc kek rotate on a team whose members live in the
