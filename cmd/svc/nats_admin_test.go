@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -127,6 +128,48 @@ func TestSharedAdminTokenWhileBrokersRun(t *testing.T) {
 	require.Equal(t, teamconfig.FormatTokenHash(sum), doc.Store.Members[i].TokenHash)
 	require.NotContains(t, stderr, tok)
 	require.NotEqual(t, version, metaValue(t, st.dbURL, "members_version"))
+}
+
+// TestSharedAdminTokenBesideMemberChanges: tokens minted while a broker
+// creates members lose none of the broker's changes, and the broker's
+// changes lose none of the tokens: both change the members document one
+// after the other under the store's write lock.
+func TestSharedAdminTokenBesideMemberChanges(t *testing.T) {
+	st := startSharedTeam(t)
+	mint := []string{"admin", "token", "--member", "admin", "--config-path", st.cfgPath, "--db-url", st.dbURL}
+	want := []string{"admin"}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 10 {
+			name := fmt.Sprintf("m%02d", i)
+			code, out := st.b.call(t, http.MethodPost, "/members", st.admin, map[string]any{"name": name})
+			if code != http.StatusOK {
+				t.Errorf("create %s: %d %v", name, code, out)
+				return
+			}
+		}
+	}()
+	var tokens []string
+	for range 3 {
+		stdout, stderr, err := runMaint(t, mint...)
+		require.NoError(t, err, "stderr: %s", stderr)
+		m := sharedTokenOut.FindStringSubmatch(stdout)
+		require.NotNil(t, m, "stdout: %q", stdout)
+		tokens = append(tokens, m[1])
+	}
+	<-done
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("m%02d", i))
+	}
+	for _, s := range []*serving{st.a, st.b} {
+		for _, tok := range tokens {
+			require.Equal(t, want, memberNames(t, s, tok))
+		}
+	}
+	last := sha256.Sum256([]byte(tokens[len(tokens)-1]))
+	doc := storedMembersFile(t, st.dbURL)
+	require.Equal(t, teamconfig.FormatTokenHash(last), doc.Store.Members[doc.MemberIndex("admin")].TokenHash, "the member's tokenHash names the newest token")
 }
 
 // TestSharedAdminTokenAndTheUseLock: svc admin token takes the use lock
