@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"svc/server"
 	"svc/server/auth"
 	"svc/server/teamconfig"
 	"svc/store"
@@ -35,7 +36,9 @@ func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // token row and the config's tokenHash are written together: the file
 // inside the store transaction, which a failed write rolls back. Only the
 // hash is stored; the plaintext is printed once, on stdout. The member's
-// other tokens stay valid.
+// other tokens stay valid. A team whose members live in the database
+// (brokers sharing it over NATS) is another path: adminTokenShared, which
+// runs beside the brokers.
 func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fset := flag.NewFlagSet("admin token", flag.ContinueOnError)
 	fset.SetOutput(stderr)
@@ -60,14 +63,14 @@ func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if key.k == nil {
 		return fmt.Errorf("no KEK: %s does not exist and SVC_KEK is not set; minting a token needs the key the team config is sealed under", key.path)
 	}
+	if file, err := readConfig(cfg); err == nil && file != nil && file.Store.MembersInDatabase {
+		return adminTokenShared(ctx, cfg, file, key, *member, stdout, stderr)
+	}
 	file, st, p, err := openStopped(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := refuseSharedMembers(cfg, file, "svc admin token"); err != nil {
-		return err
-	}
 	if err := file.CheckKEK(key.k); err != nil {
 		return fmt.Errorf("the team config %s does not open with the key from %s: %w", cfg.ConfigPath, key.name(), err)
 	}
@@ -111,7 +114,78 @@ func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("mint a token for %q (nothing changed): %w", *member, err)
 	}
-	fmt.Fprintf(stdout, "token for %s: %s\n", *member, plaintext)
-	fmt.Fprintf(stderr, "svc: the token is shown only now; %s's other tokens still work (revoke them with DELETE /members/%s/tokens/<id>)\n", *member, *member)
+	printToken(stdout, stderr, *member, plaintext)
+	return nil
+}
+
+// printToken shows a minted token, once.
+func printToken(stdout, stderr io.Writer, member, plaintext string) {
+	fmt.Fprintf(stdout, "token for %s: %s\n", member, plaintext)
+	fmt.Fprintf(stderr, "svc: the token is shown only now; %s's other tokens still work (revoke them with DELETE /members/%s/tokens/<id>)\n", member, member)
+}
+
+// checkManager refuses a recovery token for a member who is not there or
+// cannot manage the others; where names the member list, for the message.
+func checkManager(f *teamconfig.File, member, where string) (int, error) {
+	i := f.MemberIndex(member)
+	if i < 0 {
+		return i, fmt.Errorf("%s has no member %q", where, member)
+	}
+	if !slices.Contains(f.Store.Members[i].Permissions, auth.MembersManage) {
+		return i, fmt.Errorf("member %q does not hold %s: a recovery token is minted only for a member who can manage the others (give it the permission, or name another member)", member, auth.MembersManage)
+	}
+	return i, nil
+}
+
+// adminTokenShared is svc admin token on a team whose members live in the
+// database (brokers share it over NATS), and it works while they run: that
+// is when a lost admin token hurts. The database's use lock is taken
+// shared, as a broker takes it (openBesideBrokers); the token row and the
+// member's tokenHash in the members document are written in one
+// transaction under the store's write lock, exactly as a broker's member
+// change, and the document's version moves, so every broker authenticates
+// with the new token from its next request. The config file is not
+// written: it holds no members. The KEK must still open the config and be
+// the database's, so only someone holding both the files and the key can
+// mint one.
+func adminTokenShared(ctx context.Context, cfg Config, file *teamconfig.File, key keySource, member string, stdout, stderr io.Writer) error {
+	st, p, err := openBesideBrokers(ctx, cfg, file)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := file.CheckKEK(key.k); err != nil {
+		return fmt.Errorf("the team config %s does not open with the key from %s: %w", cfg.ConfigPath, key.name(), err)
+	}
+	if p.db.fingerprint != "" && p.db.fingerprint != key.k.Fingerprint() {
+		return fmt.Errorf("the database %s is sealed under the key %s, not the one from %s (%s)", cfg.dbName(), p.db.fingerprint, key.name(), key.k.Fingerprint())
+	}
+	plaintext, hash, err := auth.NewToken()
+	if err != nil {
+		return err
+	}
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	where := "the members stored in " + cfg.dbName()
+	_, _, err = server.ChangeStoredMembers(ctx, st, file, func(f *teamconfig.File) error {
+		i, err := checkManager(f, member, where)
+		if err != nil {
+			return err
+		}
+		f.Store.Members[i].TokenHash = teamconfig.FormatTokenHash(hash)
+		return nil
+	}, func(ctx context.Context, tx store.Tx) error {
+		return tx.CreateToken(ctx, store.Token{
+			ID: id.String(), Member: member, Hash: hash, Label: "svc admin token", Origin: "bootstrap",
+			CreatedAt: now, CreatedBy: member,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("mint a token for %q (nothing changed): %w", member, err)
+	}
+	printToken(stdout, stderr, member, plaintext)
 	return nil
 }

@@ -26,7 +26,8 @@ commands:
       print the fingerprint of a key: F, else SVC_KEK, else <config>.kek
   rotate --config-path P --db-path D --new-kek-file F [--generate]
       re-seal every sealed value under the key in F (--generate makes F)
-      and make it the broker's key; the broker must be stopped
+      and make it the broker's key; the broker (every broker of a team
+      sharing it over NATS) must be stopped
   reset --config-path P --db-path D --new-kek-file F [--generate] [--yes]
       the old key is lost: drop everything it sealed and start a new key
 `
@@ -173,8 +174,10 @@ func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
-	// Members' TOTP secrets are sealed too, and they are in the database.
-	if err := refuseSharedMembers(cfg, file, "svc kek rotate"); err != nil {
+	// Members' TOTP secrets are sealed too; on a team whose brokers share
+	// it over NATS they are in the database's members document.
+	view, err := withStoredMembers(ctx, file, st)
+	if err != nil {
 		return err
 	}
 	to, key, err := nk.load()
@@ -184,7 +187,7 @@ func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	from := old.k
 	if from.Fingerprint() == to.Fingerprint() {
 		// A rotation that installed its key and was run again.
-		if err := file.CheckKEK(to); err != nil {
+		if err := view.CheckKEK(to); err != nil {
 			return fmt.Errorf("the team config does not open with the key %s: %w", to.Fingerprint(), err)
 		}
 		if p.db.fingerprint != "" && p.db.fingerprint != to.Fingerprint() {
@@ -205,10 +208,14 @@ func kekRotate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case to.Fingerprint():
 		// Re-sealed by an earlier run that stopped before the config.
 	case from.Fingerprint(), "":
-		err = st.WithTx(ctx, func(tx store.Tx) error {
-			nDB, err = server.Reseal(ctx, tx, from, to)
-			return err
-		})
+		if file.Store.MembersInDatabase {
+			nDB, err = resealStoredMembers(ctx, st, file, from, to)
+		} else {
+			err = st.WithTx(ctx, func(tx store.Tx) error {
+				nDB, err = server.Reseal(ctx, tx, from, to)
+				return err
+			})
+		}
 		if err != nil {
 			return fmt.Errorf("the database %s: %w (nothing in it changed)", cfg.dbName(), err)
 		}
@@ -249,10 +256,11 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	defer st.Close()
-	if err := refuseSharedMembers(cfg, file, "svc kek reset"); err != nil {
+	view, err := withStoredMembers(ctx, file, st)
+	if err != nil {
 		return err
 	}
-	if cur.k != nil && keyOpensAll(ctx, cur.k, file, p, st) {
+	if cur.k != nil && keyOpensAll(ctx, cur.k, view, p, st) {
 		return fmt.Errorf("the key from %s (%s) opens everything sealed: it is not lost; use svc kek rotate to change it", cur.name(), cur.k.Fingerprint())
 	}
 	sealed, err := st.ListSealed(ctx)
@@ -260,7 +268,7 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 	var totp []string
-	for _, m := range file.Store.Members {
+	for _, m := range view.Store.Members {
 		if m.HasTOTP() {
 			totp = append(totp, m.Name)
 		}
@@ -282,7 +290,7 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	err = st.WithTx(ctx, func(tx store.Tx) error {
+	drop := func(ctx context.Context, tx store.Tx) error {
 		if _, err := server.DropSealed(ctx, tx, to); err != nil {
 			return err
 		}
@@ -290,7 +298,19 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return nil
 		}
 		return dropPushSubscriptions(ctx, tx)
-	})
+	}
+	if file.Store.MembersInDatabase {
+		// The members' TOTP secrets go in the same transaction as the
+		// database's sealed values and its new fingerprint.
+		_, _, err = server.ChangeStoredMembers(ctx, st, file, func(f *teamconfig.File) error {
+			for i := range f.Store.Members {
+				f.Store.Members[i].TOTPSecret = nil
+			}
+			return nil
+		}, drop)
+	} else {
+		err = st.WithTx(ctx, func(tx store.Tx) error { return drop(ctx, tx) })
+	}
 	if err != nil {
 		return fmt.Errorf("the database %s: %w (nothing in it changed)", cfg.dbName(), err)
 	}
@@ -302,6 +322,26 @@ func kekReset(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	fmt.Fprintf(stdout, "dropped %d sealed values and %d TOTP secrets; the new key is %s\n", len(sealed), len(totp), to.Fingerprint())
 	return installKey(cfg, key, stdout, *nk.path)
+}
+
+// resealStoredMembers re-seals, in one transaction, the database's sealed
+// values, the members' TOTP secrets in its members document (a new
+// version of it) and its KEK fingerprint: a crash leaves the database
+// under one key or the other, and a second run finds its fingerprint and
+// goes on with the config. It reports how many values it re-sealed.
+func resealStoredMembers(ctx context.Context, st store.Store, file *teamconfig.File, from, to *kek.KEK) (int, error) {
+	var nMembers, nDB int
+	_, _, err := server.ChangeStoredMembers(ctx, st, file, func(f *teamconfig.File) error {
+		// The members alone: the config's own values are the file's.
+		var err error
+		nMembers, err = (&teamconfig.File{Store: teamconfig.Store{Members: f.Store.Members}}).Reseal(from, to)
+		return err
+	}, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		nDB, err = server.Reseal(ctx, tx, from, to)
+		return err
+	})
+	return nMembers + nDB, err
 }
 
 // keyOpensAll reports whether k is the key of everything sealed.

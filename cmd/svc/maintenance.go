@@ -77,6 +77,10 @@ func openStopped(ctx context.Context, cfg Config) (*teamconfig.File, store.Store
 	}
 	st, _, err := openMain(ctx, cfg, nil, nil, true)
 	if err != nil {
+		if file.Store.MembersInDatabase {
+			// Brokers sharing the team over NATS each hold the lock.
+			return nil, nil, pairing{}, fmt.Errorf("%w (stop every broker of the team first)", err)
+		}
 		return nil, nil, pairing{}, fmt.Errorf("%w (stop the broker first)", err)
 	}
 	p, err := readPairing(ctx, cfg, file, st)
