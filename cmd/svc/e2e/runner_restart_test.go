@@ -122,13 +122,17 @@ type restartCase struct {
 	stop func(t *testing.T, r *rcRunner)
 }
 
+// killTree is a host or container crash: the runner and its agent's
+// whole process group at once.
+func killTree(t *testing.T, r *rcRunner) {
+	pgid := agentPID(t, r.clientChild)
+	require.NoError(t, r.cmd.Process.Kill())
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-r.done
+}
+
 var midTurnStops = []restartCase{
-	{"kill -9 of the tree", func(t *testing.T, r *rcRunner) {
-		pgid := agentPID(t, r.clientChild)
-		require.NoError(t, r.cmd.Process.Kill())
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-r.done
-	}},
+	{"kill -9 of the tree", killTree},
 	{"SIGTERM mid-turn", func(t *testing.T, r *rcRunner) {
 		require.NoError(t, r.cmd.Process.Signal(syscall.SIGTERM))
 		select {
@@ -147,15 +151,33 @@ var midTurnStops = []restartCase{
 	}},
 }
 
-// midTurnRestart: a DM's turn is in progress (its model call held at the
-// stub) when the runner stops; a second DM comes while no runner runs; the
-// next runner answers each exactly once, the first as a redelivery.
-func midTurnRestart(t *testing.T, a realAgent, stop func(t *testing.T, r *rcRunner)) (sent, answered, duplicated int) {
+// restartTeam is where a mid-turn restart runs: the broker the first
+// runner attaches to, the one the next runner attaches to, which is also
+// where alice pushes and where the outcome is read, and the tokens of the
+// agent and of alice. One broker is all three (oneBroker); a runner moved
+// between brokers has two (cluster_runner_test.go).
+type restartTeam struct {
+	first, second      *proc
+	agentTok, aliceTok string
+}
+
+// oneBroker starts one broker with the agent's member and alice.
+func oneBroker(t *testing.T, a realAgent) restartTeam {
 	p := mustStartSvc(t, procOpts{})
 	d := restDriver{p}
 	admin := p.adminToken(t)
 	agentTok := createMember(t, d, bearer(admin), a.member)
 	aliceTok := createMember(t, d, bearer(admin), "alice")
+	return restartTeam{first: p, second: p, agentTok: agentTok, aliceTok: aliceTok}
+}
+
+// midTurnRestart: a DM's turn is in progress (its model call held at the
+// stub) when the runner stops; a second DM comes while no runner runs; the
+// next runner answers each exactly once, the first as a redelivery.
+func midTurnRestart(t *testing.T, a realAgent, team restartTeam, stop func(t *testing.T, r *rcRunner)) (sent, answered, duplicated int) {
+	p := team.second
+	d := restDriver{p}
+	agentTok, aliceTok := team.agentTok, team.aliceTok
 
 	m1, m2 := "RS-ONE-"+a.member, "RS-TWO-"+a.member
 	hold := make(chan struct{})
@@ -166,7 +188,7 @@ func midTurnRestart(t *testing.T, a realAgent, stop func(t *testing.T, r *rcRunn
 	a.answer(m1, "ANS "+m1, nil)  // the redelivery's
 	a.answer(m2, "ANS "+m2, nil)
 
-	r := a.start(t, p, agentTok)
+	r := a.start(t, team.first, agentTok)
 	id1 := push(t, p, aliceTok, obj{"to": a.member, "body": "First question. " + m1})
 	rcEventually(t, r, "the first DM's model call", func() bool { return len(a.turns(m1)) == 1 })
 	st := mustCall(t, d, bearer(agentTok), "GetDelivery", obj{"name": a.member})
@@ -287,7 +309,7 @@ func runRestartCases(t *testing.T, newAgent func(t *testing.T) realAgent, stops 
 	for _, c := range stops {
 		t.Run(c.name, func(t *testing.T) {
 			a := newAgent(t)
-			sent, answered, dup := midTurnRestart(t, a, c.stop)
+			sent, answered, dup := midTurnRestart(t, a, oneBroker(t, a), c.stop)
 			t.Logf("delivery figures: agent=%s case=%q sent=%d answered=%d duplicated=%d", a.member, c.name, sent, answered, dup)
 		})
 	}
