@@ -124,6 +124,18 @@ func windowWait(ctx context.Context, tx store.Tx, key string, limit int, window 
 	return max(hits[limit-1].Add(window).Sub(now), time.Millisecond), nil
 }
 
+// countShared counts one hit of key in tx, at c's now, when key has had
+// fewer than limit hits in the window ending now; else it counts nothing
+// and answers how long until one is allowed.
+func (c *core) countShared(ctx context.Context, tx store.Tx, key string, limit int, window time.Duration) (time.Duration, error) {
+	now := c.now()
+	wait, err := windowWait(ctx, tx, key, limit, window, now)
+	if err != nil || wait > 0 {
+		return wait, err
+	}
+	return 0, tx.AddLimitHit(ctx, key, now)
+}
+
 // loginOnce runs one TOTP login under the limits: this broker's memory
 // alone, the shared store's counters in one transaction with others.
 func (b *brokerSessions) loginOnce(ctx context.Context, req *apiv1.CreateSessionRequest, source string) (string, error) {

@@ -77,10 +77,25 @@ type Deps struct {
 	// Count counts an ingress request by its receipt's status on arrival
 	// (nil: not counted).
 	Count func(status string)
+	// Shared counts the ingress limits with the team's other brokers
+	// (zero: this broker serves the team alone).
+	Shared SharedLimits
 	// MessageID renders a stored message's id, as receipts name them.
 	MessageID func(seq int64) string
 	Now       func() time.Time
 	Log       *slog.Logger
+}
+
+// SharedLimits counts ingress limits in the store, with every broker of
+// the team (docs/DECISIONS.md, "Rate limits across brokers").
+type SharedLimits struct {
+	// On reports whether other brokers serve the team: only then are the
+	// limits counted in the store too. Nil: never.
+	On func() bool
+	// Count counts one hit of key in tx when key has had fewer than limit
+	// in the window ending now, and answers zero; else it counts nothing
+	// and answers how long until one is allowed.
+	Count func(ctx context.Context, tx store.Tx, key string, limit int, window time.Duration) (time.Duration, error)
 }
 
 // Service is the inbound-hook capability. Run its loop with Run; poke it
