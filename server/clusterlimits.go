@@ -7,6 +7,7 @@ import (
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/apierr"
 	"svc/server/auth"
+	"svc/server/notify"
 	"svc/store"
 )
 
@@ -19,6 +20,10 @@ import (
 // sharedLimitsKept is how long a limit hit stays in the shared store: the
 // longest window that counts one.
 var sharedLimitsKept = max(auth.TOTPWindow, auth.EnrollMintWindow)
+
+// HookRateLimit is the verified requests one hook endpoint takes a
+// minute; tests of several brokers lower it before the brokers start.
+var HookRateLimit = notify.RateLimit
 
 // clustered reports whether other brokers serve the team too (JoinCluster
 // ran, before any request).

@@ -171,7 +171,7 @@ func (s *Service) Ingress(ctx context.Context, client, slug string, query url.Va
 	// With several brokers the request counts in the store too, in the
 	// transaction that stores its receipt.
 	charge := func(ctx context.Context, tx store.Tx) error {
-		return s.chargeShared(ctx, tx, errRateLimit, sharedKey{rateKey + slug, RateLimit})
+		return s.chargeShared(ctx, tx, errRateLimit, sharedKey{rateKey + slug, s.d.RateLimit})
 	}
 	d, err = s.deliver(ctx, e, d, true, "", charge)
 	if err != nil {

@@ -80,6 +80,9 @@ type Deps struct {
 	// Shared counts the ingress limits with the team's other brokers
 	// (zero: this broker serves the team alone).
 	Shared SharedLimits
+	// RateLimit is the verified requests one endpoint takes a minute
+	// (zero: RateLimit); tests of several brokers lower it.
+	RateLimit int
 	// MessageID renders a stored message's id, as receipts name them.
 	MessageID func(seq int64) string
 	Now       func() time.Time
@@ -130,8 +133,11 @@ func New(d Deps) *Service {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.RateLimit <= 0 {
+		d.RateLimit = RateLimit
+	}
 	return &Service{
-		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1), reach: make(chan struct{}, 1), due: make(chan struct{}, 1),
+		d: d, limit: auth.NewWindowLimiter(d.RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1), reach: make(chan struct{}, 1), due: make(chan struct{}, 1),
 		rejects:     auth.NewWindowLimiter(RejectLimit, time.Minute, rateKeys, d.Now),
 		rejectAddrs: auth.NewWindowLimiter(RejectAddrLimit, time.Minute, rateKeys, d.Now),
 		endpoints: registry.Of[Endpoint]{
