@@ -5,7 +5,9 @@ import (
 	"time"
 
 	apiv1 "svc/gen/svc/v1"
+	"svc/server/apierr"
 	"svc/server/auth"
+	"svc/server/notify"
 	"svc/store"
 )
 
@@ -18,6 +20,10 @@ import (
 // sharedLimitsKept is how long a limit hit stays in the shared store: the
 // longest window that counts one.
 var sharedLimitsKept = max(auth.TOTPWindow, auth.EnrollMintWindow)
+
+// HookRateLimit is the verified requests one hook endpoint takes a
+// minute; tests of several brokers lower it before the brokers start.
+var HookRateLimit = notify.RateLimit
 
 // clustered reports whether other brokers serve the team too (JoinCluster
 // ran, before any request).
@@ -124,6 +130,18 @@ func windowWait(ctx context.Context, tx store.Tx, key string, limit int, window 
 	return max(hits[limit-1].Add(window).Sub(now), time.Millisecond), nil
 }
 
+// countShared counts one hit of key in tx, at c's now, when key has had
+// fewer than limit hits in the window ending now; else it counts nothing
+// and answers how long until one is allowed.
+func (c *core) countShared(ctx context.Context, tx store.Tx, key string, limit int, window time.Duration) (time.Duration, error) {
+	now := c.now()
+	wait, err := windowWait(ctx, tx, key, limit, window, now)
+	if err != nil || wait > 0 {
+		return wait, err
+	}
+	return 0, tx.AddLimitHit(ctx, key, now)
+}
+
 // loginOnce runs one TOTP login under the limits: this broker's memory
 // alone, the shared store's counters in one transaction with others.
 func (b *brokerSessions) loginOnce(ctx context.Context, req *apiv1.CreateSessionRequest, source string) (string, error) {
@@ -173,22 +191,43 @@ func (s *storeErrs) claimStep(member string, step int64) (bool, error) {
 	return ok, s.keep(err)
 }
 
-// allowMint counts one enrollment code mint of key: zero, or how long
-// until one is allowed (nothing counted). With other brokers the count is
-// the shared store's.
-func (e *Enrollment) allowMint(ctx context.Context, key string) (time.Duration, error) {
+// The enrollment mint limit with other brokers: this broker's limiter
+// answers first (a flood from one address costs the store nothing), then
+// the shared count, in the transaction that creates the enrollment. A
+// mint is counted there only with the enrollment it creates, so what a
+// flood of distinct addresses makes the store keep is bounded by the
+// enrollments it can create (maxLiveEnrollments live), not by the
+// requests it sends.
+
+// mintKeyPrefix prefixes a mint's key in the shared store.
+const mintKeyPrefix = "mint:"
+
+// errMintLimit answers a mint over the per-address limit.
+func errMintLimit(wait time.Duration) error {
+	return &apierr.Error{Code: apierr.CodeRateLimited, Message: "enrollment mint limit reached for this address", RetryAfter: wait}
+}
+
+// mintShared refuses a mint of key (an address) over the limit counted in
+// the shared store; nothing alone.
+func (e *Enrollment) mintShared(ctx context.Context, tx store.Tx, key string, now time.Time) error {
 	if !e.clustered() {
-		return e.mints.Allow(key), nil
+		return nil
 	}
-	var wait time.Duration
-	err := e.store.WithTx(ctx, func(tx store.Tx) error {
-		now := e.now()
-		k := "mint:" + key
-		var err error
-		if wait, err = windowWait(ctx, tx, k, auth.EnrollMintLimit, auth.EnrollMintWindow, now); err != nil || wait > 0 {
-			return err
-		}
-		return tx.AddLimitHit(ctx, k, now)
-	})
-	return wait, err
+	wait, err := windowWait(ctx, tx, mintKeyPrefix+key, auth.EnrollMintLimit, auth.EnrollMintWindow, now)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		return errMintLimit(wait)
+	}
+	return nil
+}
+
+// mintedShared counts a mint of key in the shared store, in the
+// transaction that created its enrollment; nothing alone.
+func (e *Enrollment) mintedShared(ctx context.Context, tx store.Tx, key string, now time.Time) error {
+	if !e.clustered() {
+		return nil
+	}
+	return tx.AddLimitHit(ctx, mintKeyPrefix+key, now)
 }

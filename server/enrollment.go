@@ -97,10 +97,9 @@ func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnroll
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	ip := e.clientIP(ctx, md)
-	if wait, err := e.allowMint(ctx, mintKey(ip)); err != nil {
-		return nil, err
-	} else if wait > 0 {
-		return nil, &apierr.Error{Code: apierr.CodeRateLimited, Message: "enrollment mint limit reached for this address", RetryAfter: wait}
+	key := mintKey(ip)
+	if wait := e.mints.Allow(key); wait > 0 {
+		return nil, errMintLimit(wait)
 	}
 	deviceCode, err := randomDeviceCode()
 	if err != nil {
@@ -122,6 +121,9 @@ func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnroll
 			if err := e.sweep(ctx, tx, now); err != nil {
 				return err
 			}
+			if err := e.mintShared(ctx, tx, key, now); err != nil {
+				return err
+			}
 			n, err := tx.CountEnrollments(ctx, now)
 			if err != nil {
 				return err
@@ -134,7 +136,10 @@ func (e *Enrollment) StartEnrollment(ctx context.Context, req *apiv1.StartEnroll
 				}
 				return &apierr.Error{Code: apierr.CodeRateLimited, Message: "too many pending enrollments", RetryAfter: live[0].ExpiresAt.Sub(now)}
 			}
-			return tx.CreateEnrollment(ctx, rec)
+			if err := tx.CreateEnrollment(ctx, rec); err != nil {
+				return err
+			}
+			return e.mintedShared(ctx, tx, key, now)
 		})
 		if !errors.Is(err, store.ErrConflict) {
 			break

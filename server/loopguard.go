@@ -35,11 +35,16 @@ const (
 // and is used only on the committer's goroutine.
 type loopGuard struct {
 	maxHops int
-	every   rate.Limit
-	burst   int
-	now     func() time.Time
-	// buckets are the agents' push token buckets, by member. Only members
-	// that pushed in a turn have one, so the team bounds the map.
+	// perMinute and burst are the agent push limit; every is perMinute
+	// as a rate.
+	perMinute int
+	every     rate.Limit
+	burst     int
+	now       func() time.Time
+	// buckets are the agents' push token buckets, by member, when the
+	// broker serves the team alone. Only members that pushed in a turn
+	// have one, so the team bounds the map. With several brokers the
+	// buckets are in the store (allowShared).
 	buckets map[string]*rate.Limiter
 }
 
@@ -47,11 +52,12 @@ type loopGuard struct {
 // block (defaults filled in).
 func newLoopGuard(s teamconfig.LoopGuard, now func() time.Time) *loopGuard {
 	return &loopGuard{
-		maxHops: s.MaxHops,
-		every:   rate.Limit(float64(s.AgentPushesPerMinute) / 60),
-		burst:   s.AgentPushBurst,
-		now:     now,
-		buckets: map[string]*rate.Limiter{},
+		maxHops:   s.MaxHops,
+		perMinute: s.AgentPushesPerMinute,
+		every:     rate.Limit(float64(s.AgentPushesPerMinute) / 60),
+		burst:     s.AgentPushBurst,
+		now:       now,
+		buckets:   map[string]*rate.Limiter{},
 	}
 }
 
@@ -99,8 +105,18 @@ func (g *loopGuard) attribute(ctx context.Context, tx store.Tx, turns map[string
 }
 
 // allow takes a token from member's push bucket, or returns how long until
-// one is there (and takes none).
-func (g *loopGuard) allow(member string) time.Duration {
+// one is there (and takes none). shared (several brokers serve the team)
+// keeps the bucket in tx, the commit's transaction, so every broker takes
+// from the same one; alone it is in this broker's memory.
+func (g *loopGuard) allow(ctx context.Context, tx store.Tx, member string, shared bool) (time.Duration, error) {
+	if shared {
+		return g.allowShared(ctx, tx, member)
+	}
+	return g.allowLocal(member), nil
+}
+
+// allowLocal is allow with the bucket in memory.
+func (g *loopGuard) allowLocal(member string) time.Duration {
 	b := g.buckets[member]
 	if b == nil {
 		b = rate.NewLimiter(g.every, g.burst)

@@ -179,7 +179,13 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 					}
 				}
 				if o.push && len(o.out) > 0 && o.out[0].Hops > 0 {
-					if wait := m.guard.allow(o.out[0].From); wait > 0 {
+					// With several brokers (fan set) the bucket is in the
+					// store, read and taken from in this transaction.
+					wait, err := m.guard.allow(ctx, tx, o.out[0].From, m.fan != nil)
+					if err != nil {
+						return err
+					}
+					if wait > 0 {
 						return errAgentPushLimit(wait)
 					}
 				}

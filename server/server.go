@@ -229,6 +229,9 @@ func New(d Deps, opts ...Option) *Server {
 				c.metrics.hooked(status)
 			}
 		},
+		// Several brokers count the ingress limits in the store too.
+		Shared:    notify.SharedLimits{On: c.clustered, Count: c.countShared},
+		RateLimit: HookRateLimit,
 		MessageID: formatMessageID, Now: o.now, Log: o.log,
 	})
 	c.hooks = hooked

@@ -130,13 +130,20 @@ func (s *Service) Ingress(ctx context.Context, client, slug string, query url.Va
 	reason, secretHeader := s.verify(ctx, e, h, body, now)
 	if reason != "" {
 		if wait := s.allowReject(client, slug); wait > 0 {
-			return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "too many failed verifications", RetryAfter: wait}
+			return Result{}, rateLimited(errTooManyRejects, wait)
 		}
 		d.Status, d.Reason = StatusRejected, reason
 		// Anyone can post: what a sender without the secret makes the
 		// broker keep is bounded. The head is enough to debug a signature.
 		d.Body = d.Body[:min(len(d.Body), RejectedBodyKept)]
 		if err := s.d.Commit.Commit(ctx, func(ctx context.Context, tx store.Tx) error {
+			// With several brokers the failure counts in the store too,
+			// with its receipt: the budgets hold for all brokers together,
+			// and only a failure that is receipted costs a row.
+			if err := s.chargeShared(ctx, tx, errTooManyRejects,
+				sharedKey{rejectAddrKey + client, RejectAddrLimit}, sharedKey{rejectKey + slug, RejectLimit}); err != nil {
+				return err
+			}
 			if err := addDelivery(ctx, tx, d); err != nil {
 				return err
 			}
@@ -149,7 +156,7 @@ func (s *Service) Ingress(ctx context.Context, client, slug string, query url.Va
 		return Result{}, ErrRejected
 	}
 	if wait := s.limit.Allow(slug); wait > 0 {
-		return Result{}, &apierr.Error{Code: apierr.CodeRateLimited, Message: "rate limit of this endpoint reached", RetryAfter: wait}
+		return Result{}, rateLimited(errRateLimit, wait)
 	}
 	if e.DedupeHeader != "" {
 		d.DedupeKey = hooks.DedupeKey(h, e.DedupeHeader)
@@ -161,12 +168,63 @@ func (s *Service) Ingress(ctx context.Context, client, slug string, query url.Va
 			d.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])
 		}
 	}
-	d, err = s.deliver(ctx, e, d, true, "")
+	// With several brokers the request counts in the store too, in the
+	// transaction that stores its receipt.
+	charge := func(ctx context.Context, tx store.Tx) error {
+		return s.chargeShared(ctx, tx, errRateLimit, sharedKey{rateKey + slug, s.d.RateLimit})
+	}
+	d, err = s.deliver(ctx, e, d, true, "", charge)
 	if err != nil {
 		return Result{}, err
 	}
 	s.count(d.Status)
 	return Result{ID: d.ID, Status: d.Status}, nil
+}
+
+// The ingress limits where several brokers serve the team
+// (docs/DECISIONS.md, "Rate limits across brokers"). This broker's
+// in-memory limiters answer first, so a flood they refuse costs the store
+// nothing; what they let through is counted again in the store, with the
+// other brokers' requests, in the transaction that stores its receipt.
+// A request refused there stores nothing, its receipt included.
+const (
+	rateKey       = "hook:rate:"
+	rejectKey     = "hook:reject:"
+	rejectAddrKey = "hook:reject-addr:"
+
+	errRateLimit      = "rate limit of this endpoint reached"
+	errTooManyRejects = "too many failed verifications"
+)
+
+// sharedKey is one limit counted in the store: at most limit hits of key
+// a minute.
+type sharedKey struct {
+	key   string
+	limit int
+}
+
+// chargeShared counts a hit of every key in tx, when other brokers serve
+// the team; over any one of them it answers 429 with msg, and tx's
+// savepoint drops the hits counted before it.
+func (s *Service) chargeShared(ctx context.Context, tx store.Tx, msg string, keys ...sharedKey) error {
+	if s.d.Shared.On == nil || !s.d.Shared.On() {
+		return nil
+	}
+	for _, k := range keys {
+		wait, err := s.d.Shared.Count(ctx, tx, k.key, k.limit, time.Minute)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			return rateLimited(msg, wait)
+		}
+	}
+	return nil
+}
+
+// rateLimited answers 429 with msg and Retry-After wait; never receipted.
+func rateLimited(msg string, wait time.Duration) error {
+	return &apierr.Error{Code: apierr.CodeRateLimited, Message: msg, RetryAfter: wait}
 }
 
 // allowReject charges a failed verification to client's budget, then to
@@ -233,7 +291,10 @@ func (s *Service) verify(ctx context.Context, e Endpoint, h http.Header, body []
 //
 // replayedBy names the member replaying a delivery that failed
 // verification: its frame says it is unverified.
-func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery, dedupe bool, replayedBy string) (store.HookDelivery, error) {
+//
+// charge (nil: none) runs first in the transaction: an error from it
+// stores nothing and is deliver's answer (a limit counted in the store).
+func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery, dedupe bool, replayedBy string, charge func(ctx context.Context, tx store.Tx) error) (store.HookDelivery, error) {
 	filtered := false
 	if len(e.Filters) > 0 && !hooks.Match(e.Filters, d.Body) {
 		filtered = true
@@ -252,6 +313,11 @@ func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery,
 	var t *hookTally
 	err := s.d.Commit.CommitStored(ctx, func(ctx context.Context, tx store.Tx) ([]store.Message, error) {
 		out, t = d, s.newTally()
+		if charge != nil {
+			if err := charge(ctx, tx); err != nil {
+				return nil, err
+			}
+		}
 		if dedupe && d.DedupeKey != "" {
 			seen, err := tx.HookDedupeSeen(ctx, e.Slug, d.DedupeKey, d.ReceivedAt.Add(-dedupeWindow))
 			if err != nil {
@@ -332,7 +398,7 @@ func (s *Service) Replay(ctx context.Context, orig store.HookDelivery, by string
 			replayedBy = "a member"
 		}
 	}
-	return s.deliver(ctx, e, d, false, replayedBy)
+	return s.deliver(ctx, e, d, false, replayedBy, nil)
 }
 
 // EndpointErr names an unknown endpoint.

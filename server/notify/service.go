@@ -77,10 +77,28 @@ type Deps struct {
 	// Count counts an ingress request by its receipt's status on arrival
 	// (nil: not counted).
 	Count func(status string)
+	// Shared counts the ingress limits with the team's other brokers
+	// (zero: this broker serves the team alone).
+	Shared SharedLimits
+	// RateLimit is the verified requests one endpoint takes a minute
+	// (zero: RateLimit); tests of several brokers lower it.
+	RateLimit int
 	// MessageID renders a stored message's id, as receipts name them.
 	MessageID func(seq int64) string
 	Now       func() time.Time
 	Log       *slog.Logger
+}
+
+// SharedLimits counts ingress limits in the store, with every broker of
+// the team (docs/DECISIONS.md, "Rate limits across brokers").
+type SharedLimits struct {
+	// On reports whether other brokers serve the team: only then are the
+	// limits counted in the store too. Nil: never.
+	On func() bool
+	// Count counts one hit of key in tx when key has had fewer than limit
+	// in the window ending now, and answers zero; else it counts nothing
+	// and answers how long until one is allowed.
+	Count func(ctx context.Context, tx store.Tx, key string, limit int, window time.Duration) (time.Duration, error)
 }
 
 // Service is the inbound-hook capability. Run its loop with Run; poke it
@@ -115,8 +133,11 @@ func New(d Deps) *Service {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.RateLimit <= 0 {
+		d.RateLimit = RateLimit
+	}
 	return &Service{
-		d: d, limit: auth.NewWindowLimiter(RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1), reach: make(chan struct{}, 1), due: make(chan struct{}, 1),
+		d: d, limit: auth.NewWindowLimiter(d.RateLimit, time.Minute, rateKeys, d.Now), wake: make(chan struct{}, 1), reach: make(chan struct{}, 1), due: make(chan struct{}, 1),
 		rejects:     auth.NewWindowLimiter(RejectLimit, time.Minute, rateKeys, d.Now),
 		rejectAddrs: auth.NewWindowLimiter(RejectAddrLimit, time.Minute, rateKeys, d.Now),
 		endpoints: registry.Of[Endpoint]{
