@@ -145,7 +145,10 @@ type clusterPresence struct {
 	status chan nats.Status
 	// sentN and sentTeamN count what this broker sent on each subject;
 	// replays and teamReplays refuse its peers' old messages sent again.
-	sentN, sentTeamN     atomic.Int64
+	sentN, sentTeamN atomic.Int64
+	// teamMu makes numbering and publishing one step: publishTeam runs on
+	// request goroutines, and a peer refuses a count below one it took.
+	teamMu               sync.Mutex
 	replays, teamReplays *cluster.Replays
 	// poke wakes the hook scheduler: a member's reach changed.
 	poke func()
@@ -599,6 +602,8 @@ func (cp *clusterPresence) publishTeam(ev *apiv1.StreamTeamResponse) {
 		cp.log.Error("team stream: change not sent to the other brokers", "bytes", len(event), "err", err)
 		return
 	}
+	cp.teamMu.Lock()
+	defer cp.teamMu.Unlock()
 	data, err := json.Marshal(teamEnvelope{Origin: cp.origin, N: cp.sentTeamN.Add(1), At: cp.now().UnixMilli(), Event: event})
 	if err != nil {
 		cp.log.Error("team stream: change not sent to the other brokers", "err", err)

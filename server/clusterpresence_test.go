@@ -16,6 +16,7 @@ import (
 
 	apiv1 "svc/gen/svc/v1"
 	"svc/server/cluster"
+	"svc/server/cluster/natstest"
 )
 
 // testClusterPresence is a broker's share of presence with no NATS and a
@@ -399,4 +400,45 @@ func TestClusterTeamEventsSignedAndFresh(t *testing.T) {
 			noTeamEvent(t, f)
 		})
 	}
+}
+
+// TestClusterTeamEventsSentInTheirOrder: changes published at once from
+// many requests reach a peer with their counts ascending, so the peer's
+// replay guard takes every one. (Review: numbered, then published
+// without a lock, two changes went out as 6 before 5 and the peer dropped
+// 5 as a replay.)
+func TestClusterTeamEventsSentInTheirOrder(t *testing.T) {
+	ns := natstest.Start(t)
+	nc, err := nats.Connect(ns.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	cp, _ := testClusterPresence(t)
+	cp.nc, cp.teamSubj = nc, "svc.t1.team"
+	peer := cluster.NewReplays(replayWindow)
+	var taken, refused atomic.Int64
+	sub, err := nc.Subscribe(cp.teamSubj, func(m *nats.Msg) {
+		var e teamEnvelope
+		require.NoError(t, json.Unmarshal(m.Data, &e))
+		if peer.Take(e.Origin, e.N, time.UnixMilli(e.At), cp.now()) == nil {
+			taken.Add(1)
+		} else {
+			refused.Add(1)
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				cp.publishTeam(&apiv1.StreamTeamResponse{Event: &apiv1.StreamTeamResponse_Channel{
+					Channel: &apiv1.ChannelChange{Op: "created", Channel: &apiv1.Channel{Slug: fmt.Sprintf("c%d-%d", w, i)}}}})
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool { return taken.Load()+refused.Load() == workers*each }, 30*time.Second, 5*time.Millisecond)
+	require.Zero(t, refused.Load())
 }

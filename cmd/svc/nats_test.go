@@ -151,7 +151,10 @@ func TestTwoBrokersOnNATS(t *testing.T) {
 	require.NotZero(t, metric(t, a, admin, `svc_cluster_received_total{kind="msg"}`))
 	read := metric(t, a, admin, `svc_cluster_store_records_total{kind="msg"}`)
 	t.Logf("A read %v of B's %d messages from the store", read, each)
-	require.Less(t, read, float64(each))
+	// A smoke check (cluster's TestSignedBatchesNeedNoStoreRead is the
+	// proof): under load a batch NATS brings late is read from the store
+	// after GapWait, so not necessarily none.
+	require.LessOrEqual(t, read, float64(each/4))
 	require.Zero(t, metric(t, a, admin, `svc_cluster_rejected_total{kind="msg"}`))
 
 	// Resuming on the other broker after the 25th: exactly the rest, in

@@ -45,6 +45,14 @@ func pendingMigrations(ctx context.Context, pool *pgxpool.Pool, dir string, abse
 		}
 		return len(ms), nil
 	}
+	var newest int64
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM `+table).Scan(&newest); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if known := ms[len(ms)-1].version; newest > int64(known) {
+		// As applyMigration says: a later build migrated the database.
+		return 0, fmt.Errorf("database schema version %d is newer than this build knows (%d)", newest, known)
+	}
 	applied := map[int]bool{}
 	rows, err := pool.Query(ctx, `SELECT version FROM `+table)
 	if err != nil {
