@@ -71,11 +71,8 @@ func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer st.Close()
-	if err := file.CheckKEK(key.k); err != nil {
-		return fmt.Errorf("the team config %s does not open with the key from %s: %w", cfg.ConfigPath, key.name(), err)
-	}
-	if p.db.fingerprint != "" && p.db.fingerprint != key.k.Fingerprint() {
-		return fmt.Errorf("the database %s is sealed under the key %s, not the one from %s (%s)", cfg.dbName(), p.db.fingerprint, key.name(), key.k.Fingerprint())
+	if err := keyOpens(cfg, file, key, p.db.fingerprint); err != nil {
+		return err
 	}
 	// As a boot does: presets resolved to leaves before the check.
 	if _, err := file.Migrate(key.k); err != nil {
@@ -154,11 +151,8 @@ func adminTokenShared(ctx context.Context, cfg Config, file *teamconfig.File, ke
 		return err
 	}
 	defer st.Close()
-	if err := file.CheckKEK(key.k); err != nil {
-		return fmt.Errorf("the team config %s does not open with the key from %s: %w", cfg.ConfigPath, key.name(), err)
-	}
-	if p.db.fingerprint != "" && p.db.fingerprint != key.k.Fingerprint() {
-		return fmt.Errorf("the database %s is sealed under the key %s, not the one from %s (%s)", cfg.dbName(), p.db.fingerprint, key.name(), key.k.Fingerprint())
+	if err := keyOpens(cfg, file, key, p.db.fingerprint); err != nil {
+		return err
 	}
 	plaintext, hash, err := auth.NewToken()
 	if err != nil {
@@ -187,5 +181,18 @@ func adminTokenShared(ctx context.Context, cfg Config, file *teamconfig.File, ke
 		return fmt.Errorf("mint a token for %q (nothing changed): %w", member, err)
 	}
 	printToken(stdout, stderr, member, plaintext)
+	return nil
+}
+
+// keyOpens checks that key opens the team config file and is the one the
+// database recorded (fingerprint, "" when none was): minting a token
+// needs the key both are sealed under.
+func keyOpens(cfg Config, file *teamconfig.File, key keySource, fingerprint string) error {
+	if err := file.CheckKEK(key.k); err != nil {
+		return fmt.Errorf("the team config %s does not open with the key from %s: %w", cfg.ConfigPath, key.name(), err)
+	}
+	if fingerprint != "" && fingerprint != key.k.Fingerprint() {
+		return fmt.Errorf("the database %s is sealed under the key %s, not the one from %s (%s)", cfg.dbName(), fingerprint, key.name(), key.k.Fingerprint())
+	}
 	return nil
 }

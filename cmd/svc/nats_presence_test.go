@@ -82,20 +82,13 @@ type rosterEntry struct {
 // roster reads the live presence on s, by member.
 func roster(t *testing.T, s *serving, token string) map[string]rosterEntry {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.base+"/roster", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var body struct {
 		Connected []struct {
 			Name string `json:"name"`
 			rosterEntry
 		} `json:"connected"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	require.NoError(t, json.Unmarshal(s.get(t, "/roster", token), &body))
 	out := map[string]rosterEntry{}
 	for _, p := range body.Connected {
 		out[p.Name] = p.rosterEntry

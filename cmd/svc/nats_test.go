@@ -288,16 +288,7 @@ func TestNATSURLFlags(t *testing.T) {
 // text format writes them.
 func metric(t *testing.T, s *serving, token, sample string) float64 {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.base+"/metrics", nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(string(s.get(t, "/metrics", token))) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), sample+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			require.NoError(t, err)
@@ -306,4 +297,20 @@ func metric(t *testing.T, s *serving, token, sample string) float64 {
 	}
 	t.Fatalf("no sample %s on /metrics", sample)
 	return 0
+}
+
+// get reads path on s with a bearer token, failing the test unless it
+// answers 200.
+func (s *serving) get(t *testing.T, path, token string) []byte {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.base+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return body
 }
