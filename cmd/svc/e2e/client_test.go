@@ -98,7 +98,10 @@ func loginViaCLI(t *testing.T, p *proc, admin, member string) string {
 	cache := filepath.Join(t.TempDir(), "cfg", "svc", "auth.json")
 	c := startClient(t, []string{"login", "--url", p.base, "--label", "e2e laptop"}, []string{"SVC_AUTH_CONFIG_PATH=" + cache})
 	code := waitFor(t, c, c.stdout, userCodeRE)[1]
-	require.Contains(t, c.stdout.String(), p.base+"/ui/enroll?code="+code, "the complete URL is printed")
+	// The complete URL is the next line: read when it comes (asserted at
+	// once, a line the pipe had not yet delivered failed the test once in
+	// five PostgreSQL passes at load 15).
+	waitFor(t, c, c.stdout, regexp.MustCompile(regexp.QuoteMeta("Or open directly: "+p.base+"/ui/enroll?code="+code)))
 	r := p.do(t, http.MethodPost, "/enroll/approve", obj{"userCode": code, "newMember": obj{
 		"name": member, "role": obj{"title": "laptop", "description": "e2e"}, "permissions": []string{},
 	}}, withBearer(admin))
