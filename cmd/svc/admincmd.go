@@ -86,21 +86,13 @@ func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("member %q does not hold %s: a recovery token is minted only for a member who can manage the others (give it the permission in %s, or name another member)", *member, auth.MembersManage, cfg.ConfigPath)
 	}
 
-	plaintext, hash, err := auth.NewToken()
+	plaintext, tok, err := newRecoveryToken(*member)
 	if err != nil {
 		return err
 	}
-	id, err := uuid.NewRandom()
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	file.Store.Members[i].TokenHash = teamconfig.FormatTokenHash(hash)
+	file.Store.Members[i].TokenHash = teamconfig.FormatTokenHash(tok.Hash)
 	err = st.WithTx(ctx, func(tx store.Tx) error {
-		if err := tx.CreateToken(ctx, store.Token{
-			ID: id.String(), Member: *member, Hash: hash, Label: "svc admin token", Origin: "bootstrap",
-			CreatedAt: now, CreatedBy: *member,
-		}); err != nil {
+		if err := tx.CreateToken(ctx, tok); err != nil {
 			return err
 		}
 		// The config names the member's newest token (docs/DECISIONS.md,
@@ -113,6 +105,23 @@ func adminToken(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	printToken(stdout, stderr, *member, plaintext)
 	return nil
+}
+
+// newRecoveryToken mints member's recovery token: the plaintext to show
+// once, and the row to store (its SHA-256 only).
+func newRecoveryToken(member string) (string, store.Token, error) {
+	plaintext, hash, err := auth.NewToken()
+	if err != nil {
+		return "", store.Token{}, err
+	}
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return "", store.Token{}, err
+	}
+	return plaintext, store.Token{
+		ID: id.String(), Member: member, Hash: hash, Label: "svc admin token", Origin: "bootstrap",
+		CreatedAt: time.Now(), CreatedBy: member,
+	}, nil
 }
 
 // printToken shows a minted token, once.
@@ -154,28 +163,20 @@ func adminTokenShared(ctx context.Context, cfg Config, file *teamconfig.File, ke
 	if err := keyOpens(cfg, file, key, p.db.fingerprint); err != nil {
 		return err
 	}
-	plaintext, hash, err := auth.NewToken()
+	plaintext, tok, err := newRecoveryToken(member)
 	if err != nil {
 		return err
 	}
-	id, err := uuid.NewRandom()
-	if err != nil {
-		return err
-	}
-	now := time.Now()
 	where := "the members stored in " + cfg.dbName()
 	_, _, err = server.ChangeStoredMembers(ctx, st, file, func(f *teamconfig.File) error {
 		i, err := checkManager(f, member, where)
 		if err != nil {
 			return err
 		}
-		f.Store.Members[i].TokenHash = teamconfig.FormatTokenHash(hash)
+		f.Store.Members[i].TokenHash = teamconfig.FormatTokenHash(tok.Hash)
 		return nil
 	}, func(ctx context.Context, tx store.Tx) error {
-		return tx.CreateToken(ctx, store.Token{
-			ID: id.String(), Member: member, Hash: hash, Label: "svc admin token", Origin: "bootstrap",
-			CreatedAt: now, CreatedBy: member,
-		})
+		return tx.CreateToken(ctx, tok)
 	})
 	if err != nil {
 		return fmt.Errorf("mint a token for %q (nothing changed): %w", member, err)
