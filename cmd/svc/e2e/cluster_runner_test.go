@@ -15,11 +15,9 @@ package e2e
 // sent=N answered=N duplicated=N" (go test -v … | grep 'delivery figures').
 
 import (
-	"path/filepath"
 	"testing"
 
 	"svc/cmd/svc/internal/agenttest"
-	"svc/server/cluster/natstest"
 )
 
 // twoBrokerTeam starts broker A, creates the agent's member and alice on
@@ -27,11 +25,7 @@ import (
 // the database: B reads them there). The first runner attaches to A; the
 // next one, alice's pushes and every read of the outcome go to B.
 func twoBrokerTeam(t *testing.T, a realAgent) restartTeam {
-	ns := natstest.Start(t)
-	dir := t.TempDir()
-	opts := procOpts{store: storePostgres,
-		configPath: filepath.Join(dir, "svc.json"), dbPath: filepath.Join(dir, "svc.db"),
-		env: []string{"SVC_NATS_URL=" + ns.URL()}}
+	_, opts := clusterOpts(t)
 	brokerA := mustStartSvc(t, opts)
 	d := restDriver{brokerA}
 	admin := bearer(brokerA.adminToken(t))

@@ -31,11 +31,7 @@ import (
 // cluster), in the SQLite pass of the suite as in the PostgreSQL one.
 func TestE2EClusterKillUnderLoad(t *testing.T) {
 	t.Parallel()
-	ns := natstest.Start(t)
-	dir := t.TempDir()
-	opts := procOpts{store: storePostgres,
-		configPath: filepath.Join(dir, "svc.json"), dbPath: filepath.Join(dir, "svc.db"),
-		env: []string{"SVC_NATS_URL=" + ns.URL()}}
+	ns, opts := clusterOpts(t)
 	a := mustStartSvc(t, opts)
 	adminTok := a.adminToken(t)
 	admin := bearer(adminTok)
@@ -345,4 +341,16 @@ func TestE2EClusterKillUnderLoad(t *testing.T) {
 				name, kept, len(ids))
 		}
 	}
+}
+
+// clusterOpts starts a NATS (embedded in the test process) and returns it
+// with the options that start brokers of one team on it and on one
+// PostgreSQL database and config, as docs/OPERATIONS.md's "Several
+// brokers" runs them.
+func clusterOpts(t *testing.T) (*natstest.Server, procOpts) {
+	ns := natstest.Start(t)
+	dir := t.TempDir()
+	return ns, procOpts{store: storePostgres,
+		configPath: filepath.Join(dir, "svc.json"), dbPath: filepath.Join(dir, "svc.db"),
+		env: []string{"SVC_NATS_URL=" + ns.URL()}}
 }
