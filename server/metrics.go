@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"svc/server/connguard"
 	"svc/server/hub"
 	"svc/store"
 )
@@ -137,6 +138,25 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 	)
 	m.storage = newStorageMetrics(m.reg)
 	return m
+}
+
+// guardMetrics shows what the connection guard counts: the connections
+// open now that have not authenticated, and what it turned away at its
+// bounds. Without them an operator sees refused clients only as their
+// complaints.
+func guardMetrics(g *connguard.Guard) []prometheus.Collector {
+	refused := func(kind string, n func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "svc_unauthenticated_refused_total", Help: "Turned away at the bounds of unauthenticated connections, by kind: connection (closed at accept: its address, or the broker, at the bound) or request (through a trusted proxy: the client it names at the bound).",
+			ConstLabels: prometheus.Labels{"kind": kind},
+		}, func() float64 { return float64(n()) })
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "svc_unauthenticated_connections", Help: "Connections open now that have not authenticated, which count toward the bounds (a trusted proxy's included).",
+		}, func() float64 { return float64(g.Open()) }),
+		refused("connection", g.Refused), refused("request", g.RefusedRequests),
+	}
 }
 
 // pushed counts a committed message: a push (dm, channel, broadcast) when

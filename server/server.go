@@ -296,6 +296,7 @@ func New(d Deps, opts ...Option) *Server {
 	s.guard = o.guard
 	if o.guard != nil {
 		c.proxies = o.guard.Proxies()
+		c.metrics.reg.MustRegister(guardMetrics(o.guard)...)
 	}
 	ch := &chain{authn: s.authn, guard: o.guard, log: o.log}
 	// The services are served twice with the same interceptors: by the

@@ -150,6 +150,14 @@ func (g *Guard) Pending(ip netip.Addr) int {
 	return g.perAddr[clientAddr(ip)]
 }
 
+// Open is how many unauthenticated connections the guard counts now
+// (proxies' connections included).
+func (g *Guard) Open() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.all
+}
+
 // Refused is how many connections Accept has refused.
 func (g *Guard) Refused() int64 { return g.refused.Load() }
 
