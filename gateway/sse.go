@@ -261,6 +261,8 @@ type stream struct {
 	f             feed
 	event, holder string
 	tick          *time.Ticker
+	// fr is f when it shares its frames, else nil.
+	fr framer
 	// armed is the write deadline last set.
 	armed time.Time
 }
@@ -268,6 +270,7 @@ type stream struct {
 // start writes head (the hijacked response's status line and headers, or
 // nothing) and the ready event naming member, and starts the ping ticker.
 func (s *stream) start(ctx context.Context, head []byte, member string) error {
+	s.fr, _ = s.f.(framer)
 	ready, _ := json.Marshal(map[string]string{"member": member})
 	bp := batchPool.Get().(*[]byte)
 	b := append((*bp)[:0], head...)
@@ -301,8 +304,16 @@ func (s *stream) run(ctx context.Context) {
 }
 
 // deliver writes ev and the events ready after it, up to maxCoalesce in
-// one write, or a ping when ev is nil.
+// one write, or a ping when ev is nil. A lone event of a feed that shares
+// its frames is written straight from the shared frame, with no copy.
 func (s *stream) deliver(ev *hub.Event) error {
+	var next *hub.Event
+	if ev != nil {
+		next = s.f.Buffered()
+		if next == nil && s.fr != nil {
+			return s.send(s.fr.Frame(ev, s.event))
+		}
+	}
 	bp := batchPool.Get().(*[]byte)
 	b := (*bp)[:0]
 	if ev == nil {
@@ -310,20 +321,18 @@ func (s *stream) deliver(ev *hub.Event) error {
 	}
 	var err error
 	for n := 0; ev != nil; n++ {
-		b = append(b, "id: "...)
-		b = append(b, s.f.ID(ev)...)
-		b = append(b, "\nevent: "...)
-		b = append(b, s.event...)
-		b = append(b, "\ndata: "...)
-		b = append(b, ev.JSON()...)
-		b = append(b, "\n\n"...)
+		b = s.appendEvent(b, ev)
 		if len(b) >= batchFlush {
 			if err = s.send(b); err != nil {
 				break
 			}
 			b = b[:0]
 		}
-		if n+1 == maxCoalesce {
+		if next != nil {
+			ev, next = next, nil // taken already: never dropped
+			continue
+		}
+		if n+1 >= maxCoalesce {
 			break // send now; the rest follow
 		}
 		ev = s.f.Buffered()
@@ -333,6 +342,22 @@ func (s *stream) deliver(ev *hub.Event) error {
 	}
 	putBatch(bp, b)
 	return err
+}
+
+// framer is a feed that renders each event's frame once and shares it
+// between its streams (server.Feed); Frame equals what appendEvent renders
+// from ID and the event's JSON.
+type framer interface {
+	Frame(ev *hub.Event, name string) []byte
+}
+
+// appendEvent appends ev's frame to b: the shared one when the feed has
+// one, else rendered here.
+func (s *stream) appendEvent(b []byte, ev *hub.Event) []byte {
+	if s.fr != nil {
+		return append(b, s.fr.Frame(ev, s.event)...)
+	}
+	return hub.AppendFrame(b, s.f.ID(ev), s.event, ev.JSON())
 }
 
 // send writes one batch under a write deadline: a peer that stops reading

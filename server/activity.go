@@ -85,7 +85,7 @@ func (a activityFeeds) Open(ctx context.Context, p *auth.Principal, member, last
 			after = 0
 		}
 	}
-	f, err := a.c.counted(newFeed(sub, after, resume, page, formatActivityID), nil, streamActivity)
+	f, err := a.c.counted(newFeed(sub, after, resume, page, activityIDs), nil, streamActivity)
 	if err != nil {
 		return nil, err
 	}

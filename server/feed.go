@@ -39,7 +39,7 @@ type Feed struct {
 	backlog []*hub.Event
 	live    bool // the store has nothing more after last; read the hub
 	page    pager
-	id      func(seq int64) string
+	ids     *hub.IDs
 	// gauge, when set, counts the feed as a live stream of its kind until
 	// the first Close.
 	gauge  *atomic.Int64
@@ -93,13 +93,27 @@ type pager func(ctx context.Context, after int64, n int) (evs []*hub.Event, last
 // newFeed returns a feed over sub: with resume, the items page reads after
 // position after, then live ones; without, live ones only. The caller
 // subscribed before calling, so nothing falls between replay and live.
-func newFeed(sub *hub.Subscription, after int64, resume bool, page pager, id func(seq int64) string) *Feed {
-	return &Feed{sub: sub, last: after, live: !resume, page: page, id: id}
+func newFeed(sub *hub.Subscription, after int64, resume bool, page pager, ids *hub.IDs) *Feed {
+	return &Feed{sub: sub, last: after, live: !resume, page: page, ids: ids}
 }
+
+// The wire ids of each kind of feed, one value each: an event's SSE frame
+// is shared between the streams whose ids are the same value
+// (hub.Event.Frame).
+var (
+	messageIDs  = &hub.IDs{Format: formatMessageID}
+	activityIDs = &hub.IDs{Format: formatActivityID}
+	teamIDs     = &hub.IDs{Format: formatTeamID}
+)
 
 // ID is the wire id of an event of this feed: the SSE id a client resumes
 // from.
-func (f *Feed) ID(ev *hub.Event) string { return f.id(ev.Seq) }
+func (f *Feed) ID(ev *hub.Event) string { return f.ids.Format(ev.Seq) }
+
+// Frame is ev as a server-sent event named name on this feed, as
+// hub.AppendFrame renders it with ID(ev), rendered once per event and kind
+// of feed and shared by every stream of that kind (read-only).
+func (f *Feed) Frame(ev *hub.Event, name string) []byte { return ev.Frame(f.ids, name) }
 
 // attach opens a feed of the caller's messages: with resume, every message
 // after position after, then live ones; without, live ones only. The live
@@ -146,7 +160,7 @@ func (c *core) attach(ctx context.Context, p *auth.Principal, after int64, resum
 			}
 		}
 		return evs, msgs[len(msgs)-1].Seq, len(msgs) == n, nil
-	}, formatMessageID), nil
+	}, messageIDs), nil
 }
 
 // subscribe takes a live subscription of h for key, held by p and opened

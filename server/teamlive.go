@@ -157,7 +157,7 @@ func (c *core) attachTeam(p *auth.Principal) (*Feed, error) {
 		}
 		sent = true
 		return []*hub.Event{first}, at, false, nil
-	}, formatTeamID)
+	}, teamIDs)
 	return c.counted(f, nil, streamTeam)
 }
 

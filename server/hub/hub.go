@@ -34,6 +34,24 @@ type Event struct {
 
 	once sync.Once
 	json []byte
+	// frame is the event's server-sent-event frame for the first kind of
+	// stream that asked for one (Frame).
+	frame atomic.Pointer[frame]
+}
+
+// IDs is how one kind of stream names its events on the wire (the SSE id
+// a client resumes from). Frames are shared between streams whose IDs are
+// the same value (pointer), so each kind has one, made once.
+type IDs struct {
+	// Format renders an event's sequence as its wire id.
+	Format func(seq int64) string
+}
+
+// frame is an event rendered as one kind of stream writes it.
+type frame struct {
+	ids  *IDs
+	name string
+	b    []byte
 }
 
 // NewEvent returns the event of a committed item.
@@ -52,6 +70,33 @@ func (e *Event) JSON() []byte {
 		e.json = b
 	})
 	return e.json
+}
+
+// Frame returns the event as a server-sent event named name with the id
+// ids gives it (AppendFrame). The first (ids, name) asked is rendered once
+// and its bytes shared by every later caller asking for the same: a
+// broadcast to a thousand streams of one kind formats its id and frame
+// once, not per stream. Another (ids, name) is rendered for its caller
+// alone. The bytes are shared: callers must not change them.
+func (e *Event) Frame(ids *IDs, name string) []byte {
+	if f := e.frame.Load(); f != nil && f.ids == ids && f.name == name {
+		return f.b
+	}
+	b := AppendFrame(nil, ids.Format(e.Seq), name, e.JSON())
+	e.frame.CompareAndSwap(nil, &frame{ids: ids, name: name, b: b})
+	return b
+}
+
+// AppendFrame appends one server-sent event (id, event name and a JSON
+// line of data) to dst. data must hold no newline (JSON renders none).
+func AppendFrame(dst []byte, id, name string, data []byte) []byte {
+	dst = append(dst, "id: "...)
+	dst = append(dst, id...)
+	dst = append(dst, "\nevent: "...)
+	dst = append(dst, name...)
+	dst = append(dst, "\ndata: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...)
 }
 
 // Hub maps keys (the member a chat stream belongs to, or the member an
