@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -64,11 +65,26 @@ func (g *Gateway) handlePush(gw *runtime.ServeMux, pb *runtime.JSONPb, client ap
 			req apiv1.PushRequest
 			md  runtime.ServerMetadata
 		)
-		if err := pb.NewDecoder(r.Body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			runtime.HTTPError(runtime.NewServerMetadataContext(ctx, md), gw, pb, w, r, status.Errorf(codes.InvalidArgument, "%v", err))
-			return
+		in := pushBufs.Get().(*[]byte)
+		defer pushBufs.Put(in)
+		body, rerr := readAll((*in)[:0], r.Body)
+		if cap(body) <= maxPooledPush {
+			*in = body[:0]
 		}
-		_, _ = io.Copy(io.Discard, r.Body)
+		if rerr != nil || !decodePush(body, &req) {
+			// Anything but the plain shape, and every error, goes through
+			// the generic route's decoder over the same bytes and the same
+			// read error: its answer, byte for byte.
+			req.Reset()
+			src := io.Reader(bytes.NewReader(body))
+			if rerr != nil {
+				src = io.MultiReader(src, errorReader{rerr})
+			}
+			if err := pb.NewDecoder(src).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+				runtime.HTTPError(runtime.NewServerMetadataContext(ctx, md), gw, pb, w, r, status.Errorf(codes.InvalidArgument, "%v", err))
+				return
+			}
+		}
 		resp, err := client.Push(ctx, &req, grpc.Header(&md.HeaderMD), grpc.Trailer(&md.TrailerMD))
 		ctx = runtime.NewServerMetadataContext(ctx, md)
 		if err != nil {
@@ -284,4 +300,197 @@ func appendJSONString(b []byte, s string) ([]byte, bool) {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"'), true
+}
+
+// readAll is io.ReadAll into b: the whole body, and the error that ended
+// it other than EOF. The generic route read the first JSON value and then
+// drained the rest the same way; only the error that cut the body before
+// the value was whole counts, as the decoder over the same bytes sees.
+func readAll(b []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// errorReader returns its error: the body's read error, after its bytes.
+type errorReader struct{ err error }
+
+func (e errorReader) Read([]byte) (int, error) { return 0, e.err }
+
+// decodePush decodes the plain shape of a push straight into req and
+// reports whether it did: one JSON object, nothing but whitespace after
+// it, whose members are to, title, body and level as strings (to may be
+// null) and attachments as a list of strings, each once, every string
+// UTF-8 without escapes or control characters. Everything else (data, an
+// unknown member, an escape, a duplicate, anything malformed) is left to
+// protojson, which decodes what this decodes to the same message
+// (FuzzDecodePush).
+func decodePush(b []byte, req *apiv1.PushRequest) bool {
+	d := pushDecoder{b: b}
+	d.ws()
+	if !d.byte('{') {
+		return false
+	}
+	var seen [5]bool
+	d.ws()
+	if d.byte('}') {
+		return d.end()
+	}
+	for {
+		d.ws()
+		key, ok := d.str()
+		if !ok {
+			return false
+		}
+		d.ws()
+		if !d.byte(':') {
+			return false
+		}
+		d.ws()
+		i := -1
+		switch key {
+		case "to":
+			i = 0
+			if d.null() {
+				break
+			}
+			v, ok := d.str()
+			if !ok {
+				return false
+			}
+			req.To = &v
+		case "title":
+			i = 1
+			if req.Title, ok = d.str(); !ok {
+				return false
+			}
+		case "body":
+			i = 2
+			if req.Body, ok = d.str(); !ok {
+				return false
+			}
+		case "level":
+			i = 3
+			if req.Level, ok = d.str(); !ok {
+				return false
+			}
+		case "attachments":
+			i = 4
+			if req.Attachments, ok = d.strs(); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+		d.ws()
+		if d.byte('}') {
+			return d.end()
+		}
+		if !d.byte(',') {
+			return false
+		}
+	}
+}
+
+type pushDecoder struct {
+	b []byte
+	i int
+}
+
+func (d *pushDecoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+func (d *pushDecoder) byte(c byte) bool {
+	if d.i < len(d.b) && d.b[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+func (d *pushDecoder) null() bool {
+	if bytes.HasPrefix(d.b[d.i:], []byte("null")) {
+		d.i += 4
+		return true
+	}
+	return false
+}
+
+// end reports whether only whitespace is left.
+func (d *pushDecoder) end() bool {
+	d.ws()
+	return d.i == len(d.b)
+}
+
+// str reads a string without escapes or control characters, UTF-8.
+func (d *pushDecoder) str() (string, bool) {
+	if !d.byte('"') {
+		return "", false
+	}
+	start := d.i
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			s := d.b[start:d.i]
+			d.i++
+			if !utf8.Valid(s) {
+				return "", false
+			}
+			return string(s), true
+		case c == '\\' || c < 0x20:
+			return "", false
+		}
+		d.i++
+	}
+	return "", false
+}
+
+// strs reads a list of such strings; [] is an empty list.
+func (d *pushDecoder) strs() ([]string, bool) {
+	if !d.byte('[') {
+		return nil, false
+	}
+	var out []string
+	d.ws()
+	if d.byte(']') {
+		return out, true
+	}
+	for {
+		d.ws()
+		s, ok := d.str()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+		d.ws()
+		if d.byte(']') {
+			return out, true
+		}
+		if !d.byte(',') {
+			return nil, false
+		}
+	}
 }

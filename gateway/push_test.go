@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -118,6 +120,13 @@ func TestPushHandlerMatchesGenericRoute(t *testing.T) {
 		{name: "forwarded headers", body: `{"body":"hi"}`, header: map[string]string{"User-Agent": "ua/1", "X-SVC-Protocol": "1", "Cookie": "a=b", "X-Forwarded-Host": "h.example", "Grpc-Metadata-X-Forwarded-For": "6.6.6.6"}, status: 200},
 		{name: "a bad grpc-timeout", body: `{"body":"hi"}`, header: map[string]string{"Grpc-Timeout": "soon"}, status: 400},
 		{name: "trailers accepted (the generic route serves it)", body: `{"body":"cookie"}`, header: map[string]string{"TE": "trailers"}, status: 200},
+		{name: "to null", body: `{"to":null,"body":"hi"}`, status: 200},
+		{name: "attachments null", body: `{"attachments":null,"body":"hi"}`, status: 200},
+		{name: "escapes", body: `{"body":"a\nb \"q\" \u00e9 \ud83d\ude00"}`, status: 200},
+		{name: "a lone surrogate", body: `{"body":"\ud800"}`, status: 400},
+		{name: "a trailing comma", body: `{"body":"hi",}`, status: 400},
+		{name: "a control character", body: "{\"body\":\"a\x01b\"}", status: 400},
+		{name: "a read error after the object", body: `{"body":"hi"}` + strings.Repeat(" ", DefaultMaxBody), chunked: true, status: 200},
 		{name: "a method override of a form", body: `body=hi`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "X-HTTP-Method-Override": "GET"}, status: 404},
 	}
 	for _, tc := range tests {
@@ -243,4 +252,52 @@ func FuzzPushResponseJSON(f *testing.F) {
 		}
 		checkPushResponse(t, &apiv1.PushResponse{Delivery: &apiv1.Delivery{Live: live, Targets: live / 2}, Message: m})
 	})
+}
+
+// FuzzDecodePush holds decodePush to the generic route's decoder: whatever
+// it decodes, the JSONPb decoder decodes too, to the same message.
+func FuzzDecodePush(f *testing.F) {
+	for _, s := range []string{
+		`{"body":"hi"}`, ` { "to" : null , "title":"t","body":"b","level":"info","attachments":["/a","/b"] } `,
+		`{"to":"ann","attachments":[]}`, `{}`, `{"body":"é😀"}`, `{"body":"a\nb"}`, `{"body":"a","body":"b"}`,
+		`{"attachments":null}`, `{"data":{}}`, `{"body":5}`, `{"body":"x"} x`, `{"Body":"x"}`, "{\"body\":\"\xff\"}",
+		`{"title":null}`, `[]`, `null`, ``, `{"body":"x",}`, `{,}`, `{"to":nul}`,
+	} {
+		f.Add([]byte(s))
+	}
+	pb := &runtime.JSONPb{UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDecodeDepth}}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got apiv1.PushRequest
+		if !decodePush(b, &got) {
+			return
+		}
+		var want apiv1.PushRequest
+		require.NoError(t, pb.NewDecoder(bytes.NewReader(b)).Decode(&want), "%q", b)
+		require.True(t, proto.Equal(&want, &got), "%q: generic %v, decodePush %v", b, &want, &got)
+	})
+}
+
+// The plain shape is decoded by decodePush, the rest is not: the table of
+// TestPushHandlerMatchesGenericRoute covers both routes' answers; this
+// shows which decoder they went through.
+func TestDecodePushTakesOnlyThePlainShape(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		fast bool
+	}{
+		{`{"body":"hi"}`, true},
+		{`{"to":"ann","title":"t","body":"é 😀 <b>","level":"info","attachments":["/a"]}`, true},
+		{` {"to":null} `, true},
+		{`{}`, true},
+		{`{"body":"a\nb"}`, false},
+		{`{"data":{"thread":"x"}}`, false},
+		{`{"nope":1}`, false},
+		{`{"body":"a","body":"b"}`, false},
+		{`{"body":"x"} trailing`, false},
+		{`{"body":5}`, false},
+		{``, false},
+	} {
+		var req apiv1.PushRequest
+		require.Equal(t, tc.fast, decodePush([]byte(tc.body), &req), tc.body)
+	}
 }
