@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -58,6 +59,11 @@ type Gateway struct {
 	ping time.Duration
 	// writeWait, when positive, replaces writeTimeout (tests).
 	writeWait time.Duration
+	// genericPush leaves POST /push to grpc-gateway's generic route, as
+	// before handlePush (tests hold the two to each other).
+	genericPush bool
+	// pushesServed counts the requests handlePush served itself (tests).
+	pushesServed atomic.Int64
 }
 
 // Option sets an optional setting.
@@ -89,15 +95,16 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 	if g.ui, err = loadUIAssets(); err != nil {
 		return nil, err
 	}
+	pb := &runtime.JSONPb{
+		MarshalOptions: protojson.MarshalOptions{EmitDefaultValues: true},
+		// Deeper than this is refused while decoding (400); the
+		// services refuse JSON values past 64 levels with a clearer
+		// message, and the decoders' own limit (10,000) is never
+		// reached.
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDecodeDepth},
+	}
 	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-			MarshalOptions: protojson.MarshalOptions{EmitDefaultValues: true},
-			// Deeper than this is refused while decoding (400); the
-			// services refuse JSON values past 64 levels with a clearer
-			// message, and the decoders' own limit (10,000) is never
-			// reached.
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDecodeDepth},
-		}),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, pb),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			// grpc-gateway reports a body cut off by the cap as a decoding
 			// error (400); the client must see 413.
@@ -180,6 +187,11 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 		mux.Handle(pattern, rh)
 	}
 	mux.Handle("/", g.withBodyLimit(DefaultMaxBody, bodyless(gw)))
+	// Broker.Push's route, served by hand (push.go); gw keeps its generic
+	// route, which handlePush hands what it does not serve.
+	if !g.genericPush {
+		mux.Handle("POST /push", g.withBodyLimit(DefaultMaxBody, bodyless(g.handlePush(gw, pb, apiv1.NewBrokerClient(conn)))))
+	}
 	// A tool call carries up to 1 MiB of args: its route takes that and the
 	// envelope (the service measures the args themselves).
 	mux.Handle("POST /tool-sources/{slug}/tools/{name}/invoke", g.withBodyLimit(toolsources.MaxInvokeBody, bodyless(gw)))

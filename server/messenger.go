@@ -140,6 +140,53 @@ func (m *messenger) run(ctx context.Context) {
 	m.queue.Run(ctx, m.commit, func(o *outgoing) { o.done <- committed{err: errShuttingDown} })
 }
 
+// turnsReader reads the turns in progress of several members in one
+// statement (the SQLite store's ActiveTurns).
+type turnsReader interface {
+	ActiveTurns(ctx context.Context, members []string) (map[string]store.ActiveTurn, error)
+}
+
+// readTurns puts into turns the turn of every sender of the stretch of
+// plain messages that starts at batch[i] (up to the next change with an
+// apply, which may change a turn and empties turns), in one read where the
+// store can, and returns the index past the stretch. Nothing between the
+// start of the stretch and its last message changes a delivery state, so
+// the turns are what attribute would read one by one. When the store
+// cannot, or the read fails, turns is left as it was: attribute then reads
+// each sender itself, with the error it always had.
+func readTurns(ctx context.Context, tx store.Tx, batch []*outgoing, i int, turns map[string]turnLookup) int {
+	tr, ok := tx.(turnsReader)
+	if !ok {
+		return len(batch)
+	}
+	j := i
+	var members []string
+	seen := map[string]bool{}
+	for ; j < len(batch) && batch[j].apply == nil; j++ {
+		msg := batch[j].msg
+		if msg == nil || strings.IndexByte(msg.From, ':') >= 0 {
+			continue
+		}
+		if _, ok := turns[msg.From]; ok || seen[msg.From] {
+			continue
+		}
+		seen[msg.From] = true
+		members = append(members, msg.From)
+	}
+	if len(members) == 0 {
+		return j
+	}
+	active, err := tr.ActiveTurns(ctx, members)
+	if err != nil {
+		return j
+	}
+	for _, member := range members {
+		t, ok := active[member]
+		turns[member] = turnLookup{turn: t, active: ok}
+	}
+	return j
+}
+
 // commit writes one batch in one transaction, then publishes each message
 // and answers each change. Publishing happens on this one goroutine, in
 // commit order, so every stream sees messages in id order.
@@ -158,10 +205,16 @@ func (m *messenger) commit(ctx context.Context, batch []*outgoing) {
 			// change: only an apply changes one, so it is emptied at each.
 			turns   = map[string]turnLookup{}
 			stopped []*store.Message
+			// read is the index of the first change past the stretch
+			// whose senders' turns are already in turns.
+			read int
 		)
 		notices = notices[:0]
-		for _, o := range batch {
+		for i, o := range batch {
 			o.out, o.err = o.out[:0], nil
+			if o.apply == nil && i >= read {
+				read = readTurns(ctx, tx, batch, i, turns)
+			}
 			produce := func() error {
 				if o.apply != nil {
 					var err error

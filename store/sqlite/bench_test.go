@@ -83,3 +83,42 @@ func BenchmarkAppendActivity(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSenderTurns reads the turns of a group commit's 16 senders (as
+// svcload's throughput run has them: people, no turn) in a writer
+// transaction, as the committer does: one ActiveTurn each, as the
+// messenger did, against one ActiveTurns. An op is one transaction.
+func BenchmarkSenderTurns(b *testing.B) {
+	ctx := context.Background()
+	db := MustOpen(b, filepath.Join(b.TempDir(), "svc.db"))
+	var members []string
+	for i := range 16 {
+		members = append(members, "tpub"+strconv.Itoa(i))
+		require.NoError(b, db.PutMember(ctx, store.Member{Name: members[i]}))
+	}
+	// Cancellable, as the committer's context is: database/sql watches it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.Run("each", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			require.NoError(b, db.WithTx(ctx, func(tx store.Tx) error {
+				for _, m := range members {
+					if _, _, err := tx.ActiveTurn(ctx, m); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		}
+	})
+	b.Run("batch", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			require.NoError(b, db.WithTx(ctx, func(tx store.Tx) error {
+				_, err := tx.(queries).ActiveTurns(ctx, members)
+				return err
+			}))
+		}
+	})
+}

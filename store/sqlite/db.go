@@ -42,7 +42,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	// Statements hot inside the messenger's transactions are prepared on
 	// the writer now: a transaction holds the writer's one connection.
 	for _, q := range []string{
-		insertMessage, insertRecipient, activeTurnQuery, addLoopStopQuery,
+		insertMessage, insertRecipient, activeTurnQuery, activeTurnsQuery, addLoopStopQuery,
 		hookDedupeSeenQuery, addHookDeliveryQuery, setHookMessagesQuery, getHookDeliveryQuery,
 		countHookPendingQuery, hookMessageIDsQuery, setHookStatusQuery,
 	} {

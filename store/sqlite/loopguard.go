@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"svc/store"
 )
@@ -31,6 +33,59 @@ func (q queries) ActiveTurn(ctx context.Context, member string) (store.ActiveTur
 		return store.ActiveTurn{}, false, translate("active turn", err)
 	}
 	return t, true, nil
+}
+
+// activeTurnsQuery is activeTurnQuery for a set of members at once (a
+// JSON array of names): one statement, and one round trip through cgo and
+// database/sql, for every sender of a group commit instead of one each.
+const activeTurnsQuery = `SELECT d.member, coalesce(d.turn_seq, 0), coalesce(m.hops, 0), coalesce(m.chain, m.seq, 0)
+FROM deliveries d LEFT JOIN messages m ON m.seq = d.turn_seq
+WHERE d.member IN (SELECT value FROM json_each(?)) AND d.turn_active = 1`
+
+// ActiveTurns is ActiveTurn for each of members: the turns in progress by
+// member; a member with none is absent. The messenger reads a batch's
+// senders with it (the method is sqlite's alone: the store interface is
+// unchanged and other stores are asked one member at a time).
+func (q queries) ActiveTurns(ctx context.Context, members []string) (map[string]store.ActiveTurn, error) {
+	out := map[string]store.ActiveTurn{}
+	if len(members) == 0 {
+		return out, nil
+	}
+	for _, m := range members {
+		// JSON would turn bytes that are not UTF-8 into U+FFFD and look
+		// up another name; no member has such a name, but the answer must
+		// be ActiveTurn's.
+		if !utf8.ValidString(m) {
+			return nil, fmt.Errorf("active turns: member name is not UTF-8")
+		}
+	}
+	names, err := json.Marshal(members)
+	if err != nil {
+		return nil, fmt.Errorf("active turns: %w", err)
+	}
+	st, err := q.stmt(ctx, false, activeTurnsQuery)
+	if err != nil {
+		return nil, translate("active turns", err)
+	}
+	rows, err := st.QueryContext(ctx, string(names))
+	if err != nil {
+		return nil, translate("active turns", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			member string
+			t      store.ActiveTurn
+		)
+		if err := rows.Scan(&member, &t.Seq, &t.Hops, &t.Chain); err != nil {
+			return nil, translate("active turns", err)
+		}
+		out[member] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate("active turns", err)
+	}
+	return out, nil
 }
 
 // ReplyPath walks reply_to from seq. A reply always names an older
