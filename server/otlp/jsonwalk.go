@@ -291,39 +291,42 @@ func (w *jwalker) str() (string, error) {
 		return "", errJSONUncommon
 	}
 	w.i++
-	start := w.i
-	for w.i < len(w.b) {
-		c := w.b[w.i]
-		switch {
-		case c == '"':
-			s := string(w.b[start:w.i])
-			w.i++
-			return s, nil
-		case c == '\\':
-			return w.escaped(start)
-		case c < 0x20:
-			return "", errJSONUncommon
-		}
-		w.i++
+	end := bytes.IndexByte(w.b[w.i:], '"')
+	if end < 0 {
+		return "", errJSONUncommon
 	}
-	return "", errJSONUncommon
+	raw := w.b[w.i : w.i+end]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return w.escaped()
+	}
+	if hasControl(raw) {
+		return "", errJSONUncommon
+	}
+	w.i += end + 1
+	return string(raw), nil
 }
 
-// escaped finishes a string that has an escape at w.i, begun at start.
-func (w *jwalker) escaped(start int) (string, error) {
-	buf := append([]byte(nil), w.b[start:w.i]...)
-	for w.i < len(w.b) {
-		c := w.b[w.i]
-		switch {
-		case c == '"':
+// escaped reads the rest of a string that has an escape, from w.i just
+// past its opening quote, copying the runs between escapes whole.
+func (w *jwalker) escaped() (string, error) {
+	var buf []byte
+	for {
+		j := bytes.IndexAny(w.b[w.i:], `"\`)
+		if j < 0 {
+			return "", errJSONUncommon
+		}
+		run := w.b[w.i : w.i+j]
+		if hasControl(run) {
+			return "", errJSONUncommon
+		}
+		if buf == nil {
+			buf = make([]byte, 0, j+64)
+		}
+		buf = append(buf, run...)
+		w.i += j
+		if w.b[w.i] == '"' {
 			w.i++
 			return string(buf), nil
-		case c < 0x20:
-			return "", errJSONUncommon
-		case c != '\\':
-			buf = append(buf, c)
-			w.i++
-			continue
 		}
 		if w.i+1 >= len(w.b) {
 			return "", errJSONUncommon
@@ -364,7 +367,6 @@ func (w *jwalker) escaped(start int) (string, error) {
 			return "", errJSONUncommon
 		}
 	}
-	return "", errJSONUncommon
 }
 
 func hexDigit(c byte) (rune, bool) {
