@@ -311,8 +311,17 @@ func (w *jwalker) str() (string, error) {
 func (w *jwalker) escaped() (string, error) {
 	var buf []byte
 	for {
-		j := bytes.IndexAny(w.b[w.i:], `"\`)
+		// The next quote or backslash, whichever comes first: two
+		// IndexByte scans (vectorised) beat one IndexAny (a byte loop).
+		rest := w.b[w.i:]
+		j := bytes.IndexByte(rest, '\\')
 		if j < 0 {
+			j = len(rest)
+		}
+		if q := bytes.IndexByte(rest[:j], '"'); q >= 0 {
+			j = q
+		}
+		if j == len(rest) {
 			return "", errJSONUncommon
 		}
 		run := w.b[w.i : w.i+j]
