@@ -355,10 +355,7 @@ func (s *Service) ExportLogs(ctx context.Context, p *auth.Principal, encoding st
 		var recs []otlp.Record
 		var err error
 		if encoding == OTLPJSON {
-			var req *collogspb.ExportLogsServiceRequest
-			if req, err = otlp.DecodeJSON(b); err == nil {
-				recs = otlp.Records(req)
-			}
+			recs, err = otlp.DecodeJSONRecords(b)
 		} else {
 			recs, err = otlp.DecodeProtoRecords(b)
 		}

@@ -683,16 +683,25 @@ func codexEvent(r Record) Event {
 	}}
 }
 
-// publicAttrs copies attrs without the private attributes.
+// publicAttrs returns attrs without the private attributes: attrs itself
+// when it holds none (the decoders have removed them already, and nothing
+// the correlator does writes to the map), else a copy without them.
+// Copying every record's map was 3% of the ingest CPU (docs/PERFORMANCE.md,
+// "The protobuf path and the store side").
 func publicAttrs(attrs map[string]string) map[string]string {
-	out := maps.Clone(attrs)
-	if out == nil {
-		out = map[string]string{}
+	if attrs == nil {
+		return map[string]string{}
 	}
 	for _, k := range privateAttrs {
-		delete(out, k)
+		if _, ok := attrs[k]; ok {
+			out := maps.Clone(attrs)
+			for _, k := range privateAttrs {
+				delete(out, k)
+			}
+			return out
+		}
 	}
-	return out
+	return attrs
 }
 
 func hasKey(m map[string]string, k string) bool {

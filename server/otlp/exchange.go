@@ -104,7 +104,7 @@ func parseRequest(body, bodyID string, ts time.Time) *request {
 		r.Truncated = true
 		return r
 	}
-	got := gjson.GetMany(body, "system", "messages", "tools")
+	got := topLevel(body, "system", "messages", "tools")
 	r.System = cleanRaw(got[0])
 	if got[1].IsArray() {
 		r.Messages = cleanRaw(got[1])
@@ -133,7 +133,7 @@ func parseResponse(body, bodyID, messageID string) *response {
 		r.Truncated = true
 		return r
 	}
-	got := gjson.GetMany(body, "id", "content", "stop_reason", "usage")
+	got := topLevel(body, "id", "content", "stop_reason", "usage")
 	if got[0].Type == gjson.String && got[0].String() != "" {
 		r.ID = got[0].String()
 	}
@@ -153,6 +153,28 @@ func parseResponse(body, bodyID, messageID string) *response {
 		return &response{BodyID: bodyID, ID: messageID, Truncated: true}
 	}
 	return r
+}
+
+// topLevel reads the values of keys in the JSON object body, as
+// gjson.GetMany(body, keys...) does when no key holds a path character (the
+// first of a key given twice, an absent key's zero Result), in one pass over
+// the body: GetMany reads from the start for each key, and a request's
+// "tools" comes after its long "messages" (docs/PERFORMANCE.md, "The
+// protobuf path and the store side").
+func topLevel(body string, keys ...string) []gjson.Result {
+	got := make([]gjson.Result, len(keys))
+	left := len(keys)
+	gjson.Parse(body).ForEach(func(k, v gjson.Result) bool {
+		name := k.String()
+		for i, key := range keys {
+			if key == name && !got[i].Exists() {
+				got[i] = v
+				left--
+			}
+		}
+		return left > 0
+	})
+	return got
 }
 
 // validBody reports whether body is one JSON object of at most
