@@ -209,9 +209,10 @@ func readPath(escaped string) (vfs.Path, error) {
 }
 
 // handleFsWrite serves POST /fs/write?path=<p>&collide=<error|overwrite|suffix>:
-// the body is the bytes, Content-Type the MIME type. The body is streamed
-// to the blob store; more than files.maxFileSize bytes is 413, refused up
-// front when Content-Length declares it.
+// the body is the bytes, Content-Type the MIME type. A body of at most
+// 64 KiB is kept in the database with its entry, a larger one is streamed
+// to the blob store (server.Fs.Write); more than files.maxFileSize bytes
+// is 413, refused up front when Content-Length declares it.
 func (g *Gateway) handleFsWrite(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	q := r.URL.Query()
 	for _, k := range []string{"path", "collide"} {

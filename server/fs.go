@@ -1,13 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"svc/server/apierr"
 	"svc/server/wire"
@@ -316,8 +320,10 @@ type FileWrite struct {
 
 // Write stores w.Body as the file at w.Path for p and returns its entry and
 // whether the suffix strategy renamed it. Parent directories are created.
-// The body is streamed to disk (never held in memory), fsynced and renamed
-// into the blob store before the transaction that references it, so a
+// A body of at most store.FsInlineMax bytes is held in memory and stored
+// inline by the transaction that writes the entry; a larger one is
+// streamed to disk (never held in memory), fsynced and renamed into the
+// blob store before the transaction that references it. Either way a
 // crash leaves either the old state or the new one.
 func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.FsEntry, bool, error) {
 	var none store.FsEntry
@@ -381,28 +387,42 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 		}
 	}
 
-	// The lock protocol of vfs.Blobs: the blob is in place and its sha
-	// locked before the transaction; unlock after it, then purge outside.
-	placed, err := f.blobs.Put(ctx, w.Body, limit)
+	// A body of at most store.FsInlineMax bytes is read into memory and
+	// kept inline, written by the transaction that writes its entry: one
+	// fsync, the commit's. A larger one streams to the blob store.
+	body := w.Body
+	var inline []byte
+	inlineMax := int64(store.FsInlineMax)
+	if limit >= 0 {
+		inlineMax = min(limit, inlineMax)
+	}
+	if w.Size <= inlineMax {
+		head, whole, err := readSmall(ctx, body, inlineMax, w.Size)
+		if err != nil {
+			return none, false, bodyErr(ctx, err)
+		}
+		if whole {
+			inline = head
+		} else {
+			body = io.MultiReader(bytes.NewReader(head), body)
+		}
+	}
+	var placed vfs.Placed
+	if inline != nil {
+		sum := sha256.Sum256(inline)
+		placed = vfs.Placed{SHA: hex.EncodeToString(sum[:]), Size: int64(len(inline))}
+	} else {
+		// The lock protocol of vfs.Blobs: the blob is in place and its sha
+		// locked before the transaction; unlock after it, then purge outside.
+		placed, err = f.blobs.Put(ctx, body, limit)
+	}
 	switch {
 	case errors.Is(err, vfs.ErrTooLarge) && byQuota:
 		return none, false, f.errOverQuota(vp.Home(), -1, limit+1)
 	case errors.Is(err, vfs.ErrTooLarge):
 		return none, false, errTooLarge(f.maxFileSize)
 	case err != nil:
-		// The body's reader may refuse the client (it sent too slowly):
-		// that answer wins over the cancellation it causes.
-		var refused *apierr.Error
-		if errors.As(err, &refused) {
-			return none, false, refused
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return none, false, ctxErr
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return none, false, apierr.Invalid("body", "ended before its declared length")
-		}
-		return none, false, fmt.Errorf("store file content: %w", err)
+		return none, false, bodyErr(ctx, err)
 	}
 	var (
 		out     store.FsEntry
@@ -430,7 +450,10 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 			if errors.Is(err, store.ErrPrecondition) {
 				return apierr.Errorf(apierr.CodeConflict, "%s is a directory", vp)
 			}
-			return err
+			if err != nil {
+				return err
+			}
+			return putInline(ctx, tx, placed.SHA, inline)
 		case collide == CollideSuffix:
 			if target, err = freeSuffix(ctx, tx, vp); err != nil {
 				return err
@@ -443,12 +466,18 @@ func (f *Fs) Write(ctx context.Context, p *auth.Principal, w FileWrite) (store.F
 			Path: target.String(), Owner: target.Home(), Kind: store.FsFile,
 			Size: placed.Size, MimeType: mimeType, Blob: placed.SHA,
 		})
-		return createErr(target, err)
+		if err != nil {
+			return createErr(target, err)
+		}
+		return putInline(ctx, tx, placed.SHA, inline)
 	})
 	placed.Unlock()
 	if err != nil {
-		// The content may be referenced by nothing now.
-		f.purge(ctx, []string{placed.SHA})
+		// The content may be referenced by nothing now (inline content
+		// went with the transaction).
+		if inline == nil {
+			f.purge(ctx, []string{placed.SHA})
+		}
 		return none, false, err
 	}
 	f.purge(ctx, purged)
@@ -475,7 +504,7 @@ func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.Fs
 		if e.Kind != store.FsFile {
 			return e, nil, apierr.Invalid("path", "%s is a directory", e.Path)
 		}
-		r, err := f.blobs.Read(e.Blob, e.Size)
+		r, err := f.openContent(ctx, e)
 		switch {
 		case err == nil:
 			return e, &FileContent{r: r, entry: e, report: f.blobDamaged}, nil
@@ -487,6 +516,84 @@ func (f *Fs) Read(ctx context.Context, p *auth.Principal, path string) (store.Fs
 			return e, nil, fmt.Errorf("open file content: %w", err)
 		}
 	}
+}
+
+// openContent opens e's content for a verified read: inline in the
+// store when it is kept there, else its blob on disk (every content
+// written before inline storage, and every one over store.FsInlineMax).
+func (f *Fs) openContent(ctx context.Context, e store.FsEntry) (*vfs.Reader, error) {
+	if e.Size <= store.FsInlineMax {
+		data, err := f.store.InlineContent(ctx, e.Blob)
+		switch {
+		case err == nil:
+			return vfs.ReadInline(e.Blob, e.Size, data)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+	return f.blobs.Read(e.Blob, e.Size)
+}
+
+// putInline keeps data, when the write is small enough to have read it,
+// as the content sha in tx, the transaction that references it.
+func putInline(ctx context.Context, tx store.Tx, sha string, data []byte) error {
+	if data == nil {
+		return nil
+	}
+	return tx.PutInline(ctx, sha, data)
+}
+
+// readSmall reads r while it holds at most max bytes: whole reports that
+// r ended within them and head is all of it; otherwise head is the first
+// bytes read (more than max), and the rest is still in r. size is the
+// declared length (negative when unknown), which sizes the buffer. The
+// context is checked before each read, as the blob store does.
+func readSmall(ctx context.Context, r io.Reader, max, size int64) (head []byte, whole bool, err error) {
+	n := max + 1
+	if size >= 0 && size < max {
+		n = size + 1 // the read that finds the end needs a byte of room
+	}
+	buf := make([]byte, 0, n)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > max {
+				return buf, false, nil
+			}
+			buf = slices.Grow(buf, int(max+1)-len(buf))
+		}
+		k, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		switch {
+		case err == io.EOF:
+			if int64(len(buf)) > max {
+				return buf, false, nil
+			}
+			return buf, true, nil
+		case err != nil:
+			return nil, false, err
+		}
+	}
+}
+
+// bodyErr is the answer to a write whose body could not be read or
+// stored.
+func bodyErr(ctx context.Context, err error) error {
+	// The body's reader may refuse the client (it sent too slowly): that
+	// answer wins over the cancellation it causes.
+	var refused *apierr.Error
+	if errors.As(err, &refused) {
+		return refused
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return apierr.Invalid("body", "ended before its declared length")
+	}
+	return fmt.Errorf("store file content: %w", err)
 }
 
 // ownsOrManages reports whether vp is in p's home or p holds members.manage.

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -70,6 +71,33 @@ func (e *fsEnv) blobFiles(t *testing.T) int {
 		return err
 	}))
 	return n
+}
+
+// inlineContents counts the contents the store keeps inline that file
+// entries reference.
+func (e *fsEnv) inlineContents(t *testing.T) int {
+	t.Helper()
+	entries, err := e.st.ListTree(context.Background(), "/")
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, en := range entries {
+		if en.Kind != store.FsFile || seen[en.Blob] {
+			continue
+		}
+		switch _, err := e.st.InlineContent(context.Background(), en.Blob); {
+		case err == nil:
+			seen[en.Blob] = true
+		case !errors.Is(err, store.ErrNotFound):
+			require.NoError(t, err)
+		}
+	}
+	return len(seen)
+}
+
+// storedContents counts the contents stored: blob files and inline.
+func (e *fsEnv) storedContents(t *testing.T) int {
+	t.Helper()
+	return e.blobFiles(t) + e.inlineContents(t)
 }
 
 // codeOf is the wire code of err, "" for nil.
@@ -171,7 +199,7 @@ func TestNormalizeMimeType(t *testing.T) {
 func TestWriteRefusalsKeepNothing(t *testing.T) {
 	e := newFsEnv(t, "", 16)
 	e.write(t, "alice", "/alice/f", []byte("kept"))
-	require.Equal(t, 1, e.blobFiles(t))
+	require.Equal(t, 1, e.storedContents(t))
 	tests := []struct {
 		name string
 		w    FileWrite
@@ -191,7 +219,7 @@ func TestWriteRefusalsKeepNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := e.fs.Write(context.Background(), e.principal("alice"), tc.w)
 			require.Equal(t, tc.code, codeOf(err), "err %v", err)
-			require.Equal(t, 1, e.blobFiles(t))
+			require.Equal(t, 1, e.storedContents(t))
 			tmp, err := os.ReadDir(filepath.Join(e.root, "tmp"))
 			require.NoError(t, err)
 			require.Empty(t, tmp)
@@ -215,9 +243,25 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 // TestConcurrentWritesAndRemovesOfEqualBytes runs writers and removers of
 // the same content at once: whatever interleaves, a blob is on disk exactly
 // while an entry references it, and every acknowledged file reads back.
+//
+// Content over store.FsInlineMax is a blob on disk, what the lock protocol
+// of vfs.Blobs is for; content at most that large is kept inline and must
+// come and go with its entries the same way.
 func TestConcurrentWritesAndRemovesOfEqualBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		onDisk int // blob files while one entry holds the content
+	}{
+		{"on disk", bytes.Repeat([]byte("same bytes "), store.FsInlineMax/10), 1},
+		{"inline", bytes.Repeat([]byte("same bytes "), 100), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testConcurrentEqualBytes(t, tc.data, tc.onDisk) })
+	}
+}
+
+func testConcurrentEqualBytes(t *testing.T, data []byte, onDisk int) {
 	e := newFsEnv(t, filepath.Join(t.TempDir(), "svc.db"), 1<<20)
-	data := bytes.Repeat([]byte("same bytes "), 100)
 	const workers, rounds = 4, 25
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -247,9 +291,10 @@ func TestConcurrentWritesAndRemovesOfEqualBytes(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Equal(t, 0, e.blobFiles(t), "the last remove purges the blob")
+	require.Equal(t, 0, e.storedContents(t), "the last remove purges the blob")
 	e.write(t, "bob", "/bob/last", data)
-	require.Equal(t, 1, e.blobFiles(t))
+	require.Equal(t, 1, e.storedContents(t))
+	require.Equal(t, onDisk, e.blobFiles(t))
 }
 
 // TestListVisibility: another member's tree shows only the way to the

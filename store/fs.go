@@ -2,8 +2,31 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"time"
 )
+
+// FsInlineMax is the largest content the store keeps inline, in the
+// database beside its metadata (PutInline): a file that small is written
+// with the transaction's one fsync instead of a blob file's, its
+// directory's and the transaction's (docs/PERFORMANCE.md, "Issue 30: hook
+// ingress and small files").
+const FsInlineMax = 64 << 10
+
+// CheckInline fails with ErrPrecondition unless data may be stored inline
+// as the content sha: at most FsInlineMax bytes that hash to sha.
+func CheckInline(sha string, data []byte) error {
+	if len(data) > FsInlineMax {
+		return fmt.Errorf("inline content of %d bytes, over %d: %w", len(data), FsInlineMax, ErrPrecondition)
+	}
+	sum := sha256.Sum256(data)
+	if hex.EncodeToString(sum[:]) != sha {
+		return fmt.Errorf("inline content does not hash to %q: %w", sha, ErrPrecondition)
+	}
+	return nil
+}
 
 // Everyone is the grantee that stands for every member (a file attached to a
 // general broadcast).
@@ -139,10 +162,21 @@ type FsStore interface {
 	Usage(ctx context.Context, member string) (int64, error)
 	// BlobReferenced reports whether any file entry references sha.
 	BlobReferenced(ctx context.Context, sha string) (bool, error)
+	// PutInline keeps data as the content sha in the database: call it in
+	// the transaction whose CreateEntry or ReplaceFile references sha, so
+	// the content commits with the entry. data must pass CheckInline and
+	// be the size the blob row records (ErrPrecondition); ErrNotFound when
+	// no entry references sha. Content already kept inline stays as it is.
+	// It goes with the blob row when the last reference does.
+	PutInline(ctx context.Context, sha string, data []byte) error
+	// InlineContent returns the content sha kept in the database;
+	// ErrNotFound when it is not (a blob on disk, or no such blob).
+	InlineContent(ctx context.Context, sha string) ([]byte, error)
 }
 
 // FileBlob is one stored content that file entries reference, as the
-// stores' checks list them (svc check).
+// stores' checks list them (svc check): content on disk only, not what is
+// kept inline (its hash is checked on every read).
 type FileBlob struct {
 	SHA  string
 	Size int64

@@ -124,6 +124,8 @@ func populate(t *testing.T) team {
 	// sweep finds it.
 	_, _, err = s.ReplaceFile(ctx, "/alice/notes.txt", store.FsContent{Blob: hexSHA("notes v2"), Size: 8, MimeType: "text/plain", UpdatedAt: at(time.Hour)})
 	must.NoError(err)
+	// The new content is small: kept inline, as the broker keeps it.
+	must.NoError(s.PutInline(ctx, hexSHA("notes v2"), []byte("notes v2")))
 	must.NoError(s.GrantEntries(ctx, []int64{f.ID}, []string{"bob"}))
 	tm.fileID = f.ID
 
@@ -220,7 +222,7 @@ func TestMigrateCopiesEveryTable(t *testing.T) {
 	lines := checkLines(out)
 	for _, tbl := range []string{
 		"members", "tokens", "sessions", "messages", "message_recipients", "channels", "channel_members", "push_subscriptions",
-		"objectives", "objective_events", "fs_blobs", "fs_entries", "fs_usage", "fs_grants", "secrets", "secret_bindings",
+		"objectives", "objective_events", "fs_blobs", "fs_inline", "fs_entries", "fs_usage", "fs_grants", "secrets", "secret_bindings",
 		"tool_sources", "tool_bindings", "tools", "enrollments", "pairing_codes", "hook_profiles", "hook_endpoints",
 		"hook_deliveries", "hook_pending", "deliveries", "meta", "former_members", "loop_stops", "approvals", "message_seq",
 		"leases", "activity", "activity_seq", "genai_raw", "genai", "genai_part", "otlp_state",
@@ -232,7 +234,7 @@ func TestMigrateCopiesEveryTable(t *testing.T) {
 		require.NotEqual(t, "0", f[0], "populate leaves %s empty: the test would not see it copied", tbl)
 		require.Equal(t, f[2], f[3], "checksums of %s", tbl)
 	}
-	require.Len(t, lines, 41, "a table the test does not know:\n%s", out)
+	require.Len(t, lines, 42, "a table the test does not know:\n%s", out)
 
 	ctx := t.Context()
 	pg, err := postgres.Open(ctx, url)
@@ -267,6 +269,9 @@ func TestMigrateCopiesEveryTable(t *testing.T) {
 	usage, err := pg.Usage(ctx, "alice")
 	require.NoError(t, err)
 	require.Equal(t, int64(8), usage, "fs_usage copied as it was, not counted again by triggers")
+	inline, err := pg.InlineContent(ctx, hexSHA("notes v2"))
+	require.NoError(t, err)
+	require.Equal(t, []byte("notes v2"), inline, "inline content copied")
 	sec, err := pg.GetSecret(ctx, "gh")
 	require.NoError(t, err)
 	require.Equal(t, []byte("sealed:\x00\xffsecret"), sec.Value, "sealed values are copied as they are")

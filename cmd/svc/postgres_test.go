@@ -229,7 +229,9 @@ func TestCheckOnPostgres(t *testing.T) {
 	cfgPath := dir + "/svc.json"
 	s := startServe(t, "--config-path", cfgPath, "--db-url", url)
 	token := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(s.stdout.String())[1]
-	req, err := http.NewRequest(http.MethodPost, s.base+"/fs/write?path=/admin/notes.txt", strings.NewReader("checked on postgres"))
+	// Over 64 KiB, so the content is a blob file (smaller files are kept
+	// in the database): svc check verifies those on disk.
+	req, err := http.NewRequest(http.MethodPost, s.base+"/fs/write?path=/admin/notes.txt", strings.NewReader(strings.Repeat("checked on postgres ", 4000)))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "text/plain")

@@ -88,8 +88,12 @@ type hookTally struct {
 	msgs    []store.Message
 	owners  [][]string // per message, the receipts it delivers
 	touched []string
-	notes   map[string][]string
-	status  map[string]hookStatus
+	// seen is touched as a set: a flush of n queued receipts touches each
+	// once per message it renders, and a scan of touched each time was
+	// O(n^2) in the committer.
+	seen   map[string]struct{}
+	notes  map[string][]string
+	status map[string]hookStatus
 	// fresh counts, per receipt, the messages this transaction adds for
 	// it: such a receipt's status is written by stored, with their ids.
 	fresh map[string]int
@@ -103,13 +107,15 @@ type hookStatus struct{ status, reason string }
 
 func (s *Service) newTally() *hookTally {
 	return &hookTally{
+		seen:  map[string]struct{}{},
 		notes: map[string][]string{}, status: map[string]hookStatus{}, fresh: map[string]int{}, ids: map[string][]string{},
 		messageID: s.d.MessageID,
 	}
 }
 
 func (t *hookTally) touch(id string) {
-	if !slices.Contains(t.touched, id) {
+	if _, ok := t.seen[id]; !ok {
+		t.seen[id] = struct{}{}
 		t.touched = append(t.touched, id)
 	}
 }

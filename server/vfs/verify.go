@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"os"
 	"syscall"
 
 	"svc/store"
@@ -68,6 +68,17 @@ func (b *Blobs) Read(sha string, size int64) (*Reader, error) {
 	return &Reader{f: f, h: sha256.New(), sha: sha, size: size}, nil
 }
 
+// ReadInline is Read for content kept in the database rather than on
+// disk (store.FsStore.PutInline): the same checks, of its size at once
+// and of its hash as it streams, so damaged inline content is reported
+// as a blob file's would be.
+func ReadInline(sha string, size int64, data []byte) (*Reader, error) {
+	if int64(len(data)) != size {
+		return nil, &DamageError{SHA: sha, Kind: DamageSize, Detail: fmt.Sprintf("%d bytes inline, %d recorded", len(data), size)}
+	}
+	return &Reader{f: io.NopCloser(bytes.NewReader(data)), h: sha256.New(), sha: sha, size: size}, nil
+}
+
 // Reader streams a blob and checks its bytes against its name: blobs are
 // named by their SHA-256, so the name is the checksum. The hash is only
 // known once the last byte is read, so the read that reaches the end
@@ -75,7 +86,7 @@ func (b *Blobs) Read(sha string, size int64) (*Reader, error) {
 // them and a *DamageError, and a client that was sent the rest sees a
 // body cut short, never a clean copy of damaged content.
 type Reader struct {
-	f    *os.File
+	f    io.ReadCloser
 	h    hash.Hash
 	sha  string
 	size int64
@@ -125,7 +136,7 @@ func (r *Reader) verify() error {
 	return r.err
 }
 
-// Close closes the file.
+// Close closes the file (nothing for inline content).
 func (r *Reader) Close() error { return r.f.Close() }
 
 // storageFull reports whether err means there is no room to write: a full

@@ -12,7 +12,7 @@ import (
 func (db *DB) FileBlobs(ctx context.Context) ([]store.FileBlob, error) {
 	const op = "list file blobs"
 	rows, err := db.r.QueryContext(ctx, `SELECT b.sha, b.size, COALESCE((SELECT e.path FROM fs_entries e WHERE e.blob = b.sha ORDER BY e.path LIMIT 1), '')
-FROM fs_blobs b WHERE b.refs > 0 ORDER BY b.sha`)
+FROM fs_blobs b WHERE b.refs > 0 AND NOT EXISTS (SELECT 1 FROM fs_inline i WHERE i.sha = b.sha) ORDER BY b.sha`)
 	if err != nil {
 		return nil, translate(op, err)
 	}

@@ -177,8 +177,18 @@ type FileBlob = store.FileBlob
 // FileBlobs lists the blobs file entries reference, each with one of
 // those entries, ordered by sha.
 func (i *Inspector) FileBlobs(ctx context.Context) ([]FileBlob, error) {
+	// Inspect runs no migrations: a database from before fs_inline keeps
+	// every content on disk.
+	var inline bool
+	if err := i.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'fs_inline')`).Scan(&inline); err != nil {
+		return nil, translate("list file blobs", err)
+	}
+	onDisk := ""
+	if inline {
+		onDisk = ` AND NOT EXISTS (SELECT 1 FROM fs_inline i WHERE i.sha = b.sha)`
+	}
 	rows, err := i.db.QueryContext(ctx, `SELECT b.sha, b.size, (SELECT e.path FROM fs_entries e WHERE e.blob = b.sha ORDER BY e.path LIMIT 1)
-FROM fs_blobs b WHERE b.refs > 0 ORDER BY b.sha`)
+FROM fs_blobs b WHERE b.refs > 0`+onDisk+` ORDER BY b.sha`)
 	if err != nil {
 		return nil, translate("list file blobs", err)
 	}

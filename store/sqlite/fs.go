@@ -324,6 +324,38 @@ func (q queries) BlobReferenced(ctx context.Context, sha string) (bool, error) {
 	return ok, translate("fs blob referenced", err)
 }
 
+// PutInline keeps data as the content sha, in one transaction.
+func (db *DB) PutInline(ctx context.Context, sha string, data []byte) error {
+	_, err := inTx(ctx, db, func(q queries) (struct{}, error) { return struct{}{}, q.PutInline(ctx, sha, data) })
+	return err
+}
+
+// PutInline keeps data as the content sha, whose blob row an entry written
+// before it in the transaction q.w is made (the reference triggers)
+// created. The row's size was the entry's, so a mismatch is refused.
+func (q queries) PutInline(ctx context.Context, sha string, data []byte) error {
+	const op = "put inline fs content"
+	if err := store.CheckInline(sha, data); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var size int64
+	if err := q.w.QueryRowContext(ctx, `SELECT size FROM fs_blobs WHERE sha = ? AND refs > 0`, sha).Scan(&size); err != nil {
+		return translate(op, err)
+	}
+	if size != int64(len(data)) {
+		return fmt.Errorf("%s: %d bytes for a blob of %d: %w", op, len(data), size, store.ErrPrecondition)
+	}
+	_, err := q.w.ExecContext(ctx, `INSERT INTO fs_inline (sha, data) VALUES (?, ?) ON CONFLICT (sha) DO NOTHING`, sha, data)
+	return translate(op, err)
+}
+
+// InlineContent returns the content sha kept in the database.
+func (q queries) InlineContent(ctx context.Context, sha string) ([]byte, error) {
+	var data []byte
+	err := q.r.QueryRowContext(ctx, `SELECT data FROM fs_inline WHERE sha = ?`, sha).Scan(&data)
+	return data, translate("get inline fs content", err)
+}
+
 // purgeUnreferenced deletes the blob rows the statements before it left
 // without references and returns their shas, sorted.
 func (q queries) purgeUnreferenced(ctx context.Context, op string) ([]string, error) {

@@ -41,6 +41,9 @@ var fsTests = []struct {
 	{"FsUsage", testFsUsage},
 	{"FsWithTxRollback", testFsWithTxRollback},
 	{"FsWithTxConflictKeepsTx", testFsWithTxConflictKeepsTx},
+	{"FsInline", testFsInline},
+	{"FsInlineRefused", testFsInlineRefused},
+	{"FsInlineWithTx", testFsInlineWithTx},
 }
 
 // blobOf is the hex SHA-256 of content, as server/vfs names blobs.
@@ -1048,4 +1051,128 @@ func testFsWithTxConflictKeepsTx(t *testing.T, s store.Store) {
 	purged, err := s.DeleteEntry(ctx, "/alice/a-2.txt")
 	require.NoError(t, err)
 	require.Equal(t, []string{blobOf("c")}, purged)
+}
+
+// requireInline checks what InlineContent says of content: kept inline
+// (want) or not (ErrNotFound).
+func requireInline(t *testing.T, s store.FsStore, content string, want bool) {
+	t.Helper()
+	got, err := s.InlineContent(t.Context(), blobOf(content))
+	if !want {
+		require.ErrorIs(t, err, store.ErrNotFound, "inline %q", content)
+		return
+	}
+	require.NoError(t, err, "inline %q", content)
+	require.Equal(t, []byte(content), got)
+}
+
+// testFsInline: content kept inline is read back, is shared by the entries
+// of equal content like a blob, survives moves and overwrites of other
+// entries, and goes with the last entry that references it.
+func testFsInline(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice")
+	mustCreateEntries(t, s, fsFile("alice", "/alice/a", "small"), fsFile("alice", "/alice/b", "small"), fsFile("alice", "/alice/disk", "on disk"))
+	requireInline(t, s, "small", false)
+	require.NoError(t, s.PutInline(ctx, blobOf("small"), []byte("small")))
+	requireInline(t, s, "small", true)
+	require.NoError(t, s.PutInline(ctx, blobOf("small"), []byte("small")), "putting it again keeps it")
+	requireInline(t, s, "small", true)
+	requireInline(t, s, "on disk", false)
+
+	empty := fsFile("alice", "/alice/empty", "")
+	mustCreateEntries(t, s, empty)
+	require.NoError(t, s.PutInline(ctx, blobOf(""), []byte{}))
+	got, err := s.InlineContent(ctx, blobOf(""))
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	max := string(make([]byte, store.FsInlineMax))
+	mustCreateEntries(t, s, fsFile("alice", "/alice/max", max))
+	require.NoError(t, s.PutInline(ctx, blobOf(max), []byte(max)))
+	requireInline(t, s, max, true)
+
+	_, err = s.MoveEntry(ctx, store.FsMove{From: "/alice/a", To: "/alice/c"})
+	require.NoError(t, err)
+	requireInline(t, s, "small", true)
+	purged, err := s.DeleteEntry(ctx, "/alice/c")
+	require.NoError(t, err)
+	require.Empty(t, purged)
+	requireInline(t, s, "small", true)
+	// The last reference goes by an overwrite: the content goes with it.
+	_, purged, err = s.ReplaceFile(ctx, "/alice/b", store.FsContent{Blob: blobOf("other"), Size: 5})
+	require.NoError(t, err)
+	require.Equal(t, []string{blobOf("small")}, purged)
+	requireInline(t, s, "small", false)
+	// And by a tree removal.
+	_, purged, err = s.DeleteTree(ctx, "/alice")
+	require.NoError(t, err)
+	require.Contains(t, purged, blobOf(max))
+	requireInline(t, s, max, false)
+	requireInline(t, s, "", false)
+}
+
+// testFsInlineRefused: PutInline keeps only content that an entry
+// references, of the recorded size, hashing to its name, and no larger
+// than store.FsInlineMax; a refusal keeps nothing.
+func testFsInlineRefused(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice")
+	big := string(make([]byte, store.FsInlineMax+1))
+	mustCreateEntries(t, s, fsFile("alice", "/alice/f", "content"), fsFile("alice", "/alice/big", big))
+	// An entry recording another size for the same name (no complete write
+	// does that; the store still refuses to keep content of another size).
+	lying := fsFile("alice", "/alice/lying", "12345")
+	lying.Blob = blobOf("1234")
+	mustCreateEntries(t, s, lying)
+	tests := []struct {
+		name string
+		sha  string
+		data string
+		want error
+	}{
+		{"no entry references it", blobOf("nobody"), "nobody", store.ErrNotFound},
+		{"bytes of another name", blobOf("content"), "tampered", store.ErrPrecondition},
+		{"not a sha", "not-a-sha", "content", store.ErrPrecondition},
+		{"over the inline bound", blobOf(big), big, store.ErrPrecondition},
+		{"another size than recorded", blobOf("1234"), "1234", store.ErrPrecondition},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.ErrorIs(t, s.PutInline(ctx, tc.sha, []byte(tc.data)), tc.want)
+			_, err := s.InlineContent(ctx, tc.sha)
+			require.ErrorIs(t, err, store.ErrNotFound)
+		})
+	}
+}
+
+// testFsInlineWithTx: content put in a transaction that rolls back is not
+// kept, and one that commits is seen by the transaction before it does.
+func testFsInlineWithTx(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustPutMembers(t, s, "alice")
+	err := s.WithTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.CreateEntry(ctx, fsFile("alice", "/alice/f", "rolled back")); err != nil {
+			return err
+		}
+		if err := tx.PutInline(ctx, blobOf("rolled back"), []byte("rolled back")); err != nil {
+			return err
+		}
+		if _, err := tx.InlineContent(ctx, blobOf("rolled back")); err != nil {
+			return errors.Join(err, errors.New("inline content not seen inside its transaction"))
+		}
+		return errAbort
+	})
+	require.ErrorIs(t, err, errAbort)
+	requireInline(t, s, "rolled back", false)
+	_, err = s.GetEntry(ctx, "/alice/f")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	require.NoError(t, s.WithTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.CreateEntry(ctx, fsFile("alice", "/alice/f", "committed")); err != nil {
+			return err
+		}
+		return tx.PutInline(ctx, blobOf("committed"), []byte("committed"))
+	}))
+	requireInline(t, s, "committed", true)
 }

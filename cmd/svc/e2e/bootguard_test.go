@@ -5,6 +5,7 @@ package e2e
 // prepared directories, the files on disk checked after every refusal.
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
@@ -50,7 +51,9 @@ func mustTeamDir(t *testing.T, files bool) *teamDir {
 	td.aliceTok = createMember(t, d, admin, "alice")
 	bobTok := createMember(t, d, admin, "bob")
 	if files {
-		td.files = map[string][]byte{"/admin/a.txt": []byte("admin's"), "/alice/b.txt": []byte("alice's"), "/bob/c.bin": randomBytes(t, 4096)}
+		// Over 64 KiB each, so their content is on disk (smaller files are
+		// kept in the database): the guards below are about blob files.
+		td.files = map[string][]byte{"/admin/a.txt": bytes.Repeat([]byte("admin's "), 9000), "/alice/b.txt": bytes.Repeat([]byte("alice's "), 9000), "/bob/c.bin": randomBytes(t, 68<<10)}
 		td.tokens = map[string]string{"/admin/a.txt": td.adminTok, "/alice/b.txt": td.aliceTok, "/bob/c.bin": bobTok}
 		for vp, content := range td.files {
 			mustWrite(t, p, td.tokens[vp], vp, "application/octet-stream", content)

@@ -764,7 +764,9 @@ func TestFsMaxFileSize(t *testing.T) {
 	}
 	mustRead(t, p, adminTok, "/admin/full.bin", "application/octet-stream", full)
 	require.Empty(t, regularFiles(t, filepath.Join(root, "tmp")), "a refused write leaves no temporary file")
-	require.Len(t, regularFiles(t, filepath.Join(root, "blobs")), 2, "only the accepted files are stored")
+	// Under 64 KiB, the accepted files are kept in the database, read
+	// back above; the refused ones left nothing on disk either.
+	require.Empty(t, regularFiles(t, filepath.Join(root, "blobs")), "only the accepted files are stored, inline")
 	requirePrivateTree(t, root)
 }
 
@@ -808,8 +810,10 @@ func TestFsBlobDedupAndPurge(t *testing.T) {
 	blobs := filepath.Join(filesRoot(p), "blobs")
 	require.Empty(t, regularFiles(t, blobs))
 
-	same := randomBytes(t, 4096)
-	other := randomBytes(t, 4096)
+	// Over 64 KiB: content on disk (smaller files are kept in the
+	// database, see docs/DECISIONS.md).
+	same := randomBytes(t, 68<<10)
+	other := randomBytes(t, 68<<10)
 	mustWrite(t, p, alice, "/alice/one.bin", "", same)
 	mustWrite(t, p, bob, "/bob/two.bin", "image/png", same)
 	mustWrite(t, p, alice, "/alice/copy/three.bin", "", same)
@@ -834,7 +838,7 @@ func TestFsBlobDedupAndPurge(t *testing.T) {
 	require.True(t, bytes.Equal(other, onDisk))
 
 	// An overwrite releases the old bytes; a move keeps them.
-	newer := randomBytes(t, 100)
+	newer := randomBytes(t, 70<<10)
 	r := fsWrite(t, p, alice, "/alice/other.bin", "overwrite", "", newer)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
 	left = regularFiles(t, blobs)
@@ -860,8 +864,8 @@ func TestFsDeletedMemberFilesGo(t *testing.T) {
 	alice := createMember(t, d, admin, "alice")
 	bob := createMember(t, d, admin, "bob")
 	blobs := filepath.Join(filesRoot(p), "blobs")
-	mustWrite(t, p, alice, "/alice/d/private.bin", "", randomBytes(t, 512))
-	kept := randomBytes(t, 512)
+	mustWrite(t, p, alice, "/alice/d/private.bin", "", randomBytes(t, 68<<10))
+	kept := randomBytes(t, 68<<10)
 	mustWrite(t, p, bob, "/bob/kept.bin", "", kept)
 	require.Len(t, regularFiles(t, blobs), 2)
 
@@ -901,7 +905,9 @@ func TestFsKill9(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 	}()
-	_, err = pw.Write(randomBytes(t, 64<<10))
+	// More than 64 KiB, so the body streams to a temporary file (a
+	// smaller one is held in memory and kept in the database).
+	_, err = pw.Write(randomBytes(t, 96<<10))
 	require.NoError(t, err)
 	tmp := filepath.Join(root, "tmp")
 	deadline := time.Now().Add(callTimeout)

@@ -397,7 +397,7 @@ func TestDamagedFileIsNotServed(t *testing.T) {
 	require.Less(t, len(got), len(data), "the last bytes were withheld")
 	require.Equal(t, b[:len(got)], got)
 
-	gone := []byte("content that goes missing")
+	gone := bytes.Repeat([]byte("content that goes missing "), 3000) // over 64 KiB: on disk
 	mustWrite(t, p, tok, "/admin/gone.txt", "text/plain", gone)
 	goneSHA, goneBlob := blobPath(gone)
 	require.NoError(t, os.Remove(goneBlob))
