@@ -89,6 +89,15 @@ func BenchmarkAppendActivity(b *testing.B) {
 	}
 }
 
+// processCPU is the process's user and system CPU time so far.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkSenderTurns reads the turns of a group commit's 16 senders (as
 // svcload's throughput run has them: people, no turn) in a writer
 // transaction, as the committer does: one ActiveTurn each, as the
@@ -126,12 +135,4 @@ func BenchmarkSenderTurns(b *testing.B) {
 			}))
 		}
 	})
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
