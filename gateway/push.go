@@ -67,22 +67,33 @@ func (g *Gateway) handlePush(gw *runtime.ServeMux, pb *runtime.JSONPb, client ap
 		)
 		in := pushBufs.Get().(*[]byte)
 		defer pushBufs.Put(in)
-		body, rerr := readAll((*in)[:0], r.Body)
-		if cap(body) <= maxPooledPush {
-			*in = body[:0]
+		head, rerr := readPushHead((*in)[:0], r.Body)
+		if cap(head) <= maxPooledPush {
+			*in = head[:0]
 		}
-		if rerr != nil || !decodePush(body, &req) {
-			// Anything but the plain shape, and every error, goes through
-			// the generic route's decoder over the same bytes and the same
-			// read error: its answer, byte for byte.
+		if rerr != io.EOF || !decodePush(head, &req) {
+			// Anything but a whole plain push within pushHead, and every
+			// error, goes through the generic route's decoder over the
+			// bytes read, then the rest of the body or the read error
+			// that ended it, and the rest is drained after a good
+			// decode, as the generated handler does: its answer, byte
+			// for byte, and it reads the body as far as that handler
+			// would (to the first bad byte, not to the cap).
 			req.Reset()
-			src := io.Reader(bytes.NewReader(body))
-			if rerr != nil {
+			src := io.Reader(bytes.NewReader(head))
+			switch rerr {
+			case io.EOF:
+			case nil:
+				src = io.MultiReader(src, r.Body)
+			default:
 				src = io.MultiReader(src, errorReader{rerr})
 			}
 			if err := pb.NewDecoder(src).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
 				runtime.HTTPError(runtime.NewServerMetadataContext(ctx, md), gw, pb, w, r, status.Errorf(codes.InvalidArgument, "%v", err))
 				return
+			}
+			if rerr == nil {
+				_, _ = io.Copy(io.Discard, r.Body)
 			}
 		}
 		resp, err := client.Push(ctx, &req, grpc.Header(&md.HeaderMD), grpc.Trailer(&md.TrailerMD))
@@ -128,6 +139,9 @@ func genericPush(r *http.Request) bool {
 	}
 	return strings.Contains(strings.ToLower(r.Header.Get("TE")), "trailers")
 }
+
+// pushHead bounds what handlePush reads before it decides how to decode.
+const pushHead = 8 << 10
 
 // maxPooledPush bounds the answer buffers kept for reuse; a push's answer
 // is usually a few hundred bytes, and a large one is not kept.
@@ -302,24 +316,30 @@ func appendJSONString(b []byte, s string) ([]byte, bool) {
 	return append(b, '"'), true
 }
 
-// readAll is io.ReadAll into b: the whole body, and the error that ended
-// it other than EOF. The generic route read the first JSON value and then
-// drained the rest the same way; only the error that cut the body before
-// the value was whole counts, as the decoder over the same bytes sees.
-func readAll(b []byte, r io.Reader) ([]byte, error) {
-	for {
+// readPushHead reads r into b while what arrived may still be the start of
+// a plain push (decodePush), up to pushHead bytes. It returns io.EOF when
+// the body ended within them, nil when it stopped early (the bytes cannot
+// be a plain push, or pushHead is reached), or the read error that ended
+// the body. It stops after the read that brought a byte decodePush does
+// not take, as the generic route's decoder stops at the first bad byte:
+// garbage, even a slow trickle of it, is answered as soon as it arrives,
+// never read on to the cap (docs/PERFORMANCE.md, "Issue 30: the push
+// path").
+func readPushHead(b []byte, r io.Reader) ([]byte, error) {
+	for len(b) < pushHead {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]
 		}
-		n, err := r.Read(b[len(b):cap(b)])
+		n, err := r.Read(b[len(b):min(cap(b), pushHead)])
 		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
 		if err != nil {
 			return b, err
 		}
+		if n > 0 && !plainPushPrefix(b) {
+			return b, nil
+		}
 	}
+	return b, nil
 }
 
 // errorReader returns its error: the body's read error, after its bytes.
@@ -337,6 +357,18 @@ func (e errorReader) Read([]byte) (int, error) { return 0, e.err }
 // (FuzzDecodePush).
 func decodePush(b []byte, req *apiv1.PushRequest) bool {
 	d := pushDecoder{b: b}
+	return d.push(req)
+}
+
+// plainPushPrefix reports whether b may still become a push decodePush
+// takes: it takes b, or only ran out of bytes.
+func plainPushPrefix(b []byte) bool {
+	var req apiv1.PushRequest
+	d := pushDecoder{b: b, scan: true}
+	return d.push(&req) || d.short
+}
+
+func (d *pushDecoder) push(req *apiv1.PushRequest) bool {
 	d.ws()
 	if !d.byte('{') {
 		return false
@@ -348,7 +380,7 @@ func decodePush(b []byte, req *apiv1.PushRequest) bool {
 	}
 	for {
 		d.ws()
-		key, ok := d.str()
+		key, ok := d.raw()
 		if !ok {
 			return false
 		}
@@ -358,7 +390,7 @@ func decodePush(b []byte, req *apiv1.PushRequest) bool {
 		}
 		d.ws()
 		i := -1
-		switch key {
+		switch string(key) {
 		case "to":
 			i = 0
 			if d.null() {
@@ -409,6 +441,20 @@ func decodePush(b []byte, req *apiv1.PushRequest) bool {
 type pushDecoder struct {
 	b []byte
 	i int
+	// short records that a step failed for want of bytes: more of the
+	// body could still make it a plain push.
+	short bool
+	// scan checks the shape without making strings (plainPushPrefix).
+	scan bool
+}
+
+// more reports whether the bytes are used up, and records it.
+func (d *pushDecoder) more() bool {
+	if d.i == len(d.b) {
+		d.short = true
+		return true
+	}
+	return false
 }
 
 func (d *pushDecoder) ws() {
@@ -423,7 +469,10 @@ func (d *pushDecoder) ws() {
 }
 
 func (d *pushDecoder) byte(c byte) bool {
-	if d.i < len(d.b) && d.b[d.i] == c {
+	if d.more() {
+		return false
+	}
+	if d.b[d.i] == c {
 		d.i++
 		return true
 	}
@@ -434,6 +483,9 @@ func (d *pushDecoder) null() bool {
 	if bytes.HasPrefix(d.b[d.i:], []byte("null")) {
 		d.i += 4
 		return true
+	}
+	if rest := d.b[d.i:]; len(rest) < 4 && bytes.HasPrefix([]byte("null"), rest) {
+		d.short = true
 	}
 	return false
 }
@@ -446,8 +498,17 @@ func (d *pushDecoder) end() bool {
 
 // str reads a string without escapes or control characters, UTF-8.
 func (d *pushDecoder) str() (string, bool) {
+	s, ok := d.raw()
+	if !ok || d.scan {
+		return "", ok
+	}
+	return string(s), true
+}
+
+// raw reads such a string and returns its bytes, without copying them.
+func (d *pushDecoder) raw() ([]byte, bool) {
 	if !d.byte('"') {
-		return "", false
+		return nil, false
 	}
 	start := d.i
 	for d.i < len(d.b) {
@@ -456,16 +517,14 @@ func (d *pushDecoder) str() (string, bool) {
 		case c == '"':
 			s := d.b[start:d.i]
 			d.i++
-			if !utf8.Valid(s) {
-				return "", false
-			}
-			return string(s), true
+			return s, utf8.Valid(s)
 		case c == '\\' || c < 0x20:
-			return "", false
+			return nil, false
 		}
 		d.i++
 	}
-	return "", false
+	d.short = true
+	return nil, false
 }
 
 // strs reads a list of such strings; [] is an empty list.

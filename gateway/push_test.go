@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -91,6 +92,7 @@ func TestPushHandlerMatchesGenericRoute(t *testing.T) {
 		name      string
 		body      string
 		chunked   bool
+		trickle   bool // chunked, a byte a read: a slow client
 		header    map[string]string
 		anonymous bool
 		status    int
@@ -128,16 +130,34 @@ func TestPushHandlerMatchesGenericRoute(t *testing.T) {
 		{name: "a trailing comma", body: `{"body":"hi",}`, status: 400},
 		{name: "a control character", body: "{\"body\":\"a\x01b\"}", status: 400},
 		{name: "a read error after the object", body: `{"body":"hi"}` + strings.Repeat(" ", DefaultMaxBody), chunked: true, status: 200},
+		// The generic route decodes as the body arrives and stops at the
+		// first bad byte: handlePush must not read on to the cap (413)
+		// or wait for the rest of a slow body.
+		{name: "not JSON, chunked, over the cap", body: "x" + strings.Repeat("x", DefaultMaxBody), chunked: true, status: 400},
+		{name: "bad JSON past the first read, chunked, over the cap", body: `{"body":"` + strings.Repeat("y", 2*pushHead) + `"x` + strings.Repeat("x", DefaultMaxBody), chunked: true, status: 400},
+		{name: "a plain push larger than the first read", body: `{"body":"` + strings.Repeat("y", 3*pushHead) + `"}`, status: 200},
+		{name: "a plain push larger than the first read, chunked", body: `{"to":"ann","body":"` + strings.Repeat("y", 3*pushHead) + `"}`, chunked: true, status: 200},
+		{name: "data larger than the first read, chunked", body: `{"data":{"k":"` + strings.Repeat("y", 3*pushHead) + `"},"body":"hi"}`, chunked: true, status: 200},
+		{name: "a plain push, trickled", body: `{"to":null,"body":"hi","attachments":["/a"]}`, trickle: true, status: 200},
+		{name: "not JSON, trickled", body: "x" + strings.Repeat("x", 4*pushHead), trickle: true, status: 400},
+		{name: "bad JSON mid-way, trickled", body: `{"body":"hi",x` + strings.Repeat("x", 4*pushHead), trickle: true, status: 400},
+		{name: "an escape then bad JSON, trickled", body: `{"body":"a\nb","title":x` + strings.Repeat("x", 4*pushHead), trickle: true, status: 400},
+		{name: "bad JSON past the first read, trickled", body: `{"body":"` + strings.Repeat("y", pushHead+1) + `"x` + strings.Repeat("x", 4*pushHead), trickle: true, status: 400},
+		{name: "trailing bytes, trickled", body: `{"body":"hi"}x` + strings.Repeat("x", 2*pushHead), trickle: true, status: 200},
 		{name: "a method override of a form", body: `body=hi`, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "X-HTTP-Method-Override": "GET"}, status: 404},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			do := func(g *Gateway) (*httptest.ResponseRecorder, metadata.MD) {
+			do := func(g *Gateway) (*httptest.ResponseRecorder, metadata.MD, int) {
 				fb.mu.Lock()
 				fb.seen = nil
 				fb.mu.Unlock()
 				var r *http.Request
-				if tc.chunked {
+				tb := &trickleBody{s: tc.body}
+				if tc.trickle {
+					r = httptest.NewRequest(http.MethodPost, "/push", tb)
+					r.ContentLength = -1
+				} else if tc.chunked {
 					r = httptest.NewRequest(http.MethodPost, "/push", struct{ *strings.Reader }{strings.NewReader(tc.body)})
 					r.ContentLength = -1
 				} else {
@@ -151,11 +171,13 @@ func TestPushHandlerMatchesGenericRoute(t *testing.T) {
 				}
 				w := httptest.NewRecorder()
 				g.ServeHTTP(w, r)
-				return w, fb.lastMD()
+				return w, fb.lastMD(), tb.read
 			}
-			old, oldMD := do(generic)
+			old, oldMD, oldRead := do(generic)
 			served := hand.pushesServed.Load()
-			got, gotMD := do(hand)
+			got, gotMD, gotRead := do(hand)
+			// Read a byte at a time, both routes stop at the same byte.
+			require.Equal(t, oldRead, gotRead, "bytes read of a trickled body")
 			require.Zero(t, generic.pushesServed.Load())
 			// A declared oversize body is refused before any handler.
 			viaGeneric := tc.header["TE"] != "" || tc.header["X-HTTP-Method-Override"] != "" || tc.name == "too large, declared"
@@ -174,6 +196,25 @@ func TestPushHandlerMatchesGenericRoute(t *testing.T) {
 			require.Equal(t, want, have)
 		})
 	}
+}
+
+// trickleBody is a body that arrives a byte at a time, as from a slow
+// client, and counts what was read of it.
+type trickleBody struct {
+	s    string
+	read int
+}
+
+func (b *trickleBody) Read(p []byte) (int, error) {
+	if b.read == len(b.s) {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0] = b.s[b.read]
+	b.read++
+	return 1, nil
 }
 
 // pushResponses are answers appendPushResponse must write as protojson
@@ -272,6 +313,11 @@ func FuzzDecodePush(f *testing.F) {
 		if !decodePush(b, &got) {
 			return
 		}
+		// Every start of a plain push may still become one, so a push
+		// that arrives in pieces is read to its end by readPushHead.
+		for k := 0; k <= len(b); k++ {
+			require.True(t, plainPushPrefix(b[:k]), "%q of %q", b[:k], b)
+		}
 		var want apiv1.PushRequest
 		require.NoError(t, pb.NewDecoder(bytes.NewReader(b)).Decode(&want), "%q", b)
 		require.True(t, proto.Equal(&want, &got), "%q: generic %v, decodePush %v", b, &want, &got)
@@ -300,6 +346,36 @@ func TestDecodePushTakesOnlyThePlainShape(t *testing.T) {
 	} {
 		var req apiv1.PushRequest
 		require.Equal(t, tc.fast, decodePush([]byte(tc.body), &req), tc.body)
+	}
+}
+
+// readPushHead reads on while the body may still be a plain push, and
+// stops at the first byte that cannot be one.
+func TestPlainPushPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		more bool
+	}{
+		{``, true},
+		{` {`, true},
+		{`{"bo`, true},
+		{`{"body":"h`, true},
+		{`{"to":nu`, true},
+		{`{"to":null`, true},
+		{`{"attachments":["/a",`, true},
+		{`{"body":"hi"}`, true},
+		{`{"body":"hi"} `, true},
+		{`x`, false},
+		{`[`, false},
+		{`{"to":nx`, false},
+		{`{"body":"hi",x`, false},
+		{`{"body":"a\`, false},
+		{`{"body":5`, false},
+		{`{"data":`, false},
+		{`{"body":"hi"} x`, false},
+		{"{\"body\":\"a\x01", false},
+	} {
+		require.Equal(t, tc.more, plainPushPrefix([]byte(tc.body)), "%q", tc.body)
 	}
 }
 
