@@ -53,7 +53,7 @@ func (f *Fs) blobDamaged(ctx context.Context, e store.FsEntry, err error) error 
 	}
 	return &apierr.Error{
 		Code:    apierr.CodeDataLoss,
-		Message: "the content of " + e.Path + " is damaged or missing on the broker's disk; its operator must restore it (see the broker's log)",
+		Message: "the content of " + e.Path + " is damaged or missing in the broker's storage; its operator must restore it (see the broker's log)",
 		Err:     err,
 	}
 }

@@ -28,6 +28,32 @@ FROM fs_blobs b WHERE b.refs > 0 AND NOT EXISTS (SELECT 1 FROM fs_inline i WHERE
 	return out, translate(op, rows.Err())
 }
 
+// InlineContents calls fn with each content kept in the database (table
+// fs_inline) that a file entry references, with one of those entries and
+// the stored bytes, ordered by sha: svc check hashes them, because page
+// checksums are off unless the cluster was initialised with them and do
+// not cover what a damaged disk or a hand edit wrote through the server.
+func (db *DB) InlineContents(ctx context.Context, fn func(b store.FileBlob, data []byte) error) error {
+	const op = "list inline contents"
+	rows, err := db.r.QueryContext(ctx, `SELECT b.sha, b.size, COALESCE((SELECT e.path FROM fs_entries e WHERE e.blob = b.sha ORDER BY e.path LIMIT 1), ''), i.data
+FROM fs_blobs b JOIN fs_inline i ON i.sha = b.sha WHERE b.refs > 0 ORDER BY b.sha`)
+	if err != nil {
+		return translate(op, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b store.FileBlob
+		var data []byte
+		if err := rows.Scan(&b.SHA, &b.Size, &b.Path, &data); err != nil {
+			return translate(op, err)
+		}
+		if err := fn(b, data); err != nil {
+			return err
+		}
+	}
+	return translate(op, rows.Err())
+}
+
 // BlobReferenced reports whether a file entry references sha now: a blob
 // found missing while a broker runs may have been removed with its last
 // entry since FileBlobs listed it.

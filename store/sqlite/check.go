@@ -206,6 +206,41 @@ FROM fs_blobs b WHERE b.refs > 0`+onDisk+` ORDER BY b.sha`)
 	return out, translate("list file blobs", rows.Err())
 }
 
+// InlineContents calls fn with each content kept in the database (table
+// fs_inline) that a file entry references, with one of those entries and
+// the stored bytes, ordered by sha: svc check hashes them, because
+// integrity_check checks pages and indexes, never a BLOB's bytes. fn must
+// not use the Inspector. A database from before fs_inline has none.
+func (i *Inspector) InlineContents(ctx context.Context, fn func(b FileBlob, data []byte) error) error {
+	const op = "list inline contents"
+	var inline bool
+	if err := i.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'fs_inline')`).Scan(&inline); err != nil {
+		return translate(op, err)
+	}
+	if !inline {
+		return nil
+	}
+	rows, err := i.db.QueryContext(ctx, `SELECT b.sha, b.size, (SELECT e.path FROM fs_entries e WHERE e.blob = b.sha ORDER BY e.path LIMIT 1), i.data
+FROM fs_blobs b JOIN fs_inline i ON i.sha = b.sha WHERE b.refs > 0 ORDER BY b.sha`)
+	if err != nil {
+		return translate(op, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b FileBlob
+		var path sql.NullString
+		var data []byte
+		if err := rows.Scan(&b.SHA, &b.Size, &path, &data); err != nil {
+			return translate(op, err)
+		}
+		b.Path = path.String
+		if err := fn(b, data); err != nil {
+			return err
+		}
+	}
+	return translate(op, rows.Err())
+}
+
 // BlobReferenced reports whether a file entry references sha now: a blob
 // found missing while a broker runs may have been removed with its last
 // entry since FileBlobs listed it.

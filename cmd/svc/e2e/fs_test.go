@@ -878,9 +878,10 @@ func TestFsDeletedMemberFilesGo(t *testing.T) {
 	requireReadRefused(t, p, alice, "/alice/d/private.bin", "not_found")
 }
 
-// TestFsKill9 kills the broker with a write in flight and one acknowledged:
-// after a restart on the same files the acknowledged file reads back
-// byte-identical and no temporary file is left.
+// TestFsKill9 kills the broker with a write in flight and two acknowledged,
+// one on disk and one small enough to be kept in the database: after a
+// restart on the same files both read back byte-identical and no
+// temporary file is left.
 func TestFsKill9(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -889,6 +890,9 @@ func TestFsKill9(t *testing.T) {
 	root := filesRoot(p)
 	data := randomBytes(t, 256<<10)
 	mustWrite(t, p, adminTok, "/admin/kept/data.bin", "application/x-test", data)
+	// At most 64 KiB: its bytes commit with the entry, in the database.
+	small := randomBytes(t, 64<<10)
+	mustWrite(t, p, adminTok, "/admin/kept/small.bin", "application/x-test", small)
 
 	// A write whose body is still arriving when the broker dies.
 	pr, pw := io.Pipe()
@@ -921,6 +925,7 @@ func TestFsKill9(t *testing.T) {
 
 	p2 := p.restart(t)
 	mustRead(t, p2, adminTok, "/admin/kept/data.bin", "application/x-test", data)
+	mustRead(t, p2, adminTok, "/admin/kept/small.bin", "application/x-test", small)
 	require.Empty(t, regularFiles(t, tmp), "boot clears temporary files")
 	mustFail(t, restDriver{p2}, bearer(adminTok), "StatFile", obj{"path": "/admin/partial.bin"}, "not_found")
 	require.Len(t, regularFiles(t, filepath.Join(root, "blobs")), 1)
