@@ -175,8 +175,8 @@ type FsStore interface {
 }
 
 // FileBlob is one stored content that file entries reference, as the
-// stores' checks list them (svc check): content on disk only, not what is
-// kept inline (its hash is checked on every read).
+// stores' checks list what is on disk (svc check); content kept inline is
+// listed apart, with its bytes (InlineContents), and hashed there too.
 type FileBlob struct {
 	SHA  string
 	Size int64
