@@ -9,7 +9,11 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"svc/store"
 )
@@ -155,6 +159,18 @@ func diskFailure(err error) bool {
 // disk, until a Put succeeds after store.FailureHold without failures.
 type putHealth struct {
 	failing store.Failing
+	// probed is when Health last tried the disk itself (unix nanoseconds).
+	probed atomic.Int64
+}
+
+// probeEvery bounds how often Health tries the disk while writes fail:
+// /healthz answers anyone, and a probe writes and fsyncs a file.
+const probeEvery = store.FailureHold
+
+// probeDue reports whether a probe may run now, and claims it.
+func (h *putHealth) probeDue(now time.Time) bool {
+	last := h.probed.Load()
+	return now.UnixNano()-last >= int64(probeEvery) && h.probed.CompareAndSwap(last, now.UnixNano())
 }
 
 // put takes the outcome of a Put.
@@ -171,11 +187,36 @@ func (h *putHealth) put(err error) {
 
 // Health implements store.HealthReporter: why writes of file content fail
 // now, or nil.
+//
+// While writes fail, Health tries the disk itself now and then (probe):
+// files of at most store.FsInlineMax bytes are kept in the database, so a
+// team that writes only those would never give the blob store a write
+// that succeeds, and /healthz would say file writes fail long after the
+// disk has room again.
 func (b *Blobs) Health() error {
-	if fe := b.health.failing.Err(); fe != nil {
+	fe := b.health.failing.Err()
+	if fe != nil && b.health.probeDue(time.Now()) {
+		b.health.put(b.probe())
+		fe = b.health.failing.Err()
+	}
+	if fe != nil {
 		return fe
 	}
 	return nil
+}
+
+// probe writes, fsyncs and removes a temp file as large as the smallest
+// content the blob store keeps: whether a file write would succeed now.
+func (b *Blobs) probe() error {
+	f, err := os.CreateTemp(filepath.Join(b.root, tmpDir), "probe-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, store.FsInlineMax+1))
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close(), ignoreNotExist(os.Remove(f.Name()))) // a sweep may have taken it
 }
 
 // Verify reads the blob sha of the store rooted at root, recorded as size
