@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -313,4 +314,18 @@ func (s *serving) get(t *testing.T, path, token string) []byte {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return body
+}
+
+// writeFile writes data to path (a member's file) on s with a bearer
+// token, failing the test unless it answers 200.
+func (s *serving) writeFile(t *testing.T, path, token string, data []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.base+"/fs/write?path="+path, bytes.NewReader(data))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 }

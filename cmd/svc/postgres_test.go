@@ -231,14 +231,7 @@ func TestCheckOnPostgres(t *testing.T) {
 	token := regexp.MustCompile(`admin token: (\S+)`).FindStringSubmatch(s.stdout.String())[1]
 	// Over 64 KiB, so the content is a blob file (smaller files are kept
 	// in the database): svc check verifies those on disk.
-	req, err := http.NewRequest(http.MethodPost, s.base+"/fs/write?path=/admin/notes.txt", strings.NewReader(strings.Repeat("checked on postgres ", 4000)))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "text/plain")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	s.writeFile(t, "/admin/notes.txt", token, []byte(strings.Repeat("checked on postgres ", 4000)))
 	require.NoError(t, s.stop())
 
 	ctx := context.Background()
