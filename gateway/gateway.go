@@ -64,8 +64,6 @@ type Gateway struct {
 	genericPush bool
 	// pushesServed counts the requests handlePush served itself (tests).
 	pushesServed atomic.Int64
-	// mux is grpc-gateway's mux of the service routes (tests).
-	mux *runtime.ServeMux
 }
 
 // Option sets an optional setting.
@@ -131,13 +129,24 @@ func New(ctx context.Context, conn grpc.ClientConnInterface, srv *server.Server,
 		// accounting: the interceptors trust it only on the local
 		// connection.
 		runtime.WithMetadata(func(_ context.Context, r *http.Request) metadata.MD {
-			return appendRequestMD(metadata.MD{}, r)
+			md := metadata.Pairs(server.ConnKeyMD, connKey(r))
+			// The request's own host and scheme, for enrollment
+			// verification URIs (trusted only on this connection too).
+			scheme := "http"
+			if r.TLS != nil {
+				scheme = "https"
+			}
+			md.Append(server.ForwardedHostMD, r.Host)
+			md.Append(server.ForwardedSchemeMD, scheme)
+			// The client's address (a trusted proxy's client): per-address
+			// limits and what approvers are shown.
+			md.Append(server.ClientAddrMD, clientAddr(r))
+			return md
 		}),
 		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
 		runtime.WithForwardResponseOption(forwardResponse),
 		runtime.WithMiddlewares(g.authBeforeBody),
 	)
-	g.mux = gw
 	for _, register := range []func(context.Context, *runtime.ServeMux, grpc.ClientConnInterface) error{
 		over(apiv1.NewBrokerClient, apiv1.RegisterBrokerHandlerClient),
 		over(apiv1.NewObjectivesClient, apiv1.RegisterObjectivesHandlerClient),
@@ -203,25 +212,6 @@ func handleOpenAPI(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) er
 }
 
 // connKey names the connection r came on (connguard.Key).
-// appendRequestMD adds to md what the gateway tells the services about the
-// request (the mux's metadata annotator; pushContext adds it too): the
-// client's connection, for the services' connection accounting (the
-// interceptors trust it only on the local connection), the request's own
-// host and scheme, for enrollment verification URIs (trusted only on this
-// connection too), and the client's address (a trusted proxy's client),
-// for per-address limits and what approvers are shown.
-func appendRequestMD(md metadata.MD, r *http.Request) metadata.MD {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	md[server.ConnKeyMD] = append(md[server.ConnKeyMD], connKey(r))
-	md[server.ForwardedHostMD] = append(md[server.ForwardedHostMD], r.Host)
-	md[server.ForwardedSchemeMD] = append(md[server.ForwardedSchemeMD], scheme)
-	md[server.ClientAddrMD] = append(md[server.ClientAddrMD], clientAddr(r))
-	return md
-}
-
 func connKey(r *http.Request) string {
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if local == nil {

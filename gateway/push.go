@@ -6,9 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +15,6 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -59,7 +56,7 @@ func (g *Gateway) handlePush(gw *runtime.ServeMux, pb *runtime.JSONPb, client ap
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		ctx, err := pushContext(ctx, gw, r)
+		ctx, err := runtime.AnnotateContext(ctx, gw, r, pushMethod, runtime.WithHTTPPathPattern("/push"))
 		if err != nil {
 			runtime.HTTPError(r.Context(), gw, pb, w, r, err)
 			return
@@ -131,95 +128,6 @@ func (g *Gateway) handlePush(gw *runtime.ServeMux, pb *runtime.JSONPb, client ap
 		}
 		_, _ = w.Write(out)
 	})
-}
-
-// pushContext is runtime.AnnotateContext for handlePush on the gateway's
-// mux (incomingHeader, appendRequestMD, no default timeout): the same
-// outgoing metadata and path pattern, built straight into one map, where
-// AnnotateContext built it through metadata.Pairs and metadata.Join (43
-// allocations, about 9 µs of a push's CPU: docs/PERFORMANCE.md, "Issue 30:
-// what bounds the push rate"). A request it does not build the same way
-// (a Grpc-Timeout, a header the matcher maps that AnnotateContext skips,
-// logs or decodes) gets AnnotateContext itself
-// (TestPushContextMatchesAnnotateContext, FuzzPushContext). The one
-// difference: the context does not carry the method name
-// (runtime.RPCMethod, which nothing here reads; it has no setter).
-func pushContext(ctx context.Context, gw *runtime.ServeMux, r *http.Request) (context.Context, error) {
-	md, ok := pushMD(r)
-	if !ok {
-		return runtime.AnnotateContext(ctx, gw, r, pushMethod, runtime.WithHTTPPathPattern("/push"))
-	}
-	return metadata.NewOutgoingContext(runtime.WithHTTPPathPattern("/push")(ctx), md), nil
-}
-
-// pushMD is the metadata annotateContext (grpc-gateway's runtime) builds
-// for r on the gateway's mux, in its order, or false where that function
-// would do more than copy a header: a timeout, a header skipped with a
-// log line, a binary header.
-func pushMD(r *http.Request) (metadata.MD, bool) {
-	if runtime.DefaultContextTimeout != 0 || r.Header.Get("Grpc-Timeout") != "" {
-		return nil, false
-	}
-	md := make(metadata.MD, 8)
-	for key, vals := range r.Header {
-		key = textproto.CanonicalMIMEHeaderKey(key)
-		if key == "X-Forwarded-For" || key == "X-Forwarded-Host" {
-			continue // below
-		}
-		for _, val := range vals {
-			if key == "Authorization" && validMDValue(val) {
-				md["authorization"] = append(md["authorization"], val)
-			}
-			h, ok := incomingHeader(key)
-			if !ok {
-				continue
-			}
-			if strings.EqualFold(h, "X-Forwarded-For") || strings.EqualFold(h, "X-Forwarded-Host") ||
-				!validMDKey(h) || strings.HasSuffix(key, "-Bin") || !validMDValue(val) {
-				return nil, false
-			}
-			h = strings.ToLower(h)
-			md[h] = append(md[h], val)
-		}
-	}
-	if host := r.Header.Get("X-Forwarded-Host"); host != "" && validMDValue(host) {
-		md["x-forwarded-host"] = append(md["x-forwarded-host"], host)
-	} else if r.Host != "" && validMDValue(r.Host) {
-		md["x-forwarded-host"] = append(md["x-forwarded-host"], r.Host)
-	}
-	xff := r.Header.Values("X-Forwarded-For")
-	if r.RemoteAddr != "" {
-		if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-			xff = append(xff[:len(xff):len(xff)], ip)
-		}
-	}
-	if len(xff) > 0 {
-		if v := strings.Join(xff, ", "); validMDValue(v) {
-			md["x-forwarded-for"] = append(md["x-forwarded-for"], v)
-		}
-	}
-	return appendRequestMD(md, r), true
-}
-
-// validMDKey is a gRPC header name: 0-9 a-z A-Z _ - . (as the runtime checks).
-func validMDKey(k string) bool {
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// validMDValue is a gRPC ASCII value: printable ASCII and space.
-func validMDValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if v[i] < 0x20 || v[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // genericPush reports whether r is one grpc-gateway's mux treats apart: a

@@ -3,14 +3,12 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -452,139 +450,4 @@ func scalarOf(t *testing.T, fd protoreflect.FieldDescriptor) protoreflect.Value 
 	}
 	t.Fatalf("%s: kind %s; teach scalarOf", fd.FullName(), fd.Kind())
 	return protoreflect.Value{}
-}
-
-// gatewayMux is grpc-gateway's mux as New configures it.
-func gatewayMux(tb testing.TB) *runtime.ServeMux {
-	g, err := New(context.Background(), nil, nil)
-	require.NoError(tb, err)
-	return g.mux
-}
-
-// pushContextRequest is a push as svcload's REST publishers send it.
-func pushContextRequest() *http.Request {
-	r := httptest.NewRequest(http.MethodPost, "/push", strings.NewReader(`{"body":"x"}`))
-	r.Header.Set("Authorization", "Bearer svc_0123456789abcdef")
-	r.Header.Set("X-Svc-Protocol", "1")
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("User-Agent", "Go-http-client/1.1")
-	r.Header.Set("Accept-Encoding", "gzip")
-	r.RemoteAddr = "127.0.0.1:5555"
-	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
-	return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, local))
-}
-
-// checkPushContext requires pushContext to give what AnnotateContext gives
-// on the gateway's mux: the outgoing metadata, the path pattern, whether
-// there is a deadline, the error. It reports whether pushContext built the
-// metadata itself.
-func checkPushContext(t *testing.T, mux *runtime.ServeMux, r *http.Request) bool {
-	t.Helper()
-	want, werr := runtime.AnnotateContext(r.Context(), mux, r, pushMethod, runtime.WithHTTPPathPattern("/push"))
-	got, gerr := pushContext(r.Context(), mux, r)
-	if werr != nil || gerr != nil {
-		require.Error(t, werr)
-		require.EqualError(t, gerr, werr.Error())
-		return false
-	}
-	wmd, wok := metadata.FromOutgoingContext(want)
-	gmd, gok := metadata.FromOutgoingContext(got)
-	require.Equal(t, wok, gok)
-	require.Equal(t, wmd, gmd)
-	wp, _ := runtime.HTTPPathPattern(want)
-	gp, _ := runtime.HTTPPathPattern(got)
-	require.Equal(t, wp, gp)
-	_, wdl := want.Deadline()
-	_, gdl := got.Deadline()
-	require.Equal(t, wdl, gdl)
-	_, fast := pushMD(r)
-	return fast
-}
-
-// pushContext builds the metadata AnnotateContext builds, itself for what
-// clients send and through AnnotateContext for the rest.
-func TestPushContextMatchesAnnotateContext(t *testing.T) {
-	mux := gatewayMux(t)
-	tests := []struct {
-		name   string
-		edit   func(r *http.Request)
-		direct bool // built by pushMD, not AnnotateContext
-	}{
-		{name: "svcload's push", edit: func(*http.Request) {}, direct: true},
-		{name: "a cookie over TLS", edit: func(r *http.Request) {
-			r.Header.Set("Cookie", "svc_session=abc; other=1")
-			r.TLS = &tls.ConnectionState{}
-		}, direct: true},
-		{name: "forwarded host and addresses", edit: func(r *http.Request) {
-			r.Header.Set("X-Forwarded-Host", "h.example")
-			r.Header.Add("X-Forwarded-For", "10.0.0.1")
-			r.Header.Add("X-Forwarded-For", "10.0.0.2, 10.0.0.3")
-		}, direct: true},
-		{name: "a header named like the forwarded metadata", edit: func(r *http.Request) {
-			r.Header.Set("Grpc-Metadata-X-Forwarded-For", "6.6.6.6")
-		}, direct: true},
-		{name: "two bearers, one not ASCII", edit: func(r *http.Request) {
-			r.Header.Add("Authorization", "Bearer é")
-		}, direct: true},
-		{name: "no headers, no port, no host", edit: func(r *http.Request) {
-			r.Header = http.Header{}
-			r.RemoteAddr, r.Host = "pipe", ""
-		}, direct: true},
-		{name: "a forwarded host not ASCII", edit: func(r *http.Request) {
-			r.Header.Set("X-Forwarded-Host", "hé")
-		}, direct: true},
-		{name: "a user agent not ASCII (AnnotateContext drops it)", edit: func(r *http.Request) {
-			r.Header.Set("User-Agent", "ué")
-		}},
-		{name: "a timeout", edit: func(r *http.Request) { r.Header.Set("Grpc-Timeout", "5S") }},
-		{name: "a bad timeout", edit: func(r *http.Request) { r.Header.Set("Grpc-Timeout", "soon") }},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := pushContextRequest()
-			tc.edit(r)
-			require.Equal(t, tc.direct, checkPushContext(t, mux, r))
-		})
-	}
-}
-
-// FuzzPushContext holds pushContext to AnnotateContext for any header.
-func FuzzPushContext(f *testing.F) {
-	for _, s := range [][2]string{
-		{"User-Agent", "x"}, {"Cookie", "a=b"}, {"X-Svc-Protocol", "1"}, {"Authorization", "Bearer x"},
-		{"X-Forwarded-For", "1.2.3.4"}, {"X-Forwarded-Host", "h"}, {"Grpc-Timeout", "1m"}, {"user-agent", "\x01"},
-		{"Cookie-Bin", "YQ=="}, {"Grpc-Metadata-X-Forwarded-Host", "h"},
-	} {
-		f.Add(s[0], s[1], "127.0.0.1:1", "svc.example")
-	}
-	mux := gatewayMux(f)
-	f.Fuzz(func(t *testing.T, key, val, remote, host string) {
-		r := pushContextRequest()
-		r.Header.Add(key, val)
-		r.RemoteAddr, r.Host = remote, host
-		checkPushContext(t, mux, r)
-	})
-}
-
-// BenchmarkPushContext: the metadata of svcload's push, through
-// AnnotateContext and through pushContext.
-func BenchmarkPushContext(b *testing.B) {
-	mux := gatewayMux(b)
-	r := pushContextRequest()
-	for _, direct := range []bool{false, true} {
-		b.Run("direct="+strconv.FormatBool(direct), func(b *testing.B) {
-			b.ReportAllocs()
-			for range b.N {
-				var err error
-				if direct {
-					_, err = pushContext(r.Context(), mux, r)
-				} else {
-					_, err = runtime.AnnotateContext(r.Context(), mux, r, pushMethod, runtime.WithHTTPPathPattern("/push"))
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }
