@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -135,4 +136,67 @@ func BenchmarkSenderTurns(b *testing.B) {
 			}))
 		}
 	})
+}
+
+// BenchmarkGroupCommit is the messenger's group commit of a batch of plain
+// broadcasts (svcload's throughput load: 16 publishers, 64-byte bodies),
+// alone: one writer transaction per batch that reads the senders' turns
+// (ActiveTurns) and appends the batch (AppendMessages), then COMMITs. An
+// op is one message, so ns/op and cpu-ns/op are per message whatever the
+// batch. The steps cut it into its parts: "tx" is BEGIN IMMEDIATE and a
+// COMMIT that wrote nothing, "turns" adds the turn read, "append" is the
+// whole commit. sync=off turns the writer's fsync off (synchronous=OFF)
+// to show what the fsync itself costs in CPU (docs/PERFORMANCE.md,
+// "Issue 30: what bounds the push rate").
+func BenchmarkGroupCommit(b *testing.B) {
+	body := "tp|run|tpub0|1|" + strings.Repeat("x", 64-len("tp|run|tpub0|1|"))
+	for _, sync := range []string{"full", "off"} {
+		for _, step := range []string{"tx", "turns", "append"} {
+			for _, batch := range []int{1, 16, 64} {
+				name := "sync=" + sync + "/step=" + step + "/batch=" + strconv.Itoa(batch)
+				b.Run(name, func(b *testing.B) {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					db := MustOpen(b, filepath.Join(b.TempDir(), "svc.db"))
+					if sync == "off" {
+						_, err := db.c.writer.ExecContext(ctx, "PRAGMA synchronous=OFF")
+						require.NoError(b, err)
+					}
+					msgs := make([]store.Message, batch)
+					var senders []string
+					for i := range msgs {
+						from := "tpub" + strconv.Itoa(i%16)
+						if i < 16 {
+							require.NoError(b, db.PutMember(ctx, store.Member{Name: from}))
+							senders = append(senders, from)
+						}
+						msgs[i] = store.Message{From: from, Thread: "chan:general", Body: body, Level: "info", All: true}
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					cpu0 := processCPU(b)
+					for i := 0; i < b.N; i += batch {
+						n := min(batch, b.N-i)
+						err := db.WithTx(ctx, func(tx store.Tx) error {
+							if step == "tx" {
+								return nil
+							}
+							if _, err := tx.(queries).ActiveTurns(ctx, senders[:min(n, len(senders))]); err != nil {
+								return err
+							}
+							if step == "turns" {
+								return nil
+							}
+							_, err := tx.AppendMessages(ctx, msgs[:n])
+							return err
+						})
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+				})
+			}
+		}
+	}
 }

@@ -41,11 +41,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	}
 	// Statements hot inside the messenger's transactions are prepared on
 	// the writer now: a transaction holds the writer's one connection.
-	for _, q := range []string{
-		insertMessage, insertRecipient, activeTurnQuery, activeTurnsQuery, addLoopStopQuery,
+	for _, q := range append(messageStatements(), []string{
+		activeTurnQuery, activeTurnsQuery, addLoopStopQuery,
 		hookDedupeSeenQuery, addHookDeliveryQuery, setHookMessagesQuery, getHookDeliveryQuery,
 		countHookPendingQuery, hookMessageIDsQuery, setHookStatusQuery,
-	} {
+	}...) {
 		if _, err := c.prepared(ctx, true, q); err != nil {
 			return nil, errors.Join(fmt.Errorf("open store: prepare: %w", err), c.Close())
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"svc/store"
@@ -23,45 +24,138 @@ func (db *DB) AppendMessages(ctx context.Context, msgs []store.Message) ([]store
 
 // AppendMessages stores messages in order and returns copies with Seq set.
 // It runs several statements on q.w, which must be a transaction.
+//
+// The rows go in multi-row INSERTs of insertChunks rows (a batch of 21 is
+// 16+4+1), each prepared at open: with a statement per row, the database/sql
+// and cgo work of each statement was most of a message's CPU in the group
+// commit; in chunks a commit of 16 broadcasts costs 0.52-0.63x the CPU a
+// message, of 64 0.39-0.44x (BenchmarkGroupCommit; docs/PERFORMANCE.md,
+// "Issue 30: what bounds the push rate").
 func (q queries) AppendMessages(ctx context.Context, msgs []store.Message) ([]store.Message, error) {
 	out := make([]store.Message, len(msgs))
-	ins, err := q.stmt(ctx, true, insertMessage)
-	if err != nil {
-		return nil, translate("append messages", err)
-	}
 	rcpt, err := q.stmt(ctx, true, insertRecipient)
 	if err != nil {
 		return nil, translate("append messages", err)
 	}
-	for i, m := range msgs {
-		atts, err := json.Marshal(nonNilStrings(m.Attachments))
-		if err != nil {
-			return nil, fmt.Errorf("append messages: %w", err)
-		}
-		created := q.orNow(m.CreatedAt).UnixMilli()
-		if m.ReplyTo < 0 || m.Hops < 0 || m.Chain < 0 {
-			return nil, fmt.Errorf("append messages: negative reply chain field")
-		}
-		row := ins.QueryRowContext(ctx, m.From, nullString(m.To), m.Thread, m.Title, m.Body, m.Level,
-			nullJSON(m.Data), nullJSON(m.Meta), string(atts), created, m.All,
-			nullSeq(m.ReplyTo), m.Hops, nullSeq(m.Chain), m.LoopStopped)
-		if err := row.Scan(&m.Seq); err != nil {
-			return nil, translate("append messages", err)
-		}
-		for _, r := range m.Recipients {
-			if _, err := rcpt.ExecContext(ctx, r, m.Seq); err != nil {
-				return nil, translate("append messages", err)
+	args := make([]any, 0, messageArgs*min(len(msgs), insertChunks[0]))
+	for done := 0; done < len(msgs); {
+		n := insertChunks[len(insertChunks)-1]
+		for _, c := range insertChunks {
+			if c <= len(msgs)-done {
+				n = c
+				break
 			}
 		}
-		m.CreatedAt = fromMS(created)
-		out[i] = m
+		chunk := out[done : done+n]
+		args = args[:0]
+		for i, m := range msgs[done : done+n] {
+			atts, err := json.Marshal(nonNilStrings(m.Attachments))
+			if err != nil {
+				return nil, fmt.Errorf("append messages: %w", err)
+			}
+			created := q.orNow(m.CreatedAt).UnixMilli()
+			if m.ReplyTo < 0 || m.Hops < 0 || m.Chain < 0 {
+				return nil, fmt.Errorf("append messages: negative reply chain field")
+			}
+			args = append(args, m.From, nullString(m.To), m.Thread, m.Title, m.Body, m.Level,
+				nullJSON(m.Data), nullJSON(m.Meta), string(atts), created, m.All,
+				nullSeq(m.ReplyTo), m.Hops, nullSeq(m.Chain), m.LoopStopped)
+			m.CreatedAt = fromMS(created)
+			chunk[i] = m
+		}
+		if err := q.insertMessages(ctx, chunk, args); err != nil {
+			return nil, err
+		}
+		for _, m := range chunk {
+			for _, r := range m.Recipients {
+				if _, err := rcpt.ExecContext(ctx, r, m.Seq); err != nil {
+					return nil, translate("append messages", err)
+				}
+			}
+		}
+		done += n
 	}
 	return out, nil
 }
 
+// insertMessages inserts the rows of msgs (args, messageArgs each) with
+// the statement of their number and sets each message's Seq. The rows are
+// inserted in order and seq is an AUTOINCREMENT key, so their seqs grow in
+// that order; RETURNING's order is not specified, so they are sorted.
+func (q queries) insertMessages(ctx context.Context, msgs []store.Message, args []any) error {
+	ins, err := q.stmt(ctx, true, insertMessagesQuery(len(msgs)))
+	if err != nil {
+		return translate("append messages", err)
+	}
+	if len(msgs) == 1 {
+		return translate("append messages", ins.QueryRowContext(ctx, args...).Scan(&msgs[0].Seq))
+	}
+	rows, err := ins.QueryContext(ctx, args...)
+	if err != nil {
+		return translate("append messages", err)
+	}
+	defer rows.Close()
+	seqs := make([]int64, 0, len(msgs))
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return translate("append messages", err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return translate("append messages", err)
+	}
+	if len(seqs) != len(msgs) {
+		return fmt.Errorf("append messages: %d rows inserted, %d returned", len(msgs), len(seqs))
+	}
+	slices.Sort(seqs)
+	for i := range msgs {
+		msgs[i].Seq = seqs[i]
+	}
+	return nil
+}
+
+// insertChunks are the row counts of the message inserts, largest first;
+// the last must be 1. 64 rows are 960 parameters, far below SQLite's
+// limit (32766).
+var insertChunks = [...]int{64, 32, 16, 8, 4, 2, 1}
+
+// messageArgs is the number of parameters of one message row.
+const messageArgs = 15
+
+// insertMessageQueries are the inserts of insertChunks rows, by row count
+// (prepared on the writer at open).
+var insertMessageQueries = func() map[int]string {
+	m := map[int]string{}
+	for _, n := range insertChunks {
+		var sb strings.Builder
+		sb.WriteString(`INSERT INTO messages (sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members, reply_to, hops, chain, loop_stopped)
+VALUES `)
+		for i := range n {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		}
+		sb.WriteString(" RETURNING seq")
+		m[n] = sb.String()
+	}
+	return m
+}()
+
+func insertMessagesQuery(n int) string { return insertMessageQueries[n] }
+
+// messageStatements are AppendMessages' statements, for Open to prepare.
+func messageStatements() []string {
+	out := []string{insertRecipient}
+	for _, n := range insertChunks {
+		out = append(out, insertMessagesQuery(n))
+	}
+	return out
+}
+
 const (
-	insertMessage = `INSERT INTO messages (sender, recipient, thread, title, body, level, data, meta, attachments, created_at, all_members, reply_to, hops, chain, loop_stopped)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`
 	insertRecipient = `INSERT OR IGNORE INTO message_recipients (member, seq) VALUES (?, ?)`
 )
 
