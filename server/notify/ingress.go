@@ -341,6 +341,8 @@ func (s *Service) deliver(ctx context.Context, e Endpoint, d store.HookDelivery,
 				return nil, err
 			}
 		} else {
+			// Only its own pending rows change the receipt from here.
+			t.wrote(out)
 			if err := s.dispatchHook(ctx, tx, t, e, out, []hookItem{item}, level, 0, route); err != nil {
 				return nil, err
 			}

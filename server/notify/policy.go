@@ -99,6 +99,11 @@ type hookTally struct {
 	fresh map[string]int
 	ids   map[string][]string // message ids per receipt, once stored
 	added int                 // pending rows written
+	// written holds a receipt this transaction wrote, as written, when
+	// nothing else in it changes that receipt but the pending rows held
+	// for it (counted in held): finish then knows what it would read back.
+	written map[string]store.HookDelivery
+	held    map[string]int
 	// messageID renders a stored message's id.
 	messageID func(seq int64) string
 }
@@ -109,6 +114,7 @@ func (s *Service) newTally() *hookTally {
 	return &hookTally{
 		seen:  map[string]struct{}{},
 		notes: map[string][]string{}, status: map[string]hookStatus{}, fresh: map[string]int{}, ids: map[string][]string{},
+		written: map[string]store.HookDelivery{}, held: map[string]int{},
 		messageID: s.d.MessageID,
 	}
 }
@@ -119,6 +125,10 @@ func (t *hookTally) touch(id string) {
 		t.touched = append(t.touched, id)
 	}
 }
+
+// wrote marks d as written by this transaction, which changes it no
+// further but by holding pending rows for it (hold counts them).
+func (t *hookTally) wrote(d store.HookDelivery) { t.written[d.ID] = d }
 
 func (t *hookTally) note(id, note string) {
 	t.touch(id)
@@ -151,14 +161,10 @@ func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
 		}
 	}
 	for _, id := range t.touched {
-		d, err := tx.GetHookDelivery(ctx, id)
+		d, left, err := t.receipt(ctx, tx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
-		if err != nil {
-			return err
-		}
-		left, err := tx.CountHookPending(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -188,6 +194,21 @@ func (t *hookTally) finish(ctx context.Context, tx store.Tx) error {
 		}
 	}
 	return nil
+}
+
+// receipt is receipt id as the transaction holds it, and how many pending
+// rows it has: what this transaction wrote when it wrote the receipt
+// (a verified delivery's commit then reads nothing back), else read.
+func (t *hookTally) receipt(ctx context.Context, tx store.Tx, id string) (store.HookDelivery, int, error) {
+	if d, ok := t.written[id]; ok {
+		return d, t.held[id], nil
+	}
+	d, err := tx.GetHookDelivery(ctx, id)
+	if err != nil {
+		return d, 0, err
+	}
+	left, err := tx.CountHookPending(ctx, id)
+	return d, left, err
 }
 
 // stored writes the status finish decided of every receipt that got
@@ -287,6 +308,7 @@ func (s *Service) dispatchHook(ctx context.Context, tx store.Tx, t *hookTally, e
 	hold := func(member, kind string, d time.Duration) error {
 		t.touch(owner.ID)
 		t.added++
+		t.held[owner.ID]++
 		return tx.AddHookPending(ctx, store.HookPending{
 			Delivery: owner.ID, Endpoint: e.Slug, Member: member, Kind: kind,
 			ReceivedAt: owner.ReceivedAt, DueAt: owner.ReceivedAt.Add(d), Level: level, Items: raw,

@@ -1,7 +1,9 @@
 package notify
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,6 +58,76 @@ func BenchmarkHookTallyTouch(b *testing.B) {
 					t.touch(id)
 				}
 			}
+		})
+	}
+}
+
+// readsStore counts the reads of a receipt and of its pending rows made
+// in its transactions.
+type readsStore struct {
+	store.Store
+	reads *atomic.Int64
+}
+
+func (s readsStore) WithTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	return s.Store.WithTx(ctx, func(tx store.Tx) error { return fn(readsTx{tx, s.reads}) })
+}
+
+type readsTx struct {
+	store.Tx
+	reads *atomic.Int64
+}
+
+func (tx readsTx) GetHookDelivery(ctx context.Context, id string) (store.HookDelivery, error) {
+	tx.reads.Add(1)
+	return tx.Tx.GetHookDelivery(ctx, id)
+}
+
+func (tx readsTx) CountHookPending(ctx context.Context, delivery string) (int, error) {
+	tx.reads.Add(1)
+	return tx.Tx.CountHookPending(ctx, delivery)
+}
+
+// TestFreshReceiptIsNotReadBack: the commit of a verified delivery that
+// is not debounced decides its receipt's status from what it wrote
+// (the receipt, the pending rows it held) without reading either back,
+// and decides as a read would: delivered, pending, dropped with its
+// reasons.
+func TestFreshReceiptIsNotReadBack(t *testing.T) {
+	tests := []struct {
+		name, query string
+		online      bool
+		to          []string
+		status      string
+		reason      string
+		pending     int
+	}{
+		{"delivered", "", true, []string{"alice"}, StatusDelivered, "", 0},
+		{"queued", "if_offline=queue", false, []string{"alice"}, StatusPending, "", 1},
+		{"queued for two", "if_offline=queue", false, []string{"alice", "bob"}, StatusPending, "", 2},
+		{"dropped offline", "if_offline=drop", false, []string{"alice"}, StatusDropped,
+			"copy for alice dropped: offline (ifOffline drop)", 0},
+		{"one delivered, one queued", "if_offline=queue", true, []string{"alice", "bob"}, StatusPending, "", 1},
+		{"channel only", "", false, []string{"#ops"}, StatusDelivered, "", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := &atomic.Int64{}
+			e := &policyEnv{newHookEnvOn(t, readsStore{memStore(t), reads}, false)}
+			e.endpoint(t, "h", nil, tc.to...)
+			if tc.online {
+				e.online(t, "alice")
+			}
+			reads.Store(0)
+			res := e.post(t, "h", tc.query, `{"n":1}`)
+			require.Zero(t, reads.Load(), "receipt or pending rows read back")
+			require.Equal(t, tc.status, res.Status)
+			d := e.receipt(t, res.ID)
+			require.Equal(t, tc.status, d.Status)
+			require.Equal(t, tc.reason, d.Reason)
+			left, err := e.st.CountHookPending(context.Background(), res.ID)
+			require.NoError(t, err)
+			require.Equal(t, tc.pending, left)
 		})
 	}
 }

@@ -190,26 +190,7 @@ func FuzzDecodeJSONRecords(f *testing.F) {
 // BenchmarkDecodeJSONRecords compares the walker with the generic path on
 // the real Claude Code exports.
 func BenchmarkDecodeJSONRecords(b *testing.B) {
-	var docs [][]byte
-	size := 0
-	for _, d := range jsonCaptures(b) {
-		docs = append(docs, d)
-		size += len(d)
-	}
-	for _, bc := range []struct {
-		name   string
-		decode func([]byte) ([]Record, error)
-	}{{"generic", genericJSONRecords}, {"walker", DecodeJSONRecords}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				for _, d := range docs {
-					if _, err := bc.decode(d); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-		})
-	}
+	docs := jsonCaptures(b)
+	b.Run("generic", func(b *testing.B) { benchRecords(b, docs, genericJSONRecords) })
+	b.Run("walker", func(b *testing.B) { benchRecords(b, docs, DecodeJSONRecords) })
 }

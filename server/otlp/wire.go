@@ -95,19 +95,56 @@ func walk(b []byte, fs fields, fn func(num protowire.Number, v []byte) error) er
 	return nil
 }
 
-// utf8String reads a string field as protobuf does: it must be UTF-8. A
-// NUL is replaced (noNUL).
-func utf8String(v []byte) (string, error) {
+// wireDecoder decodes one request. It interns the short strings it reads:
+// the attribute keys, and the values that repeat from record to record
+// (session, user and organization ids, versions, model names), are then
+// allocated once per request instead of once per record, which was most
+// of the decoder's allocations.
+type wireDecoder struct {
+	strs map[string]string
+	// attrs is how many attributes the last record had: the next record's
+	// map is made that large, so it does not grow (and rehash) as it fills.
+	attrs int
+}
+
+// Interning bounds: a string longer than internMaxLen (prompts, bodies) is
+// rarely repeated and is not kept; at most internMax are kept a request.
+const (
+	internMaxLen = 128
+	internMax    = 1024
+)
+
+// str reads a string field as protobuf does: it must be UTF-8. A NUL is
+// replaced (noNUL).
+func (d *wireDecoder) str(v []byte) (string, error) {
+	short := len(v) <= internMaxLen
+	if short {
+		// The map is keyed by the bytes read: the same bytes were valid
+		// UTF-8 and gave this string before.
+		if s, ok := d.strs[string(v)]; ok {
+			return s, nil
+		}
+	}
 	if !utf8.Valid(v) {
 		return "", errMalformed
 	}
-	return noNUL(string(v)), nil
+	raw := string(v)
+	s := noNUL(raw)
+	if short && len(d.strs) < internMax {
+		if d.strs == nil {
+			d.strs = make(map[string]string, 64)
+		}
+		d.strs[raw] = s
+	}
+	return s, nil
 }
 
-// checkString checks a string field no record reads.
+// checkString checks a string field no record reads: it must be UTF-8.
 func checkString(_ protowire.Number, v []byte) error {
-	_, err := utf8String(v)
-	return err
+	if !utf8.Valid(v) {
+		return errMalformed
+	}
+	return nil
 }
 
 var (
@@ -164,9 +201,12 @@ var (
 )
 
 func decodeRequest(b []byte) ([]Record, error) {
-	var out []Record
+	var (
+		out []Record
+		d   wireDecoder
+	)
 	err := walk(b, requestFields, func(_ protowire.Number, v []byte) (err error) {
-		out, err = decodeResourceLogs(v, out)
+		out, err = d.resourceLogs(v, out)
 		return err
 	})
 	if err != nil {
@@ -175,7 +215,7 @@ func decodeRequest(b []byte) ([]Record, error) {
 	return out, nil
 }
 
-func decodeResourceLogs(b []byte, out []Record) ([]Record, error) {
+func (d *wireDecoder) resourceLogs(b []byte, out []Record) ([]Record, error) {
 	var (
 		scopes  [][]byte
 		res     map[string]string
@@ -188,7 +228,7 @@ func decodeResourceLogs(b []byte, out []Record) ([]Record, error) {
 				return errUncommon
 			}
 			resSeen = true
-			res, err = decodeResource(v)
+			res, err = d.resource(v)
 			return err
 		case 2:
 			scopes = append(scopes, v)
@@ -205,18 +245,18 @@ func decodeResourceLogs(b []byte, out []Record) ([]Record, error) {
 	}
 	codexService := isCodexService(res)
 	for _, s := range scopes {
-		if out, err = decodeScopeLogs(s, res, codexService, out); err != nil {
+		if out, err = d.scopeLogs(s, res, codexService, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func decodeResource(b []byte) (map[string]string, error) {
+func (d *wireDecoder) resource(b []byte) (map[string]string, error) {
 	m := map[string]string{}
 	err := walk(b, resourceFields, func(num protowire.Number, v []byte) error {
 		if num == 1 {
-			return decodeKeyValue(v, m)
+			return d.keyValue(v, m)
 		}
 		return nil
 	})
@@ -229,7 +269,7 @@ func decodeResource(b []byte) (map[string]string, error) {
 	return m, nil
 }
 
-func decodeScopeLogs(b []byte, res map[string]string, codexService bool, out []Record) ([]Record, error) {
+func (d *wireDecoder) scopeLogs(b []byte, res map[string]string, codexService bool, out []Record) ([]Record, error) {
 	scopeSeen := false
 	var logs [][]byte
 	err := walk(b, scopeLogsFields, func(num protowire.Number, v []byte) error {
@@ -239,7 +279,7 @@ func decodeScopeLogs(b []byte, res map[string]string, codexService bool, out []R
 				return errUncommon
 			}
 			scopeSeen = true
-			return checkScope(v)
+			return d.checkScope(v)
 		case 2:
 			logs = append(logs, v)
 			return nil
@@ -251,7 +291,7 @@ func decodeScopeLogs(b []byte, res map[string]string, codexService bool, out []R
 		return nil, err
 	}
 	for _, l := range logs {
-		r, err := decodeLogRecord(l, res, codexService)
+		r, err := d.logRecord(l, res, codexService)
 		if err != nil {
 			return nil, err
 		}
@@ -262,47 +302,47 @@ func decodeScopeLogs(b []byte, res map[string]string, codexService bool, out []R
 
 // checkScope checks an InstrumentationScope, which no record reads, as
 // protobuf would decode it.
-func checkScope(b []byte) error {
+func (d *wireDecoder) checkScope(b []byte) error {
 	discard := map[string]string{}
 	return walk(b, scopeFields, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1, 2:
 			return checkString(num, v)
 		case 3:
-			return decodeKeyValue(v, discard)
+			return d.keyValue(v, discard)
 		}
 		return nil
 	})
 }
 
-func decodeLogRecord(b []byte, res map[string]string, codexService bool) (Record, error) {
+func (d *wireDecoder) logRecord(b []byte, res map[string]string, codexService bool) (Record, error) {
 	var (
 		timeNano, observedNano uint64
 		body                   string
 		bodySeen               bool
 		eventName              string
 	)
-	attrs := map[string]string{}
+	attrs := make(map[string]string, d.attrs)
 	err := walk(b, logRecordFields, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
 			timeNano, _ = protowire.ConsumeFixed64(v)
 		case 11:
 			observedNano, _ = protowire.ConsumeFixed64(v)
-		case 3, 12:
-			s, err := utf8String(v)
+		case 3:
+			return checkString(num, v)
+		case 12:
+			s, err := d.str(v)
 			if err != nil {
 				return err
 			}
-			if num == 12 {
-				eventName = s
-			}
+			eventName = s
 		case 5:
 			if bodySeen {
 				return errUncommon
 			}
 			bodySeen = true
-			val, err := decodeAnyValue(v)
+			val, err := d.anyValue(v)
 			if err != nil {
 				return err
 			}
@@ -310,13 +350,14 @@ func decodeLogRecord(b []byte, res map[string]string, codexService bool) (Record
 				body = val.s
 			}
 		case 6:
-			return decodeKeyValue(v, attrs)
+			return d.keyValue(v, attrs)
 		}
 		return nil
 	})
 	if err != nil {
 		return Record{}, err
 	}
+	d.attrs = len(attrs)
 	for _, k := range privateAttrs {
 		delete(attrs, k)
 	}
@@ -328,9 +369,9 @@ func decodeLogRecord(b []byte, res map[string]string, codexService bool) (Record
 	return r, nil
 }
 
-// decodeKeyValue reads one KeyValue into m, its value rendered as
-// renderValue does; a later key wins.
-func decodeKeyValue(b []byte, m map[string]string) error {
+// keyValue reads one KeyValue into m, its value rendered as renderValue
+// does; a later key wins.
+func (d *wireDecoder) keyValue(b []byte, m map[string]string) error {
 	var (
 		key       string
 		val       anyValue
@@ -338,14 +379,14 @@ func decodeKeyValue(b []byte, m map[string]string) error {
 	)
 	err := walk(b, keyValueFields, func(num protowire.Number, v []byte) (err error) {
 		if num == 1 {
-			key, err = utf8String(v)
+			key, err = d.str(v)
 			return err
 		}
 		if valueSeen {
 			return errUncommon
 		}
 		valueSeen = true
-		val, err = decodeAnyValue(v)
+		val, err = d.anyValue(v)
 		return err
 	})
 	if err != nil {
@@ -362,11 +403,11 @@ type anyValue struct {
 	isString bool
 }
 
-// decodeAnyValue reads an AnyValue. Scalars are read here; arrays,
+// anyValue reads an AnyValue. Scalars are read here; arrays,
 // key-value lists and values that set more than one case go through
 // protobuf itself, so nesting, merging and rendering are exactly the
 // generic path's.
-func decodeAnyValue(b []byte) (anyValue, error) {
+func (d *wireDecoder) anyValue(b []byte) (anyValue, error) {
 	var (
 		out   anyValue
 		cases int
@@ -375,7 +416,7 @@ func decodeAnyValue(b []byte) (anyValue, error) {
 		cases++
 		switch num {
 		case 1:
-			s, err := utf8String(v)
+			s, err := d.str(v)
 			if err != nil {
 				return err
 			}

@@ -3,7 +3,12 @@ package otlp
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
@@ -123,6 +128,86 @@ func TestDecodeProtoRecords(t *testing.T) {
 	}
 }
 
+// rawExport is an export of one resource and scope holding records, each
+// with the attributes given as key, string value pairs of raw bytes
+// (proto.Marshal refuses strings that are not UTF-8).
+func rawExport(records ...[][2][]byte) []byte {
+	var scope []byte
+	for _, attrs := range records {
+		var rec []byte
+		for _, a := range attrs {
+			val := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), a[1])
+			kv := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), a[0])
+			kv = protowire.AppendBytes(protowire.AppendTag(kv, 2, protowire.BytesType), val)
+			rec = protowire.AppendBytes(protowire.AppendTag(rec, 6, protowire.BytesType), kv)
+		}
+		scope = protowire.AppendBytes(protowire.AppendTag(scope, 2, protowire.BytesType), rec)
+	}
+	rl := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), scope)
+	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rl)
+}
+
+// TestDecodeProtoRecordsInterning: the strings the decoder keeps for the
+// rest of a request read as they did the first time, and a string is
+// checked (UTF-8, NUL) as if it were read for the first time whenever its
+// bytes were not kept.
+func TestDecodeProtoRecordsInterning(t *testing.T) {
+	attr := func(k, v string) [2][]byte { return [2][]byte{[]byte(k), []byte(v)} }
+	rec := func(as ...[2][]byte) [][2][]byte { return as }
+	long := strings.Repeat("x", internMaxLen)
+	var many [][][2][]byte
+	for i := range internMax + 10 {
+		many = append(many, rec(attr("event.name", "e"), attr("k", strconv.Itoa(i))))
+	}
+	many = append(many, rec(attr("k", "0")), rec(attr("k", strconv.Itoa(internMax+5))))
+	tests := []struct {
+		name   string
+		b      []byte
+		refuse bool
+	}{
+		{"a repeated key and value with a NUL", rawExport(rec(attr("k\x00", "v\x00")), rec(attr("k\x00", "v\x00")), rec(attr("k\x00", "v\x00"))), false},
+		{"a value that was a key", rawExport(rec(attr("x", "x"), attr("y", "x")), rec(attr("x", "y"))), false},
+		{"valid bytes, then invalid ones of the same length", rawExport(rec(attr("ab", "ab")), rec(attr("\xff\xfe", "ab"))), true},
+		{"an invalid value repeated", rawExport(rec(attr("a", "\xff")), rec(attr("a", "\xff"))), true},
+		{"an invalid value after it was kept valid", rawExport(rec(attr("a", "ok")), rec(attr("a", "o\xff"))), true},
+		{"strings at and past the length kept, repeated", rawExport(
+			rec(attr(long, long), attr(long+"y", long+"y\x00")), rec(attr(long, long), attr(long+"y", long+"y\x00"))), false},
+		{"more strings than are kept", rawExport(many...), false},
+		{"a record with many attributes, then one with few", rawExport(
+			rec(attr("a", "1"), attr("b", "2"), attr("c", "3"), attr("d", "4"), attr("e", "5")), rec(attr("a", "6")), rec()), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.True(t, requireSameRecords(t, tc.b) != tc.refuse, "taken by the fast path when it decodes")
+			_, err := DecodeProtoRecords(tc.b)
+			require.Equal(t, tc.refuse, err != nil, "refused: %v", err)
+		})
+	}
+}
+
+// TestDecodeProtoRecordsAllocs bounds the allocations of decoding the real
+// exports: a string per distinct key and value of a request, not one per
+// key and value of every record (42 a record before interning).
+func TestDecodeProtoRecordsAllocs(t *testing.T) {
+	docs := captures(t)
+	records := 0
+	for _, d := range docs {
+		recs, err := DecodeProtoRecords(d)
+		require.NoError(t, err)
+		records += len(recs)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		for _, d := range docs {
+			if _, err := DecodeProtoRecords(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	perRecord := allocs / float64(records)
+	t.Logf("%.1f allocations a record (%d records)", perRecord, records)
+	require.LessOrEqual(t, perRecord, 25.0)
+}
+
 func FuzzDecodeProtoRecords(f *testing.F) {
 	for _, b := range captures(f) {
 		f.Add(b)
@@ -148,4 +233,63 @@ func twoResources(t *testing.T) []byte {
 	require.NoError(t, err)
 	rl = append(rl, logs...)
 	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rl)
+}
+
+// BenchmarkDecodeProtoRecords decodes the real Claude Code exports as
+// protobuf, reporting the time and allocations per record beside the
+// usual per-pass figures: as they were sent (two exports, 14 records),
+// and joined into one export of 98 records, the size of svcload's
+// batches (a request given twice is one request with the records of
+// both).
+func BenchmarkDecodeProtoRecords(b *testing.B) {
+	docs := captures(b)
+	b.Run("exports=2", func(b *testing.B) { benchRecords(b, docs, DecodeProtoRecords) })
+	var joined []byte
+	for range 7 {
+		for _, d := range docs {
+			joined = append(joined, d...)
+		}
+	}
+	b.Run("exports=1", func(b *testing.B) { benchRecords(b, [][]byte{joined}, DecodeProtoRecords) })
+}
+
+// benchRecords decodes every doc once per pass and reports the wall and
+// CPU time and the allocations per decoded record.
+func benchRecords(b *testing.B, docs [][]byte, decode func([]byte) ([]Record, error)) {
+	size, records := 0, 0
+	for _, d := range docs {
+		size += len(d)
+		recs, err := decode(d)
+		require.NoError(b, err)
+		records += len(recs)
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		for _, d := range docs {
+			if _, err := decode(d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cpu := processCPU(b) - cpu0
+	runtime.ReadMemStats(&ms1)
+	n := float64(b.N * records)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/record")
+	// On a shared machine the wall time follows what the scheduler gives;
+	// the process's CPU (GC included) is what decoding costs.
+	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/record")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/n, "allocs/record")
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
