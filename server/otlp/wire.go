@@ -107,6 +107,12 @@ type wireDecoder struct {
 	attrs int
 }
 
+// maxAttrsHint caps wireDecoder.attrs: a record kept with a map sized for
+// the thousands of attributes of the record before it would hold twice
+// the memory a hostile export of alternating huge and empty records
+// already costs (review); real records carry a few dozen.
+const maxAttrsHint = 64
+
 // Interning bounds: a string longer than internMaxLen (prompts, bodies) is
 // rarely repeated and is not kept; at most internMax are kept a request.
 const (
@@ -357,7 +363,8 @@ func (d *wireDecoder) logRecord(b []byte, res map[string]string, codexService bo
 	if err != nil {
 		return Record{}, err
 	}
-	d.attrs = len(attrs)
+	// A hint, capped: a small record after a huge one keeps no huge map.
+	d.attrs = min(len(attrs), maxAttrsHint)
 	for _, k := range privateAttrs {
 		delete(attrs, k)
 	}

@@ -293,3 +293,26 @@ func processCPU(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestAttrsHintCapped: the size hint a record leaves for the next one's
+// map is capped, so an empty record after one of thousands of attributes
+// does not keep a map sized for thousands (an export alternating the two
+// kept twice the memory of the same records grouped; review).
+func TestAttrsHintCapped(t *testing.T) {
+	for _, n := range []int{0, 1, maxAttrsHint, maxAttrsHint + 1, 2000} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			var rec [][2][]byte
+			for i := range n {
+				rec = append(rec, [2][]byte{[]byte("k" + strconv.Itoa(i)), []byte("v")})
+			}
+			var d wireDecoder
+			b := rawExport(rec)
+			err := walk(b, requestFields, func(_ protowire.Number, v []byte) (err error) {
+				_, err = d.resourceLogs(v, nil)
+				return err
+			})
+			require.NoError(t, err)
+			require.Equal(t, min(n, maxAttrsHint), d.attrs)
+		})
+	}
+}
