@@ -111,6 +111,8 @@ type feed interface {
 	// WriteTimedOut records that the stream ends because a write to its
 	// client did not complete in time (svc_streams_cut_total).
 	WriteTimedOut()
+	// Wrote counts one write that carries events (svc_sse_writes_total).
+	Wrote()
 	// Close ends the live subscription; it is safe to call more than once.
 	Close()
 }
@@ -311,19 +313,20 @@ func (s *stream) deliver(ev *hub.Event) error {
 	if ev != nil {
 		next = s.f.Buffered()
 		if next == nil && s.fr != nil {
-			return s.send(s.fr.Frame(ev, s.event))
+			return s.sendEvents(s.fr.Frame(ev, s.event))
 		}
 	}
 	bp := batchPool.Get().(*[]byte)
 	b := (*bp)[:0]
-	if ev == nil {
+	ping := ev == nil
+	if ping {
 		b = append(b, ": ping\n\n"...)
 	}
 	var err error
 	for n := 0; ev != nil; n++ {
 		b = s.appendEvent(b, ev)
 		if len(b) >= batchFlush {
-			if err = s.send(b); err != nil {
+			if err = s.sendEvents(b); err != nil {
 				break
 			}
 			b = b[:0]
@@ -337,8 +340,12 @@ func (s *stream) deliver(ev *hub.Event) error {
 		}
 		ev = s.f.Buffered()
 	}
-	if err == nil && len(b) > 0 {
+	switch {
+	case err != nil || len(b) == 0:
+	case ping:
 		err = s.send(b)
+	default:
+		err = s.sendEvents(b)
 	}
 	putBatch(bp, b)
 	return err
@@ -378,6 +385,12 @@ func (s *stream) send(b []byte) error {
 		s.f.WriteTimedOut()
 	}
 	return err
+}
+
+// sendEvents sends a batch of one or more events, counting the write.
+func (s *stream) sendEvents(b []byte) error {
+	s.f.Wrote()
+	return s.send(b)
 }
 
 // streamOut is where a stream's batches go.

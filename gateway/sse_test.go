@@ -33,6 +33,7 @@ var errFeedEnded = errors.New("feed ended")
 // and sees when the stream closes it.
 type fakeFeed struct {
 	timedOut  atomic.Bool
+	wrote     atomic.Int64
 	evs       chan *hub.Event
 	end       chan struct{}
 	closed    chan struct{}
@@ -69,6 +70,8 @@ func (f *fakeFeed) Buffered() *hub.Event {
 func (f *fakeFeed) ID(ev *hub.Event) string { return strconv.FormatInt(ev.Seq, 10) }
 
 func (f *fakeFeed) WriteTimedOut() { f.timedOut.Store(true) }
+
+func (f *fakeFeed) Wrote() { f.wrote.Add(1) }
 
 func (f *fakeFeed) Close() { f.closeOnce.Do(func() { close(f.closed) }) }
 

@@ -110,6 +110,7 @@ func (f *oneFeed) Next(context.Context, <-chan time.Time) (*hub.Event, error) { 
 func (f *oneFeed) Buffered() *hub.Event                                       { return nil }
 func (f *oneFeed) ID(ev *hub.Event) string                                    { return benchIDs.Format(ev.Seq) }
 func (f *oneFeed) WriteTimedOut()                                             {}
+func (f *oneFeed) Wrote()                                                     {}
 func (f *oneFeed) Close()                                                     {}
 
 type framedOne struct{ *oneFeed }
@@ -156,5 +157,47 @@ func BenchmarkBroadcastFrames(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamCountsEventWrites: a stream counts each write that carries
+// events (svc_sse_writes_total), whether the events were shared frames or
+// rendered by the stream, and nothing for the ready event and pings: one
+// write per wake-up's events, more when a batch passes maxCoalesce or
+// batchFlush.
+func TestStreamCountsEventWrites(t *testing.T) {
+	cases := []struct {
+		name       string
+		n, body    int
+		wantWrites int64
+	}{
+		{"one event", 1, 10, 1},
+		{"a batch", 7, 100, 1},
+		{"past maxCoalesce", maxCoalesce*2 + 3, 20, 3},
+		{"past batchFlush", 9, 9 << 10, 3},
+		{"one large event", 1, 70 << 10, 1},
+	}
+	for _, c := range cases {
+		for _, shared := range []bool{false, true} {
+			t.Run(c.name+" shared="+strconv.FormatBool(shared), func(t *testing.T) {
+				evs := make([]*hub.Event, c.n)
+				for i := range evs {
+					evs[i] = hub.NewEvent(int64(100+i), &apiv1.Message{Id: strconv.Itoa(100 + i), Body: strings.Repeat("x", c.body)})
+				}
+				ff := &fakeFeed{evs: make(chan *hub.Event, len(evs))}
+				var f feed = ff
+				if shared {
+					f = framedFeed{ff, fakeIDs}
+				}
+				out := &captureOut{}
+				s := &stream{g: &Gateway{log: slog.New(slog.DiscardHandler)}, out: out, f: f, event: "message", holder: "bob"}
+				require.NoError(t, s.start(context.Background(), nil, "bob"))
+				s.tick.Stop()
+				require.Zero(t, ff.wrote.Load(), "the ready event is not an event write")
+				got := sends(t, f, ff.evs, evs)
+				require.Equal(t, c.wantWrites, ff.wrote.Load())
+				require.Len(t, got, int(c.wantWrites)+1, "every write but the ping's is counted")
+			})
+		}
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"svc/server/apierr"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/server/apierr"
 	"svc/server/auth"
 	"svc/server/hub"
 	"svc/store"
@@ -52,6 +54,9 @@ type Feed struct {
 	// reason is why the broker cut the feed, the first reason given; empty
 	// when it did not.
 	reason atomic.Pointer[string]
+	// writes, when set, counts the writes that carried the feed's events to
+	// an SSE client (svc_sse_writes_total).
+	writes prometheus.Counter
 }
 
 // Why the broker cut a stream off (the reason label of
@@ -71,6 +76,16 @@ func (f *Feed) cut(reason string) { f.reason.CompareAndSwap(nil, &reason) }
 // WriteTimedOut records that the feed ends because a write to its client
 // did not complete in time: its Close counts it as cut for that reason.
 func (f *Feed) WriteTimedOut() { f.cut(cutWriteTimeout) }
+
+// Wrote counts one write that carried the feed's events to its SSE client
+// (one or more events in one write; pings and the ready event are not
+// counted), so that svc_deliveries_total over svc_sse_writes_total reads
+// as events per write.
+func (f *Feed) Wrote() {
+	if f.writes != nil {
+		f.writes.Inc()
+	}
+}
 
 // cutReason is why the broker cut the feed, empty when it did not: a
 // reason recorded, else slow_reader when the hub cut it off (its reader
@@ -239,6 +254,7 @@ func (c *core) counted(f *Feed, err error, kind string) (*Feed, error) {
 	}
 	f.gauge = c.metrics.streamGauge(kind)
 	f.cuts = c.metrics.streamCuts(kind)
+	f.writes = c.metrics.sseWrites(kind)
 	f.gauge.Add(1)
 	return f, nil
 }

@@ -34,6 +34,9 @@ type metrics struct {
 	streamsSSE, streamsGRPC, streamsActivity, streamsTeam atomic.Int64
 	// cutChat and cutActivity count the streams the broker cut, by reason.
 	cutChat, cutActivity, cutTeam cutCounters
+	// writesChat, writesActivity and writesTeam count the writes that
+	// carried events to SSE streams, by stream.
+	writesChat, writesActivity, writesTeam prometheus.Counter
 
 	msgBatch, msgCommit prometheus.Histogram
 	actBatch, actCommit prometheus.Histogram
@@ -125,6 +128,11 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 		c.cc.writeTimeout = cuts.WithLabelValues(c.stream, cutWriteTimeout)
 	}
 
+	writes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "svc_sse_writes_total", Help: "Writes that carried events to SSE streams (each one or more events; pings not counted), by stream: chat, activity or team. svc_deliveries_total over it is events per write.",
+	}, []string{"stream"})
+	m.writesChat, m.writesActivity, m.writesTeam = writes.WithLabelValues("chat"), writes.WithLabelValues("activity"), writes.WithLabelValues("team")
+
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -132,7 +140,7 @@ func newMetrics(chat, act *hub.Hub, sc *StoreCommits) *metrics {
 		streams(streamSSE, &m.streamsSSE), streams(streamGRPC, &m.streamsGRPC), streams(streamActivity, &m.streamsActivity),
 		streams(streamTeam, &m.streamsTeam),
 		delivered("chat", chat), delivered("activity", act),
-		cuts,
+		cuts, writes,
 		m.msgBatch, m.actBatch, m.msgCommit, m.actCommit,
 		otlp, hooks, webpush,
 	)
@@ -226,6 +234,21 @@ func (m *metrics) streamCuts(kind string) *cutCounters {
 		return &m.cutTeam
 	}
 	return &m.cutChat
+}
+
+// sseWrites returns the counter of writes to SSE streams of kind: chat
+// (sse), activity or team; nil for gRPC chat streams, whose transport
+// batches their sends into writes of its own.
+func (m *metrics) sseWrites(kind string) prometheus.Counter {
+	switch kind {
+	case streamSSE:
+		return m.writesChat
+	case streamActivity:
+		return m.writesActivity
+	case streamTeam:
+		return m.writesTeam
+	}
+	return nil
 }
 
 // streamGauge returns the live-stream count of kind.

@@ -238,3 +238,35 @@ func TestMetricsHooksAndWebPush(t *testing.T) {
 	require.EqualValues(t, 1, testutil.ToFloat64(m.pushFailed))
 	require.EqualValues(t, 1, testutil.ToFloat64(m.pushGone))
 }
+
+// A counted feed counts its event writes as svc_sse_writes_total of its
+// stream (chat for SSE chat streams, activity, team); a gRPC chat feed,
+// whose writes its transport makes, counts none.
+func TestMetricsSSEWrites(t *testing.T) {
+	c := &core{store: mustMemStore(t), hub: hub.New()}
+	c.metrics = newMetrics(c.hub, hub.New(), nil)
+	for _, tc := range []struct {
+		kind   string
+		writes int
+	}{{streamSSE, 3}, {streamGRPC, 5}, {streamActivity, 2}, {streamTeam, 1}} {
+		f, err := c.attach(context.Background(), bobPrincipal, 0, false)
+		f, err = c.counted(f, err, tc.kind)
+		require.NoError(t, err)
+		for range tc.writes {
+			f.Wrote()
+		}
+		f.Close()
+	}
+	require.EqualValues(t, 3, testutil.ToFloat64(c.metrics.writesChat))
+	require.EqualValues(t, 2, testutil.ToFloat64(c.metrics.writesActivity))
+	require.EqualValues(t, 1, testutil.ToFloat64(c.metrics.writesTeam))
+	fams, err := c.metrics.reg.Gather()
+	require.NoError(t, err)
+	var series int
+	for _, fam := range fams {
+		if fam.GetName() == "svc_sse_writes_total" {
+			series = len(fam.GetMetric())
+		}
+	}
+	require.Equal(t, 3, series, "chat, activity and team, from the start")
+}

@@ -111,6 +111,8 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	require.EqualValues(t, 0, delta("svc_pushes_total", map[string]string{"kind": "channel"}))
 	// bob is the only live stream: one delivery per push.
 	require.EqualValues(t, 2, delta("svc_deliveries_total", map[string]string{"stream": "chat"}))
+	// Each push was read before the next was sent: one write each.
+	require.EqualValues(t, 2, delta("svc_sse_writes_total", map[string]string{"stream": "chat"}))
 	require.EqualValues(t, 0, delta("svc_streams_cut_total", map[string]string{"stream": "chat"}))
 	require.EqualValues(t, 1, delta("svc_otlp_records_total", map[string]string{"outcome": "rejected"}))
 	require.EqualValues(t, 3, delta("svc_otlp_records_total", map[string]string{"outcome": "stored"}))
