@@ -132,7 +132,9 @@ func TestRunnerFirstStartDeliversTheBacklog(t *testing.T) {
 	ch := mustCall(t, d, bearer(aliceTok), "CreateChannel", obj{"slug": "ops"})
 	mustCall(t, d, bearer(aliceTok), "AddChannelMember", obj{"channel": "ops", "member": "agent"})
 	want := []string{
-		push(t, p, aliceTok, obj{"to": "agent", "body": "dm one"}),
+		// HOLD: the scripted agent holds only a turn whose text says
+		// HOLD; this one must not end under the first runner.
+		push(t, p, aliceTok, obj{"to": "agent", "body": "dm one HOLD"}),
 		push(t, p, aliceTok, obj{"body": "to everyone"}),
 		push(t, p, aliceTok, obj{"body": "in ops", "data": obj{"thread": "chan:" + ch["id"].(string)}}),
 	}
@@ -140,9 +142,9 @@ func TestRunnerFirstStartDeliversTheBacklog(t *testing.T) {
 	require.NotContains(t, st, "position")
 	require.Equal(t, 0.0, st["backlogOmitted"])
 
-	// A runner that acknowledges nothing (no turn ends: HOLD) and stops.
+	// A runner that acknowledges nothing (its first turn holds) and stops.
 	r := startRunner(t, p, agentTok, t.TempDir(), nil)
-	want = append(want, push(t, p, aliceTok, obj{"to": "agent", "body": "HOLD"}))
+	want = append(want, push(t, p, aliceTok, obj{"to": "agent", "body": "while the first turn holds"}))
 	ids := func(turns []agentTurn) []string {
 		var out []string
 		for _, tr := range turns {
@@ -150,7 +152,13 @@ func TestRunnerFirstStartDeliversTheBacklog(t *testing.T) {
 		}
 		return out
 	}
-	require.Equal(t, want[:1], ids(r.waitTurns(t, 1)), "one turn at a time: the first waits")
+	require.Equal(t, want[:1], ids(r.waitTurns(t, 1)))
+	// One turn at a time: while the first is held nothing else goes, and
+	// nothing is acknowledged.
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, want[:1], ids(r.turns(t)), "one turn at a time: the first waits")
+	st = mustCall(t, d, bearer(agentTok), "GetDelivery", obj{"name": "agent"})
+	require.Equal(t, obj{"turnActive": true, "turnMessageId": want[0]}, pick(st, "position", "turnActive", "turnMessageId"))
 	require.NoError(t, r.cmd.Process.Kill())
 	r.wait(t)
 	want = append(want, push(t, p, aliceTok, obj{"to": "agent", "body": "while it was down"}))
