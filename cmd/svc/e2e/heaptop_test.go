@@ -47,3 +47,29 @@ func TestTopInUse(t *testing.T) {
 		})
 	}
 }
+
+// countGoroutinesIn counts each record's goroutines once when a frame
+// names the function.
+func TestCountGoroutinesIn(t *testing.T) {
+	t.Parallel()
+	const profile = "goroutine profile: total 6\n" +
+		"3 @ 0x1 0x2\n" +
+		"#\t0x1\tgoogle.golang.org/grpc/internal/transport.(*loopyWriter).run+0x2\t/src/controlbuf.go:1\n" +
+		"#\t0x2\tgoogle.golang.org/grpc/internal/transport.(*loopyWriter).run+0x9\t/src/controlbuf.go:2\n" +
+		"\n" +
+		"2 @ 0x3\n" +
+		"#\t0x3\tnet/http.(*conn).serve+0x1\t/src/server.go:1\n" +
+		"\n" +
+		"1 @ 0x4\n" +
+		"#\t0x4\tgoogle.golang.org/grpc/internal/transport.(*loopyWriter).run+0x2\t/src/controlbuf.go:1\n"
+	for _, tc := range []struct {
+		fn   string
+		want int
+	}{
+		{"transport.(*loopyWriter).run", 4},
+		{"net/http.(*conn).serve", 2},
+		{"absent", 0},
+	} {
+		require.Equal(t, tc.want, countGoroutinesIn(profile, tc.fn), tc.fn)
+	}
+}

@@ -75,6 +75,40 @@ func heapProfileTop(t *testing.T, pprofAddr string) string {
 	return topInUse(string(b), 12)
 }
 
+// goroutinesIn is how many of the broker's goroutines have fn in their
+// stacks, from its goroutine profile.
+func goroutinesIn(t *testing.T, pprofAddr, fn string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/goroutine?debug=1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	require.NoError(t, err)
+	return countGoroutinesIn(string(b), fn)
+}
+
+// goroutineRecordRE is a record's first line in a debug=1 goroutine
+// profile: "count @ pcs".
+var goroutineRecordRE = regexp.MustCompile(`^(\d+) @`)
+
+// countGoroutinesIn sums the counts of the profile's records whose frames
+// name fn.
+func countGoroutinesIn(profile, fn string) int {
+	total, count, seen := 0, 0, false
+	for line := range strings.Lines(profile) {
+		if m := goroutineRecordRE.FindStringSubmatch(line); m != nil {
+			count, _ = strconv.Atoi(m[1])
+			seen = false
+			continue
+		}
+		if strings.HasPrefix(line, "#\t") && !seen && strings.Contains(line, fn) {
+			total += count
+			seen = true
+		}
+	}
+	return total
+}
+
 // heapRecordRE is a record's first line in a debug=1 heap profile:
 // "objects in use: bytes in use [objects allocated: bytes allocated] @ pcs".
 var heapRecordRE = regexp.MustCompile(`^(\d+): (\d+) \[(\d+): (\d+)\] @`)
@@ -273,7 +307,8 @@ func TestStalledGRPCSubscribersAreReleased(t *testing.T) {
 		t.Logf("what holds the heap:\n%s", heapProfileTop(t, pprofAddr))
 		// Whether the test's connection holds it: the broker's side of a
 		// connection keeps what it queued for streams that have ended.
-		t.Logf("client connection: %s", conn.GetState())
+		t.Logf("client connection: %s; connections the broker's gRPC server holds (loopy writers): %d",
+			conn.GetState(), goroutinesIn(t, pprofAddr, "transport.(*loopyWriter).run"))
 		_ = conn.Close()
 		time.Sleep(time.Second)
 		collectGarbage(t, pprofAddr)
