@@ -61,30 +61,31 @@ func collectGarbage(t *testing.T, pprofAddr string) {
 	}
 }
 
-// heapProfileTop is the broker's heap profile cut to what a failure needs:
-// the records holding the most live memory, largest first, each with its
-// call stack. The profile's text form (debug=1) lists records in no useful
-// order, most of them with nothing in use.
-func heapProfileTop(t *testing.T, pprofAddr string) string {
+// pprofText is the broker's profile name in its text form (debug=1).
+func pprofText(t *testing.T, pprofAddr, name string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/heap?debug=1")
+	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/" + name + "?debug=1")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	require.NoError(t, err)
-	return topInUse(string(b), 12)
+	return string(b)
+}
+
+// heapProfileTop is the broker's heap profile cut to what a failure needs:
+// the records holding the most live memory, largest first, each with its
+// call stack. The profile's text form lists records in no useful order,
+// most of them with nothing in use.
+func heapProfileTop(t *testing.T, pprofAddr string) string {
+	t.Helper()
+	return topInUse(pprofText(t, pprofAddr, "heap"), 12)
 }
 
 // goroutinesIn is how many of the broker's goroutines have fn in their
 // stacks, from its goroutine profile.
 func goroutinesIn(t *testing.T, pprofAddr, fn string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/goroutine?debug=1")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	require.NoError(t, err)
-	return countGoroutinesIn(string(b), fn)
+	return countGoroutinesIn(pprofText(t, pprofAddr, "goroutine"), fn)
 }
 
 // goroutineRecordRE is a record's first line in a debug=1 goroutine
