@@ -314,6 +314,8 @@ func TestStalledGRPCSubscribersAreReleased(t *testing.T) {
 		time.Sleep(time.Second)
 		collectGarbage(t, pprofAddr)
 		t.Logf("live heap once the client's connection is closed: %.1f MB", figuresOf(scrape(t, p)).heapMB)
+		// What is still running, for what might hold an ended transport.
+		t.Logf("the broker's goroutines:\n%s", pprofText(t, pprofAddr, "goroutine"))
 	}
 	require.LessOrEqual(t, end.heapMB, base.heapMB+heapSlackMB, "the stalled streams' memory is released")
 
