@@ -9,10 +9,14 @@ package e2e
 // client does.
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,16 +61,109 @@ func collectGarbage(t *testing.T, pprofAddr string) {
 	}
 }
 
-// heapProfileTop is the start of the broker's heap profile in text: the
-// call stacks that hold the most live memory, for a failure to show.
-func heapProfileTop(t *testing.T, pprofAddr string) string {
+// pprofText is the broker's profile name in its text form (debug=1).
+func pprofText(t *testing.T, pprofAddr, name string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/heap?debug=1")
+	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/" + name + "?debug=1")
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	require.NoError(t, err)
 	return string(b)
+}
+
+// heapProfileTop is the broker's heap profile cut to what a failure needs:
+// the records holding the most live memory, largest first, each with its
+// call stack. The profile's text form lists records in no useful order,
+// most of them with nothing in use.
+func heapProfileTop(t *testing.T, pprofAddr string) string {
+	t.Helper()
+	return topInUse(pprofText(t, pprofAddr, "heap"), 12)
+}
+
+// goroutinesIn is how many of the broker's goroutines have fn in their
+// stacks, from its goroutine profile.
+func goroutinesIn(t *testing.T, pprofAddr, fn string) int {
+	t.Helper()
+	return countGoroutinesIn(pprofText(t, pprofAddr, "goroutine"), fn)
+}
+
+// goroutineRecordRE is a record's first line in a debug=1 goroutine
+// profile: "count @ pcs".
+var goroutineRecordRE = regexp.MustCompile(`^(\d+) @`)
+
+// countGoroutinesIn sums the counts of the profile's records whose frames
+// name fn.
+func countGoroutinesIn(profile, fn string) int {
+	total, count, seen := 0, 0, false
+	for line := range strings.Lines(profile) {
+		if m := goroutineRecordRE.FindStringSubmatch(line); m != nil {
+			count, _ = strconv.Atoi(m[1])
+			seen = false
+			continue
+		}
+		if strings.HasPrefix(line, "#\t") && !seen && strings.Contains(line, fn) {
+			total += count
+			seen = true
+		}
+	}
+	return total
+}
+
+// heapRecordRE is a record's first line in a debug=1 heap profile:
+// "objects in use: bytes in use [objects allocated: bytes allocated] @ pcs".
+var heapRecordRE = regexp.MustCompile(`^(\d+): (\d+) \[(\d+): (\d+)\] @`)
+
+// topInUse is the profile's header and its n records with the most bytes
+// in use, largest first, each with its stack's functions and lines;
+// records with nothing in use are left out.
+func topInUse(profile string, n int) string {
+	type record struct {
+		inUse int64
+		text  strings.Builder
+	}
+	var (
+		header  string
+		records []*record
+		cur     *record
+	)
+	for line := range strings.Lines(profile) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, "# runtime.MemStats") {
+			break
+		}
+		if strings.HasPrefix(line, "heap profile:") {
+			header = line
+			continue
+		}
+		if m := heapRecordRE.FindStringSubmatch(line); m != nil {
+			cur = &record{}
+			cur.inUse, _ = strconv.ParseInt(m[2], 10, 64)
+			alloc, _ := strconv.ParseInt(m[4], 10, 64)
+			fmt.Fprintf(&cur.text, "%s objects, %.1f MB in use (%s objects, %.1f MB allocated)\n",
+				m[1], float64(cur.inUse)/(1<<20), m[3], float64(alloc)/(1<<20))
+			records = append(records, cur)
+			continue
+		}
+		// A frame: "#\t0xADDR\tfunc+0xOFF\tfile:line"; the address is noise.
+		if cur != nil && strings.HasPrefix(line, "#\t") {
+			if f := strings.Fields(line); len(f) >= 4 {
+				fmt.Fprintf(&cur.text, "\t%s %s\n", f[2], f[3])
+			}
+			continue
+		}
+		cur = nil
+	}
+	slices.SortStableFunc(records, func(a, b *record) int { return cmp.Compare(b.inUse, a.inUse) })
+	var out strings.Builder
+	out.WriteString(header + "\n")
+	for i, r := range records {
+		if i == n || r.inUse == 0 {
+			break
+		}
+		out.WriteString(r.text.String())
+	}
+	return out.String()
 }
 
 func TestStalledGRPCSubscribersAreReleased(t *testing.T) {
@@ -209,6 +306,16 @@ func TestStalledGRPCSubscribersAreReleased(t *testing.T) {
 	require.LessOrEqual(t, end.goroutines, base.goroutines+goroutineSlack, "the stalled streams' goroutines are gone")
 	if end.heapMB > base.heapMB+heapSlackMB {
 		t.Logf("what holds the heap:\n%s", heapProfileTop(t, pprofAddr))
+		// Whether the test's connection holds it: the broker's side of a
+		// connection keeps what it queued for streams that have ended.
+		t.Logf("client connection: %s; connections the broker's gRPC server holds (loopy writers): %d",
+			conn.GetState(), goroutinesIn(t, pprofAddr, "transport.(*loopyWriter).run"))
+		_ = conn.Close()
+		time.Sleep(time.Second)
+		collectGarbage(t, pprofAddr)
+		t.Logf("live heap once the client's connection is closed: %.1f MB", figuresOf(scrape(t, p)).heapMB)
+		// What is still running, for what might hold an ended transport.
+		t.Logf("the broker's goroutines:\n%s", pprofText(t, pprofAddr, "goroutine"))
 	}
 	require.LessOrEqual(t, end.heapMB, base.heapMB+heapSlackMB, "the stalled streams' memory is released")
 
