@@ -386,11 +386,24 @@ func TestWebUIObjectivesManage(t *testing.T) {
 	require.Len(t, atts, 1)
 	require.Equal(t, "/admin/attachments/brief.txt", atts[0].(map[string]any)["path"])
 
+	// The members (GET /roster) answer only after the Reassign dialog is
+	// open, as on a slow link: the dialog fills its choices when they come.
+	require.True(t, browsertest.Eval[bool](t, pg, "hold the roster", `(() => {
+		const fetch0 = window.fetch;
+		let release;
+		const held = new Promise((r) => { release = r; });
+		window.__releaseRoster = release;
+		window.fetch = (url, opts) => new URL(String(url), location.href).pathname === '/roster' ? held.then(() => fetch0(url, opts)) : fetch0(url, opts);
+		return true;
+	})()`))
 	click(t, pg, `.obj-card[data-id="`+id+`"] .obj-title`)
 	pg.WaitJS(t, "detail", `document.getElementById('obj-title')?.textContent === 'Rotate keys' && document.querySelector('.act-row button[data-act=reassign]')`, uiWait)
 	require.False(t, browsertest.Eval[bool](t, pg, "no complete for a non-assignee", `!!document.querySelector('[data-act=complete]')`))
 
 	openAct(t, pg, "reassign")
+	require.Equal(t, []string{"Loading members…"}, browsertest.Eval[[]string](t, pg, "choices before the members",
+		`[...document.querySelectorAll('dialog.act-reassign select option')].map(o => o.textContent)`))
+	browsertest.Eval[bool](t, pg, "release the roster", `(window.__releaseRoster(), true)`)
 	pg.WaitJS(t, "choices", `document.querySelector('dialog.act-reassign select option[value=carol]')`, uiWait)
 	setValue(t, pg, `dialog.act-reassign select`, "carol")
 	setValue(t, pg, `dialog.act-reassign input`, "bob is away")

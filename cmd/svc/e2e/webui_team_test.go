@@ -50,6 +50,18 @@ func openTeam(t *testing.T, pg *browsertest.Page) {
 	pg.WaitJS(t, "roster loaded", `document.getElementById('roster')?.dataset.loaded === 'true'`, uiWait)
 }
 
+// openCreateMember opens the Team page's "Add a member" form. The page
+// draws the approvals section above the form only after GET /approvals
+// answers, which may come after the roster: the click waits for that
+// draw, so it is not aimed at a summary that then moves, and the form is
+// used once it is open.
+func openCreateMember(t *testing.T, pg *browsertest.Page) {
+	t.Helper()
+	pg.WaitJS(t, "approvals drawn", `document.querySelector('.approvals-slot')?.dataset.waiting !== undefined`, uiWait)
+	pg.Click(t, "open the new member form", "#create-member summary")
+	pg.WaitJS(t, "new member form open", `document.getElementById('create-member')?.open === true && document.getElementById('nm-name')?.offsetWidth > 0`, uiWait)
+}
+
 // confirmYes presses the confirming button of the open confirm dialog.
 func confirmYes(t *testing.T, pg *browsertest.Page) {
 	t.Helper()
@@ -162,9 +174,8 @@ func TestWebUITeamAdminTokens(t *testing.T) {
 	openTeam(t, pg)
 
 	// Create carol: the operator preset, a role, instructions.
+	openCreateMember(t, pg)
 	pg.Do(t, "fill the new member",
-		chromedp.Click(chromedp.CSS("#create-member summary")),
-		chromedp.WaitVisible(chromedp.ID("nm-name")),
 		chromedp.SendKeys(chromedp.ID("nm-name"), "carol"),
 		chromedp.SendKeys(chromedp.ID("nm-role-title"), "Reviewer"),
 		chromedp.Click(chromedp.CSS(`#create-member input[type=checkbox][value="operator"]`)),
@@ -209,9 +220,8 @@ func TestWebUITeamAdminTokens(t *testing.T) {
 		`!!document.querySelector('.token-plain') || document.body.textContent.includes(`+js(tok2)+`)`), "the plaintext is gone once the page is left")
 
 	// The server's refusal is shown as it answers: a taken name.
+	openCreateMember(t, pg)
 	pg.Do(t, "create bob again",
-		chromedp.Click(chromedp.CSS("#create-member summary")),
-		chromedp.WaitVisible(chromedp.ID("nm-name")),
 		chromedp.SendKeys(chromedp.ID("nm-name"), "bob"),
 		chromedp.Click(chromedp.CSS("#create-member form button[type=submit]")))
 	pg.WaitJS(t, "conflict shown", `(document.querySelector('#create-member .msg.error')?.textContent || '').includes('(conflict)')`, uiWait)

@@ -269,7 +269,7 @@ function renderDetail(main, {app}, id) {
   const st = status();
   const msgs = new Map();
   let obj = null;
-  let names = [];
+  let names = null; // the members, once GET /roster answered ([] if it failed)
   let canThread = true;
 
   const drawThread = () => {
@@ -312,24 +312,33 @@ function renderDetail(main, {app}, id) {
   // page shows one row of buttons, not a form per action. The server's
   // refusal shows in the dialog, which stays open to try again.
   const opener = (key, text, open, cls) => h('button', {type: 'button', class: ['act-open', cls], 'data-act': key, onclick: open}, text);
-  const act = (key, title, submit, fields, run, {danger = false, intro = null} = {}) => () => actionDialog({
-    key, title, submit, danger, intro, fields: fields(),
-    run: async (values) => {
-      await run(values);
-      st.ok(title + ': done.');
-      await reload();
-    },
-    closed: () => { const b = actionsBox.querySelector(`[data-act="${key}"]`); (b || head).focus(); },
-  });
+  // A dialog whose choices come from the members (Reassign) is drawn at
+  // once, maybe before GET /roster answered: its fields' refresh() fills
+  // them again when the members arrive (drawActions calls it).
+  const act = (key, title, submit, fields, run, {danger = false, intro = null} = {}) => () => {
+    const f = fields();
+    dialogChoices = f.refresh || null;
+    actionDialog({
+      key, title, submit, danger, intro, fields: f,
+      run: async (values) => {
+        await run(values);
+        st.ok(title + ': done.');
+        await reload();
+      },
+      closed: () => { dialogChoices = null; const b = actionsBox.querySelector(`[data-act="${key}"]`); (b || head).focus(); },
+    });
+  };
 
   // Actions are redrawn only when what they depend on changed, so a live
   // update does not move focus from the row.
   let actionsKey = '';
   let watchersDialog = null; // redraws the open Watchers dialog
+  let dialogChoices = null; // refills the open action dialog's member choices
   const drawActions = () => {
     if (!obj) return;
     const o = obj;
     if (watchersDialog) watchersDialog();
+    if (dialogChoices) dialogChoices();
     const key = JSON.stringify([o.status, o.assignee, o.originator, o.watchers, names]);
     if (key === actionsKey) return;
     actionsKey = key;
@@ -370,10 +379,21 @@ function renderDetail(main, {app}, id) {
     }
     if (live && has('members.manage')) {
       out.push(opener('reassign', 'Reassign…', act('reassign', 'Reassign', 'Reassign', () => {
-        const to = h('select', {name: 'to', required: true}, h('option', {value: ''}, 'Choose…'), names.filter((n) => n !== o.assignee).map((n) => h('option', {value: n}, n)));
+        const to = h('select', {name: 'to', required: true});
+        let drawn = null;
+        const fill = () => {
+          const choices = (names || []).filter((n) => n !== o.assignee);
+          const sig = JSON.stringify([names === null, choices]);
+          if (sig === drawn) return; // unchanged: the user's pick stays
+          drawn = sig;
+          const was = to.value;
+          replace(to, h('option', {value: ''}, names === null ? 'Loading members…' : 'Choose…'), choices.map((n) => h('option', {value: n}, n)));
+          if (choices.includes(was)) to.value = was;
+        };
+        fill();
         const note = h('input', {type: 'text', name: 'note', maxlength: '8192', autocomplete: 'off'});
         return {nodes: [h('p', {class: 'hint'}, 'Now assigned to ' + str(o.assignee) + '.'), field('To', to), field('Note (optional)', note)],
-          values: () => ({to: to.value, note: note.value}), focus: to};
+          values: () => ({to: to.value, note: note.value}), focus: to, refresh: fill};
       }, ({to, note}) => {
         if (!to) throw new Error('Choose who takes it over.');
         return api('POST', base + '/reassign', {body: note.trim() ? {to, note} : {to}});
@@ -404,7 +424,7 @@ function renderDetail(main, {app}, id) {
     const body = h('div', {class: 'watchers-body'});
     const draw = () => {
       const watchers = obj && Array.isArray(obj.watchers) ? obj.watchers.map(str) : [];
-      const add = h('select', {id: 'watcher-add'}, h('option', {value: ''}, 'Choose…'), names.filter((n) => !watchers.includes(n)).map((n) => h('option', {value: n}, n)));
+      const add = h('select', {id: 'watcher-add'}, h('option', {value: ''}, 'Choose…'), (names || []).filter((n) => !watchers.includes(n)).map((n) => h('option', {value: n}, n)));
       const change = (what, busy) => async () => {
         wst.busy(busy);
         try { await api('PATCH', base + '/watchers', {body: what}); wst.clear(); await reload(); } catch (err) { wst.error(err); }
