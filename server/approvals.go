@@ -441,7 +441,12 @@ func (s *Approvals) CreateApproval(ctx context.Context, req *apiv1.CreateApprova
 	if r.err != nil {
 		return nil, r.err
 	}
+	// The request is published: a decision may have come (and its remove
+	// found nothing to remove) before this add. Read again once indexed.
 	s.approvals.add(a.ID, a.Member, a.ExpiresAt)
+	if cur, err := s.store.GetApproval(ctx, a.ID); err == nil && cur.Status != store.ApprovalPending {
+		s.approvals.remove(a.ID)
+	}
 	setHTTPStatus(ctx, http.StatusCreated)
 	return &apiv1.CreateApprovalResponse{Approval: approvalToProto(a)}, nil
 }

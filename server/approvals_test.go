@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"svc/server/apierr"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -474,4 +475,54 @@ func TestApproversNamedByTheTeam(t *testing.T) {
 	m, ok := e.srv.core.team.Member("agent")
 	require.True(t, ok)
 	require.Equal(t, []string{"alice"}, m.Approvers)
+}
+
+// decideAfterCommitStore decides an approval the moment the transaction
+// that stored its request commits, before CreateApproval goes on: as a
+// settleApproval on another goroutine would (the store's decision, then
+// the index's remove), when an approver decides the moment the request
+// reaches its stream.
+type decideAfterCommitStore struct {
+	store.Store
+	decide atomic.Pointer[func(ctx context.Context, id string)]
+}
+
+func (s *decideAfterCommitStore) WithTx(ctx context.Context, fn func(tx store.Tx) error) error {
+	var asked []string
+	err := s.Store.WithTx(ctx, func(tx store.Tx) error { return fn(askedTx{Tx: tx, asked: &asked}) })
+	if decide := s.decide.Load(); err == nil && decide != nil {
+		for _, id := range asked {
+			(*decide)(ctx, id)
+		}
+	}
+	return err
+}
+
+type askedTx struct {
+	store.Tx
+	asked *[]string
+}
+
+func (t askedTx) CreateApproval(ctx context.Context, a store.Approval) error {
+	*t.asked = append(*t.asked, a.ID)
+	return t.Tx.CreateApproval(ctx, a)
+}
+
+// A decision that lands between the request's commit (which publishes it)
+// and CreateApproval's index add must not leave the member blocked until
+// the approval's expiry.
+func TestApprovalDecidedAtOnceLeavesNoBlock(t *testing.T) {
+	st := &decideAfterCommitStore{Store: mustMemStore(t)}
+	e := startApprovals(t, st, approvalTeam(""))
+	decide := func(ctx context.Context, id string) {
+		_, err := st.Store.DecideApproval(ctx, store.ApprovalDecision{ID: id, Status: store.ApprovalAllowed, DecidedBy: "alice", DecidedAt: time.Now()})
+		require.NoError(t, err)
+		e.srv.core.approvals.remove(id)
+	}
+	st.decide.Store(&decide)
+	a := e.ask(t, "Bash", `{}`, nil)
+	got, err := e.st.GetApproval(context.Background(), a.GetId())
+	require.NoError(t, err)
+	require.Equal(t, store.ApprovalAllowed, got.Status)
+	require.Equal(t, stateIdle, e.srv.core.presence.state("agent", 1), "nothing waits: not blocked")
 }
