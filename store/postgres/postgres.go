@@ -215,11 +215,15 @@ func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return translate("begin", ctx.Err())
 	}
 	defer func() { <-c.writing }()
+	// The transaction runs under a detached context (detach.go), which the
+	// caller's end still ends; ctx is kept for health.
+	dctx, unlink := detach(ctx)
+	defer unlink()
 	// A BEGIN changes nothing: retried on a connection the server closed.
 	var tx pgx.Tx
 	err := c.retryIdle(ctx, func() error {
 		var err error
-		tx, err = c.pool.Begin(ctx)
+		tx, err = c.pool.Begin(dctx)
 		return err
 	})
 	if err != nil {
@@ -228,7 +232,7 @@ func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	lost := func() bool { return tx.Conn().IsClosed() }
 	// After a commit this is a no-op; on an error or a panic it ends the
 	// transaction (the panic then carries on up the stack).
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() { _ = tx.Rollback(context.WithoutCancel(dctx)) }()
 	// A write on a connection the pool opened since the last write may
 	// follow a restart of the server, which ended the use lock's session
 	// too: the lock is checked now, not at the watcher's next tick, so
@@ -239,14 +243,14 @@ func (c *conns) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 			return c.use.refused()
 		}
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, c.writeKey); err != nil {
+	if _, err := tx.Exec(dctx, `SELECT pg_advisory_xact_lock($1)`, c.writeKey); err != nil {
 		return c.health.wrote(ctx, translate("take write lock", err), lost())
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(detachedTx{tx, dctx}); err != nil {
 		return c.health.wrote(ctx, err, lost())
 	}
 	start := time.Now()
-	err = tx.Commit(ctx)
+	err = tx.Commit(dctx)
 	if c.onCommit != nil {
 		c.onCommit(time.Since(start))
 	}
@@ -281,7 +285,9 @@ type reader struct{ c *conns }
 
 // ExecContext is not retried: a statement run with Exec may write.
 func (h reader) ExecContext(ctx context.Context, query string, args ...any) (result, error) {
-	tag, err := h.c.pool.Exec(ctx, rebind(query), args...)
+	dctx, unlink := detach(ctx)
+	defer unlink()
+	tag, err := h.c.pool.Exec(dctx, rebind(query), args...)
 	return result{tag}, h.c.health.read(ctx, err)
 }
 
@@ -290,18 +296,21 @@ func (h reader) ExecContext(ctx context.Context, query string, args ...any) (res
 func (h reader) QueryContext(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
 	var rows *peekedRows
 	err := h.retry(ctx, func() error {
-		r, err := h.c.pool.Query(ctx, rebind(query), args...)
+		dctx, unlink := detach(ctx)
+		r, err := h.c.pool.Query(dctx, rebind(query), args...)
 		if err != nil {
+			unlink()
 			return err
 		}
 		ok := r.Next()
 		if !ok {
 			if err := r.Err(); err != nil {
 				r.Close()
+				unlink()
 				return err
 			}
 		}
-		rows = &peekedRows{Rows: r, pending: true, ok: ok}
+		rows = &peekedRows{Rows: r, pending: true, ok: ok, unlink: unlink}
 		return nil
 	})
 	if err != nil {
@@ -310,11 +319,18 @@ func (h reader) QueryContext(ctx context.Context, query string, args ...any) (pg
 	return watchedRows{Rows: rows, ctx: ctx, h: h.c.health}, nil
 }
 
-// peekedRows are rows whose first Next was called already.
+// peekedRows are rows whose first Next was called already, read under a
+// detached context (detach.go) that Close unlinks.
 type peekedRows struct {
 	pgx.Rows
 	pending bool // the first Next's answer is still to give
 	ok      bool
+	unlink  func()
+}
+
+func (r *peekedRows) Close() {
+	r.Rows.Close()
+	r.unlink()
 }
 
 func (r *peekedRows) Next() bool {
