@@ -64,6 +64,10 @@ func (q *Queue[T]) Run(ctx context.Context, commit func(ctx context.Context, bat
 			}
 		}
 		commit(context.WithoutCancel(ctx), batch)
+		// The next batch reuses the array: what this one held (bodies of
+		// up to 64 KiB each) must not stay reachable until a batch as
+		// large overwrites it.
+		clear(batch)
 	}
 }
 

@@ -3,9 +3,11 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -169,4 +171,53 @@ func TestSubmitContext(t *testing.T) {
 	close(l.release)
 	require.NoError(t, <-held)
 	require.NoError(t, <-queued)
+}
+
+// TestCommittedItemsAreReleased: once a batch is committed and answered,
+// nothing the loop keeps holds its items (the next batch reuses the
+// array; a message body is up to 64 KiB and a batch up to 512 of them).
+func TestCommittedItemsAreReleased(t *testing.T) {
+	type big struct {
+		body [64 << 10]byte
+		done chan error
+	}
+	const n = 4
+	q := New[*big](16, 8)
+	held := make(chan weak.Pointer[big], n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := &big{done: make(chan error, 1)}
+			held <- weak.Make(x)
+			require.NoError(t, Submit(context.Background(), q, x, x.done, func(err error) error { return err }))
+		}()
+	}
+	// All queued before the loop starts, so they commit as one batch.
+	require.Eventually(t, func() bool { return q.Len() == n }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	var sizes []int
+	go func() {
+		defer close(stopped)
+		q.Run(ctx, func(_ context.Context, batch []*big) {
+			sizes = append(sizes, len(batch))
+			for _, x := range batch {
+				x.done <- nil
+			}
+		}, func(x *big) { x.done <- errRefused })
+	}()
+	defer func() { cancel(); <-stopped }()
+	wg.Wait()
+	close(held)
+	for range 3 {
+		runtime.GC()
+	}
+	for w := range held {
+		require.True(t, w.Value() == nil, "a committed item is still held")
+	}
+	cancel()
+	<-stopped
+	require.Equal(t, []int{n}, sizes)
 }
