@@ -29,6 +29,9 @@ type detachedCtx struct {
 
 	mu  sync.Mutex
 	err error
+	// after are the functions AfterFunc registered, run at the end.
+	after map[uint64]func()
+	next  uint64
 }
 
 func (c *detachedCtx) Deadline() (time.Time, bool) { return c.deadline, c.hasDeadline }
@@ -41,13 +44,45 @@ func (c *detachedCtx) Err() error {
 	return c.err
 }
 
-func (c *detachedCtx) end(err error) {
+// AfterFunc lets context.AfterFunc register f here rather than start a
+// goroutine to wait for Done: pgx watches every statement's context so.
+func (c *detachedCtx) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err == nil {
-		c.err = err
-		close(c.done)
+	if c.err != nil {
+		go f()
+		return func() bool { return false }
 	}
+	if c.after == nil {
+		c.after = make(map[uint64]func())
+	}
+	id := c.next
+	c.next++
+	c.after[id] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.after[id]
+		delete(c.after, id)
+		return ok
+	}
+}
+
+func (c *detachedCtx) end(err error) {
+	if err == nil {
+		err = context.Canceled // a parent that broke the contract
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	close(c.done)
+	for _, f := range c.after {
+		go f()
+	}
+	c.after = nil
 }
 
 // detach returns a context for statements run on behalf of ctx (above),
@@ -72,7 +107,8 @@ func detach(ctx context.Context) (context.Context, func()) {
 // detachedTx is a transaction whose statements all run under the context
 // its transaction was begun with, detached (detach): the statements share
 // the transaction's connection and end with it, and the context a caller
-// passes a statement is not kept by the connection.
+// passes a statement is not kept by the connection. Statements must not go
+// around it through Conn or LargeObjects.
 type detachedTx struct {
 	pgx.Tx
 	ctx context.Context

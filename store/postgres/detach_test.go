@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -57,6 +58,37 @@ func TestConnectionsKeepNoCallerContext(t *testing.T) {
 				return tx.CreateChannel(ctx, store.Channel{ID: fmt.Sprintf("t%d", n), Slug: fmt.Sprintf("tx-%d", n), CreatedAt: now, CreatedBy: "alice"})
 			})
 		}},
+		{"transaction rolled back", func(ctx context.Context) error {
+			err := db.WithTx(ctx, func(tx store.Tx) error {
+				if err := tx.PutMember(ctx, store.Member{Name: "rolled-back"}); err != nil {
+					return err
+				}
+				return errRollBack
+			})
+			if !errors.Is(err, errRollBack) {
+				return fmt.Errorf("want the transaction's error, got %v", err)
+			}
+			return nil
+		}},
+		{"savepoint", func(ctx context.Context) error {
+			return db.WithTx(ctx, func(tx store.Tx) error {
+				return tx.Savepoint(ctx, func() error {
+					return tx.PutMember(ctx, store.Member{Name: "alice", Instructions: "savepoint"})
+				})
+			})
+		}},
+		{"reader exec", func(ctx context.Context) error {
+			_, err := reader{db.c}.ExecContext(ctx, `SELECT 1`)
+			return err
+		}},
+		{"writer query", func(ctx context.Context) error {
+			rows, err := writer{db.c}.QueryContext(ctx, `UPDATE members SET instructions = ? WHERE name = ? RETURNING name`, "writer", "alice")
+			if err != nil {
+				return err
+			}
+			rows.Close()
+			return nil
+		}},
 		{"activity", func(ctx context.Context) error {
 			_, err := act.CommitActivity(ctx, store.ActivityBatch{Events: []store.ActivityEvent{{Member: "alice", Kind: "tool", TS: now, Data: []byte(`{}`)}}})
 			if err != nil {
@@ -76,6 +108,8 @@ func TestConnectionsKeepNoCallerContext(t *testing.T) {
 		})
 	}
 }
+
+var errRollBack = errors.New("roll back")
 
 // runUnder runs fn under a context carrying a value, ends the context and
 // returns a weak pointer to the value: nil once nothing holds the context.
@@ -139,6 +173,31 @@ func TestDetach(t *testing.T) {
 			require.Equal(t, parent.Err(), d.Err(), "the caller's error")
 		})
 	}
+	// context.AfterFunc (which pgx calls for every statement) registers
+	// with the detached context itself, and what it registers runs at the
+	// end unless stopped.
+	t.Run("AfterFunc", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		d, unlink := detach(parent)
+		defer unlink()
+		ran, stoppedRan := make(chan struct{}), make(chan struct{}, 1)
+		context.AfterFunc(d, func() { close(ran) })
+		stop := context.AfterFunc(d, func() { stoppedRan <- struct{}{} })
+		require.Len(t, d.(*detachedCtx).after, 2, "registered with the detached context, no goroutine waiting")
+		require.True(t, stop(), "stopped before the end")
+		require.False(t, stop(), "stopped once")
+		cancel()
+		select {
+		case <-ran:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a function registered with context.AfterFunc did not run at the end")
+		}
+		late := make(chan struct{})
+		lateStop := context.AfterFunc(d, func() { close(late) })
+		<-late
+		require.False(t, lateStop(), "registered after the end: already run")
+		require.Empty(t, stoppedRan, "a stopped function does not run")
+	})
 	t.Run("unlinked", func(t *testing.T) {
 		parent, cancel := context.WithCancel(context.Background())
 		d, unlink := detach(parent)
